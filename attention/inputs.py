@@ -1,0 +1,55 @@
+"""Text to model inputs, with the tokens, words and offsets the views need."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Encoded:
+    input_ids: torch.Tensor  # (1, L)
+    attention_mask: torch.Tensor  # (1, L), all ones for one sentence
+    token_type_ids: torch.Tensor  # (1, L), 0 for segment A, 1 for segment B
+    tokens: list[str]  # WordPiece pieces, [CLS] and [SEP] included
+    word_ids: list[int | None]  # word index of each piece; None for special tokens
+    sequence_ids: list[int | None]  # 0 or 1 for the segment of each piece; None for special tokens
+    offsets: list[tuple[int, int]]  # character span of each piece in its own text
+    total_tokens: int  # length before truncation
+    notice: str | None  # set when the input was truncated
+
+    @property
+    def truncated(self) -> bool:
+        return self.total_tokens > len(self.tokens)
+
+    @property
+    def special(self) -> list[bool]:
+        return [w is None for w in self.word_ids]
+
+
+def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int = 512) -> Encoded:
+    """Tokenize one sentence (or a pair) for a model with `max_length` positions.
+
+    Longer input is truncated to fit (from the longer segment first), and `notice` says so; it
+    is never an error.
+    """
+    pair = text_pair if text_pair else None
+    total = len(tokenizer(text, pair, add_special_tokens=True)["input_ids"])
+    enc = tokenizer(text, pair, truncation=True, max_length=max_length, return_offsets_mapping=True,
+                    return_token_type_ids=True, return_tensors="pt")
+    length = enc["input_ids"].shape[1]
+    notice = None
+    if total > length:
+        notice = (f"The input has {total} tokens; the model reads at most {max_length} positions, "
+                  f"so only the first {length} tokens are shown.")
+    return Encoded(
+        input_ids=enc["input_ids"],
+        attention_mask=enc["attention_mask"],
+        token_type_ids=enc["token_type_ids"],
+        tokens=enc.tokens(),
+        word_ids=enc.word_ids(),
+        sequence_ids=enc.sequence_ids(),
+        offsets=[tuple(o) for o in enc["offset_mapping"][0].tolist()],
+        total_tokens=total,
+        notice=notice,
+    )

@@ -1,0 +1,175 @@
+"""Multi-head attention, written out step by step.
+
+Shapes use one set of letters throughout:
+    B batch, L query length, S key/value length, D model width,
+    H query heads, G key/value heads (G divides H), d head width (D = H * d).
+Attention maps are always laid out as [batch, head, query_pos, key_pos] = (B, H, L, S).
+
+Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged.
+By default nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the
+line of code that made it, so the shape-flow diagram shows the real forward pass.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Recorder = Callable[[str, Optional[torch.Tensor]], Optional[torch.Tensor]]
+
+
+def no_record(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return tensor
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scaling: float | None = None,
+    dropout_p: float = 0.0,
+    record: Recorder = no_record,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q · kᵀ · scaling + mask) · v, returning (output, probs).
+
+    q (B, H, L, d), k (B, H, S, d), v (B, H, S, d_v); `scaling` defaults to d ** -0.5.
+    `mask`, broadcastable to (B, H, L, S), is boolean (True = may attend) or additive (added to
+    the scores; -inf drops a position). A query row whose every key is dropped gets all-zero
+    probabilities and a zero output, never NaN.
+    """
+    if scaling is None:
+        scaling = q.size(-1) ** -0.5
+    # 1. similarity of every query with every key
+    scores = record("scores", torch.matmul(q, k.transpose(-2, -1)) * scaling)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    # 2. dropped positions get -inf, so softmax gives them exactly zero weight
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
+        else:
+            scores = record("masked_scores", scores + mask)  # (B, H, L, S)
+    # 3. each query's row becomes probabilities over the keys; a row with no key left softmaxes
+    #    to NaN (0/0), and such a query attends to nothing
+    probs = torch.softmax(scores, dim=-1)  # (B, H, L, S)
+    if mask is not None:
+        probs = probs.nan_to_num(nan=0.0)
+    probs = record("probs", probs)
+    # 4. dropout on the probabilities (the caller passes 0 outside training)
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, p=dropout_p)
+    # 5. weighted sum of the values
+    output = record("heads", torch.matmul(probs, v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
+    return output, probs
+
+
+def build_mask(
+    attention_mask: torch.Tensor | None,
+    is_causal: bool,
+    batch: int,
+    query_len: int,
+    key_len: int,
+) -> torch.Tensor | None:
+    """Combine a key padding mask, a full mask and causality into one mask for the scores.
+
+    attention_mask is None, a (B, S) key padding mask (1/True keep, 0/False drop), or a boolean
+    (True keep) or additive float mask broadcastable to (B, H, L, S). Returns None when nothing
+    is masked, else a boolean or additive mask broadcastable to (B, H, L, S).
+    """
+    mask = attention_mask
+    if mask is not None and mask.dim() == 2:
+        if tuple(mask.shape) != (batch, key_len):
+            raise ValueError(f"a key padding mask must be (batch, key_len) = {(batch, key_len)}, "
+                             f"got {tuple(mask.shape)}")
+        mask = mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+    if is_causal:
+        # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
+        device = None if mask is None else mask.device
+        causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
+        causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
+        if mask is None:
+            mask = causal
+        elif mask.dtype == torch.bool:
+            mask = mask & causal
+        else:
+            mask = mask.masked_fill(~causal, float("-inf"))
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with named projections q_proj, k_proj, v_proj and o_proj.
+
+    num_kv_heads < num_heads gives grouped-query attention: each key/value head serves a group
+    of num_heads // num_kv_heads query heads (num_kv_heads = 1 is multi-query attention).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ):
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
+        if num_kv_heads < 1 or num_heads % num_kv_heads:
+            raise ValueError(f"num_heads {num_heads} is not divisible by num_kv_heads {num_kv_heads}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = d_model // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias)
+
+    def split_heads(self, x: torch.Tensor, n_heads: int, name: str, record: Recorder) -> torch.Tensor:
+        """(B, T, n·d) -> (B, n, T, d), recorded as `{name}_view` and `{name}_heads`."""
+        B, T, _ = x.shape
+        x = record(f"{name}_view", x.view(B, T, n_heads, self.head_dim))  # (B, T, n, d)
+        return record(f"{name}_heads", x.transpose(1, 2))  # (B, n, T, d)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        record: Recorder = no_record,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
+
+        Returns (output (B, L, D), probs (B, H, L, S)).
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        B, L, _ = query.shape
+        S = key.size(1)
+        if value.size(1) != S:
+            raise ValueError(f"key and value lengths differ: {S} vs {value.size(1)}")
+        record("input", query)  # (B, L, D)
+
+        q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
+        k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
+        v = record("v_proj", self.v_proj(value))  # (B, S, G·d)
+        q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
+        k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
+        v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        if self.num_kv_heads != self.num_heads:
+            group = self.num_heads // self.num_kv_heads
+            k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
+            v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
+
+        mask = record("mask", build_mask(attention_mask, is_causal, B, L, S))
+        dropout_p = self.dropout if self.training else 0.0
+        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record)
+        merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
+        output = record("output", self.o_proj(merged))  # (B, L, D)
+        return output, probs
