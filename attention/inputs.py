@@ -34,7 +34,7 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
     is never an error.
     """
     pair = text_pair if text_pair else None
-    total = len(tokenizer(text, pair, add_special_tokens=True)["input_ids"])
+    total = len(tokenizer(text, pair, verbose=False)["input_ids"])
     enc = tokenizer(text, pair, truncation=True, max_length=max_length, return_offsets_mapping=True,
                     return_token_type_ids=True, return_tensors="pt")
     length = enc["input_ids"].shape[1]

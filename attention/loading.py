@@ -174,15 +174,21 @@ def _from_hub(repo_id: str) -> Path:
         raise ModelLoadError(f"could not fetch '{repo_id}' from the Hugging Face Hub: {err}") from None
 
 
-def load_tokenizer(folder: Path):
+def load_tokenizer(folder: Path, vocab_size: int):
+    """transformers' fast tokenizer for the checkpoint; its ids must fit the model's vocabulary."""
     from transformers import AutoTokenizer
 
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+        raise ModelLoadError(f"no tokenizer files in {folder} (expected tokenizer.json or vocab.txt)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     except Exception as err:  # transformers raises many types for missing or broken tokenizer files
         raise ModelLoadError(f"no usable tokenizer files in {folder} ({type(err).__name__})") from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"the tokenizer in {folder} has no fast version (needed for word offsets)")
+    if len(tokenizer) > vocab_size:
+        raise ModelLoadError(f"the tokenizer knows {len(tokenizer)} tokens but the model only {vocab_size}: "
+                             "they do not belong together")
     return tokenizer
 
 
@@ -206,7 +212,7 @@ def load_bert(source: str | os.PathLike | None = None):
     model = BertModel(config)
     copy_weights(model, tensors)
     model.eval().requires_grad_(False)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, config.vocab_size)
     model.load_report = LoadReport(DEFAULT_NAME if source is None else str(source), str(folder),
                                    weights_file, tuple(ignored))
     return model, tokenizer

@@ -43,7 +43,8 @@ def scaled_dot_product_attention(
     if scaling is None:
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key
-    scores = record("scores", torch.matmul(q, k.transpose(-2, -1)) * scaling)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
     # 2. dropped positions get -inf, so softmax gives them exactly zero weight
     if mask is not None:
         if mask.dtype == torch.bool:

@@ -1,0 +1,68 @@
+"""Forward-pass time: our encoder against transformers' eager BertModel, same weights, same inputs.
+
+    python bench/forward.py [--model SOURCE] [--repeats 15] [--threads 2]
+
+Both return every layer's attention probabilities (transformers with output_attentions=True).
+Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from attention import encode, load_bert  # noqa: E402
+
+SENTENCE = "The animal didn't cross the street because it was too tired, and the street was wide. "
+
+
+def interleaved_medians(fns, repeats: int) -> list[float]:
+    """Median seconds of each function, run in turn so that both see the same machine load."""
+    for fn in fns:
+        fn()  # warm-up
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, record in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            record.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: bundled MiniLM)")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from transformers import BertModel as ReferenceBert
+
+    ours, tokenizer = load_bert(args.model)
+    theirs = ReferenceBert.from_pretrained(ours.load_report.path, attn_implementation="eager").eval()
+    print(f"model: {ours.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
+          f"{platform.processor() or platform.machine()}; median of {args.repeats}")
+    print(f"{'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
+    for target in (16, 128, 512):
+        text = " ".join(SENTENCE.split()[: max(1, target - 2)])
+        while len(tokenizer(text, verbose=False)["input_ids"]) < target:
+            text += " " + SENTENCE
+        enc = encode(tokenizer, text, max_length=target)
+        ids, mask, types = enc.input_ids, enc.attention_mask, enc.token_type_ids
+        with torch.inference_mode():
+            t_ours, t_theirs = interleaved_medians([
+                lambda: ours(ids, mask, types),
+                lambda: theirs(ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
+            ], args.repeats)
+        print(f"{ids.shape[1]:>7} {t_ours * 1e3:>9.2f} {t_theirs * 1e3:>16.2f} {t_ours / t_theirs:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
