@@ -1,0 +1,301 @@
+import itertools
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+import viz
+from viz.lines import bin_opacity, opacity_bins
+from viz.overview import tile_maps
+
+TOKENS = ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it", "[SEP]"]
+
+
+def random_maps(*shape, seed=0):
+    """Row-stochastic maps of the given shape (last axis sums to 1)."""
+    weights = np.random.default_rng(seed).random(shape)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def render_hover(template: str, query: str, key: str, weight: float) -> str:
+    """What plotly shows for one cell, for the placeholders head_heatmap uses."""
+    return (
+        template.replace("%{customdata[0]}", query)
+        .replace("%{customdata[1]}", key)
+        .replace("%{z:.3f}", f"{weight:.3f}")
+        .replace("<extra></extra>", "")
+    )
+
+
+# ---- head_heatmap ------------------------------------------------------------
+
+
+def test_head_heatmap_shows_the_map_with_first_query_on_top():
+    attn = random_maps(len(TOKENS), len(TOKENS))
+    fig = viz.head_heatmap(attn, TOKENS)
+    heatmap = fig.data[0]
+    assert isinstance(heatmap, go.Heatmap)
+    np.testing.assert_array_equal(heatmap.z, attn)
+    assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0)
+    assert fig.layout.yaxis.autorange == "reversed"
+
+
+def test_head_heatmap_labels_every_position_even_repeated_tokens():
+    fig = viz.head_heatmap(random_maps(len(TOKENS), len(TOKENS)), TOKENS)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert list(axis.tickvals) == list(range(len(TOKENS)))
+        assert list(axis.ticktext) == TOKENS  # "the" appears twice, at 1 and 7
+
+
+def test_head_heatmap_hover_reads_query_arrow_key_weight():
+    attn = np.zeros((len(TOKENS), len(TOKENS)))
+    attn[:, 0] = 1.0
+    attn[10] = 0.0
+    attn[10, 2], attn[10, 0] = 0.412, 0.588  # "it" looks at "animal"
+    fig = viz.head_heatmap(attn, TOKENS)
+    heatmap = fig.data[0]
+    assert heatmap.hovertemplate.endswith("<extra></extra>")
+    query, key = heatmap.customdata[10][2]
+    assert (query, key) == ("it", "animal")
+    assert render_hover(heatmap.hovertemplate, query, key, heatmap.z[10][2]) == "it → animal: 0.412"
+    # Every cell carries its own row and column token.
+    for i, j in itertools.product(range(len(TOKENS)), repeat=2):
+        assert list(heatmap.customdata[i][j]) == [TOKENS[i], TOKENS[j]]
+
+
+def test_head_heatmap_escapes_tokens_in_labels_and_hover():
+    tokens = ["[CLS]", "<b>x</b>", "a&b", "[SEP]"]
+    fig = viz.head_heatmap(random_maps(4, 4), tokens)
+    escaped = "&lt;b&gt;x&lt;/b&gt;"
+    assert fig.layout.xaxis.ticktext[1] == escaped
+    assert fig.layout.yaxis.ticktext[1] == escaped
+    assert fig.layout.xaxis.ticktext[2] == "a&amp;b"
+    assert list(fig.data[0].customdata[1][2]) == [escaped, "a&amp;b"]
+    assert "<b>" not in fig.to_json()
+
+
+def test_head_heatmap_accepts_other_keys_and_colour_range():
+    fig = viz.head_heatmap(random_maps(2, 3), ["a", "b"], ["x", "y", "z"], zmax=0.5, title="L0 H1")
+    assert list(fig.layout.xaxis.ticktext) == ["x", "y", "z"]
+    assert list(fig.layout.yaxis.ticktext) == ["a", "b"]
+    assert fig.data[0].zmax == 0.5
+    assert fig.layout.title.text == "L0 H1"
+    with pytest.raises(ValueError, match="does not match"):
+        viz.head_heatmap(random_maps(2, 3), ["a", "b"])
+
+
+def test_head_heatmap_size_grows_with_tokens_within_bounds():
+    small = viz.head_heatmap(random_maps(4, 4), ["a"] * 4)
+    large = viz.head_heatmap(random_maps(30, 30), ["a"] * 30)
+    huge = viz.head_heatmap(random_maps(400, 400), ["a"] * 400)
+    assert small.layout.height < large.layout.height
+    assert huge.layout.height < 1100 and huge.layout.width < 1200
+    assert huge.layout.yaxis.scaleanchor == "x"  # square cells
+
+
+def test_head_heatmap_thins_labels_only_when_rows_are_too_thin():
+    tokens = [f"t{i}" for i in range(400)]
+    fig = viz.head_heatmap(random_maps(400, 400), tokens)
+    tickvals, ticktext = list(fig.layout.yaxis.tickvals), list(fig.layout.yaxis.ticktext)
+    assert 20 < len(tickvals) < 400
+    assert ticktext == [tokens[v] for v in tickvals]  # each label still names its row
+    assert list(fig.layout.xaxis.ticktext) == [tokens[v] for v in fig.layout.xaxis.tickvals]
+
+
+def test_font_size_reaches_the_layout():
+    attn = random_maps(4, 4)
+    assert viz.head_heatmap(attn, list("abcd"), font_size=22).layout.font.size == 22
+    assert viz.overview_grid(attn[None, None], font_size=22).layout.font.size == 22
+    assert viz.lines_view(attn, list("abcd"), font_size=22).layout.font.size == 22
+
+
+def test_head_view_is_the_heatmap():
+    attn = random_maps(len(TOKENS), len(TOKENS))
+    assert viz.head_view(attn, TOKENS) == viz.head_heatmap(attn, TOKENS)
+
+
+# ---- pool_map and overview_grid ----------------------------------------------
+
+
+def test_pool_map_averages_blocks():
+    attn = random_maps(12, 12)
+    pooled = viz.pool_map(attn, 4)
+    assert pooled.shape == (4, 4)
+    for i, j in itertools.product(range(4), repeat=2):
+        block = attn[3 * i : 3 * i + 3, 3 * j : 3 * j + 3]
+        assert pooled[i, j] == pytest.approx(block.mean())
+
+
+def test_pool_map_uneven_blocks_still_average():
+    attn = random_maps(10, 10)
+    pooled = viz.pool_map(attn, 4)
+    assert pooled.shape == (4, 4)
+    assert viz.pool_map(np.full((10, 10), 0.1), 4) == pytest.approx(np.full((4, 4), 0.1))
+    assert attn.min() <= pooled.min() and pooled.max() <= attn.max()
+
+
+def test_pool_map_leaves_short_maps_and_leading_axes_alone():
+    attn = random_maps(2, 3, 8, 8)
+    np.testing.assert_array_equal(viz.pool_map(attn, 8), attn)
+    assert viz.pool_map(attn, 4).shape == (2, 3, 4, 4)
+    np.testing.assert_allclose(viz.pool_map(attn, 4)[1, 2], viz.pool_map(attn[1, 2], 4))
+
+
+def test_overview_tiles_are_pooled_maps_at_their_place():
+    attentions = random_maps(2, 3, 12, 12)
+    fig = viz.overview_grid(attentions, max_cells=4)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (2 * 5 - 1, 3 * 5 - 1)  # 4 cells + 1 NaN gap per tile
+    for layer, head in itertools.product(range(2), range(3)):
+        tile = z[5 * layer : 5 * layer + 4, 5 * head : 5 * head + 4]
+        np.testing.assert_allclose(tile, viz.pool_map(attentions[layer, head], 4), rtol=1e-6)
+    assert np.isnan(z[4]).all() and np.isnan(z[:, 4]).all() and np.isnan(z[:, 9]).all()
+
+
+def test_overview_short_maps_are_shown_unpooled():
+    attentions = random_maps(1, 2, 5, 5)
+    z = np.asarray(viz.overview_grid(attentions, max_cells=32).data[0].z, dtype=float)
+    np.testing.assert_allclose(z[:, :5], attentions[0, 0], rtol=1e-6)
+    np.testing.assert_allclose(z[:, 6:], attentions[0, 1], rtol=1e-6)
+
+
+def test_tile_maps_puts_layers_down_and_heads_across():
+    maps = np.arange(2 * 2 * 1 * 1, dtype=float).reshape(2, 2, 1, 1)
+    np.testing.assert_array_equal(tile_maps(maps), [[0, np.nan, 1], [np.nan] * 3, [2, np.nan, 3]])
+
+
+def test_overview_axes_name_layers_and_heads():
+    fig = viz.overview_grid(random_maps(3, 4, 6, 6))
+    assert list(fig.layout.yaxis.ticktext) == ["L0", "L1", "L2"]
+    assert list(fig.layout.xaxis.ticktext) == ["H0", "H1", "H2", "H3"]
+
+
+def test_overview_click_markers_cover_each_head_once_at_its_tile():
+    n_layers, n_heads, cells = 3, 4, 6
+    fig = viz.overview_grid(random_maps(n_layers, n_heads, cells, cells))
+    markers = fig.data[1]
+    assert isinstance(markers, go.Scatter)
+    picked = [tuple(pair) for pair in markers.customdata]
+    assert sorted(picked) == list(itertools.product(range(n_layers), range(n_heads)))
+    for (layer, head), x, y in zip(picked, markers.x, markers.y):
+        assert (cells + 1) * head <= x <= (cells + 1) * head + cells - 1
+        assert (cells + 1) * layer <= y <= (cells + 1) * layer + cells - 1
+    hover = markers.hovertext[picked.index((2, 1))]
+    assert hover.startswith("L2 H1")
+
+
+def test_overview_hover_names_the_strongest_pair():
+    attentions = np.full((1, 1, 3, 3), 0.1)
+    attentions[0, 0, 2, 1] = 0.8
+    fig = viz.overview_grid(attentions, tokens=["[CLS]", "<i>", "[SEP]"])
+    assert fig.data[1].hovertext[0] == "L0 H0<br>max [SEP] → &lt;i&gt;: 0.800"
+
+
+def test_overview_labels_and_highlight_mark_the_right_tile():
+    cells = 6
+    fig = viz.overview_grid(
+        random_maps(2, 3, cells, cells), labels={(1, 2): "prev <token>"}, highlight=(1, 2)
+    )
+    (note,) = fig.layout.annotations
+    assert note.text == "prev &lt;token&gt;"
+    assert 2 * (cells + 1) <= note.x <= 2 * (cells + 1) + cells - 1
+    (outline,) = fig.layout.shapes
+    left, top = 2 * (cells + 1), 1 * (cells + 1)  # first cell of tile (1, 2)
+    assert outline.x0 < left and left + cells - 1 < outline.x1 < left + cells + 1
+    assert outline.y0 < top and top + cells - 1 < outline.y1 < top + cells + 1
+    with pytest.raises(ValueError, match="outside"):
+        viz.overview_grid(random_maps(2, 3, cells, cells), highlight=(2, 0))
+
+
+@pytest.mark.parametrize("n_layers, n_heads", [(6, 12), (12, 12)])
+def test_overview_of_long_input_stays_light(n_layers, n_heads):
+    tokens = [f"tok{i}" for i in range(252)]
+    fig = viz.overview_grid(random_maps(n_layers, n_heads, 252, 252), tokens)  # float64 in
+    assert np.asarray(fig.data[0].z).dtype == np.float32  # 4 bytes per value in the JSON
+    size = len(fig.to_json())
+    print(f"overview {n_layers}x{n_heads} heads, 252 tokens: {size / 1e6:.2f} MB of JSON")
+    assert size < 2_000_000
+    assert np.asarray(fig.data[0].z).shape == (n_layers * 33 - 1, n_heads * 33 - 1)
+
+
+# ---- lines_view --------------------------------------------------------------
+
+LINE_ATTN = np.array(
+    [
+        [0.05, 0.90, 0.05],
+        [0.50, 0.50, 0.00],
+        [0.00, 0.30, 0.70],
+    ]
+)
+
+
+def segments(trace) -> list[tuple[int, int]]:
+    """(query, key) of each NaN-separated segment of a line trace."""
+    x = np.asarray(trace.x, dtype=float).reshape(-1, 3)
+    y = np.asarray(trace.y, dtype=float).reshape(-1, 3)
+    assert np.isnan(x[:, 2]).all() and np.isnan(y[:, 2]).all()
+    assert (x[:, 0] == 0).all() and (x[:, 1] == 1).all()  # query left, key right
+    return [(int(q), int(k)) for q, k in y[:, :2]]
+
+
+def line_traces(fig):
+    return [t for t in fig.data if t.mode == "lines"]
+
+
+def test_opacity_bins_follow_the_weights():
+    bins = opacity_bins(LINE_ATTN, threshold=0.0, n_bins=4)
+    as_pairs = {b: sorted(map(tuple, pairs.tolist())) for b, pairs in bins.items()}
+    assert as_pairs == {
+        0: [(0, 0), (0, 2)],  # 0.05
+        1: [(2, 1)],  # 0.3
+        2: [(1, 0), (1, 1), (2, 2)],  # 0.5, 0.5, 0.7
+        3: [(0, 1)],  # 0.9
+    }
+
+
+def test_lines_view_draws_one_segment_per_positive_weight_with_binned_opacity():
+    fig = viz.lines_view(LINE_ATTN, ["a", "b", "c"], n_bins=4)
+    drawn = {}
+    for trace in line_traces(fig):
+        for pair in segments(trace):
+            drawn[pair] = trace.opacity
+    assert sorted(drawn) == sorted(map(tuple, np.argwhere(LINE_ATTN > 0).tolist()))
+    for (q, k), opacity in drawn.items():
+        assert abs(opacity - LINE_ATTN[q, k]) <= 1 / 8  # half a bin
+    assert sorted(t.opacity for t in line_traces(fig)) == [bin_opacity(b, 4) for b in range(4)]
+
+
+def test_lines_view_skips_weights_below_threshold():
+    fig = viz.lines_view(LINE_ATTN, ["a", "b", "c"], threshold=0.4)
+    drawn = sorted(pair for trace in line_traces(fig) for pair in segments(trace))
+    assert drawn == [(0, 1), (1, 0), (1, 1), (2, 2)]
+
+
+def test_lines_view_gives_each_head_a_colour_and_one_legend_entry():
+    maps = np.stack([LINE_ATTN, LINE_ATTN.T / LINE_ATTN.T.sum(1, keepdims=True)])
+    fig = viz.lines_view(maps, ["a", "b", "c"], heads=["L0 H1", "L3 H2"], n_bins=4)
+    lines = line_traces(fig)
+    assert {t.legendgroup for t in lines} == {"L0 H1", "L3 H2"}
+    colours = {g: {t.line.color for t in lines if t.legendgroup == g} for g in ("L0 H1", "L3 H2")}
+    assert all(len(c) == 1 for c in colours.values())
+    assert colours["L0 H1"] != colours["L3 H2"]
+    assert sorted(t.name for t in lines if t.showlegend) == ["L0 H1", "L3 H2"]
+    assert len(lines) <= 2 * 4
+    assert fig.layout.showlegend
+
+
+def test_lines_view_token_columns_show_escaped_tokens_on_hover():
+    fig = viz.lines_view(LINE_ATTN, ["[CLS]", "<b>it</b>", "[SEP]"])
+    columns = [t for t in fig.data if t.mode == "markers+text"]
+    assert [c.x[0] for c in columns] == [0.0, 1.0]
+    for column in columns:
+        assert list(column.text) == ["[CLS]", "&lt;b&gt;it&lt;/b&gt;", "[SEP]"]
+        assert column.hovertemplate.startswith("%{text}")
+    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # first token on top
+
+
+def test_lines_view_rejects_mismatched_tokens():
+    with pytest.raises(ValueError, match="expected maps"):
+        viz.lines_view(LINE_ATTN, ["a", "b"])
+    with pytest.raises(ValueError, match="head names"):
+        viz.lines_view(np.stack([LINE_ATTN] * 2), ["a", "b", "c"], heads=["only one"])

@@ -1,0 +1,215 @@
+"""All layers × heads as small thumbnails in one light, clickable figure."""
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
+from viz._text import escape, escape_all
+
+MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
+
+
+def pool_map(attn: np.ndarray, max_cells: int) -> np.ndarray:
+    """Average blocks of the last two axes so each has at most ``max_cells``.
+
+    An axis of length L > ``max_cells`` is cut into ``max_cells`` contiguous
+    blocks whose sizes differ by at most one; each output value is the mean
+    of its block. Axes of length <= ``max_cells`` are left unchanged.
+    Leading axes (layers, heads) are kept.
+    """
+    attn = np.asarray(attn)
+    if attn.ndim < 2:
+        raise ValueError(f"expected at least 2 axes [..., query_pos, key_pos], got {attn.shape}")
+    if max_cells < 1:
+        raise ValueError(f"max_cells must be at least 1, got {max_cells}")
+    for axis in (attn.ndim - 2, attn.ndim - 1):
+        attn = _pool_axis(attn, axis, max_cells)
+    return attn
+
+
+def _pool_axis(x: np.ndarray, axis: int, max_cells: int) -> np.ndarray:
+    n = x.shape[axis]
+    if n <= max_cells:
+        return x
+    edges = np.linspace(0, n, max_cells + 1).astype(int)  # block boundaries
+    block_sums = np.add.reduceat(x, edges[:-1], axis=axis)
+    sizes_shape = [1] * x.ndim
+    sizes_shape[axis] = max_cells
+    return block_sums / np.diff(edges).reshape(sizes_shape)
+
+
+def tile_maps(maps: np.ndarray) -> np.ndarray:
+    """Lay ``[n_layers, n_heads, C, C]`` maps out as one 2-D array.
+
+    Layers are bands of rows, heads bands of columns, and neighbouring
+    tiles are separated by one row or column of NaN.
+    """
+    n_layers, n_heads, c_q, c_k = maps.shape
+    padded = np.full((n_layers, n_heads, c_q + 1, c_k + 1), np.nan, dtype=maps.dtype)
+    padded[:, :, :c_q, :c_k] = maps
+    grid = padded.transpose(0, 2, 1, 3)  # (layers, C+1, heads, C+1)
+    grid = grid.reshape(n_layers * (c_q + 1), n_heads * (c_k + 1))
+    return grid[:-1, :-1]
+
+
+def overview_grid(
+    attentions: np.ndarray,
+    tokens: Sequence[str] | None = None,
+    max_cells: int = 32,
+    *,
+    labels: Mapping[tuple[int, int], str] | None = None,
+    highlight: tuple[int, int] | None = None,
+    zmax: float | None = None,
+    title: str | None = None,
+    font_size: int = 14,
+) -> go.Figure:
+    """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
+
+    Rows are layers ("L0", "L1", ...), columns heads ("H0", ...). Each map
+    is mean-pooled to at most ``max_cells`` square (see ``pool_map``) and
+    all tiles form a single heatmap trace. A transparent marker at each
+    tile centre carries ``customdata=[layer, head]`` for click selection;
+    its hover names the head and its strongest query → key pair (tokens
+    when given, else positions). ``labels`` are written small on their
+    tiles, ``highlight`` is outlined. The colour range is [0, zmax], zmax
+    defaulting to the largest pooled value. ``title`` is plotly markup and
+    is not escaped; tokens and labels are.
+    """
+    attentions = np.asarray(attentions)
+    if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
+        raise ValueError(
+            f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}"
+        )
+    n_layers, n_heads, n_tokens, _ = attentions.shape
+    if tokens is not None and len(tokens) != n_tokens:
+        raise ValueError(f"{len(tokens)} tokens given for maps over {n_tokens} positions")
+    _check_heads(labels or {}, highlight, n_layers, n_heads)
+
+    pooled = pool_map(attentions, max_cells).astype(np.float32)  # (layers, heads, C, C)
+    cells = pooled.shape[-1]
+    step = cells + 1  # one tile plus its NaN gap, in data units
+    centre = (cells - 1) / 2
+    tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
+
+    heatmap = go.Heatmap(
+        z=tile_maps(pooled),
+        colorscale=SEQUENTIAL,
+        zmin=0.0,
+        zmax=float(pooled.max()) if zmax is None else zmax,
+        hoverinfo="skip",
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+    )
+    hovers = _tile_hovers(attentions, tokens, labels or {})
+    markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers)
+    layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size)
+    layout.update(
+        annotations=_label_annotations(labels or {}, step, centre, font_size),
+        shapes=[_outline(highlight, step, cells)] if highlight is not None else [],
+    )
+    return go.Figure([heatmap, markers], layout)
+
+
+def _tile_markers(
+    n_layers: int, n_heads: int, cells: int, tile_px: float, hovers: list[str]
+) -> go.Scatter:
+    """Invisible square markers at tile centres carrying ``[layer, head]``."""
+    step, centre = cells + 1, (cells - 1) / 2
+    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    return go.Scatter(
+        x=[head * step + centre for _, head in heads],
+        y=[layer * step + centre for layer, _ in heads],
+        customdata=[[layer, head] for layer, head in heads],  # plain lists for click events
+        hovertext=hovers,
+        hovertemplate="%{hovertext}<extra></extra>",
+        mode="markers",
+        marker=dict(symbol="square", size=tile_px * 0.8, color="rgba(0,0,0,0)"),
+        showlegend=False,
+    )
+
+
+def _grid_layout(
+    n_layers: int, n_heads: int, cells: int, tile_px: float, title: str | None, font_size: int
+) -> dict:
+    """Square tiles, heads labelled on top, layers down the side, layer 0 first."""
+    step, centre = cells + 1, (cells - 1) / 2
+    layout = base_layout(font_size, title)
+    layout.update(
+        width=int(n_heads * tile_px + 140),
+        height=int(n_layers * tile_px + (110 if title else 70)),
+        clickmode="event+select",
+        xaxis=clean_axis(
+            tickmode="array",
+            tickvals=[h * step + centre for h in range(n_heads)],
+            ticktext=[f"H{h}" for h in range(n_heads)],
+            side="top",
+            range=[-1.5, n_heads * step - 0.5],
+            constrain="domain",
+        ),
+        yaxis=clean_axis(
+            tickmode="array",
+            tickvals=[layer * step + centre for layer in range(n_layers)],
+            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            range=[n_layers * step - 0.5, -1.5],  # reversed: layer 0 on top
+            scaleanchor="x",
+            scaleratio=1,
+            constrain="domain",
+        ),
+    )
+    return layout
+
+
+def _check_heads(labels, highlight, n_layers: int, n_heads: int) -> None:
+    for layer, head in [*labels, *([highlight] if highlight is not None else [])]:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"head ({layer}, {head}) is outside {n_layers} layers × {n_heads} heads")
+
+
+def _tile_hovers(attentions: np.ndarray, tokens, labels) -> list[str]:
+    """One hover text per head, in layer-major order."""
+    n_layers, n_heads, n_tokens, _ = attentions.shape
+    names = escape_all(tokens) if tokens is not None else [str(i) for i in range(n_tokens)]
+    flat = attentions.reshape(n_layers * n_heads, n_tokens * n_tokens)
+    strongest = flat.argmax(axis=1)
+    hovers = []
+    for index, best in enumerate(strongest):
+        layer, head = divmod(index, n_heads)
+        query, key = divmod(int(best), n_tokens)
+        text = f"L{layer} H{head}<br>max {names[query]} → {names[key]}: {flat[index, best]:.3f}"
+        if (layer, head) in labels:
+            text += f"<br>{escape(labels[layer, head])}"
+        hovers.append(text)
+    return hovers
+
+
+def _label_annotations(labels, step: int, centre: float, font_size: int) -> list[dict]:
+    return [
+        dict(
+            x=head * step + centre,
+            y=layer * step - 0.5,  # top edge of the tile
+            xref="x",
+            yref="y",
+            yanchor="top",
+            text=escape(text),
+            showarrow=False,
+            font=dict(size=max(8, round(font_size * 0.7))),
+            bgcolor="rgba(255,255,255,0.75)",
+        )
+        for (layer, head), text in labels.items()
+    ]
+
+
+def _outline(highlight: tuple[int, int], step: int, cells: int) -> dict:
+    """Rectangle around one tile, drawn in the middle of the NaN gaps."""
+    layer, head = highlight
+    return dict(
+        type="rect",
+        xref="x",
+        yref="y",
+        x0=head * step - 1,
+        x1=head * step + cells,
+        y0=layer * step - 1,
+        y1=layer * step + cells,
+        line=dict(color=HIGHLIGHT, width=3),
+    )
