@@ -84,10 +84,13 @@ class BertModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         recorders: dict[int, Recorder] | None = None,
+        causal: bool = False,
     ) -> BertOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L).
 
         `recorders` maps a layer index to a Recorder for that layer's attention (see trace.py).
+        `causal` is a what-if: the same weights with each token seeing only itself and earlier
+        tokens (BERT was trained to see both sides).
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -96,9 +99,9 @@ class BertModel(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         # the padding mask is built once for all layers; no mask at all when nothing is padded
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = build_mask(attention_mask, False, B, L, L)  # (B, 1, 1, L)
+        if attention_mask is not None and bool(attention_mask.all()):
+            attention_mask = None
+        mask = build_mask(attention_mask, causal, B, L, L)  # (B, 1, 1, L), (L, L) or None
         recorders = recorders or {}
 
         x = self.embeddings(input_ids, token_type_ids)  # (B, L, D)

@@ -51,12 +51,14 @@ def scaled_dot_product_attention(
             scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
         else:
             scores = record("masked_scores", scores + mask)  # (B, H, L, S)
-    # 3. each query's row becomes probabilities over the keys; a row with no key left softmaxes
-    #    to NaN (0/0), and such a query attends to nothing
-    probs = torch.softmax(scores, dim=-1)  # (B, H, L, S)
+    # 3. each query's row becomes probabilities over the keys. Without gradients the softmax
+    #    overwrites the scores: one (B, H, L, S) buffer per layer instead of two. A row with no
+    #    key left softmaxes to NaN (0/0); such a query attends to nothing.
+    in_place = not scores.requires_grad
+    probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
     if mask is not None:
-        probs = probs.nan_to_num(nan=0.0)
-    probs = record("probs", probs)
+        probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
+    probs = record("probs", probs)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
         probs = F.dropout(probs, p=dropout_p)

@@ -83,3 +83,17 @@ def test_padding_does_not_change_the_short_sentence(pair):
         single = ours(alone.input_ids, alone.attention_mask, alone.token_type_ids)
     torch.testing.assert_close(padded.attentions[-1][1, :, :n, :n], single.attentions[-1][0], **ATTN_TOL)
     torch.testing.assert_close(padded.last_hidden_state[1, :n], single.last_hidden_state[0], **HIDDEN_TOL)
+
+
+def test_causal_what_if_sees_only_the_past(minilm):
+    model, tokenizer = minilm
+    enc = encode(tokenizer, SENTENCES[0])
+    with torch.no_grad():
+        normal = model(enc.input_ids, enc.attention_mask, enc.token_type_ids)
+        causal = model(enc.input_ids, enc.attention_mask, enc.token_type_ids, causal=True)
+    for probs in causal.attentions:
+        assert torch.all(probs[0].triu(diagonal=1) == 0)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]))
+    # the first token sees only itself in every layer; later rows change
+    assert torch.all(causal.attentions[2][0, :, 0, 0] == 1)
+    assert not torch.allclose(causal.attentions[0], normal.attentions[0])
