@@ -101,7 +101,7 @@ class BertModel(nn.Module):
         # the padding mask is built once for all layers; no mask at all when nothing is padded
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
-        mask = build_mask(attention_mask, causal, B, L, L)  # (B, 1, 1, L), (L, L) or None
+        mask = build_mask(attention_mask, causal, B, L, L)  # (B, 1, 1, L), (1, 1, L, L), both, or None
         recorders = recorders or {}
 
         x = self.embeddings(input_ids, token_type_ids)  # (B, L, D)

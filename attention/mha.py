@@ -90,7 +90,7 @@ def build_mask(
         # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
         device = None if mask is None else mask.device
         causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
-        causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
+        causal = causal.tril(diagonal=key_len - query_len)[None, None]  # (1, 1, L, S)
         if mask is None:
             mask = causal
         elif mask.dtype == torch.bool:
