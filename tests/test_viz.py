@@ -20,11 +20,16 @@ def random_maps(*shape, seed=0):
 def render_hover(template: str, query: str, key: str, weight: float) -> str:
     """What plotly shows for one cell, for the placeholders head_heatmap uses."""
     return (
-        template.replace("%{customdata[0]}", query)
-        .replace("%{customdata[1]}", key)
+        template.replace("%{y}", query)
+        .replace("%{x}", key)
         .replace("%{z:.3f}", f"{weight:.3f}")
         .replace("<extra></extra>", "")
     )
+
+
+def axis_index(axis_values, category: str) -> int:
+    """Position of a category on a categorical axis (its index among the trace's values)."""
+    return list(axis_values).index(category)
 
 
 # ---- head_heatmap ------------------------------------------------------------
@@ -35,16 +40,22 @@ def test_head_heatmap_shows_the_map_with_first_query_on_top():
     fig = viz.head_heatmap(attn, TOKENS)
     heatmap = fig.data[0]
     assert isinstance(heatmap, go.Heatmap)
-    np.testing.assert_array_equal(heatmap.z, attn)
+    assert isinstance(heatmap.z, np.ndarray) and heatmap.z.dtype == np.float32  # base64 in JSON
+    np.testing.assert_array_equal(heatmap.z, attn.astype(np.float32))
+    np.testing.assert_allclose(heatmap.z, attn, rtol=1e-6)
     assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0)
     assert fig.layout.yaxis.autorange == "reversed"
+    assert list(heatmap.y)[0].startswith("[CLS]")
 
 
 def test_head_heatmap_labels_every_position_even_repeated_tokens():
     fig = viz.head_heatmap(random_maps(len(TOKENS), len(TOKENS)), TOKENS)
-    for axis in (fig.layout.xaxis, fig.layout.yaxis):
-        assert list(axis.tickvals) == list(range(len(TOKENS)))
-        assert list(axis.ticktext) == TOKENS  # "the" appears twice, at 1 and 7
+    heatmap = fig.data[0]
+    for axis, values in ((fig.layout.xaxis, heatmap.x), (fig.layout.yaxis, heatmap.y)):
+        assert axis.type == "category"
+        assert len(set(values)) == len(TOKENS)  # "the" at 1 and 7 keeps two rows and columns
+        assert list(axis.tickvals) == list(values)
+        assert list(axis.ticktext) == TOKENS  # the labels show only the tokens
 
 
 def test_head_heatmap_hover_reads_query_arrow_key_weight():
@@ -55,12 +66,13 @@ def test_head_heatmap_hover_reads_query_arrow_key_weight():
     fig = viz.head_heatmap(attn, TOKENS)
     heatmap = fig.data[0]
     assert heatmap.hovertemplate.endswith("<extra></extra>")
-    query, key = heatmap.customdata[10][2]
-    assert (query, key) == ("it", "animal")
-    assert render_hover(heatmap.hovertemplate, query, key, heatmap.z[10][2]) == "it → animal: 0.412"
-    # Every cell carries its own row and column token.
-    for i, j in itertools.product(range(len(TOKENS)), repeat=2):
-        assert list(heatmap.customdata[i][j]) == [TOKENS[i], TOKENS[j]]
+    query, key = heatmap.y[10], heatmap.x[2]
+    hover = render_hover(heatmap.hovertemplate, query, key, heatmap.z[10][2])
+    assert hover == "it·10 → animal·2: 0.412"
+    # Every row and column names its own token and position, repeated tokens included.
+    assert list(heatmap.y) == [f"{t}·{i}" for i, t in enumerate(TOKENS)]
+    assert list(heatmap.x) == [f"{t}·{i}" for i, t in enumerate(TOKENS)]
+    assert heatmap.customdata is None  # nothing per cell but the weight
 
 
 def test_head_heatmap_escapes_tokens_in_labels_and_hover():
@@ -70,8 +82,27 @@ def test_head_heatmap_escapes_tokens_in_labels_and_hover():
     assert fig.layout.xaxis.ticktext[1] == escaped
     assert fig.layout.yaxis.ticktext[1] == escaped
     assert fig.layout.xaxis.ticktext[2] == "a&amp;b"
-    assert list(fig.data[0].customdata[1][2]) == [escaped, "a&amp;b"]
+    heatmap = fig.data[0]
+    hover = render_hover(heatmap.hovertemplate, heatmap.y[1], heatmap.x[2], 0.25)
+    assert hover == f"{escaped}·1 → a&amp;b·2: 0.250"
     assert "<b>" not in fig.to_json()
+
+
+def test_head_heatmap_at_512_tokens_keeps_every_cell_in_little_json():
+    n = 512
+    attn = random_maps(n, n)  # float64 in
+    tokens = [f"tok{i % 40}" for i in range(n)]
+    fig = viz.head_heatmap(attn, tokens)
+    heatmap = fig.data[0]
+    assert heatmap.z.shape == (n, n)
+    np.testing.assert_allclose(heatmap.z, attn, rtol=1e-6)
+    assert len(heatmap.x) == len(heatmap.y) == n
+    assert render_hover(heatmap.hovertemplate, heatmap.y[500], heatmap.x[3], 0.5) == (
+        "tok20·500 → tok3·3: 0.500"
+    )
+    size = len(fig.to_json())
+    print(f"head_heatmap, {n} tokens: {size / 1e6:.2f} MB of JSON")
+    assert size <= 1_500_000
 
 
 def test_head_heatmap_accepts_other_keys_and_colour_range():
@@ -80,6 +111,8 @@ def test_head_heatmap_accepts_other_keys_and_colour_range():
     assert list(fig.layout.yaxis.ticktext) == ["a", "b"]
     assert fig.data[0].zmax == 0.5
     assert fig.layout.title.text == "L0 H1"
+    heatmap = fig.data[0]
+    assert list(heatmap.x) == ["x·0", "y·1", "z·2"] and list(heatmap.y) == ["a·0", "b·1"]
     with pytest.raises(ValueError, match="does not match"):
         viz.head_heatmap(random_maps(2, 3), ["a", "b"])
 
@@ -96,10 +129,15 @@ def test_head_heatmap_size_grows_with_tokens_within_bounds():
 def test_head_heatmap_thins_labels_only_when_rows_are_too_thin():
     tokens = [f"t{i}" for i in range(400)]
     fig = viz.head_heatmap(random_maps(400, 400), tokens)
+    heatmap = fig.data[0]
     tickvals, ticktext = list(fig.layout.yaxis.tickvals), list(fig.layout.yaxis.ticktext)
     assert 20 < len(tickvals) < 400
-    assert ticktext == [tokens[v] for v in tickvals]  # each label still names its row
-    assert list(fig.layout.xaxis.ticktext) == [tokens[v] for v in fig.layout.xaxis.tickvals]
+    # each label still names its row and column
+    assert ticktext == [tokens[axis_index(heatmap.y, v)] for v in tickvals]
+    xaxis = fig.layout.xaxis
+    assert list(xaxis.ticktext) == [tokens[axis_index(heatmap.x, v)] for v in xaxis.tickvals]
+    short = viz.head_heatmap(random_maps(30, 30), tokens[:30])
+    assert list(short.layout.yaxis.ticktext) == tokens[:30]  # rows wide enough: all labelled
 
 
 def test_font_size_reaches_the_layout():

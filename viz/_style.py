@@ -1,17 +1,74 @@
 """Shared look of every figure: fonts, colours, plain background."""
 
+import plotly.graph_objects as go
+import plotly.io as pio
+
 SEQUENTIAL = "Blues"
 HIGHLIGHT = "crimson"
+
+# Colours of token kinds, shared by the token strip and the mask figures:
+# (fill, outline). Blue and orange stay apart for colour-blind readers.
+SEGMENT_A = ("#d6e6f5", "#2f6fad")
+SEGMENT_B = ("#fde3c8", "#c8610c")
+SPECIAL = ("#e4e4e4", "#555555")
+KEEP, PADDING = "#2f6fad", "#d9d9d9"  # mask cells: attended to / masked out
+
+_KEPT_LAYOUT = (
+    "autotypenumbers", "colorway", "font", "hovermode", "hoverlabel", "paper_bgcolor",
+    "plot_bgcolor", "xaxis", "yaxis", "shapedefaults", "annotationdefaults", "title",
+)
+
+
+def _light_template() -> go.layout.Template:
+    """plotly_white without the 3-D, polar, map and colour-scale defaults.
+
+    Figures here are all 2-D with explicit colour scales; the full template
+    would add about 7 kB of JSON to every figure for nothing.
+    """
+    white = pio.templates["plotly_white"].layout.to_plotly_json()
+    layout = {key: white[key] for key in _KEPT_LAYOUT if key in white}
+    colorbar = dict(outlinewidth=0, ticks="")
+    return go.layout.Template(layout=layout, data=dict(heatmap=[go.Heatmap(colorbar=colorbar)]))
+
+
+TEMPLATE = _light_template()
 
 
 def base_layout(font_size: int, title: str | None = None) -> dict:
     """Layout settings shared by all figures; ``font_size`` scales the text."""
     return dict(
-        template="plotly_white",
+        template=TEMPLATE,
         font=dict(size=font_size),
-        title=dict(text=title, font=dict(size=round(font_size * 1.2))) if title else None,
+        title=_title(title, font_size) if title else None,
         hoverlabel=dict(font=dict(size=font_size)),
         margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+    )
+
+
+def _title(text: str, font_size: int) -> dict:
+    """Title at the top left, with room made for it above top-side axis labels."""
+    return dict(
+        text=text,
+        font=dict(size=round(font_size * 1.2)),
+        x=0,
+        xref="paper",
+        y=1,
+        yref="container",
+        yanchor="top",
+        pad=dict(t=8),
+        automargin=True,
+    )
+
+
+def legend_swatch(name: str, fill: str, outline: str, size: int) -> go.Scatter:
+    """A legend entry only: a filled square, for traces whose own legend icon is unclear."""
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        marker=dict(symbol="square", size=size, color=fill, line=dict(color=outline, width=1.5)),
+        name=name,
+        hoverinfo="skip",
     )
 
 
@@ -20,4 +77,3 @@ def clean_axis(**overrides) -> dict:
     axis = dict(showgrid=False, zeroline=False, ticks="", automargin=True)
     axis.update(overrides)
     return axis
-

@@ -1,0 +1,94 @@
+"""One sentence (or pair) through the model, kept as read-only numpy arrays for the views."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .aggregate import drop_special, merge_labels, merge_word_pieces
+from .inputs import Encoded, encode
+
+
+@dataclass(frozen=True)
+class SentenceRun:
+    encoded: Encoded
+    attentions: np.ndarray  # (n_layers, H, L, L) float32, read-only
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.encoded.tokens
+
+    @property
+    def n_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions.shape[1]
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def stack_attentions(attentions: tuple[torch.Tensor, ...], batch: int = 0) -> np.ndarray:
+    """The model's per-layer (B, H, L, L) tuple as one (n_layers, H, L, L) float32 array."""
+    return _frozen(torch.stack([a[batch] for a in attentions]).float().numpy())
+
+
+def run_sentence(model, tokenizer, text: str, text_b: str | None = None, causal: bool = False) -> SentenceRun:
+    """Tokenize (truncating at the model's positions, with a notice) and run the model once."""
+    enc = encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
+    with torch.inference_mode():
+        out = model(enc.input_ids, enc.attention_mask, enc.token_type_ids, causal=causal)
+    return SentenceRun(enc, stack_attentions(out.attentions))
+
+
+@dataclass(frozen=True)
+class HeadMap:
+    matrix: np.ndarray  # (rows, cols)
+    labels: list[str]  # one per row and per column
+    note: str  # what was done to the raw map, for a caption
+
+
+def head_map(run: SentenceRun, layer: int, head: int, hide_special: bool = False,
+             renormalize: bool = True, merge_words: bool = False) -> HeadMap:
+    """One head's map, optionally with word pieces merged into words and [CLS]/[SEP] hidden."""
+    matrix = run.attentions[layer, head]
+    labels = list(run.tokens)
+    special = np.array(run.encoded.special)
+    notes = []
+    if merge_words:
+        matrix, groups = merge_word_pieces(matrix, run.encoded.word_ids)
+        labels = merge_labels(labels, groups)
+        special = np.array([bool(special[g[0]]) for g in groups])
+        notes.append("word pieces merged: a word's row is the mean of its pieces' rows, "
+                     "its column the sum of its pieces' columns")
+    if hide_special and special.any() and not special.all():
+        matrix = drop_special(matrix, ~special, renormalize)
+        labels = [label for label, s in zip(labels, special) if not s]
+        notes.append("[CLS] and [SEP] hidden; rows renormalised to sum to 1" if renormalize
+                     else "[CLS] and [SEP] hidden; rows not renormalised, so they sum to less than 1")
+    return HeadMap(matrix, labels, "; ".join(notes) or "raw attention probabilities; each row sums to 1")
+
+
+@dataclass(frozen=True)
+class PaddedBatch:
+    names: list[str]  # one per batch item
+    tokens: list[list[str]]  # per item, padded to the same length with [PAD]
+    mask: np.ndarray  # (B, S) 1 = token, 0 = padding
+    attentions: np.ndarray  # (n_layers, B, H, S, S)
+
+
+def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
+    """Several sentences in one padded batch, as the model sees them."""
+    limit = model.config.max_position_embeddings
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
+    with torch.inference_mode():
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    tokens = [batch.tokens(i) for i in range(len(texts))]
+    stacked = _frozen(torch.stack(out.attentions).float().numpy())  # (n_layers, B, H, S, S)
+    return PaddedBatch([f"sentence {i + 1}" for i in range(len(texts))], tokens,
+                       _frozen(batch["attention_mask"].numpy().copy()), stacked)

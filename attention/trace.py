@@ -1,0 +1,369 @@
+"""The real tensors, shapes and lines of code of one attention layer's forward pass.
+
+`trace_layer` runs the model once with a recorder on one layer. Every `record(name, tensor)` call
+in mha.py keeps a detached CPU clone of its tensor (the softmax later overwrites the scores buffer
+in place, so a reference alone would show probabilities as "scores") and the line that called it.
+The shape-flow diagram is drawn from this record only, so it cannot drift from the code.
+
+Letters: B batch, L query length, S key/value length, D model width, H query heads,
+G key/value heads, d head width.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TITLES = {
+    "input": "input x", "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
+    "q_view": "Q view", "k_view": "K view", "v_view": "V view",
+    "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
+    "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
+    "scores": "scores Q·Kᵀ·scaling", "masked_scores": "masked scores", "probs": "softmax",
+    "heads": "probs · V", "merged": "transpose and merge", "output": "output projection",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    shape: tuple[int, ...] | None  # None: nothing recorded (no mask)
+    dims: tuple[str, ...] | None  # symbolic letters, e.g. ("B", "H", "L", "S")
+    title: str
+    op: str  # the operation in words
+    code: str  # the statement(s) that made the tensor, one per line, comments left out
+    path: str  # relative to the repository root
+    lineno: int  # line of the first statement of `code`
+    tensor: torch.Tensor | None = field(default=None, repr=False, compare=False)  # detached CPU clone
+    linenos: tuple[int, ...] = ()  # line of each statement of `code`
+
+    @property
+    def where(self) -> str:
+        """`path:lineno`, with every line when the code spans several statements."""
+        return f"{self.path}:{', '.join(map(str, self.linenos or (self.lineno,)))}"
+
+
+@dataclass
+class Trace:
+    layer: int
+    steps: list[Step]  # in execution order
+    token_type_ids: torch.Tensor | None = field(default=None, repr=False)  # (B, L): 0 segment A, 1 segment B
+
+    @property
+    def segments(self) -> tuple[int, ...]:
+        """Tokens of each segment of the first sentence: (L,) for one sentence, (A, B) for a pair."""
+        if self.token_type_ids is None or not bool(self.token_type_ids.any()):
+            return (self.L,)
+        counts = torch.bincount(self.token_type_ids[0].long())
+        return tuple(int(n) for n in counts)
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(f"no step {name!r} in this trace; steps: {', '.join(self.names)}")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    # sizes, read from the recorded tensors
+    @property
+    def B(self) -> int:
+        return self.step("input").shape[0]
+
+    @property
+    def L(self) -> int:
+        return self.step("input").shape[1]
+
+    @property
+    def D(self) -> int:
+        return self.step("input").shape[2]
+
+    @property
+    def H(self) -> int:
+        return self.step("q_heads").shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.step("q_heads").shape[3]
+
+    @property
+    def G(self) -> int:
+        return self.step("k_heads").shape[1]
+
+    @property
+    def S(self) -> int:
+        return self.step("k_heads").shape[2]
+
+    def sizes(self) -> dict[str, int]:
+        return {"B": self.B, "L": self.L, "S": self.S, "D": self.D, "H": self.H, "G": self.G, "d": self.d}
+
+
+def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, layer: int = 0) -> Trace:
+    """Run the model once and record every step of layer `layer`'s attention."""
+    n_layers = len(model.layers)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
+        raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
+    records: list[tuple[str, torch.Tensor | None, str, int]] = []
+
+    def recorder(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
+        caller = sys._getframe(1)
+        kept = None if tensor is None else tensor.detach().clone().cpu()
+        records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
+        return tensor
+
+    with torch.inference_mode():
+        model(input_ids, attention_mask, token_type_ids, recorders={layer: recorder})
+    scaling = float(model.layers[layer].attention.scaling)
+    types = None if token_type_ids is None else token_type_ids.detach().clone().cpu()
+    return _build(layer, records, scaling, types)
+
+
+def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tensor | None) -> Trace:
+    shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
+    B, L, D = shapes["input"]
+    _, H, _, d = shapes["q_heads"]
+    _, G, S, _ = shapes["k_heads"]
+    sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1}
+    tensors = {name: t for name, t, _, _ in records}
+    steps = []
+    for name, tensor, filename, lineno in records:
+        shape = shapes[name]
+        code, linenos = source_of(filename, lineno)
+        steps.append(Step(
+            name=name, shape=shape, dims=_dims(name, shape, sizes), title=TITLES.get(name, name),
+            op=_op(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
+            lineno=linenos[0], tensor=tensor, linenos=linenos,
+        ))
+    return Trace(layer, steps, token_type_ids)
+
+
+# ---- symbolic shapes and words ---------------------------------------------------------------
+
+def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tuple[str, ...] | None:
+    """The letters of each axis, checked against the real sizes (numbers where a letter would lie)."""
+    if shape is None:
+        return None
+    kv = "G" if sizes["G"] != sizes["H"] else "H"
+    lane = name.split("_")[0]
+    T, n = ("L", "H") if lane == "q" else ("S", kv)
+    table = {
+        "input": ("B", "L", "D"), "output": ("B", "L", "D"), "merged": ("B", "L", "H·d"),
+        "q_proj": ("B", "L", "H·d"), "k_proj": ("B", "S", f"{kv}·d"), "v_proj": ("B", "S", f"{kv}·d"),
+        "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
+        "scores": ("B", "H", "L", "S"), "masked_scores": ("B", "H", "L", "S"), "probs": ("B", "H", "L", "S"),
+    }
+    if name.endswith("_view"):
+        dims = ("B", T, n, "d")
+    elif name.endswith("_heads"):
+        dims = ("B", n, T, "d")
+    elif name == "mask":  # broadcastable to (B, H, L, S): axes of size 1 are "1"
+        full = ("B", "H", "L", "S")[-len(shape):]
+        dims = tuple(x if size == sizes[x] and (size != 1 or x == "B") else "1" for x, size in zip(full, shape))
+    else:
+        dims = table.get(name)
+    if dims is None or len(dims) != len(shape) or any(sizes[x] != n for x, n in zip(dims, shape)):
+        return tuple(str(n) for n in shape)
+    return dims
+
+
+def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: int) -> str:
+    lane = name[0].upper()
+    kv = "G" if sizes["G"] != sizes["H"] else "H"
+    width = "H·d" if lane == "Q" else f"{kv}·d"
+    if name in ("q_proj", "k_proj", "v_proj"):
+        return f"x · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
+    if name.endswith("_view"):
+        return f"view: split {width} into {width[0]}\u00a0×\u00a0d, no copy"
+    if name.endswith("_heads") and name != "heads":
+        return "transpose(1, 2): heads before positions"
+    if name.endswith("_shared"):
+        return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
+    if name == "mask":
+        return _mask_words(tensors.get("mask"), sizes)
+    if name == "scores":
+        root = f"1/√{sizes['d']}" if np.isclose(scaling, sizes["d"] ** -0.5) else "scaling"
+        return f"Q · Kᵀ · {scaling:.4g}   ({root}), per head"
+    if name == "masked_scores":
+        mask = tensors.get("mask")
+        return "scores + mask" if mask is not None and mask.dtype != torch.bool else "dropped keys → −∞"
+    words = {
+        "input": f"hidden states entering layer {layer}",
+        "probs": "softmax over the keys: each row sums to 1",
+        "heads": "weighted sum of value rows",
+        "merged": "transpose(1, 2), reshape: heads side by side",
+        "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)",
+    }
+    return words.get(name, name)
+
+
+def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int]) -> str:
+    if mask is None:
+        return "no mask: nothing dropped"
+    keep = mask if mask.dtype == torch.bool else torch.isfinite(mask)
+    if keep.dim() == 4 and keep.shape[1] == keep.shape[2] == 1:  # key padding, (B, 1, 1, S)
+        kept = ", ".join(str(int(k)) for k in keep.sum(-1).flatten())
+        return f"keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
+    full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"])
+    return f"pairs kept: {int(full.flatten(-2)[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
+
+
+# ---- the line of code behind each step -------------------------------------------------------
+
+def _relative(filename: str) -> str:
+    try:
+        return Path(filename).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return filename
+
+
+@lru_cache(maxsize=32)
+def _tree(filename: str, mtime: float) -> ast.Module | None:
+    try:
+        return ast.parse("".join(linecache.getlines(filename)))
+    except SyntaxError:
+        return None
+
+
+def source_of(filename: str, lineno: int) -> tuple[str, tuple[int, ...]]:
+    """The statement that made a recorded tensor, as (code, line numbers).
+
+    Usually the `record(...)` statement itself. When it records a variable computed just before,
+    e.g. `scores = record("scores", scores.mul_(scaling))` after `scores = torch.matmul(...)`,
+    that earlier statement comes first; a bare `probs = record("probs", probs)` is left out.
+    """
+    linecache.checkcache(filename)
+    try:
+        mtime = Path(filename).stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    tree = _tree(filename, mtime)
+    line = linecache.getline(filename, lineno).strip()
+    found = _statement(tree.body, lineno) if tree is not None else None
+    if found is None:
+        return line, (lineno,)
+    block, index = found
+    stmt, shown = block[index], [block[index]]
+    name = _continued_name(stmt)
+    earlier = [s for s in block[:index] if _assigns(s, name)] if name else []
+    if earlier and not _calls_record(earlier[-1]):  # a recorded value is its own step
+        shown = [earlier[-1]] if _records_bare_name(stmt) else [earlier[-1], stmt]
+    source = _source(filename)
+    code = "\n".join(" ".join(ast.get_source_segment(source, s).split()) for s in shown)
+    return code, tuple(s.lineno for s in shown)
+
+
+def _source(filename: str) -> str:
+    return "".join(linecache.getlines(filename))
+
+
+def _statement(block: list[ast.stmt], lineno: int) -> tuple[list[ast.stmt], int] | None:
+    """The innermost statement covering `lineno`, with the block it belongs to."""
+    for i, stmt in enumerate(block):
+        if stmt.lineno <= lineno <= stmt.end_lineno:
+            inner = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+            inner += [h.body for h in getattr(stmt, "handlers", [])]
+            for sub in inner:
+                if isinstance(sub, list) and sub:
+                    found = _statement(sub, lineno)
+                    if found is not None:
+                        return found
+            return block, i
+    return None
+
+
+def _record_call(stmt: ast.stmt) -> ast.Call | None:
+    value = getattr(stmt, "value", None)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "record":
+        return value
+    return None
+
+
+def _calls_record(stmt: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "record"
+               for n in ast.walk(stmt))
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """`x` for `x`, `x.mul_(s)` or `x.a(...).b(...)`."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, ast.Attribute):
+            node = node.value
+        else:
+            return None
+
+
+def _continued_name(stmt: ast.stmt) -> str | None:
+    """For `x = record(name, <expr on x>)`: x, the variable whose earlier value is being recorded."""
+    call = _record_call(stmt)
+    if call is None or len(call.args) < 2 or not isinstance(stmt, ast.Assign):
+        return None
+    targets = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    root = _root_name(call.args[1])
+    return root if root in targets else None
+
+
+def _records_bare_name(stmt: ast.stmt) -> bool:
+    call = _record_call(stmt)
+    return call is not None and len(call.args) >= 2 and isinstance(call.args[1], ast.Name)
+
+
+def _assigns(stmt: ast.stmt, name: str) -> bool:
+    return isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+
+
+# ---- one head's slice of a step, as the app shows it -------------------------------------------
+
+def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.ndarray, str, str]:
+    """The 2-D slice of step `name` for query head `head`: (matrix, row axis, column axis).
+
+    input/merged/output give [L, D] (all heads); projections give the head's d columns; the
+    per-head steps give [T, d] or [L, S]; the mask gives [L, S] with 1 = may attend, 0 = dropped.
+    K and V steps before sharing use the key/value head of the query head's group.
+    """
+    step = trace.step(name)
+    H, G, d = trace.H, trace.G, trace.d
+    if not 0 <= head < H:
+        raise ValueError(f"head must be from 0 to {H - 1}, got {head}")
+    if not 0 <= batch < trace.B:
+        raise ValueError(f"batch must be from 0 to {trace.B - 1}, got {batch}")
+    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads")
+    own = head // (H // G) if kv_side else head  # this step's head index
+    if name == "mask":
+        return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
+    t = step.tensor[batch]
+    if name.endswith("_proj"):
+        matrix, axes = t[:, own * d:(own + 1) * d], (step.dims[1], "d")
+    elif name.endswith("_view"):
+        matrix, axes = t[:, own, :], (step.dims[1], "d")
+    elif t.dim() == 3:  # (n, T, d) or (H, L, S)
+        matrix, axes = t[own], step.dims[2:]
+    else:  # input, merged, output
+        matrix, axes = t, step.dims[1:]
+    return matrix.float().numpy(), axes[0], axes[1]
+
+
+def _mask_matrix(mask: torch.Tensor | None, trace: Trace, head: int, batch: int) -> np.ndarray:
+    L, S = trace.L, trace.S
+    if mask is None:
+        return np.ones((L, S), dtype=np.float32)
+    keep = mask if mask.dtype == torch.bool else mask != float("-inf")
+    full = keep.expand(trace.B, trace.H, L, S) if keep.dim() == 4 else keep.expand(L, S)
+    return (full[batch, head] if full.dim() == 4 else full).float().numpy()

@@ -1,0 +1,187 @@
+"""The app's flows through Streamlit's AppTest: submit, layer/head, options, URL state, bad input."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention.run import run_sentence
+
+from conftest import ROOT
+
+SENTENCE = "The animal didn't cross the street because it was too tired."
+
+
+def start(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def decode(array):
+    """Plotly's JSON arrays: plain lists or base64 typed arrays {'dtype', 'bdata', 'shape'}."""
+    if isinstance(array, dict) and "bdata" in array:
+        data = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+        shape = array.get("shape")
+        if shape:
+            data = data.reshape([int(s) for s in str(shape).split(",")])
+        return data
+    return np.array(array, dtype=float)
+
+
+def heatmaps(at: AppTest) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")
+            if json.loads(e.proto.spec)["data"][0]["type"] == "heatmap"]
+
+
+def head_figure(at: AppTest) -> dict:
+    """The head view's heatmap: the one titled 'Layer …, head …'."""
+    for fig in heatmaps(at):
+        title = (fig["layout"].get("title") or {}).get("text") or ""
+        if title.startswith("Layer "):
+            return fig
+    raise AssertionError("no head heatmap on the page")
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [e for e in at.error], [e.value for e in at.error]
+
+
+@pytest.fixture(scope="module")
+def default_run(minilm):
+    model, tokenizer = minilm
+    return run_sentence(model, tokenizer, SENTENCE)
+
+
+def test_default_sentence_shows_tokens_and_the_first_head(default_run):
+    at = start()
+    no_errors(at)
+    assert at.text_area(key="text").value == SENTENCE
+    fig = head_figure(at)
+    assert fig["layout"]["title"]["text"] == "Layer 0, head 0"
+    np.testing.assert_allclose(decode(fig["data"][0]["z"]), default_run.attentions[0, 0], atol=1e-6)
+    assert fig["layout"]["xaxis"]["ticktext"] == default_run.tokens
+
+
+def test_submit_a_sentence_and_pick_layer_and_head(minilm):
+    model, tokenizer = minilm
+    at = start()
+    at.text_area(key="text").input("The cat sat on the mat.")
+    next(b for b in at.button if b.label == "Run").click()
+    at.run()
+    at.selectbox(key="layer").select(3).run()
+    at.selectbox(key="head").select(7).run()
+    no_errors(at)
+    expected = run_sentence(model, tokenizer, "The cat sat on the mat.")
+    fig = head_figure(at)
+    assert fig["layout"]["title"]["text"] == "Layer 3, head 7"
+    np.testing.assert_allclose(decode(fig["data"][0]["z"]), expected.attentions[3, 7], atol=1e-6)
+    assert fig["layout"]["xaxis"]["ticktext"] == expected.tokens
+    assert at.query_params["s"] == ["The cat sat on the mat."] or at.query_params["s"] == "The cat sat on the mat."
+    assert str(at.query_params["layer"]).strip("[]'") == "3" and str(at.query_params["head"]).strip("[]'") == "7"
+
+
+def test_hide_special_and_merge_words(default_run):
+    at = start()
+    at.checkbox(key="hide_special").check().run()
+    fig = head_figure(at)
+    labels = fig["layout"]["xaxis"]["ticktext"]
+    assert "[CLS]" not in labels and "[SEP]" not in labels and len(labels) == len(default_run.tokens) - 2
+    z = decode(fig["data"][0]["z"])
+    np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)  # renormalised, as stated
+    assert any("renormalised" in c.value for c in at.caption)
+    at.checkbox(key="renormalize").uncheck().run()
+    z = decode(head_figure(at)["data"][0]["z"])
+    assert np.all(z.sum(1) < 1 - 1e-4)
+    assert any("not renormalised" in c.value for c in at.caption)
+    at.checkbox(key="hide_special").uncheck().run()
+    at.checkbox(key="merge_words").check().run()
+    no_errors(at)
+    labels = head_figure(at)["layout"]["xaxis"]["ticktext"]
+    assert "didn't" not in labels  # merging follows the tokenizer's words: didn ' t are three words
+    assert len(labels) == len(default_run.tokens)  # every piece here is a whole word
+
+
+def test_merge_words_joins_pieces():
+    at = start(s="Tokenization splits unbelievably uncommon words.")
+    at.checkbox(key="merge_words").check().run()
+    no_errors(at)
+    labels = head_figure(at)["layout"]["xaxis"]["ticktext"]
+    assert "tokenization" in labels and "unbelievably" in labels
+
+
+def test_url_restores_sentence_view_layer_and_head(minilm):
+    model, tokenizer = minilm
+    at = start(s="The cat sat on the mat.", s2="It was warm.", view="head", layer="4", head="11")
+    no_errors(at)
+    assert at.text_area(key="text").value == "The cat sat on the mat."
+    assert at.text_input(key="text_b").value == "It was warm."
+    assert at.selectbox(key="layer").value == 4 and at.selectbox(key="head").value == 11
+    expected = run_sentence(model, tokenizer, "The cat sat on the mat.", "It was warm.")
+    np.testing.assert_allclose(decode(head_figure(at)["data"][0]["z"]), expected.attentions[4, 11], atol=1e-6)
+
+
+@pytest.mark.parametrize("params, notice", [
+    (dict(layer="99"), "Layer 99 does not exist"),
+    (dict(head="-3"), "head is not a number"),
+    (dict(layer="abc"), "layer is not a number"),
+    (dict(view="nonsense"), "Unknown view"),
+    (dict(s="x" * 100_001), "longer than"),
+])
+def test_bad_url_parameters_are_clamped_with_a_notice(params, notice):
+    at = start(**params)
+    no_errors(at)
+    assert any(notice in i.value for i in at.info), [i.value for i in at.info]
+    assert head_figure(at)  # the page still works
+
+
+@pytest.mark.parametrize("view, marker", [("overview", "overview"), ("flow", "flow"), ("masks", "masks")])
+def test_each_view_draws_without_errors(view, marker):
+    at = start(view=view)
+    no_errors(at)
+    assert len(at.get("plotly_chart")) >= 2
+
+
+def test_empty_sentence_is_a_prompt():
+    at = start()
+    at.text_area(key="text").input("   ")
+    next(b for b in at.button if b.label == "Run").click()
+    at.run()
+    no_errors(at)
+    assert any("Type a sentence" in i.value for i in at.info)
+    assert at.text_area(key="text").value == "   "
+
+
+def test_long_input_is_truncated_with_a_notice():
+    at = start()
+    at.text_area(key="text").input("word " * 700)
+    next(b for b in at.button if b.label == "Run").click()
+    at.run()
+    no_errors(at)
+    assert any("512" in w.value for w in at.warning)
+
+
+def test_bad_model_source_keeps_the_previous_model(tmp_path):
+    at = start()
+    at.text_input(key="model_input").input(str(tmp_path / "nowhere"))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "no folder" in errors[0] and "previous model stays" in errors[0]
+    assert head_figure(at)["layout"]["title"]["text"] == "Layer 0, head 0"
+
+
+def test_markup_in_the_sentence_is_plain_text():
+    text = "<b>bold</b> **strong** [a](javascript:alert(1)) $$x$$"
+    at = start(s=text)
+    no_errors(at)
+    ticks = head_figure(at)["layout"]["xaxis"]["ticktext"]
+    assert "&lt;" in ticks and "<" not in "".join(ticks)
+    for element in list(at.markdown) + list(at.caption) + list(at.info):
+        assert "<b>" not in element.value and "**strong**" not in element.value

@@ -1,0 +1,90 @@
+"""End to end in Debian's Chromium: type a sentence, see its tokens and shapes, open a head."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from browser import CHROMIUM, app_server, launch, wait_settled
+
+pytestmark = pytest.mark.skipif(shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
+                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+
+
+@pytest.fixture(scope="module")
+def page():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.goto(url)
+        page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+        wait_settled(page)
+        page.app_url = url
+        yield page
+        browser.close()
+
+
+def run_sentence(page, text: str) -> None:
+    box = page.get_by_label("Sentence", exact=True)
+    box.fill(text)
+    page.get_by_role("button", name="Run").click()
+    wait_settled(page)
+
+
+HEAD_LABELS = """() => {
+    const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    const head = plots.find(p => (p.querySelector('.gtitle') || {}).textContent?.startsWith('Layer '));
+    return head ? [...head.querySelectorAll('.xtick text')].map(t => t.textContent) : null;
+}"""
+
+
+def axis_labels(page) -> list[str]:
+    """The key labels along the top of the head heatmap (the chart titled 'Layer …'), as drawn."""
+    return page.evaluate(HEAD_LABELS)
+
+
+def chart_text(page, needle: str) -> str:
+    """The text of the first chart that contains `needle`, once it does."""
+    page.wait_for_function("(n) => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes(n))",
+                           arg=needle, timeout=60_000)
+    return page.evaluate("(n) => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent)"
+                         ".find(t => t.includes(n))", needle)
+
+
+def test_typed_sentence_appears_on_the_heatmap_axes(page):
+    run_sentence(page, "A small dog chased the ball.")
+    page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('chased')", timeout=60_000)
+    labels = axis_labels(page)
+    assert labels == ["[CLS]", "a", "small", "dog", "chased", "the", "ball", ".", "[SEP]"]
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_shape_flow_shows_the_real_shapes(page):
+    run_sentence(page, "A small dog chased the ball.")  # 9 tokens
+    page.get_by_role("radio", name="Shape flow").or_(page.get_by_role("button", name="Shape flow")).first.click()
+    wait_settled(page)
+    text = chart_text(page, "1 × 12 × 9 × 9")
+    assert "1 × 9 × 384" in text
+    assert re.search(r"attention/mha\.py:\d+", text)
+
+
+def test_open_a_head_from_the_overview(page):
+    page.get_by_role("radio", name="Overview").or_(page.get_by_role("button", name="Overview")).first.click()
+    wait_settled(page)
+    grid = page.locator(".js-plotly-plot").filter(has_text="L5").first
+    grid.wait_for()
+    # the click target of layer 2, head 5: read its position from plotly's own data
+    box = grid.evaluate("""(el) => {
+        const tr = el._fullData.find(t => t.type === 'scatter' && t.customdata);
+        const i = tr.customdata.findIndex(c => c[0] === 2 && c[1] === 5);
+        const xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
+        const r = el.getBoundingClientRect();
+        return {x: r.left + xa._offset + xa.l2p(tr.x[i]), y: r.top + ya._offset + ya.l2p(tr.y[i])};
+    }""")
+    page.mouse.click(box["x"], box["y"])
+    wait_settled(page)
+    page.wait_for_function("() => document.body.innerText.includes('Layer 2, head 5')", timeout=60_000)
+    assert "view=head" in page.url and "layer=2" in page.url and "head=5" in page.url

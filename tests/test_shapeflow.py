@@ -1,0 +1,210 @@
+"""The shape-flow figure and the tensor heatmap: what a person sees, read from the recorded trace."""
+import dataclasses
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from attention import BertConfig, BertModel, MultiHeadAttention
+from attention.trace import Trace, head_matrix, trace_layer
+from viz._style import HIGHLIGHT
+from viz.shapeflow import shape_flow, tensor_heatmap, wrap_code
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTENCE = "The animal didn't cross the street because it was too tired."
+NINE = "The cat sat on the mat!"  # 9 tokens with [CLS] and [SEP]
+
+
+def trace_of(minilm, texts, layer=0, **kwargs):
+    model, tok = minilm
+    enc = tok(texts, return_tensors="pt", **kwargs)
+    return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
+
+
+@pytest.fixture(scope="module")
+def trace16(minilm):
+    return trace_of(minilm, SENTENCE)
+
+
+@pytest.fixture(scope="module")
+def padded(minilm):
+    return trace_of(minilm, [SENTENCE, "It was tired."], padding=True)
+
+
+def box_text(fig: go.Figure, name: str) -> str:
+    """Everything written in the box of step `name`, unescaped, tags and line breaks removed."""
+    parts = [a.text for a in fig.layout.annotations if a.name == name]
+    assert parts, f"no box for {name}"
+    text = re.sub(r"<br>", "\n", "\n".join(parts))
+    return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u00a0", " ")
+
+
+def squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def rect(fig: go.Figure, name: str):
+    (shape,) = [s for s in fig.layout.shapes if s.name == name and s.type == "rect"]
+    return shape
+
+
+def test_each_box_shows_the_real_numbers_of_this_input(minilm, trace16):
+    nine = trace_of(minilm, NINE)
+    assert nine.L == 9
+    assert "1 × 12 × 16 × 16" in box_text(shape_flow(trace16), "scores")
+    assert "1 × 12 × 9 × 9" in box_text(shape_flow(nine), "scores")
+    assert "1 × 12 × 16 × 16" not in box_text(shape_flow(nine), "scores")
+    fig = shape_flow(trace16)
+    for step in trace16.steps:
+        text = box_text(fig, step.name)
+        assert step.title in text and squeeze(step.op) in squeeze(text)
+        if step.shape is not None:
+            assert f"[{', '.join(step.dims)}]" in text and " × ".join(map(str, step.shape)) in text
+    assert "[B, H, L, S]" in box_text(fig, "probs") and "[B, L, H·d]" in box_text(fig, "q_proj")
+    assert "1 × 16 × 12 × 32" in box_text(fig, "q_view") and "1 × 12 × 16 × 32" in box_text(fig, "v_heads")
+
+
+def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
+    fig = shape_flow(trace16)
+    lines = (ROOT / "attention" / "mha.py").read_text(encoding="utf-8").splitlines()
+    matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
+    assert f"attention/mha.py:{matmul}" in box_text(fig, "scores")
+    assert "torch.matmul(q, k.transpose(-2, -1))" in squeeze(box_text(fig, "scores")).replace(",", ", ")
+    for step in trace16.steps:
+        text = box_text(fig, step.name)
+        assert squeeze(step.code) in squeeze(text), step.name  # wrapped lines, same code
+        assert step.where in text
+    (code,) = [a for a in fig.layout.annotations if a.name == "scores" and "matmul" in a.text]
+    assert "monospace" in code.font.family
+
+
+def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
+    step = dataclasses.replace(trace16.step("scores"), title="<i>mine</i>", op="a -> b < c",
+                               code='x = f("<b>")  # -> y', path="elsewhere.py", lineno=7, linenos=(7,))
+    trace = Trace(trace16.layer, [step if s.name == "scores" else s for s in trace16.steps])
+    fig = shape_flow(trace)
+    text = box_text(fig, "scores")
+    assert "<i>mine</i>" in text and "a -> b < c" in text and 'x = f("<b>")' in text
+    assert "elsewhere.py:7" in text and "torch.matmul" not in text
+    raw = " ".join(a.text for a in fig.layout.annotations if a.name == "scores")
+    assert "&lt;i&gt;mine" in raw and "&lt;b&gt;" in raw and "-&gt; b &lt; c" in raw and "<i>" not in raw
+
+
+def test_every_step_has_exactly_one_invisible_click_area_covering_its_box(trace16, padded):
+    for trace in (trace16, padded):
+        fig = shape_flow(trace)
+        (hits,) = [t for t in fig.data if t.customdata is not None]
+        names = [c[0] for c in hits.customdata]
+        assert sorted(names) == sorted(trace.names) and len(set(names)) == len(names)
+        assert hits.marker.color == "rgba(0,0,0,0)"
+        for name, y, length, base, thickness in zip(names, hits.y, hits.x, hits.base, hits.width):
+            box = rect(fig, name)  # the clickable bar is the box: click anywhere inside it
+            assert (base, base + length) == pytest.approx((box.x0, box.x1))
+            assert (y - thickness / 2, y + thickness / 2) == pytest.approx((box.y0, box.y1))
+
+
+def test_the_selected_box_is_highlighted(trace16):
+    fig = shape_flow(trace16, selected="probs")
+    assert rect(fig, "probs").line.color == HIGHLIGHT
+    assert all(s.line.color != HIGHLIGHT for s in fig.layout.shapes if s.name != "probs")
+    assert all(s.line.color != HIGHLIGHT for s in shape_flow(trace16).layout.shapes)
+
+
+def test_no_mask_says_nothing_is_dropped_and_a_padded_batch_shows_its_mask(trace16, padded):
+    fig = shape_flow(trace16)
+    assert "no mask: nothing dropped" in box_text(fig, "mask") and "S = 16" in box_text(fig, "mask")
+    assert rect(fig, "mask").line.dash == "dash"
+    assert not [a for a in fig.layout.annotations if a.name == "masked_scores"]
+    fig = shape_flow(padded)
+    mask = box_text(fig, "mask")
+    assert "[B, 1, 1, S]" in mask and "2 × 1 × 1 × 16" in mask and "16, 6 of S = 16" in mask
+    assert "2 × 12 × 16 × 16" in box_text(fig, "masked_scores")
+    assert "B = 2" in box_text(fig, "legend") and "S = 16" in box_text(fig, "legend")
+    m, t = rect(fig, "mask"), rect(fig, "masked_scores")  # an arrow from the mask into the masked scores
+    assert any(a.showarrow and a.ax == pytest.approx(m.x1) and a.x == pytest.approx(t.x0)
+               for a in fig.layout.annotations)
+
+
+def test_a_sentence_pair_is_named_in_the_legend(minilm):
+    pair = trace_of(minilm, "The cat sat on the mat.", text_pair="It was warm.")
+    assert "sentence pair: 9 + 5 tokens" in box_text(shape_flow(pair), "legend")
+
+
+def test_the_figure_is_fixed_and_text_scales_with_font_size(trace16):
+    small, large = shape_flow(trace16), shape_flow(trace16, font_size=22)
+    for fig in (small, large):
+        assert fig.layout.xaxis.fixedrange and fig.layout.yaxis.fixedrange
+        assert not fig.layout.xaxis.visible and not fig.layout.yaxis.visible
+        assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # top to bottom
+    header = [a for a in large.layout.annotations if a.name == "probs" and "softmax" in a.text][0]
+    assert header.font.size == 22
+    assert large.layout.height > small.layout.height
+    assert rect(small, "input").y1 < rect(small, "q_proj").y0 < rect(small, "scores").y0 < rect(small, "output").y0
+
+
+def test_grouped_query_attention_draws_the_shared_heads():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=64)
+    model = BertModel(config).eval()
+    model.layers[1].attention = MultiHeadAttention(32, 4, num_kv_heads=2).eval()
+    fig = shape_flow(trace_layer(model, torch.randint(5, 99, (1, 7)), layer=1))
+    assert "[B, G, S, d]" in box_text(fig, "k_heads") and "1 × 2 × 7 × 8" in box_text(fig, "k_heads")
+    assert "1 × 4 × 7 × 8" in box_text(fig, "v_shared") and "G = 2" in box_text(fig, "legend")
+
+
+@pytest.mark.parametrize("chars", [20, 32, 48])
+def test_wrap_code_keeps_every_piece_within_the_width(chars):
+    line = 'probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)'
+    pieces = wrap_code(line, chars)
+    assert len(pieces) > 1 and all(len(p) <= chars for p in pieces)
+    assert squeeze("".join(pieces).replace("\u00a0", "")) == squeeze(line)
+
+
+# ---- tensor_heatmap --------------------------------------------------------------------------
+
+
+def test_tensor_heatmap_shows_the_matrix_with_dropped_cells_empty(padded, minilm):
+    matrix, rows, cols = head_matrix(padded, "masked_scores", 3, batch=1)
+    tokens = minilm[1]([SENTENCE, "It was tired."], padding=True).tokens(1)
+    fig = tensor_heatmap(matrix, tokens, tokens, title="masked scores")
+    heat = fig.data[0]
+    expected = np.where(np.isneginf(matrix), np.nan, matrix)
+    np.testing.assert_array_equal(np.asarray(heat.z, dtype=float), expected)
+    assert np.isnan(np.asarray(heat.z, dtype=float)[:, 6:]).all()
+    assert "−∞" in heat.customdata[0][10][2] and "−∞" not in heat.customdata[0][2][2]
+    assert list(heat.customdata[0][10][:2]) == ["[CLS]", "[PAD]"]
+    assert heat.zmid == 0 and heat.zmin == -heat.zmax
+    assert "−∞" in heat.colorbar.title.text
+
+
+def test_tensor_heatmap_of_probabilities_uses_a_zero_to_one_scale(trace16, minilm):
+    matrix, _, _ = head_matrix(trace16, "probs", 0)
+    tokens = minilm[1](SENTENCE).tokens()
+    heat = tensor_heatmap(matrix, tokens, tokens, kind="probs").data[0]
+    np.testing.assert_array_equal(np.asarray(heat.z, dtype=float), matrix)
+    assert (heat.zmin, heat.zmax) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="kind"):
+        tensor_heatmap(matrix, kind="logits")
+
+
+def test_tensor_heatmap_labels_positions_so_repeated_tokens_keep_their_row(trace16, minilm):
+    tokens = minilm[1](SENTENCE).tokens()
+    assert tokens.count("the") == 2
+    fig = tensor_heatmap(head_matrix(trace16, "q_heads", 0)[0], tokens, None)
+    assert list(fig.layout.yaxis.tickvals) == list(range(16)) and list(fig.layout.yaxis.ticktext) == tokens
+    assert list(fig.layout.xaxis.ticktext)[:3] == ["0", "5", "10"]  # d = 32 indexes, thinned
+    wide = tensor_heatmap(head_matrix(trace16, "input", 0)[0], tokens, None)
+    ticks = list(wide.layout.xaxis.tickvals)
+    assert 3 <= len(ticks) <= 20 and ticks[0] == 0 and len(set(np.diff(ticks))) == 1
+    assert list(wide.layout.xaxis.ticktext) == [str(t) for t in ticks]
+
+
+def test_tensor_heatmap_escapes_labels():
+    fig = tensor_heatmap(np.zeros((2, 2)), ["<b>x</b>", "a"], ["b", "c"])
+    assert fig.layout.yaxis.ticktext[0] == "&lt;b&gt;x&lt;/b&gt;"
+    assert "<b>x" not in fig.to_json()

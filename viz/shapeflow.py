@@ -1,0 +1,391 @@
+"""The shape-flow diagram: one attention layer's steps for this input, drawn from its Trace.
+
+Every box's text (title, symbolic shape, real sizes, operation, code and ``path:lineno``) is
+read from the recorded forward pass. Coordinates are pixels at the design ``width``, y down.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
+from viz._text import escape, escape_all
+
+WIDTH = 720  # design width in px at font size 14, scaled with the font; a wider container stretches the
+# boxes (the text stays put), a narrower one squeezes them, so keep this at the narrowest expected
+MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+LINE = 1.3  # plotly's line height, in font sizes
+SANS_W, MONO_W = 0.5, 0.61  # average glyph width, in font sizes (measured 0.45 and 0.60)
+ARROW, MUTED, NO_MASK = "#64748b", "#64748b", "#94a3b8"
+LANES = {  # outline, title colour
+    "io": ("#475569", "#1e293b"), "q": ("#2563eb", "#1d4ed8"), "k": ("#d97706", "#b45309"),
+    "v": ("#059669", "#047857"), "attn": ("#7c3aed", "#6d28d9"), "mask": ("#64748b", "#334155"),
+}
+DIVERGING = "RdBu_r"
+EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
+HEATMAP_PX = 420  # assumed width of a tensor heatmap's cells, for thinning column labels
+
+
+@dataclass
+class Box:
+    name: str
+    cx: float
+    top: float
+    w: float
+    h: float = 0.0
+
+    @property
+    def left(self) -> float:
+        return self.cx - self.w / 2
+
+    @property
+    def right(self) -> float:
+        return self.cx + self.w / 2
+
+    @property
+    def bottom(self) -> float:
+        return self.top + self.h
+
+    @property
+    def cy(self) -> float:
+        return self.top + self.h / 2
+
+
+def shape_flow(trace, selected: str | None = None, font_size: int = 14, width: int | None = None) -> go.Figure:
+    """One layer's attention as boxes from top to bottom; click a box to select its step.
+
+    Each box has one invisible bar exactly covering it, with ``customdata=[step name]``, so a
+    click anywhere in the box selects that step. ``selected`` is outlined in the highlight colour.
+    ``width`` (px) is the width the text is laid out for; by default it grows with ``font_size``.
+    """
+    fs = font_size
+    width = width or round(WIDTH * fs / 14)
+    legend, legend_lines = _legend(trace, width - fs, fs)
+    rows, key_x = _rows(trace, width, fs)
+    texts = {b.name: _box_text(trace.step(b.name), b.w, fs, trace.S) for row in rows for b in row}
+    y = fs * (0.6 + LINE * legend_lines) + fs
+    for row in rows:
+        h = max(texts[b.name].height for b in row)
+        for b in row:
+            b.top, b.h = y, h
+        y += h + 2.6 * fs
+    height = y - 1.6 * fs
+    boxes = {b.name: b for row in rows for b in row}
+
+    shapes, annotations = [], [legend]
+    for b in boxes.values():
+        shapes.append(_box_shape(b, trace.step(b.name), b.name == selected, fs))
+        annotations += texts[b.name].annotations(b, fs)
+    lines, arrows = _connections(boxes, key_x, fs)
+    shapes += lines
+    annotations += arrows
+    layout = base_layout(fs)
+    layout.update(
+        width=width, height=int(height), margin=dict(l=0, r=0, t=0, b=0), showlegend=False,
+        xaxis=dict(range=[0, width], visible=False, fixedrange=True),
+        yaxis=dict(range=[height, 0], visible=False, fixedrange=True),
+        plot_bgcolor="white", paper_bgcolor="white", dragmode=False, hovermode="closest",
+        barmode="overlay", shapes=shapes, annotations=annotations,
+    )
+    return go.Figure(_hit_areas(trace, boxes), layout)
+
+
+# ---- where the boxes go ----------------------------------------------------------------------
+
+def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
+    """Lanes Q, K, V side by side; the attention itself under Q and K; V joins at probs · V."""
+    outer, gap = 0.6 * fs, 1.8 * fs
+    cw = (width - 2 * outer - 2 * gap) / 3
+    c = [outer + cw / 2 + i * (cw + gap) for i in range(3)]
+    left, right = c[0] - cw / 2, c[2] - 1.5 * gap  # the attention boxes stop short of V's line
+    mid, wide, full = (left + right) / 2, right - left, 3 * cw + 2 * gap
+    pair = (c[1] - cw / 2 + right) / 2, right - (c[1] - cw / 2)  # masked scores, beside the mask
+    plan = [
+        [("input", c[1], full)],
+        *[[(f"{x}_{part}", c[i], cw) for i, x in enumerate("qkv")] for part in ("proj", "view", "heads")],
+        [("k_shared", c[1], cw), ("v_shared", c[2], cw)],
+        [("scores", mid, wide)],
+        [("mask", c[0], cw), ("masked_scores", *pair)],
+        *[[(name, mid, wide)] for name in ("probs", "heads", "merged", "output")],
+    ]
+    placed = {name for row in plan for name, _, _ in row}
+    plan += [[(name, mid, wide)] for name in trace.names if name not in placed]  # steps added later
+    rows = [[Box(name, x, 0.0, w) for name, x, w in row if name in trace.names] for row in plan]
+    return [row for row in rows if row], c[1]
+
+
+def _lane(name: str) -> str:
+    if name in ("input", "merged", "output"):
+        return "io"
+    if name == "mask":
+        return "mask"
+    return name[0] if name[:2] in ("q_", "k_", "v_") else "attn"
+
+
+# ---- what each box says ----------------------------------------------------------------------
+
+@dataclass
+class BoxText:
+    header: list[str]  # escaped plotly markup, one line each
+    code: list[str]
+    fs: int
+
+    @property
+    def code_fs(self) -> int:
+        return _code_fs(self.fs)
+
+    @property
+    def header_h(self) -> float:
+        return len(self.header) * LINE * self.fs
+
+    @property
+    def height(self) -> float:
+        return self.fs * 1.3 + self.header_h + 0.35 * self.fs + len(self.code) * LINE * self.code_fs
+
+    def annotations(self, b: Box, fs: int) -> list[dict]:
+        pad = 0.65 * fs
+        common = dict(xref="x", yref="y", xanchor="left", yanchor="top", align="left", showarrow=False,
+                      x=b.left + pad, name=b.name)
+        return [
+            dict(common, y=b.top + 0.55 * fs, text="<br>".join(self.header), font=dict(size=fs)),
+            dict(common, y=b.top + 0.55 * fs + self.header_h + 0.35 * fs, text="<br>".join(self.code),
+                 font=dict(size=self.code_fs, family=MONO, color="#1f2937")),
+        ]
+
+
+def _box_text(step, w: float, fs: int, S: int) -> BoxText:
+    inner = (w - 1.3 * fs) * 0.9  # slack for a container narrower than the design width
+    colour = LANES[_lane(step.name)][1]
+    header = [f'<b><span style="color:{colour}">{escape(step.title)}</span></b>']
+    if step.shape is None:
+        shape = [f"None  ·  S\u00a0=\u00a0{S} keys"]
+    else:
+        symbolic, sizes = f"[{', '.join(step.dims)}]", " × ".join(map(str, step.shape))
+        joined = f"{symbolic}  =  {sizes}"
+        shape = [joined] if len(joined) * SANS_W * fs <= inner else [symbolic, f"= {sizes}"]
+    header += [f"<b>{escape(s)}</b>" for s in shape]
+    header += [f'<span style="color:{MUTED}">{escape(s)}</span>'
+               for s in textwrap.wrap(step.op, max(12, int(inner / (SANS_W * fs))))]
+    chars = max(16, int(inner / (MONO_W * _code_fs(fs))))
+    code = [escape(part) for line in step.code.splitlines() for part in wrap_code(line, chars)]
+    code += [f'<span style="color:{MUTED}">{escape(step.where)}</span>']
+    return BoxText(header, code, fs)
+
+
+def _code_fs(fs: int) -> int:
+    return max(10, round(fs * 0.82))
+
+
+def wrap_code(line: str, chars: int) -> list[str]:
+    """Break a code line at ", ", " if "/" else " or after "(" so each piece fits ``chars``.
+
+    Continuation lines are indented by two no-break spaces (plotly collapses plain spaces).
+    """
+    indent = "\u00a0\u00a0"
+    pieces, rest, first = [], line, True
+    while len(rest) + (0 if first else len(indent)) > chars:
+        limit = chars - (0 if first else len(indent))
+        cut = max(rest.rfind(", ", 0, limit) + 2, rest.rfind(" if ", 0, limit) + 1,
+                  rest.rfind(" else ", 0, limit) + 1, rest.rfind("(", 0, limit) + 1)
+        if cut <= 2:
+            cut = limit
+        pieces.append(("" if first else indent) + rest[:cut].rstrip())
+        rest, first = rest[cut:].lstrip(), False
+    pieces.append(("" if first else indent) + rest)
+    return pieces
+
+
+def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
+    """The sizes every letter stands for, for this input."""
+    words = {"B": "batch", "L": "queries", "S": "keys", "D": "width", "H": "heads", "G": "K/V heads",
+             "d": "head width"}
+    sizes = trace.sizes()
+    if sizes["G"] == sizes["H"]:
+        del sizes["G"]
+    items = [f"<b>{k} = {v}</b> {words[k]}" for k, v in sizes.items()]
+    if len(trace.segments) > 1:
+        items.append(f"sentence pair: <b>{' + '.join(map(str, trace.segments))}</b> tokens")
+    lines, line, used = [], [f"<b>layer {trace.layer}</b>"], len(f"layer {trace.layer}")
+    for item in items:
+        chars = len(re.sub(r"<[^>]+>", "", item)) + 5  # the item and its separator, as drawn
+        if (used + chars) * SANS_W * fs > width:
+            lines.append(line)
+            line, used = [], 0
+        line.append(item)
+        used += chars
+    lines.append(line)
+    text = "<br>".join("  ·  ".join(parts) for parts in lines)
+    return dict(xref="x", yref="y", x=0.6 * fs, y=0.6 * fs, xanchor="left", yanchor="top", align="left",
+                showarrow=False, text=text, font=dict(size=fs, color="#334155"), name="legend"), len(lines)
+
+
+# ---- drawing ---------------------------------------------------------------------------------
+
+def _box_shape(b: Box, step, selected: bool, fs: int) -> dict:
+    outline = LANES[_lane(b.name)][0]
+    absent = step.shape is None
+    line = dict(color=HIGHLIGHT, width=max(3, fs / 4)) if selected else dict(
+        color=NO_MASK if absent else outline, width=max(1.5, fs / 9), dash="dash" if absent else "solid")
+    fill = "rgba(220,20,60,0.07)" if selected else ("white" if absent else _tint(outline))
+    return dict(type="rect", xref="x", yref="y", x0=b.left, x1=b.right, y0=b.top, y1=b.bottom,
+                line=line, fillcolor=fill, layer="below", name=b.name)
+
+
+def _tint(hex_colour: str, alpha: float = 0.07) -> str:
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dict], list[dict]]:
+    """Arrows between boxes; V's arrow turns left into probs · V, as a line and an arrow."""
+    lines, arrows = [], []
+
+    def down(a: str, b: str, x: float | None = None, label: str = "", lane: str = "") -> None:
+        if a in boxes and b in boxes:
+            x = boxes[b].cx if x is None else x
+            arrows.extend(_arrow(x, boxes[a].bottom, x, boxes[b].top, fs, label, lane))
+
+    for lane in "qkv":
+        chain = [n for n in ["input"] + [f"{lane}_{p}" for p in ("proj", "view", "heads", "shared")] if n in boxes]
+        for a, b in zip(chain, chain[1:]):
+            down(a, b)
+        if lane in "qk":
+            down(chain[-1], "scores", boxes[chain[-1]].cx, "Q" if lane == "q" else "Kᵀ", lane)
+        elif "heads" in boxes:
+            v, target = boxes[chain[-1]], boxes["heads"]
+            lines.append(dict(type="line", xref="x", yref="y", x0=v.cx, x1=v.cx, y0=v.bottom, y1=target.cy,
+                              line=dict(color=ARROW, width=max(1.5, fs / 9))))
+            arrows.extend(_arrow(v.cx, target.cy, target.right, target.cy, fs, "V", "v"))
+    chain = [n for n in ("scores", "masked_scores", "probs") if n in boxes]
+    for a, b in zip(chain, chain[1:]):
+        down(a, b, key_x)  # under the K lane, clear of the mask box
+    if "masked_scores" in boxes and "mask" in boxes:
+        m, t = boxes["mask"], boxes["masked_scores"]
+        arrows.extend(_arrow(m.right, t.cy, t.left, t.cy, fs))
+    for a, b in zip(("probs", "heads", "merged"), ("heads", "merged", "output")):
+        down(a, b)
+    return lines, arrows
+
+
+def _arrow(x0: float, y0: float, x1: float, y1: float, fs: int, label: str = "", lane: str = "") -> list[dict]:
+    """An arrow from (x0, y0) to (x1, y1), with an optional label beside its middle."""
+    arrow = dict(xref="x", yref="y", axref="x", ayref="y", x=x1, y=y1, ax=x0, ay=y0, text="", showarrow=True,
+                 arrowhead=2, arrowsize=1.1, arrowwidth=max(1.5, fs / 9), arrowcolor=ARROW, standoff=1)
+    if not label:
+        return [arrow]
+    vertical = x0 == x1
+    tag = dict(xref="x", yref="y", x=(x0 + x1) / 2 + (0.4 * fs if vertical else 0),
+               y=(y0 + y1) / 2 - (0 if vertical else 0.3 * fs), xanchor="left" if vertical else "center",
+               yanchor="middle" if vertical else "bottom", showarrow=False, text=f"<b>{escape(label)}</b>",
+               font=dict(size=fs, color=LANES[lane][1]))
+    return [arrow, tag]
+
+
+def _hit_areas(trace, boxes: dict[str, Box]) -> go.Bar:
+    """One invisible bar per box, exactly covering it: clicks anywhere in the box select it."""
+    names = list(boxes)
+    return go.Bar(
+        orientation="h", y=[boxes[n].cy for n in names], x=[boxes[n].w for n in names],
+        base=[boxes[n].left for n in names], width=[boxes[n].h for n in names],
+        customdata=[[n] for n in names], marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)),
+        hovertext=[escape(trace.step(n).title) for n in names],
+        hovertemplate="%{hovertext}: click to show its tensor<extra></extra>",
+        selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)), showlegend=False,
+    )
+
+
+# ---- the tensor of one box -------------------------------------------------------------------
+
+def tensor_heatmap(
+    matrix: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    font_size: int = 14,
+    kind: str = "values",
+) -> go.Figure:
+    """One 2-D slice of a recorded tensor; rows top to bottom.
+
+    ``kind="values"``: a diverging scale centred on 0 (Q, K, V, scores, outputs);
+    ``kind="probs"``: a sequential [0, 1] scale (probabilities, the mask). −∞ (masked scores)
+    is drawn as an empty grey cell and named in the hover. Labels default to indexes "0".."n-1";
+    axes are integer positions, so repeated tokens keep their own row or column.
+    """
+    if kind not in ("values", "probs"):
+        raise ValueError(f'kind must be "values" or "probs", got {kind!r}')
+    raw = np.asarray(matrix, dtype=float)
+    if raw.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got shape {raw.shape}")
+    n_rows, n_cols = raw.shape
+    rows = escape_all(row_labels) if row_labels is not None else [str(i) for i in range(n_rows)]
+    cols = escape_all(col_labels) if col_labels is not None else [str(i) for i in range(n_cols)]
+    if (len(rows), len(cols)) != raw.shape:
+        raise ValueError(f"matrix {raw.shape} does not match {len(rows)} row and {len(cols)} column labels")
+    dropped = np.isneginf(raw)
+    z = np.where(dropped, np.nan, raw)
+    heatmap = go.Heatmap(
+        z=z, customdata=_cell_hovers(raw, rows, cols), hoverongaps=True,
+        hovertemplate="%{customdata[0]} · %{customdata[1]}: %{customdata[2]}<extra></extra>",
+        colorbar=dict(thickness=14, title=dict(text=_legend_title(kind, bool(dropped.any())))),
+        **_colour_scale(z, kind),
+    )
+    x_ticks = _ticks(cols, HEATMAP_PX, font_size, across=True)
+    row_px = min(28.0, max(3.0, 700 / n_rows))
+    top = (2.2 * font_size if title else 0) + x_ticks.pop("label_px") + 10
+    layout = base_layout(font_size, escape(title) if title else None)
+    layout.update(
+        height=int(n_rows * row_px + top + 20),
+        margin=dict(l=10, r=10, t=int(top), b=10),
+        plot_bgcolor=EMPTY,  # shows through the empty (−∞) cells only
+        xaxis=clean_axis(side="top", **x_ticks),
+        yaxis=clean_axis(**_ticks(rows, n_rows * row_px, font_size, across=False)),
+    )
+    layout["yaxis"].pop("label_px")
+    return go.Figure(heatmap, layout)
+
+
+def _cell_hovers(raw: np.ndarray, rows: list[str], cols: list[str]) -> np.ndarray:
+    """(row label, column label, value) per cell; −∞ is named as dropped."""
+    values = np.char.mod("%.3f", np.nan_to_num(raw, neginf=0.0)).astype(object)
+    values[np.isneginf(raw)] = "−∞ (masked: dropped)"
+    hover = np.empty(raw.shape + (3,), dtype=object)
+    hover[..., 0] = np.array(rows, dtype=object)[:, None]
+    hover[..., 1] = np.array(cols, dtype=object)[None, :]
+    hover[..., 2] = values
+    return hover
+
+
+def _colour_scale(z: np.ndarray, kind: str) -> dict:
+    if kind == "probs":
+        return dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0)
+    bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 0.0
+    bound = bound or 1.0
+    return dict(colorscale=DIVERGING, zmid=0.0, zmin=-bound, zmax=bound)
+
+
+def _legend_title(kind: str, dropped: bool) -> str:
+    return ("weight" if kind == "probs" else "value") + ("<br>grey: −∞" if dropped else "")
+
+
+def _ticks(labels: list[str], px: float, fs: int, across: bool) -> dict:
+    """Integer positions labelled every k-th (k = 1, 2, 5, 10, 20...) so labels do not collide.
+
+    Row labels are stacked; column labels stand side by side when short (indexes) and are
+    tilted when long (tokens), so each needs about one line height.
+    """
+    longest = max((len(s) for s in labels), default=1)
+    tilted = across and longest > 3
+    per_label = (longest * 0.62 + 0.8) * fs if across and not tilted else 1.3 * fs
+    room = max(1.0, px / per_label)
+    stride = next(k for k in (m * 10 ** e for e in range(7) for m in (1, 2, 5)) if len(labels) / k <= room)
+    positions = list(range(0, len(labels), stride))
+    end = len(labels) - 0.5
+    label_px = (longest * 0.62 * 0.71 + 1.2) * fs if tilted else 1.5 * fs  # height taken above the cells
+    return dict(tickmode="array", tickvals=positions, ticktext=[labels[i] for i in positions],
+                tickangle=-45 if tilted else 0, range=[-0.5, end] if across else [end, -0.5], label_px=label_px)

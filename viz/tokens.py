@@ -1,0 +1,246 @@
+"""The WordPiece pieces of an input as a strip of boxes, wrapping to rows.
+
+Each box shows the piece, its vocabulary id underneath and its position
+above. Boxes are coloured by segment (A / B), with [CLS] / [SEP] in grey,
+and a continuation piece ("##ing") touches the box before it. The figure
+is drawn in pixel units (one data unit is one pixel), so text and boxes
+keep their sizes whatever the number of tokens. All boxes of one colour are
+one filled trace, and pieces, ids and positions one text trace each: a
+figure has at most six traces, however long the input.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._style import SEGMENT_A, SEGMENT_B, SPECIAL, base_layout, clean_axis, legend_swatch
+from viz._text import escape
+
+ROW_PX = 1000  # widest row before wrapping
+GAP_PX = 6  # between boxes of different words
+EDGE_PX = 2  # around the strip, so outlines at its edges are not clipped
+CHAR_WIDTH = 0.62  # average glyph width as a fraction of the font size
+CONTINUATION = "##"
+KINDS = {  # kind: (legend name, (fill, outline))
+    "A": ("segment A", SEGMENT_A),
+    "B": ("segment B", SEGMENT_B),
+    "special": ("[CLS] / [SEP]", SPECIAL),
+}
+CAPTION = "above each box: position · in it: the piece and its vocabulary id"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Pixel sizes derived from the font size."""
+
+    font: int
+
+    @property
+    def small(self) -> int:
+        return max(8, round(self.font * 0.72))
+
+    @property
+    def pad(self) -> int:
+        return round(self.font * 0.45)
+
+    @property
+    def box_h(self) -> float:
+        return self.font * 1.35 + self.small * 1.3 + self.pad
+
+    @property
+    def label_h(self) -> float:  # the position number above a box
+        return self.small * 1.5
+
+    @property
+    def row_h(self) -> float:
+        return self.label_h + self.box_h + self.pad * 2
+
+
+def token_strip(
+    tokens: Sequence[str],
+    ids: Sequence[int],
+    segments: Sequence[int],
+    special: Sequence[bool],
+    font_size: int = 14,
+    per_row: int | None = None,
+) -> go.Figure:
+    """The pieces as boxes in reading order, wrapping to rows.
+
+    ``segments`` holds the token type of each piece (0 for A, 1 for B) and
+    ``special`` marks [CLS] / [SEP]. Rows wrap between words at ``ROW_PX``
+    pixels, or after every ``per_row`` pieces when given. Hover reads
+    "position i: piece (id N, segment A)". Pieces are escaped.
+    """
+    n = len(tokens)
+    if not (len(ids) == len(segments) == len(special) == n):
+        raise ValueError(
+            f"{n} tokens but {len(ids)} ids, {len(segments)} segments "
+            f"and {len(special)} special flags"
+        )
+    if per_row is not None and per_row < 1:
+        raise ValueError(f"per_row must be at least 1, got {per_row}")
+    sizes = Sizes(font_size)
+    pieces = [escape(t) for t in tokens]
+    widths = np.array([_box_width(p, i, sizes) for p, i in zip(pieces, ids)])
+    attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
+    kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
+
+    left, row = _place(widths, attached, per_row)
+    top = row * sizes.row_h + sizes.label_h  # (n,) top edge of each box
+    centre_x = left + widths / 2
+    traces = []
+    for kind, (name, colours) in KINDS.items():
+        mask = np.array([k == kind for k in kinds], dtype=bool)
+        if mask.any():
+            traces += [_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours),
+                       legend_swatch(name, *colours, sizes.font)]
+    traces += [
+        _text("piece", centre_x, top + sizes.pad / 2 + sizes.font * 0.7,
+              _show_pieces(pieces, attached), sizes.font, "#1a1a1a",
+              hovers=_hovers(pieces, ids, segments, special)),
+        _text("id", centre_x, top + sizes.box_h - sizes.pad / 2 - sizes.small * 0.65,
+              [str(i) for i in ids], sizes.small, "#555555"),
+        _text("position", centre_x, top - sizes.label_h / 2, [str(i) for i in range(n)],
+              sizes.small, "#8a8a8a"),
+    ]
+    n_rows = int(row.max()) + 1 if n else 1
+    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes))
+
+
+def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
+    """Wide enough for the piece, its id and its position number."""
+    piece_px = len(piece) * sizes.font * CHAR_WIDTH
+    id_px = len(str(token_id)) * sizes.small * CHAR_WIDTH
+    return float(max(piece_px, id_px, sizes.font * 1.2) + 2 * sizes.pad)
+
+
+def _is_continuation(token: str, special: bool) -> bool:
+    return not special and token.startswith(CONTINUATION) and len(token) > len(CONTINUATION)
+
+
+def _kind(segment: int, special: bool) -> str:
+    return "special" if special else ("B" if segment else "A")
+
+
+def _place(widths: np.ndarray, attached: np.ndarray, per_row: int | None):
+    """Left edge (px) and row of each box.
+
+    A continuation piece has no gap before it. Wrapping happens between
+    words (a word and its continuations move together) unless the word is
+    wider than a row; with ``per_row`` it happens after that many pieces.
+    """
+    n = len(widths)
+    gaps = np.where(attached, 0.0, GAP_PX)
+    word_px = _word_widths(widths, attached)
+    left, row = np.zeros(n), np.zeros(n, dtype=int)
+    x, r, count = 0.0, 0, 0
+    for i in range(n):
+        if per_row is not None:
+            wrap = count == per_row
+        else:
+            need = widths[i] if attached[i] else gaps[i] + word_px[i]
+            wrap = x > 0 and x + need > ROW_PX
+        if wrap:
+            x, r, count = 0.0, r + 1, 0
+        elif x > 0:
+            x += gaps[i]
+        left[i], row[i] = x, r
+        x += widths[i]
+        count += 1
+    return left, row
+
+
+def _word_widths(widths: np.ndarray, attached: np.ndarray) -> np.ndarray:
+    """For each piece, the width of it and the continuations that follow it."""
+    word_px = widths.astype(float).copy()
+    for i in range(len(widths) - 2, -1, -1):  # right to left, adding the next piece if attached
+        if attached[i + 1]:
+            word_px[i] += word_px[i + 1]
+    return word_px
+
+
+def _boxes(left, top, widths, height: float, name: str, colours: tuple[str, str]) -> go.Scatter:
+    """Closed rectangles separated by gaps, filled in one colour."""
+    right, bottom = left + widths, top + height
+    nan = np.full(len(left), np.nan)
+    x = np.column_stack([left, right, right, left, left, nan]).ravel()  # (6n,)
+    y = np.column_stack([top, top, bottom, bottom, top, nan]).ravel()
+    fill, outline = colours
+    return go.Scatter(
+        x=x,
+        y=y,
+        mode="lines",
+        fill="toself",
+        fillcolor=fill,
+        line=dict(color=outline, width=1.5),
+        name=name,
+        showlegend=False,
+        hoverinfo="skip",
+    )
+
+
+def _hovers(pieces: list[str], ids, segments, special) -> list[str]:
+    """ "position i: piece (id N, segment A)", with ", special" for [CLS] / [SEP]."""
+    return [
+        f"position {i}: {piece} (id {ids[i]}, segment {'B' if segments[i] else 'A'}"
+        + (", special)" if special[i] else ")")
+        for i, piece in enumerate(pieces)
+    ]
+
+
+def _show_pieces(pieces: list[str], attached: np.ndarray) -> list[str]:
+    """Pieces as shown: the "##" of a continuation in a lighter colour."""
+    marker = f'<span style="color:#9a9a9a">{CONTINUATION}</span>'
+    return [
+        marker + piece[len(CONTINUATION):] if joined else piece
+        for piece, joined in zip(pieces, attached)
+    ]
+
+
+def _text(name: str, x, y, texts: list[str], size: int, colour: str, hovers=None) -> go.Scatter:
+    """A column of texts; ``name`` says which (piece, id, position) for readers of the figure."""
+    hover = dict(hovertext=hovers, hovertemplate="%{hovertext}<extra></extra>") if hovers else dict(
+        hoverinfo="skip"
+    )
+    return go.Scatter(
+        x=x,
+        y=y,
+        text=texts,
+        mode="text",
+        name=name,
+        textposition="middle center",
+        textfont=dict(size=size, color=colour),
+        showlegend=False,
+        **hover,
+    )
+
+
+def _layout(content_px: float, n_rows: int, sizes: Sizes) -> dict:
+    """One data unit per pixel: the plot area is exactly the strip's size."""
+    legend_px = round(sizes.font * 2.6)
+    caption_px = round(sizes.small * 2.2)
+    width = max(content_px, sizes.font * 30)  # room for the legend on one line
+    height = n_rows * sizes.row_h
+    layout = base_layout(sizes.font)
+    layout.update(
+        width=int(np.ceil(width)) + 2 * EDGE_PX + 20,
+        height=int(np.ceil(height)) + 2 * EDGE_PX + legend_px + caption_px,
+        margin=dict(l=10, r=10, t=legend_px, b=caption_px),
+        annotations=[
+            dict(text=CAPTION, x=0, xref="paper", xanchor="left", y=0, yref="paper",
+                 yanchor="top", yshift=-4, showarrow=False,
+                 font=dict(size=sizes.small, color="#6b6b6b"))
+        ],
+        showlegend=True,
+        legend=dict(orientation="h", x=0, xanchor="left", y=1, yanchor="bottom",
+                    itemclick=False, itemdoubleclick=False),
+        xaxis=clean_axis(visible=False, range=[-EDGE_PX, np.ceil(width) + EDGE_PX],
+                         fixedrange=True, automargin=False),
+        yaxis=clean_axis(visible=False, range=[np.ceil(height) + EDGE_PX, -EDGE_PX],
+                         fixedrange=True, automargin=False),
+        hovermode="closest",
+        hoverdistance=int(sizes.font * 3),
+    )
+    return layout
