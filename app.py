@@ -72,9 +72,11 @@ def plain(text: str) -> str:
 
 
 def show(fig, name: str, **kwargs):
-    """A figure with its PNG download button (plotly's camera icon), drawn as exported."""
+    """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
+    width when it sets one (square heatmap cells), else across the column."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
-    return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), **kwargs)
+    width = "content" if fig.layout.width else "stretch"
+    return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
 
 
 def font_size() -> int:
@@ -110,6 +112,7 @@ def init_from_url() -> None:
             notices.append(f"The link's {name} is not a number; using 0.")
             value = "0"
         st.session_state[name] = int(value)
+    st.session_state.present = params.get("present") == "1"
     st.session_state.url_notices = notices
 
 
@@ -117,6 +120,8 @@ def write_url() -> None:
     text, text_b = st.session_state.submitted
     view = next(k for k, v in VIEWS.items() if v == st.session_state.view)
     params = {"view": view, "layer": str(st.session_state.layer), "head": str(st.session_state.head)}
+    if st.session_state.present:
+        params["present"] = "1"
     if len(text) <= MAX_URL_TEXT and len(text_b) <= MAX_URL_TEXT:
         params["s"] = text
         if text_b:
@@ -194,6 +199,14 @@ def sidebar() -> None:
 
 
 def input_form() -> None:
+    if st.session_state.present:  # the figure is the point; the form folds away
+        with st.expander("Sentence and examples"):
+            _input_widgets()
+    else:
+        _input_widgets()
+
+
+def _input_widgets() -> None:
     st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
                  on_change=use_preset)
     with st.form("sentence_form"):
@@ -317,7 +330,7 @@ def report_button(run, model_name: str) -> None:
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
-.stApp, .stMarkdown, label, .stCaption {font-size: 1.25rem !important;}
+html {font-size: 22px;}
 </style>"""
 
 
@@ -326,7 +339,7 @@ def main() -> None:
     init_from_url()
     st.session_state.setdefault("source", "")
     st.session_state.setdefault("renormalize", True)
-    title, switch = st.columns([5, 1])
+    title, switch = st.columns([3, 1])
     title.title("Attention visualizer")
     switch.toggle("Presentation mode", key="present")
     if st.session_state.present:
@@ -347,10 +360,7 @@ def main() -> None:
     st.session_state.url_notices = []
     tokens_strip(run)
     selectors(run)
-    view = st.session_state.view
-    if st.session_state.present:
-        view = VIEWS["head"]
-    {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks}[view](run)
+    {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks}[st.session_state.view](run)
     report_button(run, model.load_report.source)
     write_url()
 

@@ -185,3 +185,16 @@ def test_markup_in_the_sentence_is_plain_text():
     assert "&lt;" in ticks and "<" not in "".join(ticks)
     for element in list(at.markdown) + list(at.caption) + list(at.info):
         assert "<b>" not in element.value and "**strong**" not in element.value
+
+
+def test_presentation_mode_from_the_url():
+    at = start(present="1", layer="1", head="2")
+    no_errors(at)
+    assert at.toggle(key="present").value is True
+    fig = head_figure(at)
+    assert fig["layout"]["font"]["size"] == 22
+    assert len(at.sidebar.text_input) == 0  # no model controls: the sidebar is empty and hidden
+    assert str(at.query_params["present"]).strip("[]'") == "1"
+    at.toggle(key="present").set_value(False).run()
+    assert head_figure(at)["layout"]["font"]["size"] == 14
+    assert len(at.sidebar.text_input) == 1

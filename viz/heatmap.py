@@ -13,7 +13,7 @@ from viz._text import escape_all, position_labels
 # names both tokens without a per-cell array: L² strings would be several MB
 # of JSON at 512 tokens, the two axes' labels are 2L.
 HOVER = "%{y} → %{x}: %{z:.3f}<extra></extra>"
-MIN_PLOT_PX, MAX_PLOT_PX, PX_PER_TOKEN = 300, 900, 24
+MIN_PLOT_PX, MAX_PLOT_PX, PX_PER_TOKEN = 440, 900, 28
 MIN_TICK_PX = 12  # closer labels are too small to read; show every k-th instead
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 COLORBAR_PX, SLACK_PX = 90, 16  # right margin for the colour bar; spare width of the plot area
@@ -73,7 +73,7 @@ def token_grid_layout(
     bar (which spans that height) ends level with them.
     """
     n_q, n_k = len(queries), len(keys)
-    cell_px = _plot_px(max(n_q, n_k)) / max(n_q, n_k)
+    cell_px = _plot_px(max(n_q, n_k), font_size) / max(n_q, n_k)
     stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))  # label every stride-th token
     tick_size = max(6, min(font_size, int(cell_px * stride * 0.8)))
     key_angle = _tick_angle(keys, cell_px * stride, tick_size)
@@ -127,9 +127,11 @@ def head_view(attn: np.ndarray, tokens: Sequence[str], *, font_size: int = 14) -
     return head_heatmap(attn, tokens, font_size=font_size)
 
 
-def _plot_px(n_tokens: int) -> int:
-    """Side of the cell area in pixels: grows with tokens, within bounds."""
-    return int(np.clip(n_tokens * PX_PER_TOKEN, MIN_PLOT_PX, MAX_PLOT_PX))
+def _plot_px(n_tokens: int, font_size: int = 14) -> int:
+    """Side of the cell area in pixels: grows with tokens, within bounds, and with the font
+    (a presentation's larger text gets larger cells)."""
+    scale = max(1.0, font_size / 14)
+    return int(np.clip(n_tokens * PX_PER_TOKEN * scale, MIN_PLOT_PX * scale, MAX_PLOT_PX * scale))
 
 
 def _label_px(labels: Sequence[str], font_size: int) -> int:
