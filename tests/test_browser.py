@@ -88,3 +88,16 @@ def test_open_a_head_from_the_overview(page):
     wait_settled(page)
     page.wait_for_function("() => document.body.innerText.includes('Layer 2, head 5')", timeout=60_000)
     assert "view=head" in page.url and "layer=2" in page.url and "head=5" in page.url
+
+
+def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    run_sentence(page, '<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $$x$$')
+    page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('bold')", timeout=60_000)
+    labels = axis_labels(page)
+    assert "<" in labels and "script" in labels  # the characters are drawn as text
+    assert page.locator("img[src=x]").count() == 0 and page.locator("strong:has-text('bold')").count() == 0
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.wait_for_timeout(500)
+    assert dialogs == []
