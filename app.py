@@ -168,10 +168,18 @@ def pick_step() -> None:
             return
 
 
-def load_model() -> None:
-    source = st.session_state.model_input.strip()
+def ask_for_model() -> None:
+    st.session_state.pending_source = st.session_state.model_input.strip()
+
+
+def load_pending_model() -> None:
+    """Load the model asked for, with a spinner; on failure keep the one in use and say why."""
+    source = st.session_state.pop("pending_source", None)
+    if source is None:
+        return
     try:
-        get_model(source)
+        with st.spinner(f"Loading {source or 'the bundled model'}…"):
+            get_model(source)
     except ModelLoadError as err:
         st.session_state.model_error = str(err)
         return
@@ -183,6 +191,7 @@ def load_model() -> None:
 def sidebar() -> None:
     with st.sidebar:
         st.header("Model")
+        load_pending_model()
         model, _ = get_model(st.session_state.source)
         c = model.config
         st.caption(f"In use: {plain(model.load_report.source)} — {c.num_hidden_layers} layers × "
@@ -190,7 +199,7 @@ def sidebar() -> None:
         with st.form("model_form"):
             st.text_input("Checkpoint folder or hub id", key="model_input",
                           placeholder="empty: the bundled all-MiniLM-L6-v2")
-            st.form_submit_button("Load model", on_click=load_model)
+            st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})

@@ -198,3 +198,14 @@ def test_presentation_mode_from_the_url():
     at.toggle(key="present").set_value(False).run()
     assert head_figure(at)["layout"]["font"]["size"] == 14
     assert len(at.sidebar.text_input) == 1
+
+
+def test_another_checkpoint_loads_from_the_sidebar(tiny_dir):
+    at = start(layer="1", head="3")
+    at.text_input(key="model_input").input(str(tiny_dir))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    no_errors(at)
+    assert any("2 layers × 4 heads" in c.value for c in at.sidebar.caption)
+    assert at.selectbox(key="layer").options == ["0", "1"] and at.selectbox(key="head").value == 3
+    assert len(decode(head_figure(at)["data"][0]["z"])) > 0
