@@ -1,0 +1,1 @@
+"""The app's parts: Streamlit widgets over attention/ results and viz/ figures."""

@@ -1,0 +1,186 @@
+"""The page's parts and views: each view reads the one run of the submitted sentence."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import streamlit as st
+
+import viz
+from attention.run import head_map
+from attention.trace import head_matrix
+from viz.shapeflow import shape_flow, tensor_heatmap
+
+from .cache import get_batch, get_model, get_run, get_trace
+from .state import (FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, load_pending_model,
+                    open_from_overview, pick_step, submit, use_preset)
+
+
+def plain(text: str) -> str:
+    """Escape markdown so text a person typed is shown exactly as typed."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~&])", r"\\\1", text)
+
+
+def show(fig, name: str, **kwargs):
+    """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
+    width when it sets one (square heatmap cells), else across the column."""
+    config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
+    width = "content" if fig.layout.width else "stretch"
+    return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
+
+
+def font_size() -> int:
+    return 22 if st.session_state.get("present") else 14
+
+
+def axis_labels(axis: str, tokens: list[str], size: int) -> list[str]:
+    return tokens if axis in ("L", "S") else [str(i) for i in range(size)]
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.header("Model")
+        load_pending_model()
+        model, _ = get_model(st.session_state.source)
+        c = model.config
+        st.caption(f"In use: {plain(model.load_report.source)} — {c.num_hidden_layers} layers × "
+                   f"{c.num_attention_heads} heads, width {c.hidden_size}")
+        with st.form("model_form"):
+            st.text_input("Checkpoint folder or hub id", key="model_input",
+                          placeholder="empty: the bundled all-MiniLM-L6-v2")
+            st.form_submit_button("Load model", on_click=ask_for_model)
+        if st.session_state.get("model_error"):
+            st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
+        ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
+        if ignored:
+            st.caption("Not part of the encoder, ignored: " + plain(", ".join(ignored)))
+
+
+def input_form() -> None:
+    if st.session_state.present:  # the figure is the point; the form folds away
+        with st.expander("Sentence and examples"):
+            _input_widgets()
+    else:
+        _input_widgets()
+
+
+def _input_widgets() -> None:
+    st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
+                 on_change=use_preset)
+    with st.form("sentence_form"):
+        st.text_area("Sentence", key="text", height=90)
+        st.text_input("Second sentence (segment B, optional)", key="text_b")
+        st.form_submit_button("Run", type="primary", on_click=submit)
+
+
+def tokens_strip(run) -> None:
+    enc = run.encoded
+    if enc.notice:
+        st.warning(enc.notice)
+    fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
+                          font_size=font_size())
+    show(fig, "tokens")
+
+
+def selectors(run) -> None:
+    left, mid, right = st.columns([3, 1, 1])
+    left.segmented_control("View", list(VIEWS.values()), key="view", required=True)
+    mid.selectbox("Layer", range(run.n_layers), key="layer")
+    right.selectbox("Head", range(run.n_heads), key="head")
+
+
+def head_view(run) -> None:
+    a, b, c, d = st.columns(4)
+    hide = a.checkbox("Hide [CLS]/[SEP]", key="hide_special")
+    renormalize = b.checkbox("Renormalise rows", key="renormalize", disabled=not hide)
+    merge = c.checkbox("Merge word pieces into words", key="merge_words")
+    mode = d.radio("Draw as", ["Heatmap", "Lines"], key="draw", horizontal=True)
+    layer, head = st.session_state.layer, st.session_state.head
+    if mode == "Heatmap":
+        hm = head_map(run, layer, head, hide, renormalize, merge)
+        fig = viz.head_heatmap(hm.matrix, hm.labels, title=f"Layer {layer}, head {head}", font_size=font_size())
+        show(fig, f"layer{layer}-head{head}")
+    else:
+        heads = st.multiselect("Heads to draw", range(run.n_heads), key="line_heads",
+                               format_func=lambda h: f"head {h}") or [head]
+        maps = [head_map(run, layer, h, hide, renormalize, merge) for h in heads]
+        fig = viz.lines_view(np.stack([m.matrix for m in maps]), maps[0].labels,
+                             heads=[f"L{layer} H{h}" for h in heads], font_size=font_size())
+        show(fig, f"layer{layer}-lines")
+        hm = maps[0]
+    st.caption(hm.note)
+
+
+def overview(run) -> None:
+    st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
+    fig = viz.overview_grid(run.attentions, run.tokens, highlight=(st.session_state.layer, st.session_state.head),
+                            font_size=font_size())
+    show(fig, "overview", key="overview_chart", on_select=open_from_overview, selection_mode="points")
+
+
+def flow(run) -> None:
+    text, text_b = st.session_state.submitted
+    padded = st.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="flow_padded")
+    texts = (text, SHORT_SECOND) if padded else (text,)
+    trace = get_trace(st.session_state.source, texts, "" if padded else text_b, st.session_state.layer)
+    step = st.session_state.get("flow_step", FLOW_DEFAULT_STEP)
+    if step not in trace.names:
+        step = FLOW_DEFAULT_STEP
+    left, right = st.columns([3, 2])
+    with left:
+        show(shape_flow(trace, selected=step, font_size=font_size()), "shape-flow", key="flow_chart",
+             on_select=pick_step, selection_mode="points")
+    with right:
+        head = st.session_state.head
+        matrix, rows, cols = head_matrix(trace, step, head)
+        tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
+        kind = "probs" if step in ("probs", "mask") else "values"
+        fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
+                             axis_labels(cols, tokens, matrix.shape[1]),
+                             title=f"{trace.step(step).title}, head {head}", font_size=font_size(), kind=kind)
+        show(fig, f"tensor-{step}")
+        st.caption("Click a box of the diagram to show its tensor for the selected head.")
+
+
+def masks(run) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+    texts = (text, text_b or SHORT_SECOND)
+    batch = get_batch(st.session_state.source, texts)
+    st.subheader("Padding mask of a padded batch")
+    st.caption("Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
+               "every query from attending to padding.")
+    show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=font_size()), "padding-mask")
+    short = int(np.argmin(batch.mask.sum(1)))
+    show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
+                          title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
+                          font_size=font_size()), "padded-attention")
+    st.subheader("What-if: a causal mask")
+    st.caption("BERT reads both directions. This runs the same weights with a causal mask, so each token sees "
+               "only itself and earlier tokens — a what-if, not how the model was trained.")
+    causal = get_run(st.session_state.source, text, text_b, causal=True)
+    left, right = st.columns(2)
+    with left:
+        show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=font_size()), "causal-mask")
+    with right:
+        show(viz.head_heatmap(causal.attentions[layer, head], causal.tokens,
+                              title=f"What-if: causal, layer {layer}, head {head}", font_size=font_size()),
+             "causal-attention")
+
+
+def report_button(run, model_name: str) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+
+    def build() -> str:
+        enc = run.encoded
+        figures = [
+            ("Tokens", viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(),
+                                       enc.special)),
+            (f"Layer {layer}, head {head}", viz.head_heatmap(run.attentions[layer, head], run.tokens)),
+            ("All heads", viz.overview_grid(run.attentions, run.tokens, highlight=(layer, head))),
+        ]
+        return viz.html_report(text, text_b, model_name, figures)
+
+    st.download_button("Download an offline HTML report", data=build, file_name="attention-report.html",
+                       mime="text/html", on_click="ignore")
