@@ -9,6 +9,7 @@ import logging
 import streamlit as st
 
 from ui.cache import get_model, get_run
+from ui.coref import coref_view
 from ui.state import clamp_selection, init_from_url, write_url
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
 
@@ -46,7 +47,8 @@ def main() -> None:
     st.session_state.url_notices = []
     tokens_strip(run)
     selectors(run)
-    {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks}[st.session_state.view](run)
+    views = {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks, "Coreference": coref_view}
+    views[st.session_state.view](run)
     report_button(run, model.load_report.source)
     write_url()
 

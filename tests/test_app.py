@@ -209,3 +209,51 @@ def test_another_checkpoint_loads_from_the_sidebar(tiny_dir):
     assert any("2 layers × 4 heads" in c.value for c in at.sidebar.caption)
     assert at.selectbox(key="layer").options == ["0", "1"] and at.selectbox(key="head").value == 3
     assert len(decode(head_figure(at)["data"][0]["z"])) > 0
+
+
+# ---- the coreference view ------------------------------------------------------------------------
+
+def chart(at: AppTest, title_start: str) -> dict:
+    for element in at.get("plotly_chart"):
+        fig = json.loads(element.proto.spec)
+        if ((fig["layout"].get("title") or {}).get("text") or "").startswith(title_start):
+            return fig
+    raise AssertionError(f"no chart titled {title_start!r}")
+
+
+def test_coreference_on_the_sentence_is_prefilled_and_exact(minilm, default_run):
+    from attention.coref import CorefExample, score_example
+
+    at = start(view="coref")
+    no_errors(at)
+    assert at.selectbox(key="coref_pronoun").value == 9  # "it", the 10th word
+    words = ["animal", "street"]
+    assert [at.multiselect(key="coref_candidates").format_func(i) for i in
+            at.multiselect(key="coref_candidates").value] == words
+    fig = chart(at, "attention it → animal")
+    enc = default_run.encoded
+    expected = score_example(CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), default_run.attentions,
+                             enc.tokens, enc.word_ids, enc.offsets).margin
+    np.testing.assert_allclose(decode(fig["data"][0]["z"]), expected, atol=1e-6)
+    at.selectbox(key="coref_answer").select(at.multiselect(key="coref_candidates").value[1]).run()
+    np.testing.assert_allclose(decode(chart(at, "attention it → street")["data"][0]["z"]), -expected, atol=1e-6)
+
+
+def test_coreference_suite_and_minimal_pairs(minilm):
+    from attention.coref import flipping_heads, load_examples, score_heads, twin_pairs
+
+    at = start(view="coref")
+    at.segmented_control(key="coref_mode").set_value("Suite").run()
+    no_errors(at)
+    model, tokenizer = minilm
+    examples = load_examples(ROOT / "data" / "coref_examples.jsonl")
+    result = score_heads(model, tokenizer, examples)
+    np.testing.assert_array_equal(decode(chart(at, "accuracy of each head")["data"][0]["z"]), result.accuracy)
+    layer, head, best = result.ranked(1)[0]
+    assert any(f"layer {layer}, head {head}" in c.value and f"{best:.0%}" in c.value for c in at.caption)
+    at.segmented_control(key="coref_mode").set_value("Minimal pairs").run()
+    no_errors(at)
+    a, b = twin_pairs(examples)[0]
+    flips = flipping_heads(result.details[a], result.details[b])
+    assert any(f"{int(flips.sum())} heads change their preferred candidate" in c.value for c in at.caption)
+    assert [t.value for t in at.text][:2] == [examples[a].text, examples[b].text]

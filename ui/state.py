@@ -19,7 +19,7 @@ PRESETS = {
     "Sub-word pieces": ("Tokenization splits unbelievably uncommon words into pieces.", ""),
 }
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
-VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks"}
+VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference"}
 MAX_URL_TEXT = 20_000  # longer sentences are not carried in (or restored from) the URL
 FLOW_DEFAULT_STEP = "probs"
 

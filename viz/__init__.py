@@ -1,14 +1,18 @@
 """Plotly figures of attention maps: arrays and tokens in, Figure out."""
 
+from viz.coref import flip_grid, head_grid, ranked_heads
 from viz.heatmap import head_heatmap, head_view
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.overview import overview_grid, pool_map
 from viz.report import html_report
+from viz.shapeflow import shape_flow, tensor_heatmap
 from viz.tokens import token_strip
 
 __all__ = [
     "causal_mask_figure",
+    "flip_grid",
+    "head_grid",
     "head_heatmap",
     "head_view",
     "html_report",
@@ -16,5 +20,8 @@ __all__ = [
     "overview_grid",
     "padding_mask_figure",
     "pool_map",
+    "ranked_heads",
+    "shape_flow",
+    "tensor_heatmap",
     "token_strip",
 ]

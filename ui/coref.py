@@ -1,0 +1,266 @@
+"""The Coreference view: which heads send a pronoun to its antecedent, on one sentence, on a suite
+of examples, and on twin sentences whose answer flips."""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from attention.coref import (CorefExample, ExampleError, flipping_heads, load_examples, score_example,
+                             score_heads, twin_pairs, word_spans)
+from viz.coref import flip_grid, head_grid, ranked_heads
+
+from .cache import get_model
+from .state import VIEWS
+from .views import plain, show, font_size
+
+SUITE_PATH = Path(__file__).resolve().parent.parent / "data" / "coref_examples.jsonl"
+MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
+MAX_EXAMPLES = 5_000
+MODES = ["This sentence", "Suite", "Minimal pairs"]
+# pronoun, candidates, answer for the examples the app offers
+PRESET_COREF = {
+    "The animal didn't cross the street because it was too tired.": ("it", ["animal", "street"], "animal"),
+    "The animal didn't cross the street because it was too wide.": ("it", ["animal", "street"], "street"),
+    "The trophy doesn't fit in the suitcase because it is too big.": ("it", ["trophy", "suitcase"], "trophy"),
+    "The trophy doesn't fit in the suitcase because it is too small.": ("it", ["trophy", "suitcase"], "suitcase"),
+}
+
+
+# ---- computations, cached per model and suite ----------------------------------------------------
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def builtin_suite() -> list[CorefExample]:
+    return load_examples(SUITE_PATH)
+
+
+def digest(examples: list[CorefExample]) -> str:
+    text = "\n".join(repr((e.text, e.pronoun, e.candidates, e.answer, e.pronoun_occurrence)) for e in examples)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class BoundedStore:
+    """A small least-recently-used store shared by all sessions (scoring reports progress, which a
+    cached function could not replay, so the scores are kept here)."""
+
+    def __init__(self, size: int):
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+            return self.items.get(key)
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def suite_store() -> BoundedStore:
+    return BoundedStore(size=6)
+
+
+def suite_scores(source: str, examples: list[CorefExample], progress):
+    key = (source, digest(examples))
+    result = suite_store().get(key)
+    if result is None:
+        model, tokenizer = get_model(source)
+        result = score_heads(model, tokenizer, examples, progress=progress)
+        suite_store().put(key, result)
+    return result
+
+
+def scored_suite():
+    """The suite in use (built-in or the last valid upload) and its scores, with a progress bar."""
+    name, examples = st.session_state.get("coref_suite", ("built-in suite", None))
+    examples = examples or builtin_suite()
+    bar = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Scoring {done} of {total} examples…")
+
+    result = suite_scores(st.session_state.source, examples, progress)
+    bar.empty()
+    return name, examples, result
+
+
+# ---- callbacks -------------------------------------------------------------------------------------
+
+def open_clicked_head(chart_key: str, text: str | None = None) -> None:
+    """Open the head clicked in a chart in the head view (on `text` when given)."""
+    for point in st.session_state[chart_key].selection.get("points", []):
+        data = point.get("customdata")
+        if data is not None and len(data) >= 2:
+            st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
+            st.session_state.view = VIEWS["head"]
+            if text is not None:
+                st.session_state.text, st.session_state.text_b = text, ""
+                st.session_state.submitted = (text, "")
+            return
+
+
+def take_upload() -> None:
+    """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""
+    upload = st.session_state.get("coref_upload")
+    st.session_state.coref_upload_error = None
+    if upload is None:
+        return
+    if upload.size > MAX_UPLOAD_BYTES:
+        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / 1e6:.1f} MB; "
+                                               f"files up to {MAX_UPLOAD_BYTES / 1e6:.0f} MB are accepted.")
+        return
+    try:
+        examples = load_examples(upload.getvalue())
+    except ExampleError as err:
+        st.session_state.coref_upload_error = f"{upload.name}: {err}"
+        return
+    if len(examples) > MAX_EXAMPLES:
+        st.session_state.coref_upload_error = f"{upload.name} has {len(examples)} examples; at most {MAX_EXAMPLES}."
+        return
+    st.session_state.coref_suite = (upload.name, examples)
+
+
+# ---- the three modes -------------------------------------------------------------------------------
+
+def coref_view(run) -> None:
+    mode = st.segmented_control("Coreference", MODES, key="coref_mode", required=True,
+                                label_visibility="collapsed")
+    {"This sentence": this_sentence, "Suite": suite, "Minimal pairs": minimal_pairs}[mode or MODES[0]](run)
+
+
+def this_sentence(run) -> None:
+    enc = run.encoded
+    text = st.session_state.submitted[0]
+    # words of the first segment: offsets of a pair's second segment point into the other text
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
+    words = [written for written, _ in word_spans(text, word_ids, enc.offsets)]
+    if len(words) < 3:
+        st.info("Coreference needs a sentence with a pronoun and at least two candidate words.")
+        return
+    labels = [f"{w} ({i + 1})" if [x.lower() for x in words].count(w.lower()) > 1 else w for i, w in enumerate(words)]
+    prefill(text, words)
+    left, mid, right = st.columns([1, 2, 1])
+    p = left.selectbox("Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun")
+    firsts = [i for i, w in enumerate(words) if [x.lower() for x in words].index(w.lower()) == i
+              and w.lower() != words[p].lower()]
+    chosen = mid.multiselect("Candidates", firsts, format_func=words.__getitem__, key="coref_candidates")
+    if len(chosen) < 2:
+        st.info("Pick the pronoun and at least two candidate words (usually the nouns it could refer to).")
+        return
+    answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
+    if answer not in chosen:
+        answer = chosen[0]
+    occurrence = [w.lower() for w in words[:p + 1]].count(words[p].lower())
+    example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
+    score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    margin = score.margin
+    grid_col, table_col = st.columns([3, 2])
+    with grid_col:
+        show(head_grid(margin, f"attention {words[p]} → {words[answer]} minus the best other candidate",
+                       kind="margin", highlight=(st.session_state.layer, st.session_state.head), font_size=font_size()),
+             "coref-margin", key="coref_grid", on_select=lambda: open_clicked_head("coref_grid"),
+             selection_mode="points")
+        st.caption(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
+                   f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
+                   "Click a head to open it.")
+    with table_col:
+        order = np.argsort(-margin, axis=None)[:15]
+        layers, heads = np.unravel_index(order, margin.shape)
+        a = score.example.answer_index
+        st.dataframe({"layer": layers, "head": heads,
+                      f"→ {words[answer]}": score.attention[layers, heads, a].round(3),
+                      "best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
+                      "margin": margin[layers, heads].round(3)}, hide_index=True, width="stretch")
+
+
+def prefill(text: str, words: list[str]) -> None:
+    """Pre-fill pronoun, candidates and answer once per sentence for the app's examples."""
+    if st.session_state.get("coref_prefilled") == text:
+        return
+    st.session_state.coref_prefilled = text
+    lower = [w.lower() for w in words]
+    pronoun, candidates, answer = PRESET_COREF.get(text, (None, [], None))
+    if pronoun is None:  # a guess: the first common pronoun, candidates left to the person
+        pronoun = next((w for w in lower if w in ("it", "he", "she", "they", "him", "her", "them")), lower[0])
+    st.session_state.coref_pronoun = lower.index(pronoun) if pronoun in lower else 0
+    st.session_state.coref_candidates = [lower.index(c) for c in candidates if c in lower]
+    if answer in lower:
+        st.session_state.coref_answer = lower.index(answer)
+
+
+def suite_source() -> None:
+    name, _ = st.session_state.get("coref_suite", ("built-in suite", None))
+    left, right = st.columns([2, 3])
+    with left:
+        st.caption(f"Examples in use: {plain(name)}")
+        if name != "built-in suite" and st.button("Back to the built-in suite"):
+            st.session_state.pop("coref_suite", None)
+            st.rerun()
+    with right:
+        st.file_uploader("Or upload a JSONL file (text, pronoun, candidates, answer per line)",
+                         type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
+    if st.session_state.get("coref_upload_error"):
+        st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
+
+
+def suite(run) -> None:
+    suite_source()
+    name, examples, result = scored_suite()
+    n_layers, n_heads = result.accuracy.shape
+    layer, head, best = result.ranked(1)[0]
+    st.caption(f"{len(examples)} examples from {plain(name)}. Best head: layer {layer}, head {head}, right on "
+               f"{best:.0%} of them; the baselines pick the nearest candidate before the pronoun "
+               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}).")
+    grid_col, bars_col = st.columns([3, 2])
+    with grid_col:
+        show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
+                       highlight=(st.session_state.layer, st.session_state.head), font_size=font_size()),
+             "coref-accuracy", key="suite_grid", on_select=lambda: open_clicked_head("suite_grid"),
+             selection_mode="points")
+    with bars_col:
+        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size()), "coref-ranked",
+             key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
+    st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
+                       file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
+
+
+def accuracy_csv(result) -> str:
+    rows = ["layer,head,accuracy"] + [f"{l},{h},{a:.4f}" for l, h, a in result.ranked()]
+    return "\n".join(rows) + "\n"
+
+
+def minimal_pairs(run) -> None:
+    suite_source()
+    name, examples, result = scored_suite()
+    pairs = twin_pairs(examples)
+    if not pairs:
+        st.info("These examples have no twins: give two lines the same pair_id to compare them.")
+        return
+    labels = {i: f"{examples[a].pair_id}: {examples[a].text}  /  {examples[b].text}" for i, (a, b) in enumerate(pairs)}
+    choice = st.selectbox("Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair")
+    a, b = pairs[choice]
+    da, db = result.details[a], result.details[b]
+    flips = flipping_heads(da, db)
+    both = flips & da.correct & db.correct
+    columns = st.columns(2)
+    for col, detail, key in ((columns[0], da, "twin_a"), (columns[1], db, "twin_b")):
+        with col:
+            st.text(detail.example.text)
+            st.caption(f"answer: {plain(detail.example.answer)}")
+            show(head_grid(detail.margin, "margin: answer minus best other", kind="margin", marked=flips,
+                           font_size=font_size()), f"coref-{key}", key=key,
+                 on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t), selection_mode="points")
+    show(flip_grid(flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips"),
+         "coref-flips", key="flip_grid", on_select=lambda: open_clicked_head("flip_grid", da.example.text),
+         selection_mode="points")
+    st.caption(f"{int(flips.sum())} heads change their preferred candidate between the twins; {int(both.sum())} "
+               "of them are right on both — they follow the meaning, not the position. Click a head to open it.")
