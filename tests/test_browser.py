@@ -55,6 +55,7 @@ def chart_text(page, needle: str) -> str:
 
 
 def test_typed_sentence_appears_on_the_heatmap_axes(page):
+    open_view(page, "Head")
     run_sentence(page, "A small dog chased the ball.")
     page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('chased')", timeout=60_000)
     labels = axis_labels(page)
@@ -64,35 +65,54 @@ def test_typed_sentence_appears_on_the_heatmap_axes(page):
 
 def test_shape_flow_shows_the_real_shapes(page):
     run_sentence(page, "A small dog chased the ball.")  # 9 tokens
-    page.get_by_role("radio", name="Shape flow").or_(page.get_by_role("button", name="Shape flow")).first.click()
-    wait_settled(page)
+    open_view(page, "Shape flow")
     text = chart_text(page, "1 × 12 × 9 × 9")
     assert "1 × 9 × 384" in text
     assert re.search(r"attention/mha\.py:\d+", text)
 
 
-def test_open_a_head_from_the_overview(page):
-    page.get_by_role("radio", name="Overview").or_(page.get_by_role("button", name="Overview")).first.click()
-    wait_settled(page)
-    grid = page.locator(".js-plotly-plot").filter(has_text="L5").first
-    grid.wait_for()
-    # the click target of layer 2, head 5: read its position from plotly's own data
-    box = grid.evaluate("""(el) => {
-        const tr = el._fullData.find(t => t.type === 'scatter' && t.customdata);
-        const i = tr.customdata.findIndex(c => c[0] === 2 && c[1] === 5);
-        const xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
+def click_head(page, needle: str, layer: int, head: int) -> None:
+    """Click the (layer, head) target of the chart containing `needle`, located from plotly's own data."""
+    chart_text(page, needle)
+    box = page.evaluate("""([needle, layer, head]) => {
+        const el = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes(needle));
+        el.scrollIntoView({block: 'center'});
+        const tr = el._fullData.find(t => t.type === 'scatter' && t.customdata
+                                         && t.customdata.some(c => c[0] === layer && c[1] === head));
+        const i = tr.customdata.findIndex(c => c[0] === layer && c[1] === head);
+        const xa = el._fullLayout[(tr.xaxis || 'x').replace('x', 'xaxis')];
+        const ya = el._fullLayout[(tr.yaxis || 'y').replace('y', 'yaxis')];
         const r = el.getBoundingClientRect();
-        return {x: r.left + xa._offset + xa.l2p(tr.x[i]), y: r.top + ya._offset + ya.l2p(tr.y[i])};
-    }""")
+        return {x: r.left + xa._offset + xa.l2p(xa.d2l(tr.x[i])), y: r.top + ya._offset + ya.l2p(ya.d2l(tr.y[i]))};
+    }""", [needle, layer, head])
     page.mouse.click(box["x"], box["y"])
     wait_settled(page)
+
+
+def open_view(page, name: str) -> None:
+    page.get_by_role("radio", name=name).or_(page.get_by_role("button", name=name)).first.click()
+    wait_settled(page)
+
+
+def test_open_a_head_from_the_overview(page):
+    open_view(page, "Overview")
+    click_head(page, "L5", 2, 5)
     page.wait_for_function("() => document.body.innerText.includes('Layer 2, head 5')", timeout=60_000)
     assert "view=head" in page.url and "layer=2" in page.url and "head=5" in page.url
+
+
+def test_open_a_head_from_the_coreference_grid(page):
+    run_sentence(page, "The animal didn't cross the street because it was too tired.")
+    open_view(page, "Coreference")
+    click_head(page, "minus the best other candidate", 3, 1)
+    page.wait_for_function("() => document.body.innerText.includes('Layer 3, head 1')", timeout=60_000)
+    assert "view=head" in page.url and "layer=3" in page.url and "head=1" in page.url
 
 
 def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    open_view(page, "Head")
     run_sentence(page, '<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $$x$$')
     page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('bold')", timeout=60_000)
     labels = axis_labels(page)

@@ -12,6 +12,7 @@ DIVERGING = "RdBu"  # red below zero, blue above: blue means "towards the answer
 MIN_MARGIN_RANGE = 0.05
 BASELINE_COLOURS = ("#d95f02", "#54278f", "#1b7837", "#333333")
 BASELINE_DASHES = ("dash", "dot", "dashdot", "longdash")  # two equal baselines both show
+_RANK_PLOT_PX = 560  # width of the bars' plot area
 BAR_COLOUR = "#9ecae1"  # light, so the dashed baselines show across the bars
 # flip_grid classes, in z order: (name, colour)
 FLIP_CLASSES = (
@@ -170,8 +171,6 @@ def flip_grid(
 
 # ---- shared by the grids -----------------------------------------------------
 
-_RANK_PLOT_PX = 560
-
 
 def _cell_px(font_size: int) -> int:
     """Cells wide enough for a signed value like "+0.41" in the cell font."""
@@ -295,6 +294,9 @@ def _grid_layout(
         ),
     )
     return layout
+
+
+# ---- ranked_heads helpers ---------------------------------------------------
 
 
 def _bar_values(names: list[str], accuracies: list[float], font_size: int) -> list[dict]:
