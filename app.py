@@ -45,6 +45,9 @@ def main() -> None:
     for notice in st.session_state.url_notices:  # shown once, after the link was read
         st.info(notice)
     st.session_state.url_notices = []
+    if all(run.encoded.special):
+        st.info("The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
+                "characters), so only [CLS] and [SEP] remain.")
     tokens_strip(run)
     selectors(run)
     views = {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks, "Coreference": coref_view}

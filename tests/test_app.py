@@ -257,3 +257,36 @@ def test_coreference_suite_and_minimal_pairs(minilm):
     flips = flipping_heads(result.details[a], result.details[b])
     assert any(f"{int(flips.sum())} heads change their preferred candidate" in c.value for c in at.caption)
     assert [t.value for t in at.text][:2] == [examples[a].text, examples[b].text]
+
+
+# ---- hostile and unusual sentences ----------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected_tokens", [
+    ("The\u200b animal\u202e didn't\u200d cross.", ["[CLS]", "the", "animal", "didn", "'", "t", "cross", ".", "[SEP]"]),
+    ("The\x00 animal\x07 cross.", ["[CLS]", "the", "animal", "cross", ".", "[SEP]"]),
+    ("I love 😍 attention!", ["[CLS]", "i", "love", "[UNK]", "attention", "!", "[SEP]"]),
+    ("東京 is big", ["[CLS]", "東", "京", "is", "big", "[SEP]"]),
+    ("$$\\frac{a}{b}$$", ["[CLS]", "$", "$", "\\", "fra", "##c", "{", "a", "}", "{", "b", "}", "$", "$", "[SEP]"]),
+])
+def test_unusual_characters_give_the_tokenizers_tokens(text, expected_tokens):
+    at = start(s=text)
+    no_errors(at)
+    assert head_figure(at)["layout"]["xaxis"]["ticktext"] == expected_tokens
+    assert at.text_area(key="text").value == text  # what the person typed is kept as typed
+
+
+def test_only_invisible_characters_is_explained():
+    at = start(s="\u200b\u200c\u202e\u2066")
+    no_errors(at)
+    assert any("only [CLS] and [SEP] remain" in i.value for i in at.info)
+    assert head_figure(at)["layout"]["xaxis"]["ticktext"] == ["[CLS]", "[SEP]"]
+
+
+def test_six_thousand_words_are_truncated_with_a_notice():
+    at = start()
+    at.text_area(key="text").input("word " * 6000)
+    next(b for b in at.button if b.label == "Run").click()
+    at.run()
+    no_errors(at)
+    assert any("6002 tokens" in w.value and "512" in w.value for w in at.warning)
+    assert decode(head_figure(at)["data"][0]["z"]).shape == (512, 512)  # every cell of the 512 positions
