@@ -3,8 +3,6 @@ of examples, and on twin sentences whose answer flips."""
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,7 @@ from attention.coref import (CorefExample, ExampleError, flipping_heads, load_ex
                              score_heads, twin_pairs, word_spans)
 from viz.coref import flip_grid, head_grid, ranked_heads
 
-from .cache import get_model
+from .cache import MB, BoundedStore, get_model, store
 from .state import VIEWS
 from .views import plain, show, font_size
 
@@ -43,40 +41,16 @@ def digest(examples: list[CorefExample]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-class BoundedStore:
-    """A small least-recently-used store shared by all sessions (scoring reports progress, which a
-    cached function could not replay, so the scores are kept here)."""
-
-    def __init__(self, size: int):
-        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-            return self.items.get(key)
-
-    def put(self, key, value) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-
-@st.cache_resource(show_spinner=False)
 def suite_store() -> BoundedStore:
-    return BoundedStore(size=6)
+    return store("coref-suites", 6, 100 * MB)
 
 
 def suite_scores(source: str, examples: list[CorefExample], progress):
-    key = (source, digest(examples))
-    result = suite_store().get(key)
-    if result is None:
+    def compute():
         model, tokenizer = get_model(source)
-        result = score_heads(model, tokenizer, examples, progress=progress)
-        suite_store().put(key, result)
-    return result
+        return score_heads(model, tokenizer, examples, progress=progress)
+
+    return suite_store().get_or_compute((source, digest(examples)), compute)
 
 
 def scored_suite():

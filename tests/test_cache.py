@@ -1,0 +1,55 @@
+"""The app's shared result stores stay bounded in entries and in bytes."""
+import threading
+
+import numpy as np
+import torch
+
+from ui.cache import BoundedStore, size_of
+
+
+def test_size_of_counts_arrays_and_tensors_inside_results(minilm):
+    from attention.run import run_sentence
+
+    model, tokenizer = minilm
+    run = run_sentence(model, tokenizer, "The cat sat on the mat.")
+    L = len(run.tokens)
+    assert size_of(run) >= 6 * 12 * L * L * 4  # the float32 attention maps
+    assert size_of({"a": np.zeros(10, np.float32), "b": [torch.zeros(5)]}) == 40 + 20
+
+
+def test_evicts_the_least_recently_used_by_count():
+    s = BoundedStore(max_entries=2, max_bytes=10**9)
+    s.put("a", np.zeros(1))
+    s.put("b", np.zeros(1))
+    assert s.get("a") is not None  # a is now the most recent
+    s.put("c", np.zeros(1))
+    assert s.get("b") is None and s.get("a") is not None and s.get("c") is not None
+
+
+def test_evicts_by_bytes_but_keeps_the_newest():
+    s = BoundedStore(max_entries=100, max_bytes=1000)
+    s.put("a", np.zeros(100))  # 800 bytes
+    s.put("b", np.zeros(50))  # 400: over the limit, a goes
+    assert s.get("a") is None and s.get("b") is not None and s.total_bytes == 400
+    s.put("big", np.zeros(1000))  # larger than the limit alone: kept as the newest, others go
+    assert list(s.items) == ["big"]
+
+
+def test_get_or_compute_computes_once_and_is_thread_safe():
+    s = BoundedStore(max_entries=50, max_bytes=10**9)
+    calls = []
+    assert s.get_or_compute("k", lambda: calls.append(1) or np.ones(3)).sum() == 3
+    s.get_or_compute("k", lambda: calls.append(1) or np.ones(3))
+    assert len(calls) == 1
+
+    def worker(i):
+        for j in range(200):
+            s.put((i, j), np.zeros(2))
+            s.get((i, j - 1))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(s.items) == 50
