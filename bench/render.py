@@ -1,0 +1,379 @@
+"""Render time and bytes in Debian's Chromium: our app's head view and overview against bertviz's model view.
+
+    python bench/render.py [--quick] [--bertviz-timeout 180]
+
+One run measures:
+  - cold start: `streamlit run app.py` started fresh, until the first attention heatmap is drawn;
+  - for about 16, 252 and 512 tokens, in the Head view and then in the Overview: from the click on
+    Run to a settled page (status widget gone, the view's charts redrawn with the new input and
+    painted), and the bytes the page received over the websocket for it. Every measured input is
+    a different text of that length, so the app's cache never answers for it and each time
+    includes the model's forward pass;
+  - bertviz's model view of the head view's texts: the page's size and the time from loading it
+    until its SVG is drawn, each case in a fresh Chromium, bounded in time and memory.
+--quick skips 512 tokens and bertviz. Targets missed are printed, never raised: the exit code is 0.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]
+from browser import CHROMIUM, app_server, launch  # noqa: E402
+
+from _bertviz_assets import ASSETS  # noqa: E402
+from _bertviz_assets import draw as bertviz  # noqa: E402
+
+SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
+SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
+TARGETS = {"cold_s": 10.0, "overview_s": {16: 0.5, 252: 2.0}, "overview_mb": {252: 5.0}}
+PASSAGE = [
+    "The animal didn't cross the street because it was too tired.",
+    "A small dog chased the ball across the wet grass while the children laughed.",
+    "Tokenization splits unbelievably uncommon words into several pieces.",
+    "The trophy doesn't fit in the suitcase because it is too big.",
+    "After the storm, the fishermen repaired their nets and waited for calmer water.",
+    "She said that the report, which nobody had read, was already out of date.",
+    "Researchers measured how attention heads distribute weight over long inputs.",
+    "On Tuesday the committee postponed its decision until the budget was approved.",
+]
+
+
+# ---- inputs ------------------------------------------------------------------------------
+
+def text_of_length(tokenizer, target: int, variant: int) -> str:
+    """An English text of `target` tokens ([CLS] and [SEP] included); variants differ in wording."""
+    start = variant % len(PASSAGE)
+    sentences = PASSAGE[start:] + PASSAGE[:start]
+    words = " ".join(sentences * (target // 40 + 2)).split()
+
+    def count(k: int) -> int:
+        return len(tokenizer(" ".join(words[:k]), verbose=False)["input_ids"])
+
+    low, high = 1, len(words)  # the largest prefix that fits: count(low) <= target
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if count(mid) <= target else (low, mid - 1)
+    return " ".join(words[:low]) + " the" * (target - count(low))  # "the" is one token
+
+
+# ---- our app -----------------------------------------------------------------------------
+
+class Frames:
+    """Every websocket frame the page receives: arrival time, size and Streamlit message type."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[float, int, str]] = []
+
+    def attach(self, ws) -> None:
+        ws.on("framereceived", self._received)
+
+    def _received(self, payload) -> None:
+        from google.protobuf.message import DecodeError
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        data = payload if isinstance(payload, bytes) else payload.encode()
+        try:
+            kind = ForwardMsg.FromString(data).WhichOneof("type") or "?"
+        except DecodeError:
+            kind = "?"
+        self.log.append((time.perf_counter(), len(data), kind))
+
+    def finished_after(self, start: float) -> float | None:
+        """When the first script run to end after `start` ended (its script_finished message)."""
+        return next((t for t, _, kind in self.log if t >= start and kind == "script_finished"), None)
+
+    def bytes_since(self, start: float) -> int:
+        """Bytes received from `start` up to and including the end of the script run."""
+        total = 0
+        for t, size, kind in self.log:
+            if t >= start:
+                total += size
+                if kind == "script_finished":
+                    break
+        return total
+
+
+# Tag every trace drawn so far, and note the time of the next click: a chart redrawn for new
+# input has fresh trace objects (Streamlit parses each figure anew), so untagged means redrawn.
+MARK = """() => {
+    document.querySelectorAll('.js-plotly-plot').forEach(g => (g.data || []).forEach(t => { t.__old = true; }));
+    window.__clicked = null;
+    document.addEventListener('click', () => { window.__clicked = performance.now(); }, {capture: true, once: true});
+}"""
+DRAWN = """({view, layers, heads, fresh}) => {
+    if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+    const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    const ticks = (g, axis) => [...g.querySelectorAll(`.${axis}tick text`)].map(t => t.textContent).join(',');
+    const title = g => (g.querySelector('.gtitle') || {}).textContent || '';
+    const drawn = g => g && g._fullData && g.data && g.data.length > 0 && !g.data.some(t => t.__old)
+        && g._fullData.every(t => g.data.includes(t._input));
+    const chart = view === 'head' ? plots.find(g => title(g).startsWith('Layer '))
+        : plots.find(g => ticks(g, 'x') === heads && ticks(g, 'y') === layers);
+    return drawn(chart) && chart.querySelector('.hm image') !== null && (!fresh || drawn(plots[0]));
+}"""
+PAINT = """() => { window.__painted = null;
+    requestAnimationFrame(() => setTimeout(() => { window.__painted = performance.now(); }, 0)); }"""
+
+
+def wait_painted(page, timeout_s: float) -> float:
+    """Wait for the next frame to be painted; its time on the page's clock (ms)."""
+    page.evaluate(PAINT)
+    return page.wait_for_function("() => window.__painted", timeout=timeout_s * 1000).json_value()
+
+
+def wait_view(page, frames: Frames, view: str, labels: dict, since: float, fresh: bool, timeout_s: float) -> None:
+    """Wait until the script run begun at `since` has finished and the view's charts are redrawn."""
+    deadline = time.perf_counter() + timeout_s
+    arg = {"view": view, "fresh": fresh, **labels}
+    while True:
+        page.wait_for_function(DRAWN, arg=arg, polling="raf", timeout=max(1, deadline - time.perf_counter()) * 1000)
+        if frames.finished_after(since) is not None and page.evaluate(DRAWN, arg):
+            return
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the script run did not finish")
+        page.wait_for_timeout(10)
+
+
+def submit(page, frames: Frames, text: str, view: str, labels: dict) -> tuple[float, int, float]:
+    """Type `text`, click Run. Returns seconds from the click to the settled, painted page; bytes
+    received; and seconds from the script run's end reaching the page to that paint (drawing)."""
+    page.get_by_label("Sentence", exact=True).fill(text)
+    page.evaluate(MARK)
+    since = time.perf_counter()
+    page.get_by_role("button", name="Run").click()
+    wait_view(page, frames, view, labels, since, fresh=True, timeout_s=SUBMIT_TIMEOUT)
+    painted = wait_painted(page, SUBMIT_TIMEOUT)
+    drawing = time.perf_counter() - frames.finished_after(since)
+    clicked = page.evaluate("() => window.__clicked")
+    return (painted - clicked) / 1000, frames.bytes_since(since), drawing
+
+
+@dataclass
+class AppResult:
+    cold_s: float | None = None
+    cold_script_s: float | None = None  # until the first script run ended
+    switch_s: float | None = None
+    head: dict[int, tuple[float, int, float]] = field(default_factory=dict)  # tokens: (s, bytes, drawing s)
+    overview: dict[int, tuple[float, int, float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def measure_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int) -> AppResult:
+    """Everything measured in our app; what could not be measured is noted in .errors, not raised."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    result = AppResult()
+    try:
+        run_app(texts, n_layers, n_heads, result)
+    except (PlaywrightError, TimeoutError, RuntimeError) as err:  # the app did not start, or hung
+        result.errors.append(f"stopped: {str(err).splitlines()[0]}")
+    return result
+
+
+def run_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int, result: AppResult) -> None:
+    from playwright.sync_api import sync_playwright
+
+    frames = Frames()
+    labels = {"layers": ",".join(f"L{i}" for i in range(n_layers)), "heads": ",".join(f"H{i}" for i in range(n_heads))}
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.on("websocket", frames.attach)
+        page.on("pageerror", lambda err: result.errors.append(f"page error: {err}"))
+        page.on("console", lambda msg: msg.type == "error" and result.errors.append(f"console error: {msg.text}"))
+        start = time.perf_counter()
+        with app_server(timeout=COLD_TIMEOUT) as url:
+            page.goto(url)
+            wait_view(page, frames, "head", labels, start, fresh=False, timeout_s=COLD_TIMEOUT)
+            wait_painted(page, COLD_TIMEOUT)
+            result.cold_s = time.perf_counter() - start
+            result.cold_script_s = frames.finished_after(start) - start
+            progress(f"cold start {result.cold_s:.1f} s")
+            for n, text in texts["head"].items():
+                measure_submit(page, frames, text, "head", labels, n, result)
+            switch_view(page, frames, labels, result)
+            for n, text in texts["overview"].items():
+                measure_submit(page, frames, text, "overview", labels, n, result)
+            browser.close()  # before the server stops, or the page reports its reconnection attempts
+
+
+def measure_submit(page, frames: Frames, text: str, view: str, labels: dict, n: int, result: AppResult) -> None:
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        found = getattr(result, view)[n] = submit(page, frames, text, view, labels)
+        progress(f"{view} {n} tokens: {found[0]:.2f} s (drawing {found[2]:.2f} s), {found[1] / 1e6:.2f} MB")
+    except (PlaywrightError, TimeoutError) as err:
+        result.errors.append(f"{view} at {n} tokens: {str(err).splitlines()[0]}")
+        progress(result.errors[-1])
+
+
+def switch_view(page, frames: Frames, labels: dict, result: AppResult) -> None:
+    """Click the Overview segment; seconds to the overview drawn (its input is already computed)."""
+    page.evaluate(MARK)
+    since = time.perf_counter()
+    page.get_by_role("radio", name="Overview").or_(page.get_by_role("button", name="Overview")).first.click()
+    wait_view(page, frames, "overview", labels, since, fresh=False, timeout_s=SUBMIT_TIMEOUT)
+    result.switch_s = (wait_painted(page, SUBMIT_TIMEOUT) - page.evaluate("() => window.__clicked")) / 1000
+
+
+# ---- report ------------------------------------------------------------------------------
+
+STARTED = time.perf_counter()
+
+
+def progress(line: str) -> None:
+    print(f"  [{time.perf_counter() - STARTED:4.0f} s] {line}", file=sys.stderr, flush=True)
+
+
+def cell(value: float | None, fmt: str, missing: str = "—") -> str:
+    return missing if value is None else format(value, fmt)
+
+
+def table(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> list[str]:
+    columns = ["tokens", "head s", "head MB", "overview s", "overview MB", "bertviz s", "bertviz MB",
+               "bertviz build s", "time ratio", "bytes ratio"]
+    rows = []
+    for n in sizes:
+        h_s, h_b, _ = app.head.get(n, (None,) * 3)
+        o_s, o_b, _ = app.overview.get(n, (None,) * 3)
+        row = [str(n), cell(h_s, ".2f"), cell(h_b and h_b / 1e6, ".2f"), cell(o_s, ".2f"), cell(o_b and o_b / 1e6, ".2f")]
+        case = (cases or {}).get(n)
+        if case is None:
+            row += ["—"] * 5
+        else:
+            row += [case.short, f"{case.page_bytes / 1e6:.1f}", f"{case.build_s:.2f}", time_ratio(o_s, case),
+                    cell(o_b and o_b / case.page_bytes, ".4f")]
+        rows.append(row)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    header = " | ".join(c.rjust(w) for c, w in zip(columns, widths))
+    return [header, "-" * len(header)] + [" | ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+
+
+def time_ratio(ours: float | None, case: bertviz.Case) -> str:
+    if ours is None:
+        return "—"
+    if case.draw_s is not None:
+        return f"{ours / case.draw_s:.4f}"
+    return f"< {ours / case.at_least_s:.4f}" if case.at_least_s else "—"
+
+
+def missed_targets(app: AppResult) -> list[str]:
+    missed = []
+    if app.cold_s is None or app.cold_s > TARGETS["cold_s"]:
+        missed.append(f"cold start {cell(app.cold_s, '.1f', 'not measured')} s, target <= {TARGETS['cold_s']:g} s")
+    for n, limit in TARGETS["overview_s"].items():
+        seconds = app.overview.get(n, (None,) * 3)[0]
+        if seconds is None or seconds > limit:
+            missed.append(f"overview at {n} tokens {cell(seconds, '.2f', 'not measured')} s, target <= {limit:g} s")
+    for n, limit in TARGETS["overview_mb"].items():
+        size = app.overview.get(n, (None,) * 3)[1]
+        if size is None or size / 1e6 >= limit:
+            missed.append(f"overview data at {n} tokens {cell(size and size / 1e6, '.2f', 'not measured')} MB, "
+                          f"target < {limit:g} MB")
+    return missed
+
+
+def machine(load_at_start: str) -> str:
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.machine())
+    return (f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {os.cpu_count()} CPUs ({cpu}), load average "
+            f"{load_at_start} at the start, {load_average()} at the end; torch {torch.__version__}; "
+            f"Python {platform.python_version()}")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip 512 tokens and bertviz")
+    ap.add_argument("--bertviz-timeout", type=float, default=180, help="seconds per bertviz case (default 180)")
+    ap.add_argument("--bertviz-draw-all", action="store_true",
+                    help="draw every bertviz page, even after a smaller one was not drawn in time")
+    args = ap.parse_args()
+    load_at_start = load_average()
+
+    from attention import encode, load_bert
+
+    model, tokenizer = load_bert(None)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    sizes = QUICK_SIZES if args.quick else SIZES
+    texts = {view: {n: text_of_length(tokenizer, n, variant) for n in sizes}  # none is the app's default
+             for view, variant in (("head", 1), ("overview", 4))}
+    sizes = tuple(len(encode(tokenizer, texts["head"][n]).tokens) for n in sizes)  # as tokenized
+    texts = {view: dict(zip(sizes, by_size.values())) for view, by_size in texts.items()}
+
+    app = measure_app(texts, n_layers, n_heads)
+    cases, bertviz_note = None, "bertviz: skipped (--quick)"
+    if not args.quick:
+        try:
+            cases = bertviz.measure(model.load_report.path, texts["head"], n_layers * n_heads,
+                                    args.bertviz_timeout, progress, draw_all=args.bertviz_draw_all)
+            bertviz_note = bertviz_versions()
+        except Exception as err:  # npm or bertviz missing, ...: report it, keep our numbers
+            bertviz_note = f"bertviz: not measured ({type(err).__name__}: {err})"
+
+    print(f"Render benchmark, {machine(load_at_start)}")
+    print(f"model: {model.load_report.source}, {n_layers} layers x {n_heads} heads; Chromium "
+          f"{chromium_version()}; {bertviz_note}")
+    report(sizes, app, cases)
+
+
+def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None:
+    print(f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s "
+          f"(first script run ended at {cell(app.cold_script_s, '.2f')} s); "
+          f"Head -> Overview switch at {sizes[-1]} tokens: {cell(app.switch_s, '.2f')} s")
+    print()
+    print("\n".join(table(sizes, app, cases)))
+    print("s: click on Run to a settled, painted page (ours); page load to the model view drawn and painted "
+          "(bertviz). MB: websocket bytes received for the run (ours); HTML page size (bertviz).")
+    print("bertviz build s: transformers forward + model_view(html_action='return'), in Python. "
+          "Ratios: our overview / bertviz model view.")
+    for view in ("head", "overview"):
+        runs = ", ".join(f"{n}: {found[2]:.2f}" for n, found in getattr(app, view).items())
+        print(f"{view}: of which drawing (from the script run's end reaching the page to the paint), s: {runs}")
+    if cases:
+        peaks = ", ".join(f"{c.tokens}: {c.peak_bytes / 2**30:.1f} GB" for c in cases.values() if not c.skipped)
+        print(f"bertviz: peak resident memory of the browser's processes (summed RSS), by tokens: {peaks}")
+        for case in cases.values():
+            if case.outcome:
+                print(f"bertviz at {case.tokens} tokens: {'* ' if case.skipped else ''}{case.outcome}")
+    for error in dict.fromkeys(app.errors):
+        print(f"problem: {error}")
+    missed = missed_targets(app)
+    for line in missed:
+        print(f"TARGET MISSED: {line}")
+    if not missed:
+        print("all targets met")
+    print(f"total run time {time.perf_counter() - STARTED:.0f} s")
+
+
+def bertviz_versions() -> str:
+    from importlib.metadata import version
+
+    libs = ", ".join(f"{path.split('/')[0]} from npm {spec}" for path, (spec, _) in ASSETS.items())
+    return f"bertviz {version('bertviz')} ({libs})"
+
+
+def chromium_version() -> str:
+    try:
+        return subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=30).stdout.split()[1]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "?"
+
+
+if __name__ == "__main__":
+    main()
