@@ -121,3 +121,27 @@ def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.wait_for_timeout(500)
     assert dialogs == []
+
+
+def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_path):
+    import json
+
+    open_view(page, "Coreference")
+    page.get_by_role("radio", name="Suite").or_(page.get_by_role("button", name="Suite", exact=True)).first.click()
+    wait_settled(page)
+    page.wait_for_function("() => document.body.innerText.includes('examples from built-in suite')", timeout=120_000)
+    bad = tmp_path / "weights.jsonl"
+    bad.write_bytes(b"\x00\xff\xfe binary \x00")
+    page.locator("input[type=file]").set_input_files(str(bad))
+    page.wait_for_function("() => document.body.innerText.includes('not UTF-8')", timeout=60_000)
+    assert "The examples in use stay as they were" in page.inner_text("body")
+    assert "examples from built-in suite" in page.inner_text("body")
+    good = tmp_path / "mini.jsonl"
+    good.write_text("\n".join(json.dumps(e) for e in [
+        {"text": "The cat chased the dog because it was angry.", "pronoun": "it", "candidates": ["cat", "dog"],
+         "answer": "cat"},
+        {"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
+         "candidates": ["trophy", "suitcase"], "answer": "trophy"}]))
+    page.locator("input[type=file]").set_input_files(str(good))
+    page.wait_for_function("() => document.body.innerText.includes('2 examples from mini.jsonl')", timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
