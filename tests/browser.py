@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -27,10 +28,11 @@ def app_server(timeout: float = 120):
     """`streamlit run app.py` on a free loopback port; yields its URL."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    log = tempfile.TemporaryFile()  # a file, not a pipe: an unread pipe fills up and stalls the server
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
          "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -40,7 +42,8 @@ def app_server(timeout: float = 120):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("the app did not start:\n" + proc.stdout.read().decode(errors="replace"))
+                    log.seek(0)
+                    raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace"))
                 time.sleep(0.25)
         yield url
     finally:
@@ -49,6 +52,7 @@ def app_server(timeout: float = 120):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def launch(playwright):
