@@ -31,12 +31,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser import CHROMIUM, free_port, launch  # noqa: E402
+from browser import CHROMIUM, launch, server_process  # noqa: E402
 
 ROUND_TARGET_S, RSS_TARGET_MB, GROWTH_TARGET_MB = 10.0, 1536.0, 100.0
 SAMPLE_EVERY_S = 0.2
@@ -168,36 +167,6 @@ class RssSampler(threading.Thread):
         await asyncio.sleep(wait_s)
         start = time.perf_counter() - window_s
         return statistics.median(mb for t, mb in self.samples if t >= start)
-
-
-@contextlib.contextmanager
-def app_server(log_path: Path, timeout: float = 120):
-    """`streamlit run app.py` on a free loopback port, its output in a file (a pipe nobody reads
-    would fill up and stall the server under load); yields (process, url)."""
-    port, env = free_port(), {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
-             "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(url + "/_stcore/health", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("the app did not start:\n" + log_path.read_text(errors="replace"))
-                time.sleep(0.25)
-        yield proc, url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 # ---- one session ----------------------------------------------------------------------------------
@@ -496,7 +465,7 @@ def main() -> int:
         return 2
     log_path = Path(tempfile.mkstemp(prefix="load-app-", suffix=".log")[1])
     try:
-        with app_server(log_path) as (proc, url):
+        with open(log_path, "w+b") as log, server_process(log) as (proc, url):
             sampler = RssSampler(proc.pid)
             sampler.start()
             out = asyncio.run(hall(args, url, sampler, CpuMeter(proc.pid)))

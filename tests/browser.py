@@ -24,11 +24,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 120):
-    """`streamlit run app.py` on a free loopback port; yields its URL."""
+def server_process(log, timeout: float = 120):
+    """`streamlit run app.py` on a free loopback port, its output written to `log` (a readable binary
+    file, not a pipe: an unread pipe fills up and stalls the server); yields (process, url)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    log = tempfile.TemporaryFile()  # a file, not a pipe: an unread pipe fills up and stalls the server
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
          "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
@@ -45,14 +45,20 @@ def app_server(timeout: float = 120):
                     log.seek(0)
                     raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace"))
                 time.sleep(0.25)
-        yield url
+        yield proc, url
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        log.close()
+
+
+@contextlib.contextmanager
+def app_server(timeout: float = 120):
+    """The app on loopback with its output in a temporary file; yields its URL."""
+    with tempfile.TemporaryFile() as log, server_process(log, timeout) as (_, url):
+        yield url
 
 
 def launch(playwright):
