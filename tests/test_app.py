@@ -22,6 +22,13 @@ def start(**params) -> AppTest:
     return at.run()
 
 
+def submit(at: AppTest, text: str) -> AppTest:
+    """Type `text` into the Sentence box and press Run, as a person would."""
+    at.text_area(key="text").input(text)
+    next(b for b in at.button if b.label == "Run").click()
+    return at.run()
+
+
 def decode(array):
     """Plotly's JSON arrays: plain lists or base64 typed arrays {'dtype', 'bdata', 'shape'}."""
     if isinstance(array, dict) and "bdata" in array:
@@ -71,9 +78,7 @@ def test_default_sentence_shows_tokens_and_the_first_head(default_run):
 def test_submit_a_sentence_and_pick_layer_and_head(minilm):
     model, tokenizer = minilm
     at = start()
-    at.text_area(key="text").input("The cat sat on the mat.")
-    next(b for b in at.button if b.label == "Run").click()
-    at.run()
+    submit(at, "The cat sat on the mat.")
     at.selectbox(key="layer").select(3).run()
     at.selectbox(key="head").select(7).run()
     no_errors(at)
@@ -149,9 +154,7 @@ def test_each_view_draws_without_errors(view, marker):
 
 def test_empty_sentence_is_a_prompt():
     at = start()
-    at.text_area(key="text").input("   ")
-    next(b for b in at.button if b.label == "Run").click()
-    at.run()
+    submit(at, "   ")
     no_errors(at)
     assert any("Type a sentence" in i.value for i in at.info)
     assert at.text_area(key="text").value == "   "
@@ -159,9 +162,7 @@ def test_empty_sentence_is_a_prompt():
 
 def test_long_input_is_truncated_with_a_notice():
     at = start()
-    at.text_area(key="text").input("word " * 700)
-    next(b for b in at.button if b.label == "Run").click()
-    at.run()
+    submit(at, "word " * 700)
     no_errors(at)
     assert any("512" in w.value for w in at.warning)
 
@@ -284,9 +285,7 @@ def test_only_invisible_characters_is_explained():
 
 def test_six_thousand_words_are_truncated_with_a_notice():
     at = start()
-    at.text_area(key="text").input("word " * 6000)
-    next(b for b in at.button if b.label == "Run").click()
-    at.run()
+    submit(at, "word " * 6000)
     no_errors(at)
     assert any("6002 tokens" in w.value and "512" in w.value for w in at.warning)
     assert decode(head_figure(at)["data"][0]["z"]).shape == (512, 512)  # every cell of the 512 positions

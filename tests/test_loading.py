@@ -85,29 +85,32 @@ def test_old_layernorm_names_gamma_beta():
     assert set(mapped) == {"layers.0.output_norm.weight", "layers.0.output_norm.bias"}
 
 
-def test_missing_tensor_names_the_key(tmp_path, tiny_dir):
-    folder = make_tiny(tmp_path / "missing")
+def tiny_with_edited_weights(folder, edit):
+    """A tiny checkpoint whose safetensors file `edit` (a function of the tensor dict) has changed."""
+    make_tiny(folder)
     weights = load_file(str(folder / "model.safetensors"))
-    del weights["encoder.layer.1.attention.self.key.weight"]
+    edit(weights)
     save_file(weights, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_missing_tensor_names_the_key(tmp_path):
+    folder = tiny_with_edited_weights(tmp_path / "missing",
+                                      lambda w: w.pop("encoder.layer.1.attention.self.key.weight"))
     with pytest.raises(ModelLoadError, match=r"layers\.1\.attention\.k_proj\.weight"):
         load_bert(folder)
 
 
 def test_wrong_shape_names_the_key(tmp_path):
-    folder = make_tiny(tmp_path / "shape")
-    weights = load_file(str(folder / "model.safetensors"))
-    weights["encoder.layer.0.intermediate.dense.weight"] = torch.zeros(36, 32)
-    save_file(weights, str(folder / "model.safetensors"))
+    folder = tiny_with_edited_weights(
+        tmp_path / "shape", lambda w: w.update({"encoder.layer.0.intermediate.dense.weight": torch.zeros(36, 32)}))
     with pytest.raises(ModelLoadError, match=r"layers\.0\.intermediate\.weight.*\(36, 32\).*\(37, 32\)"):
         load_bert(folder)
 
 
 def test_unknown_tensor_is_an_error(tmp_path):
-    folder = make_tiny(tmp_path / "extra")
-    weights = load_file(str(folder / "model.safetensors"))
-    weights["encoder.layer.0.attention.self.rotary.weight"] = torch.zeros(3)
-    save_file(weights, str(folder / "model.safetensors"))
+    folder = tiny_with_edited_weights(
+        tmp_path / "extra", lambda w: w.update({"encoder.layer.0.attention.self.rotary.weight": torch.zeros(3)}))
     with pytest.raises(ModelLoadError, match="rotary"):
         load_bert(folder)
 
