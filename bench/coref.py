@@ -8,9 +8,7 @@ transformers' eager BertModel supplying the attentions, and their ratio. Target:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from attention import load_bert  # noqa: E402
 from attention.coref import load_examples, score_example, score_heads  # noqa: E402
+from bench.forward import interleaved_medians  # noqa: E402
 
 
 def score_with_reference(reference, tokenizer, examples, batch_size=32):
@@ -55,15 +54,8 @@ def main() -> None:
     ours = score_heads(model, tokenizer, examples)
     theirs = score_with_reference(reference, tokenizer, examples)
     assert np.array_equal(ours.accuracy, theirs), "the two models disagree on some head"
-    times = {"ours": [], "transformers": []}
-    for _ in range(args.repeats):  # interleaved, so both see the same machine load
-        start = time.perf_counter()
-        score_heads(model, tokenizer, examples)
-        times["ours"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        score_with_reference(reference, tokenizer, examples)
-        times["transformers"].append(time.perf_counter() - start)
-    t_ours, t_ref = (statistics.median(times[k]) for k in ("ours", "transformers"))
+    t_ours, t_ref = interleaved_medians([lambda: score_heads(model, tokenizer, examples),
+                                         lambda: score_with_reference(reference, tokenizer, examples)], args.repeats)
     layer, head, best = ours.ranked(1)[0]
     print(f"model: {model.load_report.source}; {len(examples)} examples; torch {torch.__version__}, "
           f"{args.threads} threads; median of {args.repeats}")
