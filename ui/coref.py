@@ -13,7 +13,7 @@ from attention.coref import (CorefExample, ExampleError, flipping_heads, load_ex
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .cache import MB, BoundedStore, get_model, store
-from .state import VIEWS
+from .state import open_clicked_head
 from .views import plain, show, font_size
 
 SUITE_PATH = Path(__file__).resolve().parent.parent / "data" / "coref_examples.jsonl"
@@ -68,19 +68,6 @@ def scored_suite():
 
 
 # ---- callbacks -------------------------------------------------------------------------------------
-
-def open_clicked_head(chart_key: str, text: str | None = None) -> None:
-    """Open the head clicked in a chart in the head view (on `text` when given)."""
-    for point in st.session_state[chart_key].selection.get("points", []):
-        data = point.get("customdata")
-        if data is not None and len(data) >= 2:
-            st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
-            st.session_state.view = VIEWS["head"]
-            if text is not None:
-                st.session_state.text, st.session_state.text_b = text, ""
-                st.session_state.submitted = (text, "")
-            return
-
 
 def take_upload() -> None:
     """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""

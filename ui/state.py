@@ -84,12 +84,16 @@ def submit() -> None:
     st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
 
 
-def open_from_overview() -> None:
-    for point in st.session_state.overview_chart.selection.get("points", []):
+def open_clicked_head(chart_key: str, text: str | None = None) -> None:
+    """Open the head clicked in a chart in the head view (on `text` when given)."""
+    for point in st.session_state[chart_key].selection.get("points", []):
         data = point.get("customdata")
         if data is not None and len(data) >= 2:
             st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
             st.session_state.view = VIEWS["head"]
+            if text is not None:
+                st.session_state.text, st.session_state.text_b = text, ""
+                st.session_state.submitted = (text, "")
             return
 
 

@@ -13,7 +13,7 @@ from viz.shapeflow import shape_flow, tensor_heatmap
 
 from .cache import get_batch, get_model, get_run, get_trace
 from .state import (FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, load_pending_model,
-                    open_from_overview, pick_step, submit, use_preset)
+                    open_clicked_head, pick_step, submit, use_preset)
 
 
 def plain(text: str) -> str:
@@ -115,7 +115,7 @@ def overview(run) -> None:
     st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     fig = viz.overview_grid(run.attentions, run.tokens, highlight=(st.session_state.layer, st.session_state.head),
                             font_size=font_size())
-    show(fig, "overview", key="overview_chart", on_select=open_from_overview, selection_mode="points")
+    show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
 
 
 def flow(run) -> None:
