@@ -13,17 +13,16 @@ Maps are [batch, head, query_pos, key_pos] tensors as the model returns them, or
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-import networkx as nx
 import numpy as np
 import torch
-from networkx.algorithms.flow import build_residual_network, shortest_augmenting_path
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import maximum_flow
 
 FLOW_MAX_TOKENS = 64
-# flow capacities are rounded to multiples of 2**-30, so every sum and difference the max-flow
-# algorithm forms is exact in float64 (some networkx flow algorithms fail on raw float capacities)
+# scipy's max-flow takes integer capacities: attention weights become multiples of 2**-30
 _FLOW_GRID = 2.0 ** -30
 
 # pattern thresholds, applied in this order of precedence (the first that holds names the head)
@@ -73,35 +72,38 @@ def as_attention_tuple(attn: np.ndarray) -> tuple[torch.Tensor, ...]:
     return tuple(torch.from_numpy(np.array(layer))[None] for layer in attn)
 
 
-def _flow_graph(A: np.ndarray) -> nx.DiGraph:
-    """Nodes (layer, pos); edge (l, j) -> (l+1, i) with capacity A[l, i, j]. A is (n_layers, T, T)."""
-    n_layers, T, _ = A.shape
-    graph = nx.DiGraph()
-    graph.add_edges_from(((layer, j), (layer + 1, i), {"capacity": float(A[layer, i, j])})
-                         for layer in range(n_layers) for i in range(T) for j in range(T))
-    return graph
+def _flow_graph(capacity: np.ndarray) -> csr_matrix:
+    """Nodes l·T + p for layer l = 0..n_layers and position p; an edge from (l, j) to (l+1, i) with
+    capacity[l, i, j]. `capacity` is an integer (n_layers, T, T) array."""
+    n_layers, T, _ = capacity.shape
+    i, j = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")  # (T, T) each: row i, column j
+    tails = np.concatenate([(layer * T + j).ravel() for layer in range(n_layers)])
+    heads = np.concatenate([((layer + 1) * T + i).ravel() for layer in range(n_layers)])
+    nodes = (n_layers + 1) * T
+    return csr_matrix((capacity.ravel(), (tails, heads)), shape=(nodes, nodes))
 
 
 def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers: str = "last",
-                   max_tokens: int = FLOW_MAX_TOKENS) -> np.ndarray:
+                   max_tokens: int = FLOW_MAX_TOKENS,
+                   progress: Callable[[float], None] | None = None) -> np.ndarray:
     """Attention flow (Abnar & Zuidema 2020): max flow from each input token to each position.
 
     The graph, as in the paper: one node (l, p) per layer l = 0..n_layers and position p (layer 0
     is the input tokens, layer l the output of attention layer l); an edge from (l-1, j) to (l, i)
     for every i, j, whose capacity is entry [i, j] of attention layer l's head-averaged,
     residual-added, row-renormalised attention 0.5 · mean over heads(W) + 0.5 · I (rollout's
-    A_(l-1), as rollout numbers layers from 0). flow[i, j] is the value of
-    the maximum flow from source (0, j) to sink (n_layers, i), computed by networkx's
-    maximum_flow_value (shortest augmenting paths); capacities are first rounded to multiples of
-    2**-30. Values lie in [0, 1], since the capacities into a sink sum to 1; a row is not a
-    distribution (the paper's plots divide each row by its sum).
+    A_(l-1), as rollout numbers layers from 0). flow[i, j] is the value of the maximum flow from
+    source (0, j) to sink (n_layers, i), computed by scipy's maximum_flow (Dinic's algorithm),
+    which takes integer capacities: they are rounded to multiples of 2**-30, so a flow is within
+    T · 2**-30 of the exact one. Values lie in [0, 1], since the capacities into a sink sum to 1;
+    a row is not a distribution (the paper's plots divide each row by its sum).
 
     One sentence: item `batch` of the model's tuple of (B, H, T, T) tensors. `layers="last"`
     returns (T, T); `layers="all"` returns (n_layers, T, T), [l - 1] holding the flows into the
-    positions of layer l, for 3 to 6 times the time of "last".
+    positions of layer l. `progress`, if given, is called with the fraction done after each row.
     It solves T² max-flow problems per layer, so it is offered up to `max_tokens` tokens. On one
-    CPU core with the 6-layer default model, "last" took about 4 s at 16 tokens, 2 min at 32 and
-    14 min at 64.
+    CPU core with the 6-layer default model, "last" took about 0.1 s at 16 tokens, 0.5 s at 32
+    and 4.5 s at 64.
     """
     if layers not in ("last", "all"):
         raise ValueError(f'layers must be "last" or "all", got {layers!r}')
@@ -112,20 +114,18 @@ def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers:
                          f"problems on a graph of (layers+1)·T nodes (this input has {T} tokens)")
     if not -B <= batch < B:
         raise ValueError(f"batch index {batch} is out of range for a batch of {B}")
-    A = np.round(A[:, batch].double().cpu().numpy() / _FLOW_GRID) * _FLOW_GRID  # (n_layers, T, T)
-    graph = _flow_graph(A)
-    residual = build_residual_network(graph, "capacity")  # built once, reset by each solve
+    # every capacity is at most 1, and no flow exceeds the capacity into its sink (about 1): int32 fits
+    capacity = np.round(A[:, batch].double().cpu().numpy() / _FLOW_GRID).astype(np.int32)
+    graph = _flow_graph(capacity)
     sinks = range(1, n_layers + 1) if layers == "all" else [n_layers]
-    out_of_source = A[0].sum(axis=0)  # (T,) capacity leaving each input token
     flow = np.zeros((len(sinks), T, T))
     for k, layer in enumerate(sinks):
-        into_sink = A[layer - 1].sum(axis=1)  # (T,) capacity entering each position of this layer
         for i in range(T):
             for j in range(T):
-                # no flow can exceed what leaves the source or enters the sink: stop once reached
-                flow[k, i, j] = nx.maximum_flow_value(
-                    graph, (0, j), (layer, i), flow_func=shortest_augmenting_path, residual=residual,
-                    cutoff=min(out_of_source[j], into_sink[i]))
+                flow[k, i, j] = maximum_flow(graph, j, layer * T + i, method="dinic").flow_value
+            if progress is not None:
+                progress((k * T + i + 1) / (len(sinks) * T))
+    flow *= _FLOW_GRID
     return flow[-1] if layers == "last" else flow
 
 
