@@ -56,6 +56,7 @@ class Trace:
     layer: int
     steps: list[Step]  # in execution order
     token_type_ids: torch.Tensor | None = field(default=None, repr=False)  # (B, L): 0 segment A, 1 segment B
+    scaling: float | None = None  # the factor on Q·Kᵀ, as the layer's attention used it
 
     @property
     def segments(self) -> tuple[int, ...]:
@@ -148,7 +149,7 @@ def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tens
             op=_op(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
             lineno=linenos[0], tensor=tensor, linenos=linenos,
         ))
-    return Trace(layer, steps, token_type_ids)
+    return Trace(layer, steps, token_type_ids, scaling)
 
 
 # ---- symbolic shapes and words ---------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""One query against every key, term by term: the query·key view (bertviz's "neuron view").
+
+A head's score for query i and key j is Σ_c q_i[c] · k_j[c] · scaling. `query_key` takes q, k,
+the scaled scores and the probabilities of one head and one query from a recorded forward pass
+(attention/trace.py), and lays out the elementwise products q_i * k_j whose row sums, scaled,
+are those scores. Nothing is recomputed by a second model: every vector is the one the model used.
+
+Letters as in trace.py: S key length, d head width.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .trace import Trace
+
+class QueryKey(NamedTuple):
+    layer: int
+    head: int
+    query: int
+    q: np.ndarray  # (d,) the query vector of token `query` for this head
+    k: np.ndarray  # (S, d) every key vector this head reads
+    product: np.ndarray  # (S, d) q * k elementwise
+    scores: np.ndarray  # (S,) product.sum(-1) * scaling: the recorded scaled scores, before any mask
+    probs: np.ndarray  # (S,) the recorded probabilities (0 for dropped keys)
+    scaling: float
+
+
+def query_key(trace: Trace, head: int, query: int) -> QueryKey:
+    """Query `query` of head `head` against every key, from batch item 0 of `trace`.
+
+    q comes from step "q_heads"; k from "k_shared" when the model shares K heads between query
+    heads (grouped-query attention), else from "k_heads"; scores from "scores" (scaled, before
+    the mask) and probs from "probs"; the scaling is the one the layer used (Trace.scaling).
+    """
+    H, L = trace.H, trace.L
+    _check_index("head", head, H)
+    _check_index("query", query, L)
+    q_all = trace.step("q_heads").tensor[0]  # (H, L, d)
+    k_all = trace.step("k_shared" if "k_shared" in trace else "k_heads").tensor[0]  # (H, S, d)
+    scores_all = trace.step("scores").tensor[0]  # (H, L, S)
+    q = q_all[head, query].float().numpy()  # (d,)
+    k = k_all[head].float().numpy()  # (S, d)
+    return QueryKey(
+        layer=trace.layer,
+        head=int(head),
+        query=int(query),
+        q=q,
+        k=k,
+        product=q[None, :] * k,  # (1, d) * (S, d) -> (S, d)
+        scores=scores_all[head, query].float().numpy(),  # (S,)
+        probs=trace.step("probs").tensor[0, head, query].float().numpy(),  # (S,)
+        scaling=float(trace.scaling),
+    )
+
+
+def _check_index(name: str, value: int, size: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
+        raise ValueError(f"{name} must be an integer from 0 to {size - 1}, got {value!r}")
