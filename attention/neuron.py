@@ -15,6 +15,7 @@ import numpy as np
 
 from .trace import Trace
 
+
 class QueryKey(NamedTuple):
     layer: int
     head: int
