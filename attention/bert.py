@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .mha import MultiHeadAttention, Recorder, build_mask, no_record
+from .mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
 
 _ACTIVATIONS = {
     "gelu": F.gelu,
@@ -62,9 +62,11 @@ class BertLayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.act = _ACTIVATIONS[config.hidden_act]
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                record: Recorder = no_record) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, probs = self.attention(x, attention_mask=mask, record=record)  # (B, L, D), (B, H, L, L)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
+                head_mask: torch.Tensor | None = None, ablation: str = "zero") -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads)."""
+        attended, probs = self.attention(x, attention_mask=mask, record=record,
+                                         head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         hidden = self.act(self.intermediate(x))  # (B, L, D_ff)
         x = self.output_norm(x + self.dropout(self.output(hidden)))  # (B, L, D)
@@ -85,12 +87,18 @@ class BertModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         recorders: dict[int, Recorder] | None = None,
         causal: bool = False,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
     ) -> BertOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L).
 
         `recorders` maps a layer index to a Recorder for that layer's attention (see trace.py).
         `causal` is a what-if: the same weights with each token seeing only itself and earlier
         tokens (BERT was trained to see both sides).
+        `head_mask` (n_layers, H), bool or float, tensor or array-like, 1 keeps a head and 0 ablates
+        it (transformers' convention). `ablation` says what an ablated head's probabilities become:
+        "zero" (the head adds nothing) or "uniform" (even over the keys the token may attend to).
+        The returned attentions are the probabilities used. None, or all ones, changes nothing.
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -103,11 +111,33 @@ class BertModel(nn.Module):
             attention_mask = None
         mask = build_mask(attention_mask, causal, B, L, L)  # (B, 1, 1, L), (1, 1, L, L), both, or None
         recorders = recorders or {}
+        head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
         x = self.embeddings(input_ids, token_type_ids)  # (B, L, D)
         hidden_states, attentions = [x], []
         for i, layer in enumerate(self.layers):
-            x, probs = layer(x, mask, recorders.get(i, no_record))
+            layer_mask = None if head_mask is None else head_mask[i]  # (H,)
+            x, probs = layer(x, mask, recorders.get(i, no_record), layer_mask, ablation)
             hidden_states.append(x)
             attentions.append(probs)
         return BertOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
+        """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""
+        check_ablation(ablation)
+        if head_mask is None:
+            return None
+        expected = (self.config.num_hidden_layers, self.config.num_attention_heads)
+        try:
+            head_mask = torch.as_tensor(head_mask)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"head_mask must be a (n_layers, n_heads) = {expected} array of 0s and 1s, "
+                             f"not {type(head_mask).__name__}") from None
+        if tuple(head_mask.shape) != expected:
+            raise ValueError(f"head_mask must be (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
+        if head_mask.is_complex():
+            raise ValueError(f"head_mask must hold bools or real numbers, not {head_mask.dtype}")
+        head_mask = head_mask.float()  # (n_layers, H)
+        if not bool(((head_mask >= 0) & (head_mask <= 1)).all()):
+            raise ValueError("head_mask values must be from 0 (ablate the head) to 1 (keep it)")
+        return head_mask.to(self.embeddings.word_embeddings.weight.device)

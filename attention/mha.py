@@ -8,6 +8,9 @@ Attention maps are always laid out as [batch, head, query_pos, key_pos] = (B, H,
 Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged.
 By default nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the
 line of code that made it, so the shape-flow diagram shows the real forward pass.
+
+A head mask (H,) ablates heads right after the softmax: 1 keeps a head, 0 ablates it, either by
+zeroing its probabilities ("zero") or by spreading them evenly over the keys it may see ("uniform").
 """
 from __future__ import annotations
 
@@ -18,10 +21,16 @@ import torch.nn.functional as F
 from torch import nn
 
 Recorder = Callable[[str, Optional[torch.Tensor]], Optional[torch.Tensor]]
+ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 
 
 def no_record(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
     return tensor
+
+
+def check_ablation(ablation: str) -> None:
+    if ablation not in ABLATIONS:
+        raise ValueError(f"ablation must be one of {', '.join(map(repr, ABLATIONS))}, got {ablation!r}")
 
 
 def scaled_dot_product_attention(
@@ -32,6 +41,8 @@ def scaled_dot_product_attention(
     scaling: float | None = None,
     dropout_p: float = 0.0,
     record: Recorder = no_record,
+    head_mask: torch.Tensor | None = None,
+    ablation: str = "zero",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q · kᵀ · scaling + mask) · v, returning (output, probs).
 
@@ -39,7 +50,10 @@ def scaled_dot_product_attention(
     `mask`, broadcastable to (B, H, L, S), is boolean (True = may attend) or additive (added to
     the scores; -inf drops a position). A query row whose every key is dropped gets all-zero
     probabilities and a zero output, never NaN.
+    `head_mask` (H,), 1 = keep and 0 = ablate, changes the probabilities after the softmax (see
+    `ablate_heads`); the returned probs are the ones used. None leaves every head untouched.
     """
+    check_ablation(ablation)
     if scaling is None:
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key
@@ -58,6 +72,8 @@ def scaled_dot_product_attention(
     probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
     if mask is not None:
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
+    if head_mask is not None:  # ablated heads: zero or uniform probabilities
+        probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
     probs = record("probs", probs)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
@@ -65,6 +81,39 @@ def scaled_dot_product_attention(
     # 5. weighted sum of the values
     output = record("heads", torch.matmul(probs, v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
     return output, probs
+
+
+def ablate_heads(
+    probs: torch.Tensor,
+    head_mask: torch.Tensor,
+    ablation: str = "zero",
+    mask: torch.Tensor | None = None,
+    in_place: bool = False,
+) -> torch.Tensor:
+    """Ablate heads of softmaxed probs (B, H, L, S) with head_mask (H,): 1 keeps, 0 ablates.
+
+    "zero": probs · m, so an ablated head adds nothing to the output (only o_proj's bias is left
+    once every head is ablated). "uniform": m · probs + (1 - m) · uniform, where uniform spreads
+    each query row evenly over the keys `mask` lets it see (all S keys without a mask); a row
+    with no key left stays zero. A mask of ones returns probs bit for bit; values between 0 and 1
+    scale ("zero") or blend ("uniform").
+    """
+    check_ablation(ablation)
+    H = probs.size(1)
+    if tuple(head_mask.shape) != (H,):
+        raise ValueError(f"a layer's head_mask must be (num_heads,) = {(H,)}, got {tuple(head_mask.shape)}")
+    keep = head_mask.to(dtype=probs.dtype, device=probs.device)[None, :, None, None]  # (H,) -> (1, H, 1, 1)
+    probs = probs.mul_(keep) if in_place else probs * keep  # (B, H, L, S)
+    if ablation == "uniform":
+        if mask is None:
+            allowed = torch.ones(1, 1, 1, probs.size(-1), dtype=torch.bool, device=probs.device)  # (1, 1, 1, S)
+        else:
+            allowed = mask if mask.dtype == torch.bool else mask != float("-inf")  # broadcastable to (B, H, L, S)
+        allowed = allowed.to(probs.dtype)
+        uniform = allowed / allowed.sum(-1, keepdim=True).clamp(min=1)  # each row sums to 1, or 0 if empty
+        spread = uniform * (1 - keep)  # broadcasts to (B, H, L, S)
+        probs = probs.add_(spread) if in_place else probs + spread
+    return probs
 
 
 def build_mask(
@@ -146,10 +195,14 @@ class MultiHeadAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         record: Recorder = no_record,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
 
-        Returns (output (B, L, D), probs (B, H, L, S)).
+        `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
+        the heads' probabilities after the softmax (see `ablate_heads`).
+        Returns (output (B, L, D), probs (B, H, L, S)), probs as used, ablated heads included.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -172,7 +225,8 @@ class MultiHeadAttention(nn.Module):
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S))
         dropout_p = self.dropout if self.training else 0.0
-        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record)
+        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
+                                                    head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
         return output, probs

@@ -1,0 +1,136 @@
+"""Head ablation: run a sentence with and without some heads, and measure what changed.
+
+A head mask (n_layers, H) says which heads stay (1) and which are ablated (0); "zero" ablation
+silences a head, "uniform" makes it attend evenly to every token it may see (see mha.ablate_heads).
+Changes are read from the attention maps, the hidden states, the sentence embedding and, with
+an MLM head, the model's guesses for a [MASK] token.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .bert import BertModel
+from .mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
+
+
+class MaskPredictions(NamedTuple):
+    position: int  # index in input_ids of the first [MASK] token
+    before: list[tuple[str, float]]  # (token, probability), most probable first, all heads kept
+    after: list[tuple[str, float]]  # the same with the heads ablated
+
+
+class AblationResult(NamedTuple):
+    base_attentions: np.ndarray  # (n_layers, H, L, L) float32, real tokens only (batch item 0)
+    ablated_attentions: np.ndarray  # same
+    attention_change: np.ndarray  # (n_layers, H): mean absolute difference of each head's map
+    hidden_cosine: np.ndarray  # (n_layers + 1,): mean over tokens of cosine(base, ablated) per hidden state
+    embedding_cosine: float  # cosine of the mean-pooled (attention-mask-weighted) last hidden states
+    predictions: MaskPredictions | None  # when an MLM head is given and the input has a [MASK] token
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def _real_maps(attentions: tuple[torch.Tensor, ...], real: torch.Tensor) -> np.ndarray:
+    """Batch item 0 of each layer's (B, H, L, L) maps, real tokens only: (n_layers, H, n, n) float32."""
+    maps = torch.stack([a[0] for a in attentions])  # (n_layers, H, L, L)
+    return maps[:, :, real][:, :, :, real].float().numpy()  # (n_layers, H, n, n)
+
+
+def _pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Attention-mask-weighted mean of hidden (L, D) over tokens, weights (L,): (D,)."""
+    return (hidden * weights[:, None]).sum(0) / weights.sum()  # (L, D) -> (D,)
+
+
+def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                  token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    """Validate one sentence's inputs; returns the attention mask (1, L), all ones if None was given."""
+    if input_ids.dim() != 2 or input_ids.size(0) != 1:
+        raise ValueError(f"ablate takes one sentence: input_ids must be (1, L), got {tuple(input_ids.shape)}")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if tensor is not None and tensor.shape != input_ids.shape:
+            raise ValueError(f"{name} must have input_ids' shape {tuple(input_ids.shape)}, "
+                             f"got {tuple(tensor.shape)}")
+    if not bool(attention_mask.any()):
+        raise ValueError("the attention mask has no real token")
+    return attention_mask
+
+
+def _mask_predictions(head: MaskedLMHead, tokenizer, input_ids: torch.Tensor, real: torch.Tensor,
+                      base: torch.Tensor, ablated: torch.Tensor, top_k: int) -> MaskPredictions | None:
+    """Top-k guesses at the first real [MASK] token from base and ablated last hidden states (L, D)."""
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        return None
+    found = ((input_ids[0] == mask_id) & real).nonzero()  # (n_masks, 1)
+    if not len(found):
+        return None
+    position = int(found[0, 0])
+
+    def named(hidden: torch.Tensor) -> list[tuple[str, float]]:
+        guesses = top_tokens(mask_probabilities(head, hidden[position]), top_k)
+        return [(tokenizer.convert_ids_to_tokens(i), p) for i, p in guesses]
+
+    return MaskPredictions(position, named(base), named(ablated))
+
+
+def ablate(
+    model: BertModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    token_type_ids: torch.Tensor | None = None,
+    head_mask=None,
+    ablation: str = "zero",
+    mlm_head: MaskedLMHead | None = None,
+    tokenizer=None,
+    top_k: int = 5,
+) -> AblationResult:
+    """Run one sentence (input_ids (1, L)) with all heads, then with `head_mask`'s heads ablated.
+
+    head_mask (n_layers, H), bool or float: 1 keeps a head, 0 ablates it; None ablates nothing.
+    ablation: "zero" or "uniform" (see BertModel.forward). With `mlm_head` (from load_mlm_head)
+    and its `tokenizer`, the top_k guesses for the first [MASK] token are compared too.
+    Arrays are read-only; padded positions are left out of every measure.
+    """
+    attention_mask = _check_inputs(input_ids, attention_mask, token_type_ids)
+    head_mask = model.check_head_mask(head_mask, ablation)  # validated before any forward pass
+    if mlm_head is not None:
+        if tokenizer is None:
+            raise ValueError("an mlm_head needs its tokenizer, to find [MASK] and name the guessed tokens")
+        check_top_k(top_k, mlm_head)
+    real = attention_mask[0].bool()  # (L,)
+    weights = attention_mask[0].double()  # (L,)
+
+    with torch.inference_mode():
+        base = model(input_ids, attention_mask, token_type_ids)
+        ablated = model(input_ids, attention_mask, token_type_ids, head_mask=head_mask, ablation=ablation)
+        base_maps = _real_maps(base.attentions, real)  # (n_layers, H, n, n)
+        ablated_maps = _real_maps(ablated.attentions, real)  # (n_layers, H, n, n)
+        hidden_cosine = [  # cosine per real token in float64, then the mean over tokens
+            float(F.cosine_similarity(b[0, real].double(), a[0, real].double(), dim=-1).mean())
+            for b, a in zip(base.hidden_states, ablated.hidden_states)
+        ]
+        pooled_base = _pooled(base.last_hidden_state[0].double(), weights)  # (D,)
+        pooled_ablated = _pooled(ablated.last_hidden_state[0].double(), weights)  # (D,)
+        embedding_cosine = float(F.cosine_similarity(pooled_base, pooled_ablated, dim=0))
+        predictions = None
+        if mlm_head is not None:
+            predictions = _mask_predictions(mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0],
+                                            ablated.last_hidden_state[0], top_k)
+
+    return AblationResult(
+        base_attentions=_frozen(base_maps),
+        ablated_attentions=_frozen(ablated_maps),
+        attention_change=_frozen(np.abs(base_maps - ablated_maps).mean(axis=(2, 3))),  # (n_layers, H)
+        hidden_cosine=_frozen(np.array(hidden_cosine)),
+        embedding_cosine=embedding_cosine,
+        predictions=predictions,
+    )

@@ -1,0 +1,156 @@
+"""BERT's masked-language-model head: which tokens the model would put at a [MASK].
+
+The head is BERT's `cls.predictions`: a dense layer, the activation and a LayerNorm, then the
+decoder back to the vocabulary, whose weight is the word embedding matrix (tied) plus a bias of
+its own. Encoder checkpoints (such as the bundled MiniLM) have no head; task checkpoints from
+BertForMaskedLM or BertForPreTraining do, and `load_mlm_head` reads it from the same files.
+"""
+from __future__ import annotations
+
+import numbers
+import re
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .bert import _ACTIVATIONS, BertModel
+from .config import BertConfig
+from .loading import ModelLoadError, read_checkpoint
+
+_PREFIX = "cls.predictions."
+_OLD_NAMES = {"gamma": "weight", "beta": "bias"}  # LayerNorm names of the original TensorFlow checkpoints
+
+
+class PredictionTransform(nn.Module):
+    """dense (D -> D), activation, LayerNorm: BERT's `cls.predictions.transform`."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = _ACTIVATIONS[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.act(self.dense(hidden)))  # (..., D)
+
+
+class MaskedLMHead(nn.Module):
+    """Hidden states (..., D) -> vocabulary logits (..., V), with the names of `cls.predictions`.
+
+    `decoder.weight` is tied to the encoder's word embeddings by `tie_to`; `bias` is the head's own.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = PredictionTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def tie_to(self, word_embeddings: nn.Embedding) -> None:
+        """Share the word embedding matrix (V, D) as the decoder weight."""
+        self.decoder.weight = word_embeddings.weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(hidden)) + self.bias  # (..., D) -> (..., V)
+
+
+def _head_tensors(checkpoint: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The checkpoint's `cls.predictions.*` tensors under the head's names, as float32."""
+    tensors = {}
+    for name, tensor in checkpoint.items():
+        if name.startswith(_PREFIX):
+            key = re.sub(r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}",
+                         name[len(_PREFIX):])
+            tensors[key] = tensor.float() if tensor.is_floating_point() else tensor
+    return tensors
+
+
+def load_mlm_head(model: BertModel) -> MaskedLMHead | None:
+    """The MLM head of the checkpoint `model` was loaded from (by load_bert), or None if it has none.
+
+    Strict: every tensor of the head must be there with the config's shape, and nothing else
+    under `cls.predictions.`; a checkpoint decoder weight must equal the word embeddings (tied).
+    Any failure is a ModelLoadError naming the tensor. The head is in eval mode, without gradients.
+    """
+    report = getattr(model, "load_report", None)
+    if report is None:
+        raise ModelLoadError("this model was not loaded by load_bert, so there is no checkpoint to read "
+                             "an MLM head from")
+    tensors = _head_tensors(read_checkpoint(Path(report.path))[0])
+    if not tensors:
+        return None
+    # transformers ties decoder.bias to the head's bias: older files have one or the other, or both
+    decoder_bias = tensors.pop("decoder.bias", None)
+    if "bias" not in tensors and decoder_bias is not None:
+        tensors["bias"] = decoder_bias
+    word_embeddings = model.embeddings.word_embeddings
+    decoder_weight = tensors.pop("decoder.weight", None)
+    if decoder_weight is not None and (decoder_weight.shape != word_embeddings.weight.shape
+                                       or not torch.equal(decoder_weight, word_embeddings.weight)):
+        raise ModelLoadError(f"'{_PREFIX}decoder.weight' differs from the word embeddings: "
+                             "only MLM heads tied to the embeddings are supported")
+
+    head = MaskedLMHead(model.config)
+    expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise ModelLoadError(f"the checkpoint's MLM head has no tensor '{_PREFIX}{missing[0]}'"
+                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise ModelLoadError(f"the checkpoint's MLM head has a tensor this model does not know: "
+                             f"'{_PREFIX}{extra[0]}'")
+    for key, tensor in tensors.items():
+        if tuple(tensor.shape) != tuple(expected[key].shape):
+            raise ModelLoadError(f"MLM head tensor '{_PREFIX}{key}' has shape {tuple(tensor.shape)}, "
+                                 f"the config needs {tuple(expected[key].shape)}")
+    head.tie_to(word_embeddings)
+    head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)
+    return head.eval().requires_grad_(False)
+
+
+def mask_probabilities(head: MaskedLMHead, hidden: torch.Tensor) -> torch.Tensor:
+    """Probabilities over the vocabulary (V,) for one position's last hidden state (D,)."""
+    return torch.softmax(head(hidden), dim=-1)  # (D,) -> (V,)
+
+
+def check_top_k(top_k: int, head: MaskedLMHead) -> None:
+    vocab = head.bias.numel()
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 1 <= top_k <= vocab:
+        raise ValueError(f"top_k must be an integer from 1 to {vocab}, got {top_k!r}")
+
+
+def top_tokens(probs: torch.Tensor, top_k: int) -> list[tuple[int, float]]:
+    """The `top_k` most probable (token id, probability) of probs (V,), most probable first."""
+    values, ids = probs.topk(int(top_k))
+    return [(int(i), float(p)) for i, p in zip(ids, values)]
+
+
+def predict_masked(
+    model: BertModel,
+    head: MaskedLMHead,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    position: int,
+    top_k: int = 5,
+    head_mask=None,
+    ablation: str = "zero",
+) -> list[tuple[int, float]]:
+    """The model's `top_k` guesses for the token at `position` of one sentence (batch of 1).
+
+    input_ids, attention_mask, token_type_ids (1, L) as for BertModel; `head_mask` (n_layers, H)
+    and `ablation` ablate heads as in BertModel.forward. Returns (token id, probability) pairs,
+    most probable first; probabilities are the softmax over the whole vocabulary.
+    """
+    B, L = input_ids.shape
+    if B != 1:
+        raise ValueError(f"predict_masked takes one sentence (batch 1), got a batch of {B}")
+    if isinstance(position, bool) or not isinstance(position, numbers.Integral) or not 0 <= position < L:
+        raise ValueError(f"position must be an integer from 0 to {L - 1}, got {position!r}")
+    check_top_k(top_k, head)
+    with torch.inference_mode():
+        out = model(input_ids, attention_mask, token_type_ids, head_mask=head_mask, ablation=ablation)
+        probs = mask_probabilities(head, out.last_hidden_state[0, int(position)])  # (V,)
+    return top_tokens(probs, top_k)
