@@ -1,0 +1,110 @@
+"""Grouped-query attention made from a trained model, and how much it changes the maps.
+
+Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
+Checkpoints", turn a multi-head checkpoint into one with G key/value heads before uptraining: the
+H query heads are cut into G groups of H / G consecutive heads, and each group's key and value
+projections (weights and biases) are replaced by their mean. G = H is the original model, G = 1
+multi-query attention. Here the converted model is used as is, without uptraining, to show how
+far each head's map moves when its keys and values are shared.
+
+Shapes: H query heads, G key/value heads, d head width, D model width (D = H * d).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from .bert import BertModel
+from .mha import MultiHeadAttention
+
+
+def kv_head_options(num_heads: int) -> list[int]:
+    """The numbers of key/value heads that `num_heads` query heads can share: its divisors, descending."""
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+    return [g for g in range(num_heads, 0, -1) if num_heads % g == 0]
+
+
+def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
+    """ValueError, naming the allowed values, unless num_kv_heads divides num_heads."""
+    options = kv_head_options(num_heads)
+    if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int) or num_kv_heads not in options:
+        raise ValueError(f"num_kv_heads must divide the {num_heads} attention heads (one of "
+                         f"{', '.join(map(str, options))}), got {num_kv_heads!r}")
+
+
+def pool_kv_rows(tensor: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
+    """Mean of each group's rows of a key or value projection weight (H·d, D) or bias (H·d,).
+
+    Group g holds query heads g·H/G ... (g+1)·H/G - 1. Returns (G·d, D) or (G·d,).
+    """
+    group = num_heads // num_kv_heads
+    head_dim = tensor.size(0) // num_heads
+    rows = tensor.reshape(num_kv_heads, group, head_dim, *tensor.shape[1:])  # (G, H/G, d[, D])
+    return rows.mean(dim=1).reshape(num_kv_heads * head_dim, *tensor.shape[1:])  # (G·d[, D])
+
+
+def _per_query_head(tensor: torch.Tensor, attention: MultiHeadAttention) -> torch.Tensor:
+    """A k/v weight or bias with one block of rows per query head, (H·d[, D]): a grouped layer's
+    shared rows repeated for each query head they serve, as its forward pass does."""
+    group = attention.num_heads // attention.num_kv_heads
+    rows = tensor.reshape(attention.num_kv_heads, attention.head_dim, *tensor.shape[1:])  # (G, d[, D])
+    return rows.repeat_interleave(group, dim=0).reshape(-1, *tensor.shape[1:])  # (H·d[, D])
+
+
+def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
+    """A new MultiHeadAttention with num_kv_heads key/value heads, each the mean of its group's.
+
+    Query and output projections are copied unchanged. A layer that is already grouped is first
+    seen as one key/value head per query head (the heads it shares repeated), so converting it
+    back to num_heads key/value heads gives the same outputs.
+    """
+    H = attention.num_heads
+    check_kv_heads(H, num_kv_heads)
+    has_bias = attention.k_proj.bias is not None
+    new = MultiHeadAttention(attention.d_model, H, num_kv_heads=num_kv_heads, dropout=attention.dropout,
+                             bias=has_bias)
+    state = {}
+    for name in ("q_proj", "o_proj"):
+        for kind, tensor in getattr(attention, name).state_dict().items():
+            state[f"{name}.{kind}"] = tensor.clone()
+    for name in ("k_proj", "v_proj"):
+        for kind, tensor in getattr(attention, name).state_dict().items():
+            state[f"{name}.{kind}"] = pool_kv_rows(_per_query_head(tensor, attention), H, num_kv_heads)
+    new.load_state_dict(state, strict=True)
+    new.train(attention.training)
+    requires_grad = any(p.requires_grad for p in attention.parameters())
+    return new.requires_grad_(requires_grad)
+
+
+def to_grouped(model: BertModel, num_kv_heads: int) -> BertModel:
+    """A copy of `model` whose every attention layer has `num_kv_heads` key/value heads.
+
+    Each key/value head is the mean of the key/value projections (weights and biases) of its group
+    of num_heads / num_kv_heads consecutive query heads, as GQA initialises a model for uptraining.
+    num_kv_heads = num_heads gives the original model exactly; 1 is multi-query attention. The
+    given model is not changed. ValueError if num_kv_heads does not divide the number of heads.
+    """
+    check_kv_heads(model.config.num_attention_heads, num_kv_heads)
+    grouped = copy.deepcopy(model)
+    for layer in grouped.layers:
+        layer.attention = grouped_attention(layer.attention, num_kv_heads)
+    return grouped
+
+
+def map_change(base: np.ndarray, grouped: np.ndarray) -> np.ndarray:
+    """Mean absolute difference per head between two (n_layers, H, L, L) attention arrays.
+
+    Returns (n_layers, H): for each head, the mean over all (query, key) cells of |base - grouped|.
+    Each row of a map sums to 1, so a head's value is at most 2 / L.
+    """
+    base, grouped = np.asarray(base, dtype=np.float64), np.asarray(grouped, dtype=np.float64)
+    if base.ndim != 4 or base.shape != grouped.shape:
+        raise ValueError(f"expected two (n_layers, H, L, L) arrays of the same shape, "
+                         f"got {base.shape} and {grouped.shape}")
+    return np.abs(base - grouped).mean(axis=(2, 3))  # (n_layers, H, L, L) -> (n_layers, H)
+
+
+__all__ = ["check_kv_heads", "grouped_attention", "kv_head_options", "map_change", "pool_kv_rows", "to_grouped"]

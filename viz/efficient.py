@@ -1,0 +1,172 @@
+"""Efficient-attention figures: how sharing key/value heads moves each head's map, and what the
+fused kernel saves against explicit attention (time and peak memory per sequence length)."""
+
+from collections.abc import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz._style import SEQUENTIAL, base_layout, clean_axis
+from viz._text import escape
+
+CHANGE_HOVER = "%{hovertext}<extra></extra>"
+GROUP_LINE = "#333333"  # borders between groups of query heads that share a key/value head
+SERIES = (("explicit", "explicit (probabilities kept)", "#c8610c"), ("fused", "fused (PyTorch SDPA)", "#2f6fad"))
+BUFFER_COLOUR = "#888888"
+CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
+
+
+def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) -> go.Figure:
+    """Mean |Δ| per head ``change [n_layers, n_heads]`` (attention.gqa.map_change) as a heatmap.
+
+    Rows are layers ("L0" on top), columns query heads ("H0", ...), each cell shows its value and
+    hover reads "layer l head h: mean |Δ| = …". Vertical lines mark the groups of query heads that
+    share one of the ``num_kv_heads`` key/value heads (none when every head keeps its own). The
+    colour scale starts at 0.
+    """
+    change = np.asarray(change, dtype=float)
+    if change.ndim != 2:
+        raise ValueError(f"expected change [n_layers, n_heads], got shape {change.shape}")
+    n_layers, n_heads = change.shape
+    if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, (int, np.integer)) \
+            or num_kv_heads < 1 or n_heads % num_kv_heads:
+        raise ValueError(f"num_kv_heads must divide the {n_heads} heads, got {num_kv_heads!r}")
+    hovers = [[f"layer {layer} head {head}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
+              for layer in range(n_layers)]
+    top = float(np.nanmax(change)) if np.isfinite(change).any() else 0.0
+    heatmap = go.Heatmap(
+        z=change,
+        x=list(range(n_heads)),
+        y=list(range(n_layers)),
+        hovertext=hovers,
+        hovertemplate=CHANGE_HOVER,
+        texttemplate="%{z:.3f}",
+        textfont=dict(size=max(8, round(font_size * 0.75))),
+        colorscale=SEQUENTIAL,
+        zmin=0.0,
+        zmax=top if top > 0 else 1.0,  # an unchanged model is all white, not a scale error
+        xgap=1,
+        ygap=1,
+        colorbar=dict(title=dict(text="mean |Δ|", side="right"), thickness=max(12, font_size)),
+    )
+    layout = _change_layout(n_layers, n_heads, _change_title(n_heads, num_kv_heads), font_size)
+    layout["shapes"] = _group_lines(n_layers, n_heads, num_kv_heads)
+    return go.Figure(heatmap, layout)
+
+
+def _change_title(n_heads: int, num_kv_heads: int) -> str:
+    group = n_heads // num_kv_heads
+    if num_kv_heads == n_heads:
+        kind = "the original multi-head attention"
+    elif num_kv_heads == 1:
+        kind = "multi-query attention"
+    else:
+        kind = "grouped-query attention"
+    return (f"{num_kv_heads} key/value head{'s' * (num_kv_heads > 1)}, {kind}: "
+            f"{group} query head{'s' * (group > 1)} per key/value head")
+
+
+def _group_lines(n_layers: int, n_heads: int, num_kv_heads: int) -> list[dict]:
+    group = n_heads // num_kv_heads
+    return [
+        dict(type="line", xref="x", yref="y", x0=g * group - 0.5, x1=g * group - 0.5,
+             y0=-0.5, y1=n_layers - 0.5, line=dict(color=GROUP_LINE, width=2))
+        for g in range(1, num_kv_heads)
+        if group > 1  # one query head per key/value head: nothing is shared, no borders
+    ]
+
+
+def _change_layout(n_layers: int, n_heads: int, subtitle: str, font_size: int) -> dict:
+    """Square cells, heads labelled on top, layer 0 on top; what was shared in the subtitle."""
+    cell_px = max(40, round(font_size * 3.6))
+    layout = base_layout(font_size, "Change of each head's attention map")
+    layout["title"]["subtitle"] = dict(text=subtitle, font=dict(size=font_size))
+    left, right, top = round(font_size * 2.5) + 10, round(font_size * 6) + 20, round(font_size * 6) + 20
+    layout.update(
+        width=max(n_heads * cell_px + left + right + 10, round(len(subtitle) * font_size * CHAR_WIDTH) + 20),
+        height=n_layers * cell_px + top + 10,
+        margin=dict(l=left, r=right, t=top, b=10),
+        xaxis=clean_axis(tickmode="array", tickvals=list(range(n_heads)),
+                         ticktext=[f"H{h}" for h in range(n_heads)], side="top", range=[-0.5, n_heads - 0.5],
+                         constrain="domain", constraintoward="left"),
+        yaxis=clean_axis(tickmode="array", tickvals=list(range(n_layers)),
+                         ticktext=[f"L{layer}" for layer in range(n_layers)], range=[n_layers - 0.5, -0.5],
+                         scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top"),
+    )
+    return layout
+
+
+def fused_panel(bench: Mapping) -> go.Figure:
+    """Time per call (left) and peak memory (right) against tokens, explicit vs fused attention.
+
+    ``bench`` is what bench/fused.py writes: ``rows`` of {tokens, explicit_ms, fused_ms,
+    explicit_peak_mb, fused_peak_mb}, ``machine`` and, optionally, ``shape``. All axes are
+    logarithmic, so a value of 0 (a peak too small to register) is left out of its line. With a
+    ``shape``, a dotted line gives the size of one float32 (B, H, L, L) probability buffer.
+    """
+    rows = sorted(bench["rows"], key=lambda r: r["tokens"])
+    if not rows:
+        raise ValueError("the benchmark has no rows")
+    tokens = [int(r["tokens"]) for r in rows]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("median time per call", "peak memory above inputs"))
+    for key, name, colour in SERIES:
+        for col, (field, unit) in enumerate(((f"{key}_ms", "ms"), (f"{key}_peak_mb", "MB")), start=1):
+            values = [_positive(r[field]) for r in rows]
+            fig.add_trace(_series(tokens, values, escape(name), colour, unit, show_legend=col == 1), row=1, col=col)
+    shape = bench.get("shape")
+    if shape:
+        buffer_mb = [shape["batch"] * shape["heads"] * n * n * 4 / 2 ** 20 for n in tokens]
+        label = "one (B, H, L, L) float32 buffer"
+        fig.add_trace(go.Scatter(x=tokens, y=buffer_mb, mode="lines", name=label,
+                                 line=dict(color=BUFFER_COLOUR, dash="dot"),
+                                 hovertemplate=f"{label}, %{{x}} tokens: %{{y:.1f}} MB<extra></extra>"),
+                      row=1, col=2)
+    _panel_layout(fig, tokens, _machine_label(bench.get("machine", {}), shape))
+    return fig
+
+
+def _positive(value) -> float | None:
+    return float(value) if value is not None and value > 0 else None
+
+
+def _series(tokens: list[int], values: list, name: str, colour: str, unit: str, show_legend: bool) -> go.Scatter:
+    return go.Scatter(
+        x=tokens,
+        y=values,
+        mode="lines+markers",
+        name=name,
+        legendgroup=name,
+        showlegend=show_legend,
+        line=dict(color=colour, width=2),
+        marker=dict(size=7),
+        hovertemplate=f"{name}, %{{x}} tokens: %{{y:.3g}} {unit}<extra></extra>",
+    )
+
+
+def _machine_label(machine: Mapping, shape: Mapping | None) -> str:
+    parts = []
+    if shape:
+        parts.append(f"B={shape['batch']}, H={shape['heads']}, d={shape['head_dim']}")
+    if machine.get("cpu"):
+        threads = machine.get("torch_threads")
+        parts.append(str(machine["cpu"]) + (f", {threads} threads" if threads else ""))
+    if machine.get("torch"):
+        parts.append(f"torch {machine['torch']}")
+    if machine.get("date"):
+        parts.append(str(machine["date"])[:10])
+    return escape("; ".join(parts))
+
+
+def _panel_layout(fig: go.Figure, tokens: list[int], machine: str, font_size: int = 12) -> None:
+    layout = base_layout(font_size, "Explicit vs fused attention")
+    if machine:
+        layout["title"]["subtitle"] = dict(text=machine, font=dict(size=round(font_size * 0.9)))
+    fig.update_layout(layout)
+    fig.update_layout(width=980, height=460, margin=dict(l=10, r=10, t=110, b=70),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hovermode="closest")
+    for col, y_title in ((1, "ms"), (2, "MB")):
+        fig.update_xaxes(type="log", tickmode="array", tickvals=tokens, ticktext=[str(n) for n in tokens],
+                         title_text="tokens", showgrid=True, row=1, col=col)
+        fig.update_yaxes(type="log", title_text=y_title, showgrid=True, row=1, col=col)
