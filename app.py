@@ -9,8 +9,9 @@ import logging
 import streamlit as st
 
 from ui.cache import get_model, get_run
+from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
 from ui.coref import coref_view
-from ui.state import clamp_selection, init_from_url, write_url
+from ui.state import VIEWS, clamp_selection, init_from_url, write_url
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
 
 log = logging.getLogger("attention-app")
@@ -50,8 +51,10 @@ def main() -> None:
                 "characters), so only [CLS] and [SEP] remain.")
     tokens_strip(run)
     selectors(run)
-    views = {"Head": head_view, "Overview": overview, "Shape flow": flow, "Masks": masks, "Coreference": coref_view}
-    views[st.session_state.view](run)
+    views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
+             "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
+             "efficient": efficient_view}
+    views[next(k for k, v in VIEWS.items() if v == st.session_state.view)](run)
     report_button(run, model.load_report.source)
     write_url()
 

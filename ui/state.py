@@ -19,7 +19,9 @@ PRESETS = {
     "Sub-word pieces": ("Tokenization splits unbelievably uncommon words into pieces.", ""),
 }
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
-VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference"}
+VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference",
+         "stats": "Head stats", "rollout": "Rollout & flow", "qk": "Query·key", "ablation": "Ablation",
+         "efficient": "GQA & fused"}
 MAX_URL_TEXT = 20_000  # longer sentences are not carried in (or restored from) the URL
 FLOW_DEFAULT_STEP = "probs"
 

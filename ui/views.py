@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 import viz
+from attention.analysis import head_stats, pattern_labels, punctuation_mask
 from attention.run import head_map
 from attention.trace import head_matrix
 from viz.shapeflow import shape_flow, tensor_heatmap
@@ -111,10 +112,23 @@ def head_view(run) -> None:
     st.caption(hm.note)
 
 
+def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-head statistics of the run's sentence and a pattern label per head (milliseconds)."""
+    enc = run.encoded
+    stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+    pair = any(s == 1 for s in enc.sequence_ids)
+    return stats, pattern_labels(stats, len(enc.tokens), pair=pair)
+
+
 def overview(run) -> None:
     st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
-    fig = viz.overview_grid(run.attentions, run.tokens, highlight=(st.session_state.layer, st.session_state.head),
-                            font_size=font_size())
+    labels = None
+    if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
+        patterns = sentence_patterns(run)[1]
+        labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
+                  for head in range(run.n_heads)}
+    fig = viz.overview_grid(run.attentions, run.tokens, labels=labels,
+                            highlight=(st.session_state.layer, st.session_state.head), font_size=font_size())
     show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
 
 

@@ -1,0 +1,252 @@
+"""The analysis views: head statistics and patterns, rollout and flow, query·key, ablation, and the
+efficient variants (grouped-query attention, fused kernels). Each reads the submitted sentence's
+run; the slower steps are cached in the shared bounded stores and show progress."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from attention.ablation import ablate
+from attention.analysis import (FLOW_MAX_TOKENS, as_attention_tuple, attention_flow, embed_heads, head_distances,
+                                rollout)
+from attention.gqa import kv_head_options, map_change, to_grouped
+from attention.mlm import load_mlm_head
+from attention.neuron import query_key
+from attention.run import run_sentence
+from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
+from viz.efficient import fused_panel, gqa_change_grid
+from viz.heatmap import head_heatmap
+
+from .cache import MB, get_model, get_run, get_trace, store
+from .state import PRESETS, VIEWS, open_clicked_head
+from .views import font_size, sentence_patterns, show
+
+FUSED_BENCH = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
+ABLATION_MODES = {"Zero the head's output": "zero", "Uniform attention": "uniform"}
+
+
+# ---- computations, cached per model and input ------------------------------------------------------
+
+def comparison_sentences(text: str, text_b: str) -> list[tuple[str, str]]:
+    """The submitted sentence and the examples the app offers: the set the heads are compared over."""
+    pairs = [(text, text_b)] + [p for p in PRESETS.values() if p != (text, text_b)]
+    return pairs
+
+
+def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
+    def compute():
+        maps = []
+        for k, (text, text_b) in enumerate(pairs):
+            maps.append(get_run(source, text, text_b).attentions)
+            progress((k + 1) / (len(pairs) + 1), f"Ran {k + 1} of {len(pairs)} sentences")
+        distances = head_distances(maps)
+        return distances, embed_heads(distances, heads_per_layer=maps[0].shape[1])
+
+    return store("head-embeddings", 8, 20 * MB).get_or_compute((source, tuple(pairs)), compute)
+
+
+def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
+    """Attention flow from the input tokens into the positions after `layer` (T, T)."""
+    def compute():
+        attentions = as_attention_tuple(run.attentions[: layer + 1])
+        return attention_flow(attentions, progress=progress)
+
+    return store("flows", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def get_mlm_head(source: str):
+    model, _ = get_model(source)
+    return load_mlm_head(model)
+
+
+@st.cache_resource(max_entries=3, show_spinner=False)
+def get_grouped_model(source: str, num_kv_heads: int):
+    model, _ = get_model(source)
+    return to_grouped(model, num_kv_heads)
+
+
+def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
+    def compute():
+        _, tokenizer = get_model(source)
+        return run_sentence(get_grouped_model(source, num_kv_heads), tokenizer, text, text_b)
+
+    return store("grouped-runs", 16, 200 * MB).get_or_compute((source, num_kv_heads, text, text_b), compute)
+
+
+def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
+    def compute():
+        model, tokenizer = get_model(source)
+        mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
+        for layer, head in heads:
+            mask[layer, head] = 0.0
+        enc = run.encoded
+        return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
+                      ablation=mode, mlm_head=get_mlm_head(source), tokenizer=tokenizer)
+
+    return store("ablations", 16, 200 * MB).get_or_compute((source, text, text_b, heads, mode), compute)
+
+
+def progress_bar(label: str):
+    """A progress bar and the callback that moves it: fraction, optional text."""
+    bar = st.progress(0.0, text=label)
+
+    def update(fraction: float, text: str | None = None) -> None:
+        bar.progress(min(max(fraction, 0.0), 1.0), text=text or label)
+
+    return bar, update
+
+
+# ---- views -----------------------------------------------------------------------------------------
+
+def open_selected_row(frame_key: str, frame) -> None:
+    rows = st.session_state[frame_key].selection.get("rows", [])
+    if rows:
+        st.session_state.layer = int(frame.iloc[rows[0]]["layer"])
+        st.session_state.head = int(frame.iloc[rows[0]]["head"])
+        st.session_state.view = VIEWS["head"]
+
+
+def stats_view(run) -> None:
+    stats, labels = sentence_patterns(run)
+    st.caption("Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
+               "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
+               "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
+               "vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when previous+self+next get ≥ 0.5, block when a pair's "
+               "queries keep ≥ 0.8 within their sentence, broad when entropy ≥ 0.7 of a uniform row's, else "
+               "heterogeneous.")
+    frame = stats_frame(stats, labels)
+    counts = {name: int((labels == name).sum()) for name in np.unique(labels)}
+    st.write("Patterns: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    st.dataframe(frame, hide_index=True, key="stats_table", on_select=lambda: open_selected_row("stats_table", frame),
+                 selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
+
+    st.subheader("Heads compared across sentences")
+    pairs = comparison_sentences(*st.session_state.submitted)
+    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over this sentence and the "
+               f"{len(pairs) - 1} examples, laid out in 2-D by multidimensional scaling (as in Clark et al. 2019). "
+               "Nearby heads attend alike. Click a point to open the head.")
+    bar, update = progress_bar("Comparing heads…")
+    distances, embedding = head_map_embedding(st.session_state.source, pairs, update)
+    bar.empty()
+    n_heads = run.n_heads
+    index = np.arange(len(embedding.layer))
+    names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
+    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size())
+    show(fig, "head-embedding", key="embedding_chart", on_select=lambda: open_clicked_head("embedding_chart"),
+         selection_mode="points")
+
+
+def rollout_view(run) -> None:
+    layer, T = st.session_state.layer, len(run.tokens)
+    choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
+    raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
+    labels = run.tokens
+    if choice == "Rollout":
+        derived = rollout(as_attention_tuple(run.attentions))[layer, 0].numpy()
+        title = f"Rollout through layer {layer}"
+        st.caption("Rollout (Abnar & Zuidema 2020): each layer's head-averaged attention, with half the weight on "
+                   "the residual path (0.5·A + 0.5·I, rows renormalised), multiplied through the layers: how much "
+                   "each input token (column) reaches each position (row) after this layer. Rows sum to 1.")
+    else:
+        if T > FLOW_MAX_TOKENS:
+            st.info(f"Attention flow is offered up to {FLOW_MAX_TOKENS} tokens; this input has {T}. It solves one "
+                    f"max-flow problem for every pair of tokens ({T}² of them) on a graph of all layers' "
+                    f"positions, which takes minutes at this length. Rollout is shown instead.")
+            derived = rollout(as_attention_tuple(run.attentions))[layer, 0].numpy()
+            title = f"Rollout through layer {layer}"
+        else:
+            text, text_b = st.session_state.submitted
+            bar, update = progress_bar(f"Solving {T * T} max-flow problems…")
+            derived = flow_into(st.session_state.source, run, text, text_b, layer, update)
+            bar.empty()
+            title = f"Flow into layer {layer}"
+            st.caption("Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
+                       "position after this layer (row) through the layers' attention graph, capacities the same "
+                       "residual-added attention as rollout. Values in [0, 1]; rows are not normalised.")
+    show(attention_pair(raw, derived, labels, title, font_size=font_size()), f"rollout-layer{layer}")
+
+
+def query_key_view(run) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+    options = list(range(len(run.tokens)))
+    st.session_state.setdefault("qk_query", 0)
+    if st.session_state.qk_query not in options:
+        st.session_state.qk_query = 0
+    query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
+    trace = get_trace(st.session_state.source, (text,), text_b, layer)
+    qk = query_key(trace, head, query)
+    st.caption(f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "
+               f"every key vector, their elementwise product, the scaled score (sum of the product × "
+               f"{qk.scaling:.4f}) and the softmax probability per key.")
+    show(query_key_figure(qk, run.tokens, font_size=font_size()), f"query-key-l{layer}-h{head}")
+
+
+def ablation_view(run) -> None:
+    text, text_b = st.session_state.submitted
+    all_heads = [(layer, head) for layer in range(run.n_layers) for head in range(run.n_heads)]
+    st.session_state.setdefault("ablate_heads", [(st.session_state.layer, st.session_state.head)])
+    left, right = st.columns([3, 2])
+    heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
+    mode = right.radio("Ablation", list(ABLATION_MODES), key="ablate_mode", horizontal=True)
+    if not heads:
+        st.info("Pick one or more heads to ablate.")
+        return
+    result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), ABLATION_MODES[mode])
+    mask = np.zeros((run.n_layers, run.n_heads), dtype=bool)
+    for layer, head in heads:
+        mask[layer, head] = True
+    st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
+               "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
+               "the first ablated layer do not change.")
+    show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine, mask,
+                         font_size=font_size()), "ablation")
+    st.write(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
+             f"{result.embedding_cosine:.4f} to the original.")
+    if result.predictions is not None:
+        p = result.predictions
+        st.write(f"Top predictions for [MASK] at position {p.position}:")
+        rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
+                 "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
+        st.dataframe(rows, hide_index=True)
+    elif get_mlm_head(st.session_state.source) is None:
+        st.caption("This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
+                   "compare. Load one that has (for example bert-base-uncased) to see them.")
+    else:
+        st.caption("Put [MASK] in the sentence to see the model's top predictions before and after ablation.")
+
+
+def efficient_view(run) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+    options = [n for n in kv_head_options(run.n_heads) if n < run.n_heads] or [run.n_heads]
+    st.subheader("Grouped-query attention")
+    kv = st.select_slider("Key/value heads", options[::-1], value=options[len(options) // 2], key="gqa_kv",
+                          format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n))
+    st.caption(f"Each group of {run.n_heads // kv} consecutive query heads shares one key and one value head, "
+               "made by mean-pooling the group's key and value projections (how Ainslie et al. 2023 start "
+               "uptraining; no training here). Mean |Δ| of each head's map against the original:")
+    with st.spinner("Converting and running…"):
+        grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
+    show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size()), f"gqa-{kv}")
+    left, right = st.columns(2)
+    with left:
+        show(head_heatmap(run.attentions[layer, head], run.tokens, title=f"Original: layer {layer}, head {head}",
+                          font_size=font_size()), f"original-l{layer}-h{head}")
+    with right:
+        show(head_heatmap(grouped.attentions[layer, head], grouped.tokens,
+                          title=f"{kv} key/value heads: layer {layer}, head {head}", font_size=font_size()),
+             f"gqa{kv}-l{layer}-h{head}")
+    st.subheader("Explicit attention against a fused kernel")
+    try:
+        bench = json.loads(FUSED_BENCH.read_text())
+    except (OSError, ValueError):
+        st.info("No fused-kernel benchmark results yet: run python bench/fused.py.")
+        return
+    st.caption("Our attention materialises the (B, H, L, S) probabilities; PyTorch's fused "
+               "scaled_dot_product_attention never does. Numbers from bench/fused.py on the machine named.")
+    show(fused_panel(bench), "fused")
