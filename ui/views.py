@@ -84,9 +84,9 @@ def tokens_strip(run) -> None:
 
 
 def selectors(run) -> None:
-    left, mid, right = st.columns([3, 1, 1])
-    left.segmented_control("View", list(VIEWS.values()), key="view", required=True)
-    mid.selectbox("Layer", range(run.n_layers), key="layer")
+    st.segmented_control("View", list(VIEWS.values()), key="view", required=True)
+    left, right, _ = st.columns([1, 1, 4])
+    left.selectbox("Layer", range(run.n_layers), key="layer")
     right.selectbox("Head", range(run.n_heads), key="head")
 
 

@@ -1,6 +1,8 @@
 """Plotly figures of attention maps: arrays and tokens in, Figure out."""
 
+from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
 from viz.coref import flip_grid, head_grid, ranked_heads
+from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import head_heatmap, head_view
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
@@ -10,6 +12,13 @@ from viz.shapeflow import shape_flow, tensor_heatmap
 from viz.tokens import token_strip
 
 __all__ = [
+    "ablation_figure",
+    "attention_pair",
+    "fused_panel",
+    "gqa_change_grid",
+    "head_scatter",
+    "query_key_figure",
+    "stats_frame",
     "causal_mask_figure",
     "flip_grid",
     "head_grid",

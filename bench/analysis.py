@@ -1,0 +1,132 @@
+"""Time of each analysis view's work after the forward pass: computation and figure, per input size.
+
+    python bench/analysis.py [--model SOURCE] [--repeats 5] [--threads 2] [--flow-sizes 16 32 64]
+
+For a sentence of about 16 tokens (the target: every analysis within 1 s after the forward pass),
+each row is the median over `--repeats` of what the app does for that view once the sentence's run
+exists: the head statistics and pattern labels with their table; the head comparison over the
+app's example sentences (their forward passes included) with its 2-D map; rollout with its figure;
+the query·key panel (recording one layer's pass included); ablation of one head; the grouped-query
+conversion with its run and grid. Attention flow, the one slow analysis, is timed at each of
+`--flow-sizes` tokens (once each: it is deterministic and slow). bertviz, the tool the head and
+model views are compared with elsewhere, has none of these analyses, so there is no ratio to print.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from attention import encode, load_bert  # noqa: E402
+from attention.ablation import ablate  # noqa: E402
+from attention.analysis import (as_attention_tuple, attention_flow, embed_heads, head_distances,  # noqa: E402
+                                head_stats, pattern_labels, punctuation_mask, rollout)
+from attention.gqa import map_change, to_grouped  # noqa: E402
+from attention.neuron import query_key  # noqa: E402
+from attention.run import run_sentence  # noqa: E402
+from attention.trace import trace_layer  # noqa: E402
+from ui.state import PRESETS  # noqa: E402
+from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame  # noqa: E402
+from viz.efficient import gqa_change_grid  # noqa: E402
+
+SENTENCE = "The animal didn't cross the street because it was too tired."
+FILLER = " The trophy doesn't fit in the suitcase because it is too big, and the dog ran home."
+TARGET_S = 1.0
+
+
+def text_of(tokenizer, tokens: int) -> str:
+    """A text of exactly `tokens` tokens with [CLS] and [SEP]."""
+    words = (SENTENCE + FILLER * 8).split()
+    for n in range(1, len(words) + 1):
+        if len(tokenizer(" ".join(words[:n]))["input_ids"]) >= tokens:
+            return tokenizer.decode(tokenizer(" ".join(words[:n]))["input_ids"][1:tokens - 1])
+    raise ValueError(f"cannot build {tokens} tokens")
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: bundled MiniLM)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--flow-sizes", type=int, nargs="+", default=[16, 32, 64])
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load_bert(args.model)
+    text = text_of(tokenizer, 16)
+    run = run_sentence(model, tokenizer, text)
+    enc, L = run.encoded, len(run.tokens)
+    layer, head = model.config.num_hidden_layers // 2, 1
+
+    def stats_view():
+        stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+        return stats_frame(stats, pattern_labels(stats, L))
+
+    def comparison_view():
+        maps = [run.attentions] + [run_sentence(model, tokenizer, a, b).attentions for a, b in PRESETS.values()]
+        emb = embed_heads(head_distances(maps), heads_per_layer=run.n_heads)
+        n = len(emb.layer)
+        return head_scatter(emb.coords, emb.layer, np.arange(n) % run.n_heads)
+
+    def rollout_view():
+        derived = rollout(as_attention_tuple(run.attentions))[layer, 0].numpy()
+        return attention_pair(run.attentions[layer].mean(axis=0), derived, run.tokens, "rollout")
+
+    def query_key_view():
+        trace = trace_layer(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, layer=layer)
+        return query_key_figure(query_key(trace, head, L // 2), run.tokens)
+
+    def ablation_view():
+        mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
+        mask[layer, head] = 0
+        result = ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask)
+        return ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine, mask == 0)
+
+    def gqa_view():
+        grouped = run_sentence(to_grouped(model, run.n_heads // 3), tokenizer, text)
+        return gqa_change_grid(map_change(run.attentions, grouped.attentions), run.n_heads // 3)
+
+    forward = median_time(lambda: run_sentence(model, tokenizer, text), args.repeats)
+    print(f"model: {model.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
+          f"{platform.processor() or platform.machine()}; median of {args.repeats}")
+    print(f"sentence of {L} tokens; forward pass (tokenize + run) {forward * 1e3:.1f} ms")
+    print(f"{'view':<36} {'ms after forward':>17}  target <= {TARGET_S * 1e3:.0f} ms")
+    views = [("head statistics, patterns, table", stats_view),
+             (f"head comparison over {len(PRESETS) + 1} sentences", comparison_view),
+             ("rollout beside raw attention", rollout_view),
+             ("query·key panel (layer recorded)", query_key_view),
+             ("ablation of one head", ablation_view),
+             ("grouped-query conversion and run", gqa_view)]
+    for name, fn in views:
+        seconds = median_time(fn, args.repeats)
+        flag = "" if seconds <= TARGET_S else "  TARGET MISSED"
+        print(f"{name:<36} {seconds * 1e3:>17.1f}{flag}")
+
+    print("\nattention flow into the last layer (scipy max-flow, once per size)")
+    print(f"{'tokens':>7} {'max-flow problems':>18} {'s':>8}")
+    for tokens in args.flow_sizes:
+        sized = run_sentence(model, tokenizer, text_of(tokenizer, tokens))
+        start = time.perf_counter()
+        attention_flow(as_attention_tuple(sized.attentions), max_tokens=max(args.flow_sizes))
+        print(f"{tokens:>7} {tokens * tokens:>18} {time.perf_counter() - start:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
