@@ -124,3 +124,28 @@ def test_analysis_views_survive_the_url():
         at = start(view=view)
         no_errors(at)
         assert at.query_params["view"] == view
+
+
+def test_ablation_shows_mask_predictions_for_a_checkpoint_with_an_mlm_head(tmp_path):
+    from attention import load_bert
+    from attention.mlm import load_mlm_head
+
+    from conftest import make_tiny
+
+    folder = make_tiny(tmp_path / "mlm", "BertForMaskedLM")
+    at = start(view="ablation", layer="1", head="2")
+    at.text_input(key="model_input").input(str(folder))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    submit(at, "the cat sat on the [MASK] .")
+    no_errors(at)
+    model, tokenizer = load_bert(str(folder))
+    enc = tokenizer("the cat sat on the [MASK] .", return_tensors="pt")
+    mask = np.ones((2, 4), dtype=np.float32)
+    mask[1, 2] = 0
+    expected = ablate(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], head_mask=mask,
+                      mlm_head=load_mlm_head(model), tokenizer=tokenizer)
+    table = at.dataframe[-1].value
+    assert list(table["before"]) == [token for token, _ in expected.predictions.before]
+    assert list(table["after"]) == [token for token, _ in expected.predictions.after]
+    np.testing.assert_allclose(table["p after"], [round(p, 4) for _, p in expected.predictions.after], atol=1e-4)
