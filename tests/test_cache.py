@@ -53,3 +53,46 @@ def test_get_or_compute_computes_once_and_is_thread_safe():
     for t in threads:
         t.join()
     assert len(s.items) == 50
+
+
+def test_a_budget_bounds_every_store_together_dropping_the_least_recent_anywhere():
+    from ui.cache import Budget
+
+    budget = Budget(max_bytes=2000, slots=2)
+    runs, traces = BoundedStore(10, 10**9, budget), BoundedStore(10, 10**9, budget)
+    runs.put("a", np.zeros(100))  # 800 bytes each
+    traces.put("b", np.zeros(100))
+    runs.get("a")  # a is now more recent than b
+    traces.put("c", np.zeros(100))  # 2400 bytes in all: b, the least recently used anywhere, goes
+    assert traces.get("b") is None and runs.get("a") is not None and traces.get("c") is not None
+    assert budget.total_bytes == 1600
+    runs.put("big", np.zeros(1000))  # alone over the budget: kept, everything else goes
+    assert list(runs.items) == ["big"] and not traces.items
+
+
+def test_compute_slots_bound_concurrent_computations_and_allow_nesting():
+    import time
+
+    from ui.cache import Budget
+
+    budget = Budget(max_bytes=10**9, slots=2)
+    outer, inner = BoundedStore(50, 10**9, budget), BoundedStore(50, 10**9, budget)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def compute(i):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        value = inner.get_or_compute(("inner", i), lambda: np.ones(1))  # nested: reuses the slot
+        with lock:
+            running[0] -= 1
+        return value
+
+    threads = [threading.Thread(target=outer.get_or_compute, args=(i, lambda i=i: compute(i))) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)  # no deadlock
+    assert peak[0] == 2 and len(outer.items) == 6

@@ -3,6 +3,8 @@ once per process, results per input in stores bounded both in entries and in byt
 room full of people cannot grow the server's memory without limit."""
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import threading
 from collections import OrderedDict
@@ -17,6 +19,9 @@ from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
 MB = 1024 * 1024
+TOTAL_MAX_BYTES = 600 * MB  # every store's results together
+COMPUTE_SLOTS = 2  # results computed at once (the cores of the machine the targets are set for)
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
 
 def size_of(value: Any) -> int:
@@ -34,46 +39,124 @@ def size_of(value: Any) -> int:
     return 0
 
 
-class BoundedStore:
-    """Least recently used results, at most `max_entries` of them and `max_bytes` in all (the newest
-    is always kept). Thread-safe; two sessions asking for the same new key may both compute it."""
+class Budget:
+    """What the stores share: one lock, a byte limit over all of them together, and a few compute
+    slots. A result is computed in a slot (COMPUTE_SLOTS at once, the machine's cores), so a room
+    submitting long inputs together holds a few forward passes' buffers at a time, not one per
+    person; the others wait their turn, which costs them no time the cores had to spare."""
 
-    def __init__(self, max_entries: int, max_bytes: int):
-        self.max_entries, self.max_bytes = max_entries, max_bytes
-        self.items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self.lock = threading.Lock()
+    def __init__(self, max_bytes: int, slots: int):
+        self.max_bytes = max_bytes
+        self.lock = threading.RLock()
+        self.stores: list[BoundedStore] = []
+        self.tick = 0
+        self.slots = threading.BoundedSemaphore(slots)
+        self.held = threading.local()  # slots this thread holds: a computation inside another reuses it
+
+    def next_tick(self) -> int:
+        self.tick += 1
+        return self.tick
 
     @property
     def total_bytes(self) -> int:
-        return sum(size for _, size in self.items.values())
+        return sum(store.total_bytes for store in self.stores)
+
+    def evict(self, keep) -> None:
+        """Drop the least recently used results of any store until all fit (never `keep`)."""
+        while self.total_bytes > self.max_bytes:
+            oldest = [(next(iter(store.items.values()))[2], store) for store in self.stores
+                      if store.items and (store, next(iter(store.items))) != keep]  # (last use, store)
+            if not oldest:
+                return
+            min(oldest, key=lambda pair: pair[0])[1].items.popitem(last=False)
+
+    @contextlib.contextmanager
+    def slot(self):
+        depth = getattr(self.held, "depth", 0)
+        if depth == 0:
+            self.slots.acquire()
+        self.held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self.held.depth = depth
+            if depth == 0:
+                self.slots.release()
+
+
+class BoundedStore:
+    """Least recently used results, at most `max_entries` of them and `max_bytes` in all (the newest
+    is always kept); with a `budget`, also within the budget's bytes over every store sharing it.
+    Thread-safe; two sessions asking for the same new key may both compute it."""
+
+    def __init__(self, max_entries: int, max_bytes: int, budget: Budget | None = None):
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.budget = budget
+        self.items: OrderedDict[Any, tuple[Any, int, int]] = OrderedDict()  # key: (value, bytes, last use)
+        self.lock = budget.lock if budget else threading.RLock()
+        self.tick = 0
+        if budget:
+            budget.stores.append(self)
+
+    def _next_tick(self) -> int:
+        if self.budget:
+            return self.budget.next_tick()
+        self.tick += 1
+        return self.tick
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size, _ in self.items.values())
 
     def get(self, key):
         with self.lock:
             if key not in self.items:
                 return None
+            value, size, _ = self.items[key]
+            self.items[key] = (value, size, self._next_tick())
             self.items.move_to_end(key)
-            return self.items[key][0]
+            return value
 
     def put(self, key, value) -> None:
         size = size_of(value)
         with self.lock:
-            self.items[key] = (value, size)
+            self.items[key] = (value, size, self._next_tick())
             self.items.move_to_end(key)
             while len(self.items) > 1 and (len(self.items) > self.max_entries or self.total_bytes > self.max_bytes):
                 self.items.popitem(last=False)
+            if self.budget:
+                self.budget.evict(keep=(self, key))
 
     def get_or_compute(self, key, compute: Callable[[], Any]):
         value = self.get(key)
         if value is None:
-            value = compute()
+            with self.budget.slot() if self.budget else contextlib.nullcontext():
+                value = compute()
             self.put(key, value)
         return value
 
 
+def return_freed_memory() -> None:
+    """Have glibc's malloc serve every block of 1 MB or more by mmap, so a freed result's memory goes
+    back to the system. By default the threshold climbs (up to 32 MB) once such a block is freed,
+    and arrays below it are then carved from heaps that seldom shrink: the process keeps the peak."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 1 << 20)
+    except (OSError, AttributeError):  # not glibc: nothing to set
+        pass
+
+
+@st.cache_resource(show_spinner=False)
+def budget() -> Budget:
+    """One per process, shared by every store."""
+    return_freed_memory()
+    return Budget(TOTAL_MAX_BYTES, COMPUTE_SLOTS)
+
+
 @st.cache_resource(show_spinner=False)
 def store(name: str, max_entries: int, max_bytes: int) -> BoundedStore:
-    """One store per name and process."""
-    return BoundedStore(max_entries, max_bytes)
+    """One store per name and process, within the process's shared budget."""
+    return BoundedStore(max_entries, max_bytes, budget())
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
