@@ -231,7 +231,8 @@ def _js_distance_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(0.5 * (kl(p) + kl(q)), 0.0))
 
 
-def head_distances(maps_per_sentence: Sequence[np.ndarray]) -> np.ndarray:
+def head_distances(maps_per_sentence: Sequence[np.ndarray],
+                   progress: Callable[[float], None] | None = None) -> np.ndarray:
     """Jensen-Shannon distance between every two heads, over a set of sentences.
 
     Each item is one sentence's (n_layers, H, L_s, L_s) array; lengths may differ, layers and
@@ -239,13 +240,14 @@ def head_distances(maps_per_sentence: Sequence[np.ndarray]) -> np.ndarray:
     distribution over keys; the distance is the base-2 Jensen-Shannon distance (the square root
     of the divergence, as scipy.spatial.distance.jensenshannon(p, q, base=2)) between their rows,
     averaged over the rows of a sentence and then over sentences. Returns a symmetric
-    (n_heads_total, n_heads_total) array in [0, 1] with zeros on the diagonal.
+    (n_heads_total, n_heads_total) array in [0, 1] with zeros on the diagonal. `progress`, if
+    given, is called with the fraction done after each head of each sentence.
     """
     if not maps_per_sentence:
         raise ValueError("head_distances needs at least one sentence")
     shape = maps_per_sentence[0].shape[:2]
     total = np.zeros((shape[0] * shape[1],) * 2)
-    for attn in maps_per_sentence:
+    for k, attn in enumerate(maps_per_sentence):
         if attn.ndim != 4 or attn.shape[:2] != shape or attn.shape[2] != attn.shape[3]:
             raise ValueError(f"every sentence needs an (n_layers, H, L, L) array with (n_layers, H) = "
                              f"{shape}, got {attn.shape}")
@@ -254,6 +256,8 @@ def head_distances(maps_per_sentence: Sequence[np.ndarray]) -> np.ndarray:
             d = _js_distance_rows(heads[a], heads[a:]).mean(axis=-1)  # (N - a,) mean over rows
             total[a, a:] += d
             total[a:, a] += d
+            if progress is not None:
+                progress((k * len(heads) + a + 1) / (len(maps_per_sentence) * len(heads)))
     return total / len(maps_per_sentence)
 
 
@@ -281,7 +285,8 @@ def embed_heads(distances: np.ndarray, dims: int = 2, *, heads_per_layer: int) -
     B = -0.5 * J @ (D ** 2) @ J  # (n, n)
     values, vectors = np.linalg.eigh(B)  # ascending
     top = np.argsort(values)[::-1][:dims]
-    coords = vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))  # (n, dims)
+    coords = np.zeros((n, dims))  # fewer heads than dims: the missing axes stay 0
+    coords[:, :len(top)] = vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))  # (n, dims)
     signs = np.sign(coords[np.abs(coords).argmax(axis=0), np.arange(coords.shape[1])])
     coords = coords * np.where(signs == 0, 1.0, signs)
     return HeadEmbedding(coords, np.arange(n) // heads_per_layer)

@@ -66,6 +66,9 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
     has_bias = attention.k_proj.bias is not None
     new = MultiHeadAttention(attention.d_model, H, num_kv_heads=num_kv_heads, dropout=attention.dropout,
                              bias=has_bias)
+    new.scaling = attention.scaling  # a checkpoint's own factor on Q·Kᵀ, if it differs from 1/√d
+    weight = attention.q_proj.weight
+    new.to(device=weight.device, dtype=weight.dtype)
     state = {}
     for name in ("q_proj", "o_proj"):
         for kind, tensor in getattr(attention, name).state_dict().items():

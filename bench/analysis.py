@@ -14,6 +14,7 @@ model views are compared with elsewhere, has none of these analyses, so there is
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -106,6 +107,7 @@ def main() -> None:
     forward = median_time(lambda: run_sentence(model, tokenizer, text), args.repeats)
     print(f"model: {model.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
           f"{platform.processor() or platform.machine()}; median of {args.repeats}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the start: on a busy machine every figure grows")
     print(f"sentence of {L} tokens; forward pass (tokenize + run) {forward * 1e3:.1f} ms")
     print(f"{'view':<36} {'ms after forward':>17}  target <= {TARGET_S * 1e3:.0f} ms")
     views = [("head statistics, patterns, table", stats_view),
@@ -126,6 +128,7 @@ def main() -> None:
         start = time.perf_counter()
         attention_flow(as_attention_tuple(sized.attentions), max_tokens=max(args.flow_sizes))
         print(f"{tokens:>7} {tokens * tokens:>18} {time.perf_counter() - start:>8.2f}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -311,3 +311,16 @@ def test_head_patterns_on_the_default_sentence(minilm):
     assert set(labels.ravel()) <= set(PATTERNS)
     # MiniLM sends much of its attention to [CLS] and [SEP]: many heads are sinks
     assert (labels == "vertical").sum() >= 1
+
+
+def test_embedding_of_fewer_heads_than_dimensions_pads_with_zeros():
+    emb = embed_heads(np.zeros((1, 1)), dims=2, heads_per_layer=1)
+    assert emb.coords.shape == (1, 2) and not emb.coords.any()
+
+
+def test_head_distances_reports_progress_up_to_one():
+    rng = np.random.default_rng(0)
+    maps = [rng.dirichlet(np.ones(4), size=(2, 3, 4)) for _ in range(2)]
+    seen = []
+    head_distances(maps, progress=seen.append)
+    assert len(seen) == 2 * 6 and seen == sorted(seen) and seen[-1] == 1.0

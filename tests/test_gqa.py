@@ -1,4 +1,5 @@
 """Grouped-query conversion of a trained model, the per-head map change, and their figures."""
+import copy
 import json
 from pathlib import Path
 
@@ -255,3 +256,16 @@ def test_fused_panel_of_the_recorded_benchmark():
     explicit_time = next(t for t in fig.data if t.name.startswith("explicit") and t.xaxis == "x")
     assert list(explicit_time.y) == [row["explicit_ms"] for row in sorted(bench["rows"], key=lambda r: r["tokens"])]
     assert bench["machine"]["cpu"].split()[0] in fig.layout.title.subtitle.text
+
+
+def test_conversion_keeps_a_layer_s_own_scaling(minilm):
+    model, tokenizer = minilm
+    changed = copy.deepcopy(model)
+    changed.layers[0].attention.scaling = 0.5
+    enc = encode(tokenizer, "The cat sat on the mat.")
+    with torch.inference_mode():
+        before = changed(enc.input_ids, enc.attention_mask, enc.token_type_ids)
+        after = to_grouped(changed, changed.config.num_attention_heads)(enc.input_ids, enc.attention_mask,
+                                                                          enc.token_type_ids)
+    assert to_grouped(changed, 4).layers[0].attention.scaling == 0.5
+    assert torch.equal(before.last_hidden_state, after.last_hidden_state)

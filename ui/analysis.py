@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from attention import ModelLoadError
 from attention.ablation import ablate
 from attention.analysis import (FLOW_MAX_TOKENS, as_attention_tuple, attention_flow, embed_heads, head_distances,
                                 rollout)
 from attention.gqa import kv_head_options, map_change, to_grouped
-from attention.mlm import load_mlm_head
+from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.neuron import query_key
 from attention.run import run_sentence
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
@@ -22,18 +23,20 @@ from viz.heatmap import head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
 from .state import PRESETS, VIEWS, open_clicked_head
-from .views import font_size, sentence_patterns, show
+from .views import font_size, plain, sentence_patterns, show
 
 FUSED_BENCH = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
+COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
 ABLATION_MODES = {"Zero the head's output": "zero", "Uniform attention": "uniform"}
 
 
 # ---- computations, cached per model and input ------------------------------------------------------
 
-def comparison_sentences(text: str, text_b: str) -> list[tuple[str, str]]:
-    """The submitted sentence and the examples the app offers: the set the heads are compared over."""
-    pairs = [(text, text_b)] + [p for p in PRESETS.values() if p != (text, text_b)]
-    return pairs
+def comparison_sentences(text: str, text_b: str, n_tokens: int) -> list[tuple[str, str]]:
+    """The examples the app offers and the submitted sentence, unless it is longer than
+    COMPARE_MAX_TOKENS: the set the heads are compared over."""
+    pairs = [p for p in PRESETS.values() if p != (text, text_b)]
+    return ([(text, text_b)] if n_tokens <= COMPARE_MAX_TOKENS else []) + pairs
 
 
 def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
@@ -41,11 +44,19 @@ def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
         maps = []
         for k, (text, text_b) in enumerate(pairs):
             maps.append(get_run(source, text, text_b).attentions)
-            progress((k + 1) / (len(pairs) + 1), f"Ran {k + 1} of {len(pairs)} sentences")
-        distances = head_distances(maps)
+            progress(0.2 * (k + 1) / len(pairs), f"Ran {k + 1} of {len(pairs)} sentences")
+        distances = head_distances(maps, progress=lambda done: progress(0.2 + 0.8 * done, "Comparing heads…"))
         return distances, embed_heads(distances, heads_per_layer=maps[0].shape[1])
 
     return store("head-embeddings", 8, 20 * MB).get_or_compute((source, tuple(pairs)), compute)
+
+
+def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
+    """Rollout through `layer` (T, T), cached: about 0.3 s at 512 tokens."""
+    def compute():
+        return rollout(as_attention_tuple(run.attentions[: layer + 1]))[-1, 0].numpy()
+
+    return store("rollouts", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
 
 
 def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
@@ -58,12 +69,20 @@ def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) ->
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
-def get_mlm_head(source: str):
+def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
+    """The checkpoint's masked-LM head, or None and why not (no head, or one that does not load)."""
     model, _ = get_model(source)
-    return load_mlm_head(model)
+    try:
+        head = load_mlm_head(model)
+    except ModelLoadError as err:
+        return None, f"This checkpoint's masked-LM head does not load, so there are no [MASK] guesses: {err}"
+    if head is None:
+        return None, ("This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
+                      "compare. Load one that has (for example bert-base-uncased) to see them.")
+    return head, None
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)  # a whole model's copy: one at a time
 def get_grouped_model(source: str, num_kv_heads: int):
     model, _ = get_model(source)
     return to_grouped(model, num_kv_heads)
@@ -85,7 +104,7 @@ def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[in
             mask[layer, head] = 0.0
         enc = run.encoded
         return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
-                      ablation=mode, mlm_head=get_mlm_head(source), tokenizer=tokenizer)
+                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer)
 
     return store("ablations", 16, 200 * MB).get_or_compute((source, text, text_b, heads, mode), compute)
 
@@ -125,9 +144,11 @@ def stats_view(run) -> None:
                  selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
 
     st.subheader("Heads compared across sentences")
-    pairs = comparison_sentences(*st.session_state.submitted)
-    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over this sentence and the "
-               f"{len(pairs) - 1} examples, laid out in 2-D by multidimensional scaling (as in Clark et al. 2019). "
+    pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))
+    over = (f"this sentence and the {len(pairs) - 1} examples" if len(run.tokens) <= COMPARE_MAX_TOKENS else
+            f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
+            "a long time, so it is left out)")
+    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by multidimensional scaling (as in Clark et al. 2019). "
                "Nearby heads attend alike. Click a point to open the head.")
     bar, update = progress_bar("Comparing heads…")
     distances, embedding = head_map_embedding(st.session_state.source, pairs, update)
@@ -142,11 +163,12 @@ def stats_view(run) -> None:
 
 def rollout_view(run) -> None:
     layer, T = st.session_state.layer, len(run.tokens)
+    text, text_b = st.session_state.submitted
     choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
     raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
     labels = run.tokens
     if choice == "Rollout":
-        derived = rollout(as_attention_tuple(run.attentions))[layer, 0].numpy()
+        derived = rollout_at(st.session_state.source, run, text, text_b, layer)
         title = f"Rollout through layer {layer}"
         st.caption("Rollout (Abnar & Zuidema 2020): each layer's head-averaged attention, with half the weight on "
                    "the residual path (0.5·A + 0.5·I, rows renormalised), multiplied through the layers: how much "
@@ -154,12 +176,12 @@ def rollout_view(run) -> None:
     else:
         if T > FLOW_MAX_TOKENS:
             st.info(f"Attention flow is offered up to {FLOW_MAX_TOKENS} tokens; this input has {T}. It solves one "
-                    f"max-flow problem for every pair of tokens ({T}² of them) on a graph of all layers' "
-                    f"positions, which takes minutes at this length. Rollout is shown instead.")
-            derived = rollout(as_attention_tuple(run.attentions))[layer, 0].numpy()
+                    f"max-flow problem for every pair of tokens ({T * T:,} of them) on a graph of all layers' "
+                    f"positions: about 7 s at {FLOW_MAX_TOKENS} tokens here, and the time grows faster than T², "
+                    f"to minutes at this length. Rollout is shown instead.")
+            derived = rollout_at(st.session_state.source, run, text, text_b, layer)
             title = f"Rollout through layer {layer}"
         else:
-            text, text_b = st.session_state.submitted
             bar, update = progress_bar(f"Solving {T * T} max-flow problems…")
             derived = flow_into(st.session_state.source, run, text, text_b, layer, update)
             bar.empty()
@@ -190,6 +212,10 @@ def ablation_view(run) -> None:
     text, text_b = st.session_state.submitted
     all_heads = [(layer, head) for layer in range(run.n_layers) for head in range(run.n_heads)]
     st.session_state.setdefault("ablate_heads", [(st.session_state.layer, st.session_state.head)])
+    gone = [h for h in st.session_state.ablate_heads if h not in all_heads]
+    if gone:  # chosen on a bigger model
+        st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
+        st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{l} H{h}" for l, h in gone))
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
     mode = right.radio("Ablation", list(ABLATION_MODES), key="ablate_mode", horizontal=True)
@@ -213,9 +239,8 @@ def ablation_view(run) -> None:
         rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
                  "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
         st.dataframe(rows, hide_index=True)
-    elif get_mlm_head(st.session_state.source) is None:
-        st.caption("This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
-                   "compare. Load one that has (for example bert-base-uncased) to see them.")
+    elif get_mlm_head(st.session_state.source)[0] is None:
+        st.caption(plain(get_mlm_head(st.session_state.source)[1]))
     else:
         st.caption("Put [MASK] in the sentence to see the model's top predictions before and after ablation.")
 
