@@ -145,3 +145,66 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
     page.locator("input[type=file]").set_input_files(str(good))
     page.wait_for_function("() => document.body.innerText.includes('2 examples from mini.jsonl')", timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+# ---- hostile input, as a room of people would type it ----------------------------------------------
+
+HOSTILE = {
+    "html and script": '<script>document.title="pwned"</script> <img src=x onerror="document.title=\'pwned\'">',
+    "markdown and latex": "**x** [a](javascript:alert(1)) $$\\frac{a}{b}$$",
+    "zero-width and right-to-left override": "The\u200b animal\u202e didn't\u200d cross.",
+    "control characters": "The\x07 animal\x1b cross\x7f.",
+    "emoji": "I love 😍 attention!",
+    "cjk": "東京 is big",
+}
+
+
+def page_is_clean(page, dialogs: list) -> None:
+    """Nothing the sentence held ran or became markup, and no traceback reached the page."""
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.title() != "pwned" and dialogs == []
+    assert page.locator("img[src=x], a[href^='javascript'], strong:has-text('x')").count() == 0
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_sentence_shows_its_own_tokens_as_text(page, minilm, name):
+    from attention import encode
+
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    open_view(page, "Head")
+    run_sentence(page, HOSTILE[name])
+    typed = page.get_by_label("Sentence", exact=True).input_value()
+    expected = encode(minilm[1], typed).tokens
+    page.wait_for_function(f"(want) => JSON.stringify(({HEAD_LABELS})()) === JSON.stringify(want)",
+                           arg=expected, timeout=60_000)
+    page.wait_for_timeout(300)
+    page_is_clean(page, dialogs)
+
+
+@pytest.mark.parametrize("text", ["", "  \n\t  "])
+def test_empty_sentence_is_a_prompt_in_the_browser(page, text):
+    run_sentence(page, text)
+    page.wait_for_function("() => document.body.innerText.includes('Type a sentence above')", timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.get_by_label("Sentence", exact=True).input_value() == text  # what was typed stays
+
+
+def test_six_thousand_words_are_truncated_in_the_browser(page):
+    run_sentence(page, "word " * 6000)
+    page.wait_for_function("() => document.body.innerText.includes('6002 tokens')", timeout=120_000)
+    assert "512" in page.inner_text("body")
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_bad_link_parameters_are_clamped_with_notices(page):
+    other = page.context.browser.new_page(viewport={"width": 1500, "height": 1100})
+    other.goto(page.app_url + "?s=" + "a" * 100_000 + "&layer=99&head=-3&view=bogus")
+    other.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    wait_settled(other)
+    body = other.inner_text("body")
+    for notice in ("longer than 20,000 characters", "Unknown view in the link", "head is not a number",
+                   "Layer 99 does not exist"):
+        assert notice in body
+    assert "Layer 5, head 0" in body and other.locator('[data-testid="stException"]').count() == 0
+    other.close()
