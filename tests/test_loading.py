@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -231,3 +232,43 @@ def test_built_model_has_no_transformers_classes():
         assert "from transformers import Bert" not in source and "modeling_bert" not in source
     assert all(not type(m).__module__.startswith("transformers") for m in BertModel(BertConfig(
         hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8, vocab_size=10)).modules())
+
+
+def files_under(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*") if p.is_file()}
+
+
+def test_bad_sources_write_nothing_outside_the_cache(tmp_path):
+    """Each bad source, loaded in a fresh process whose home, temp and working folders are watched:
+    one clear error each, and no file created or changed anywhere but the caches."""
+    sources = tmp_path / "sources"
+    (sources / "no-config").mkdir(parents=True)
+    (sources / "roberta").mkdir()
+    (sources / "roberta" / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    truncated = make_tiny(sources / "truncated")
+    data = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+    evil = make_tiny(sources / "evil", safe=False)
+    torch.save({"embeddings.word_embeddings.weight": _CreatesFile(str(tmp_path / "pwned"))}, evil / "pytorch_model.bin")
+    names = [str(sources / "missing"), str(sources / "no-config"), str(sources / "roberta"), str(truncated),
+             str(evil), "bert-base-uncased"]
+    home, work = tmp_path / "home", tmp_path / "work"
+    for folder in (home, work, home / "tmp"):
+        folder.mkdir(parents=True, exist_ok=True)
+    before = files_under(tmp_path)
+    code = ("import sys\nfrom attention import load_bert, ModelLoadError\n"
+            "for name in sys.argv[1:]:\n"
+            "    try:\n        load_bert(name)\n        print('LOADED', name)\n"
+            "    except ModelLoadError as e:\n        print('ERROR:', str(e).splitlines()[0])\n")
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp"), "HF_HOME": str(home / "cache" / "hf"),
+           "XDG_CACHE_HOME": str(home / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    run = subprocess.run([sys.executable, "-c", code, *names], cwd=work, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == len(names) and all(line.startswith("ERROR:") for line in lines), run.stdout
+    after = files_under(tmp_path)
+    changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
+    assert {p for p in changed if not p.startswith("home/cache/")} == set()
