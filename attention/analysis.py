@@ -18,8 +18,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
 
 FLOW_MAX_TOKENS = 64
 # scipy's max-flow takes integer capacities: attention weights become multiples of 2**-30
@@ -72,9 +70,11 @@ def as_attention_tuple(attn: np.ndarray) -> tuple[torch.Tensor, ...]:
     return tuple(torch.from_numpy(np.array(layer))[None] for layer in attn)
 
 
-def _flow_graph(capacity: np.ndarray) -> csr_matrix:
+def _flow_graph(capacity: np.ndarray):
     """Nodes l·T + p for layer l = 0..n_layers and position p; an edge from (l, j) to (l+1, i) with
-    capacity[l, i, j]. `capacity` is an integer (n_layers, T, T) array."""
+    capacity[l, i, j]. `capacity` is an integer (n_layers, T, T) array; returns a scipy sparse matrix."""
+    from scipy.sparse import csr_matrix  # scipy is imported when flow is asked for: it slows the app's start
+
     n_layers, T, _ = capacity.shape
     i, j = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")  # (T, T) each: row i, column j
     tails = np.concatenate([(layer * T + j).ravel() for layer in range(n_layers)])
@@ -115,6 +115,8 @@ def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers:
     if not -B <= batch < B:
         raise ValueError(f"batch index {batch} is out of range for a batch of {B}")
     # every capacity is at most 1, and no flow exceeds the capacity into its sink (about 1): int32 fits
+    from scipy.sparse.csgraph import maximum_flow
+
     capacity = np.round(A[:, batch].double().cpu().numpy() / _FLOW_GRID).astype(np.int32)
     graph = _flow_graph(capacity)
     sinks = range(1, n_layers + 1) if layers == "all" else [n_layers]

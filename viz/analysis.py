@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
@@ -14,7 +13,9 @@ from plotly.subplots import make_subplots
 from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels
 
-if TYPE_CHECKING:  # for the annotation only: viz needs no torch at run time
+if TYPE_CHECKING:  # for the annotations only: viz needs no torch at run time, pandas only for the table
+    import pandas as pd
+
     from attention.neuron import QueryKey
 
 DIVERGING = "RdBu_r"  # vector components and products: red above zero, blue below, white at zero
@@ -302,7 +303,7 @@ def _ablation_layout(fig: go.Figure, n_layers: int, n_heads: int, cell_px: int, 
 
 # ---- a sortable table of the heads -----------------------------------------------------------------
 
-def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) -> pd.DataFrame:
+def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) -> "pd.DataFrame":
     """One row per head (layer-major) with its layer, head, pattern (when labels are given) and
     each statistic of attention.analysis.head_stats, in the dict's order, rounded to
     STAT_DECIMALS places. Every statistic, and labels, is (n_layers, H)."""
@@ -319,6 +320,8 @@ def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) 
     if labels is not None:
         columns["pattern"] = np.asarray(labels, dtype=str).ravel()
     columns.update({name: values.ravel().round(STAT_DECIMALS) for name, values in arrays.items()})
+    import pandas as pd  # here, not at the top: it adds about 0.4 s to the app's cold start
+
     return pd.DataFrame(columns)
 
 
