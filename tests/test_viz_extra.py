@@ -70,9 +70,11 @@ def test_token_strip_colours_boxes_by_segment_and_marks_special_tokens():
         colour, _ = box_of(fig, i)
         assert colour == (SPECIAL[0] if special else expected[segment]), PAIR[i]
     assert len({SEGMENT_A[0], SEGMENT_B[0], SPECIAL[0]}) == 3
-    assert legend_colours(fig) == {
-        "segment A": SEGMENT_A[0], "segment B": SEGMENT_B[0], "[CLS] / [SEP]": SPECIAL[0]
+    key = next(a.text for a in fig.layout.annotations if "■" in a.text)
+    assert dict((name, colour) for colour, name in re.findall(r'color:(#\w+)">■</span> ([^<]+?)(?:   |$)', key)) == {
+        "segment A": SEGMENT_A[1], "segment B": SEGMENT_B[1], "[CLS] / [SEP]": SPECIAL[1]
     }
+    assert not fig.layout.showlegend
     assert len(boxes(fig)) == len(PAIR)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEGMENT_A, SEGMENT_B, SPECIAL, base_layout, clean_axis, legend_swatch
+from viz._style import SEGMENT_A, SEGMENT_B, SPECIAL, base_layout, clean_axis
 from viz._text import escape
 
 ROW_PX = 1000  # widest row before wrapping
@@ -23,7 +23,7 @@ GAP_PX = 6  # between boxes of different words
 EDGE_PX = 2  # around the strip, so outlines at its edges are not clipped
 CHAR_WIDTH = 0.62  # average glyph width as a fraction of the font size
 CONTINUATION = "##"
-KINDS = {  # kind: (legend name, (fill, outline))
+KINDS = {  # kind: (name in the colour key, (fill, outline))
     "A": ("segment A", SEGMENT_A),
     "B": ("segment B", SEGMENT_B),
     "special": ("[CLS] / [SEP]", SPECIAL),
@@ -94,8 +94,7 @@ def token_strip(
     for kind, (name, colours) in KINDS.items():
         mask = np.array([k == kind for k in kinds], dtype=bool)
         if mask.any():
-            traces += [_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours),
-                       legend_swatch(name, *colours, sizes.font)]
+            traces.append(_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours))
     traces += [
         _text("piece", centre_x, top + sizes.pad / 2 + sizes.font * 0.7,
               _show_pieces(pieces, attached), sizes.font, "#1a1a1a",
@@ -106,7 +105,8 @@ def token_strip(
               sizes.small, "#8a8a8a"),
     ]
     n_rows = int(row.max()) + 1 if n else 1
-    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes))
+    present = [kind for kind in KINDS if kind in kinds]
+    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present))
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
@@ -217,7 +217,13 @@ def _text(name: str, x, y, texts: list[str], size: int, colour: str, hovers=None
     )
 
 
-def _layout(content_px: float, n_rows: int, sizes: Sizes) -> dict:
+def colour_key(kinds: Sequence[str]) -> str:
+    """The colour key written above the strip: a square in each present kind's outline colour and its
+    name. One text, not a plotly legend: the legend costs the browser about 70 ms on every new input."""
+    return "   ".join(f'<span style="color:{KINDS[kind][1][1]}">■</span> {KINDS[kind][0]}' for kind in kinds)
+
+
+def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str]) -> dict:
     """One data unit per pixel: the plot area is exactly the strip's size."""
     legend_px = round(sizes.font * 2.6)
     caption_px = round(sizes.small * 2.2)
@@ -231,11 +237,11 @@ def _layout(content_px: float, n_rows: int, sizes: Sizes) -> dict:
         annotations=[
             dict(text=CAPTION, x=0, xref="paper", xanchor="left", y=0, yref="paper",
                  yanchor="top", yshift=-4, showarrow=False,
-                 font=dict(size=sizes.small, color="#6b6b6b"))
+                 font=dict(size=sizes.small, color="#6b6b6b")),
+            dict(text=colour_key(kinds), x=0, xref="paper", xanchor="left", y=1, yref="paper",
+                 yanchor="bottom", yshift=6, showarrow=False, font=dict(size=sizes.font, color="#1a1a1a")),
         ],
-        showlegend=True,
-        legend=dict(orientation="h", x=0, xanchor="left", y=1, yanchor="bottom",
-                    itemclick=False, itemdoubleclick=False),
+        showlegend=False,
         xaxis=clean_axis(visible=False, range=[-EDGE_PX, np.ceil(width) + EDGE_PX],
                          fixedrange=True, automargin=False),
         yaxis=clean_axis(visible=False, range=[np.ceil(height) + EDGE_PX, -EDGE_PX],
