@@ -8,11 +8,12 @@ import logging
 
 import streamlit as st
 
-from ui.cache import get_model, get_run
+from ui.cache import LOADED, get_model, get_run
 from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
 from ui.coref import coref_view
 from ui.state import VIEWS, clamp_selection, init_from_url, write_url
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
+from viz._style import message_figure
 
 log = logging.getLogger("attention-app")
 
@@ -32,9 +33,14 @@ def main() -> None:
     switch.toggle("Presentation mode", key="present")
     if st.session_state.present:
         st.html(PRESENTATION_CSS)
-    else:
+    loading = st.empty()
+    if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
+        # a chart now lets the browser fetch and start the chart library while the model loads
+        loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
+    if not st.session_state.present:
         sidebar()
     model, _ = get_model(st.session_state.source)
+    loading.empty()
     input_form()
     text, text_b = st.session_state.submitted
     if not text.strip():

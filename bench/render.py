@@ -1,6 +1,6 @@
 """Render time and bytes in Debian's Chromium: our app's head view and overview against bertviz's model view.
 
-    python bench/render.py [--quick] [--bertviz-timeout 180]
+    python bench/render.py [--quick] [--repeats 3] [--bertviz-timeout 180]
 
 One run measures:
   - cold start: `streamlit run app.py` started fresh, until the first attention heatmap is drawn;
@@ -8,7 +8,8 @@ One run measures:
     Run to a settled page (status widget gone, the view's charts redrawn with the new input and
     painted), and the bytes the page received over the websocket for it. Every measured input is
     a different text of that length, so the app's cache never answers for it and each time
-    includes the model's forward pass;
+    includes the model's forward pass; each size is submitted --repeats times (different texts)
+    and the median run is reported, every run's time beside it;
   - bertviz's model view of the head view's texts: the page's size and the time from loading it
     until its SVG is drawn, each case in a fresh Chromium, bounded in time and memory.
 --quick skips 512 tokens and bertviz. Targets missed are printed, never raised: the exit code is 0.
@@ -164,10 +165,11 @@ class AppResult:
     switch_s: float | None = None
     head: dict[int, tuple[float, int, float]] = field(default_factory=dict)  # tokens: (s, bytes, drawing s)
     overview: dict[int, tuple[float, int, float]] = field(default_factory=dict)
+    samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)  # (view, tokens): every run's s
     errors: list[str] = field(default_factory=list)
 
 
-def measure_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int) -> AppResult:
+def measure_app(texts: dict[str, dict[int, list[str]]], n_layers: int, n_heads: int) -> AppResult:
     """Everything measured in our app; what could not be measured is noted in .errors, not raised."""
     from playwright.sync_api import Error as PlaywrightError
 
@@ -179,7 +181,7 @@ def measure_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int) -
     return result
 
 
-def run_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int, result: AppResult) -> None:
+def run_app(texts: dict[str, dict[int, list[str]]], n_layers: int, n_heads: int, result: AppResult) -> None:
     from playwright.sync_api import sync_playwright
 
     frames = Frames()
@@ -198,23 +200,32 @@ def run_app(texts: dict[str, dict[int, str]], n_layers: int, n_heads: int, resul
             result.cold_s = time.perf_counter() - start
             result.cold_script_s = frames.finished_after(start) - start
             progress(f"cold start {result.cold_s:.1f} s")
-            for n, text in texts["head"].items():
-                measure_submit(page, frames, text, "head", labels, n, result)
+            for n, variants in texts["head"].items():
+                measure_submit(page, frames, variants, "head", labels, n, result)
             switch_view(page, frames, labels, result)
-            for n, text in texts["overview"].items():
-                measure_submit(page, frames, text, "overview", labels, n, result)
+            for n, variants in texts["overview"].items():
+                measure_submit(page, frames, variants, "overview", labels, n, result)
             browser.close()  # before the server stops, or the page reports its reconnection attempts
 
 
-def measure_submit(page, frames: Frames, text: str, view: str, labels: dict, n: int, result: AppResult) -> None:
+def measure_submit(page, frames: Frames, variants: list[str], view: str, labels: dict, n: int,
+                   result: AppResult) -> None:
+    """Submit each text of `n` tokens; keep the run of median time (an odd count has one)."""
     from playwright.sync_api import Error as PlaywrightError
 
-    try:
-        found = getattr(result, view)[n] = submit(page, frames, text, view, labels)
+    runs = []
+    for text in variants:
+        try:
+            found = submit(page, frames, text, view, labels)
+        except (PlaywrightError, TimeoutError) as err:
+            result.errors.append(f"{view} at {n} tokens: {str(err).splitlines()[0]}")
+            progress(result.errors[-1])
+            continue
+        runs.append(found)
         progress(f"{view} {n} tokens: {found[0]:.2f} s (drawing {found[2]:.2f} s), {found[1] / 1e6:.2f} MB")
-    except (PlaywrightError, TimeoutError) as err:
-        result.errors.append(f"{view} at {n} tokens: {str(err).splitlines()[0]}")
-        progress(result.errors[-1])
+    if runs:
+        getattr(result, view)[n] = sorted(runs)[(len(runs) - 1) // 2]
+        result.samples[view, n] = [run[0] for run in runs]
 
 
 def switch_view(page, frames: Frames, labels: dict, result: AppResult) -> None:
@@ -300,6 +311,7 @@ def load_average() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip 512 tokens and bertviz")
+    ap.add_argument("--repeats", type=int, default=3, help="texts submitted per size and view (default 3)")
     ap.add_argument("--bertviz-timeout", type=float, default=180, help="seconds per bertviz case (default 180)")
     ap.add_argument("--bertviz-draw-all", action="store_true",
                     help="draw every bertviz page, even after a smaller one was not drawn in time")
@@ -311,16 +323,18 @@ def main() -> None:
     model, tokenizer = load_bert(None)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     sizes = QUICK_SIZES if args.quick else SIZES
-    texts = {view: {n: text_of_length(tokenizer, n, variant) for n in sizes}  # none is the app's default
-             for view, variant in (("head", 1), ("overview", 4))}
-    sizes = tuple(len(encode(tokenizer, texts["head"][n]).tokens) for n in sizes)  # as tokenized
+    repeats = max(1, args.repeats)
+    texts = {view: {n: [text_of_length(tokenizer, n, first + r) for r in range(repeats)] for n in sizes}
+             for view, first in (("head", 1), ("overview", 1 + repeats))}  # none is the app's default
+    sizes = tuple(len(encode(tokenizer, texts["head"][n][0]).tokens) for n in sizes)  # as tokenized
     texts = {view: dict(zip(sizes, by_size.values())) for view, by_size in texts.items()}
 
     app = measure_app(texts, n_layers, n_heads)
     cases, bertviz_note = None, "bertviz: skipped (--quick)"
     if not args.quick:
         try:
-            cases = bertviz.measure(model.load_report.path, texts["head"], n_layers * n_heads,
+            cases = bertviz.measure(model.load_report.path, {n: v[0] for n, v in texts["head"].items()},
+                                    n_layers * n_heads,
                                     args.bertviz_timeout, progress, draw_all=args.bertviz_draw_all)
             bertviz_note = bertviz_versions()
         except Exception as err:  # npm or bertviz missing, ...: report it, keep our numbers
@@ -342,6 +356,10 @@ def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None
           "(bertviz). MB: websocket bytes received for the run (ours); HTML page size (bertviz).")
     print("bertviz build s: transformers forward + model_view(html_action='return'), in Python. "
           "Ratios: our overview / bertviz model view.")
+    for view in ("head", "overview"):
+        samples = "; ".join(f"{n}: {', '.join(f'{s:.2f}' for s in app.samples[view, n])}"
+                            for n in getattr(app, view))
+        print(f"{view}: every run, s (the table has the median): {samples}")
     for view in ("head", "overview"):
         runs = ", ".join(f"{n}: {found[2]:.2f}" for n, found in getattr(app, view).items())
         print(f"{view}: of which drawing (from the script run's end reaching the page to the paint), s: {runs}")

@@ -289,3 +289,17 @@ def test_six_thousand_words_are_truncated_with_a_notice():
     no_errors(at)
     assert any("6002 tokens" in w.value and "512" in w.value for w in at.warning)
     assert decode(head_figure(at)["data"][0]["z"]).shape == (512, 512)  # every cell of the 512 positions
+
+
+def test_the_loading_placeholder_is_gone_once_the_model_is_in(tiny_dir):
+    import ui.cache
+
+    ui.cache.LOADED.discard(str(tiny_dir))  # as on a fresh process: the placeholder is drawn first
+    at = start()
+    at.text_input(key="model_input").input(str(tiny_dir))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    no_errors(at)
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert specs and all(spec["data"] for spec in specs)  # every chart has data: no placeholder is left
+    assert str(tiny_dir) in ui.cache.LOADED

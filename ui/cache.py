@@ -163,9 +163,14 @@ def store(name: str, max_entries: int, max_bytes: int) -> BoundedStore:
     return BoundedStore(max_entries, max_bytes, budget())
 
 
+LOADED: set[str] = set()  # sources this process has loaded (a hint for the page, not a cache)
+
+
 @st.cache_resource(max_entries=2, show_spinner=False)
 def get_model(source: str):
-    return load_bert(source or None)
+    loaded = load_bert(source or None)
+    LOADED.add(source)
+    return loaded
 
 
 def get_run(source: str, text: str, text_b: str, causal: bool = False):

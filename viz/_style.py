@@ -77,3 +77,17 @@ def clean_axis(**overrides) -> dict:
     axis = dict(showgrid=False, zeroline=False, ticks="", automargin=True)
     axis.update(overrides)
     return axis
+
+
+def message_figure(text: str, font_size: int = 14, height: int = 90) -> go.Figure:
+    """A small figure holding one line of text and nothing else (no axes, no data)."""
+    layout = base_layout(font_size)
+    layout.update(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        annotations=[dict(text=text, x=0, xref="paper", xanchor="left", y=0.5, yref="paper", showarrow=False,
+                          font=dict(color="#6b6b6b"))],
+    )
+    return go.Figure(layout=layout)
