@@ -69,21 +69,27 @@ def map_state_dict(checkpoint: dict[str, torch.Tensor]) -> tuple[dict[str, torch
     return renamed, ignored
 
 
-def copy_weights(model: BertModel, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy every tensor into the model; a missing, extra or mis-shaped one names the key."""
-    expected = model.state_dict()
+def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], what: str = "the checkpoint",
+                  prefix: str = "", unknown_hint: str = "") -> None:
+    """Strict: every expected tensor present, none unknown, every shape equal; else a ModelLoadError
+    naming the first key at fault (as `prefix` + key) and `what` was being read."""
     missing = sorted(set(expected) - set(tensors))
     if missing:
-        raise ModelLoadError(f"the checkpoint has no tensor for '{missing[0]}'"
+        raise ModelLoadError(f"{what} has no tensor '{prefix}{missing[0]}'"
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     extra = sorted(set(tensors) - set(expected))
     if extra:
-        raise ModelLoadError(f"the checkpoint has a tensor the config does not account for: '{extra[0]}' "
-                             "(does num_hidden_layers in config.json match the weights?)")
+        raise ModelLoadError(f"{what} has a tensor this model does not know: '{prefix}{extra[0]}'{unknown_hint}")
     for key, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise ModelLoadError(f"tensor '{key}' has shape {tuple(tensor.shape)}, "
+            raise ModelLoadError(f"tensor '{prefix}{key}' has shape {tuple(tensor.shape)}, "
                                  f"the config needs {tuple(expected[key].shape)}")
+
+
+def copy_weights(model: BertModel, tensors: dict[str, torch.Tensor]) -> None:
+    """Copy every tensor into the model; a missing, extra or mis-shaped one names the key."""
+    check_tensors(tensors, model.state_dict(),
+                  unknown_hint=" (does num_hidden_layers in config.json match the weights?)")
     model.load_state_dict(tensors, strict=True)
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from .bert import _ACTIVATIONS, BertModel
 from .config import BertConfig
-from .loading import ModelLoadError, read_checkpoint
+from .loading import ModelLoadError, check_tensors, read_checkpoint
 
 _PREFIX = "cls.predictions."
 _OLD_NAMES = {"gamma": "weight", "beta": "bias"}  # LayerNorm names of the original TensorFlow checkpoints
@@ -93,18 +93,7 @@ def load_mlm_head(model: BertModel) -> MaskedLMHead | None:
 
     head = MaskedLMHead(model.config)
     expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
-    missing = sorted(set(expected) - set(tensors))
-    if missing:
-        raise ModelLoadError(f"the checkpoint's MLM head has no tensor '{_PREFIX}{missing[0]}'"
-                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    extra = sorted(set(tensors) - set(expected))
-    if extra:
-        raise ModelLoadError(f"the checkpoint's MLM head has a tensor this model does not know: "
-                             f"'{_PREFIX}{extra[0]}'")
-    for key, tensor in tensors.items():
-        if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise ModelLoadError(f"MLM head tensor '{_PREFIX}{key}' has shape {tuple(tensor.shape)}, "
-                                 f"the config needs {tuple(expected[key].shape)}")
+    check_tensors(tensors, expected, what="the checkpoint's MLM head", prefix=_PREFIX)
     head.tie_to(word_embeddings)
     head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)
     return head.eval().requires_grad_(False)

@@ -5,18 +5,11 @@ import torch
 
 from attention import BertConfig, BertModel, MultiHeadAttention
 from attention.neuron import QueryKey, query_key
-from attention.trace import trace_layer
+
+from test_trace import run as traced
 
 SHORT = "The cat sat on the mat."
 LAYER = 2
-
-
-def traced(model, enc, layer):
-    args = (enc["input_ids"], enc.get("attention_mask"), enc.get("token_type_ids"))
-    trace = trace_layer(model, *args, layer=layer)
-    with torch.inference_mode():
-        attentions = model(*args).attentions
-    return trace, attentions
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ NAMES = ["input", "q_proj", "k_proj", "v_proj", "q_view", "q_heads", "k_view", "
 
 def run(model, enc, layer=LAYER):
     """The trace of `layer` and the model's own attentions for the same input."""
-    args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    args = (enc["input_ids"], enc.get("attention_mask"), enc.get("token_type_ids"))
     trace = trace_layer(model, *args, layer=layer)
     with torch.inference_mode():
         attentions = model(*args).attentions
