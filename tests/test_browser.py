@@ -74,9 +74,21 @@ def test_shape_flow_shows_the_real_shapes(page):
 def click_head(page, needle: str, layer: int, head: int) -> None:
     """Click the (layer, head) target of the chart containing `needle`, located from plotly's own data."""
     chart_text(page, needle)
-    box = page.evaluate("""([needle, layer, head]) => {
+    page.evaluate("""(needle) => [...document.querySelectorAll('.js-plotly-plot')]
+        .find(p => p.textContent.includes(needle)).scrollIntoView({block: 'center'})""", needle)
+    box, previous = None, {}
+    while box != previous:  # until scrolling has stopped moving the target
+        previous = box
+        page.wait_for_timeout(100)
+        box = target_point(page, needle, layer, head)
+    page.mouse.click(box["x"], box["y"])
+    wait_settled(page)
+
+
+def target_point(page, needle: str, layer: int, head: int) -> dict:
+    """Where (layer, head) is drawn in the chart containing `needle`, in page coordinates."""
+    return page.evaluate("""([needle, layer, head]) => {
         const el = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes(needle));
-        el.scrollIntoView({block: 'center'});
         const tr = el._fullData.find(t => t.type === 'scatter' && t.customdata
                                          && t.customdata.some(c => c[0] === layer && c[1] === head));
         const i = tr.customdata.findIndex(c => c[0] === layer && c[1] === head);
@@ -85,8 +97,6 @@ def click_head(page, needle: str, layer: int, head: int) -> None:
         const r = el.getBoundingClientRect();
         return {x: r.left + xa._offset + xa.l2p(xa.d2l(tr.x[i])), y: r.top + ya._offset + ya.l2p(ya.d2l(tr.y[i]))};
     }""", [needle, layer, head])
-    page.mouse.click(box["x"], box["y"])
-    wait_settled(page)
 
 
 def open_view(page, name: str) -> None:
@@ -172,7 +182,9 @@ def test_hostile_sentence_shows_its_own_tokens_as_text(page, minilm, name):
 
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    open_view(page, "Head")
+    page.goto(page.app_url + "?view=head")  # a fresh page: each case on its own
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    wait_settled(page)
     run_sentence(page, HOSTILE[name])
     typed = page.get_by_label("Sentence", exact=True).input_value()
     expected = encode(minilm[1], typed).tokens

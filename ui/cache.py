@@ -167,8 +167,13 @@ LOADED: set[str] = set()  # sources this process has loaded (a hint for the page
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
+def _load_model(source: str):
+    return load_bert(source or None)
+
+
 def get_model(source: str):
-    loaded = load_bert(source or None)
+    """The model and tokenizer of `source` ("" for the bundled model), loaded once per process."""
+    loaded = _load_model(source)
     LOADED.add(source)
     return loaded
 
