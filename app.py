@@ -37,10 +37,12 @@ def main() -> None:
     if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
         # a chart now lets the browser fetch and start the chart library while the model loads
         loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
-    if not st.session_state.present:
-        sidebar()
-    model, _ = get_model(st.session_state.source)
-    loading.empty()
+    try:
+        if not st.session_state.present:
+            sidebar()
+        model, _ = get_model(st.session_state.source)
+    finally:  # loaded, or failed: the placeholder goes either way
+        loading.empty()
     input_form()
     text, text_b = st.session_state.submitted
     if not text.strip():

@@ -291,15 +291,19 @@ def test_six_thousand_words_are_truncated_with_a_notice():
     assert decode(head_figure(at)["data"][0]["z"]).shape == (512, 512)  # every cell of the 512 positions
 
 
-def test_the_loading_placeholder_is_gone_once_the_model_is_in(tiny_dir):
+def test_a_placeholder_chart_shows_while_the_model_loads_and_goes_after(monkeypatch):
     import ui.cache
+    import viz._style
 
-    ui.cache.LOADED.discard(str(tiny_dir))  # as on a fresh process: the placeholder is drawn first
+    drawn = []
+    real = viz._style.message_figure
+    monkeypatch.setattr(viz._style, "message_figure", lambda text, **kw: drawn.append(text) or real(text, **kw))
+    ui.cache.LOADED.discard("")  # as on a fresh process: the bundled model counts as not loaded yet
     at = start()
-    at.text_input(key="model_input").input(str(tiny_dir))
-    next(b for b in at.button if b.label == "Load model").click()
-    at.run()
     no_errors(at)
+    assert drawn == ["Loading the model…"]  # sent before the model was asked for
     specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
-    assert specs and all(spec["data"] for spec in specs)  # every chart has data: no placeholder is left
-    assert str(tiny_dir) in ui.cache.LOADED
+    assert specs and all(spec["data"] for spec in specs)  # and no data-less chart is left on the page
+    assert "" in ui.cache.LOADED
+    at.run()
+    assert drawn == ["Loading the model…"]  # a loaded model: no placeholder on later runs

@@ -19,6 +19,10 @@ from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
 MB = 1024 * 1024
+# Each computation runs on one core and COMPUTE_SLOTS run at once: on a small machine that also draws
+# pages, two threads per forward pass mostly wait for each other (a 16-token submission took 0.2-0.3 s
+# of script time with two, 0.05-0.1 s with one). Set before any model runs, so every thread has it.
+torch.set_num_threads(1)
 TOTAL_MAX_BYTES = 600 * MB  # every store's results together
 COMPUTE_SLOTS = 2  # results computed at once (the cores of the machine the targets are set for)
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
@@ -148,11 +152,7 @@ def return_freed_memory() -> None:
 
 @st.cache_resource(show_spinner=False)
 def budget() -> Budget:
-    """One per process, shared by every store. Each computation runs on one core (torch's intra-op
-    threads set to 1) and COMPUTE_SLOTS run at once: on a small machine that also draws pages, two
-    threads per forward pass mostly wait for each other (a 16-token submission took 0.2-0.3 s of
-    script time with two, 0.05-0.1 s with one)."""
-    torch.set_num_threads(1)
+    """One per process, shared by every store."""
     return_freed_memory()
     return Budget(TOTAL_MAX_BYTES, COMPUTE_SLOTS)
 
