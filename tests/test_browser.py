@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 
 import pytest
 
@@ -74,13 +75,17 @@ def test_shape_flow_shows_the_real_shapes(page):
 def click_head(page, needle: str, layer: int, head: int) -> None:
     """Click the (layer, head) target of the chart containing `needle`, located from plotly's own data."""
     chart_text(page, needle)
+    wait_settled(page)
     page.evaluate("""(needle) => [...document.querySelectorAll('.js-plotly-plot')]
         .find(p => p.textContent.includes(needle)).scrollIntoView({block: 'center'})""", needle)
     box, previous = None, {}
-    while box != previous:  # until scrolling has stopped moving the target
+    deadline = time.time() + 30
+    # until the page has stopped moving and the point is on the chart itself, not on something drawn over it
+    while (box != previous or not box["on_chart"]) and time.time() < deadline:
         previous = box
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(150)
         box = target_point(page, needle, layer, head)
+    assert box["on_chart"], "the target stayed covered or off the chart"
     page.mouse.click(box["x"], box["y"])
     wait_settled(page)
 
@@ -95,8 +100,16 @@ def target_point(page, needle: str, layer: int, head: int) -> dict:
         const xa = el._fullLayout[(tr.xaxis || 'x').replace('x', 'xaxis')];
         const ya = el._fullLayout[(tr.yaxis || 'y').replace('y', 'yaxis')];
         const r = el.getBoundingClientRect();
-        return {x: r.left + xa._offset + xa.l2p(xa.d2l(tr.x[i])), y: r.top + ya._offset + ya.l2p(ya.d2l(tr.y[i]))};
+        const x = r.left + xa._offset + xa.l2p(xa.d2l(tr.x[i])), y = r.top + ya._offset + ya.l2p(ya.d2l(tr.y[i]));
+        return {x, y, on_chart: el.contains(document.elementFromPoint(x, y))};
     }""", [needle, layer, head])
+
+
+def fresh(page, query: str = "") -> None:
+    """Open the app anew (a new session), so that a test does not depend on the page others left."""
+    page.goto(page.app_url + query)
+    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+    wait_settled(page)
 
 
 def open_view(page, name: str) -> None:
@@ -112,8 +125,7 @@ def test_open_a_head_from_the_overview(page):
 
 
 def test_open_a_head_from_the_coreference_grid(page):
-    run_sentence(page, "The animal didn't cross the street because it was too tired.")
-    open_view(page, "Coreference")
+    fresh(page, "?view=coref")  # the default sentence, "The animal didn't cross the street because it was too tired."
     click_head(page, "minus the best other candidate", 3, 1)
     page.wait_for_function("() => document.body.innerText.includes('Layer 3, head 1')", timeout=60_000)
     assert "view=head" in page.url and "layer=3" in page.url and "head=1" in page.url
@@ -122,7 +134,7 @@ def test_open_a_head_from_the_coreference_grid(page):
 def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    open_view(page, "Head")
+    fresh(page, "?view=head")
     run_sentence(page, '<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $$x$$')
     page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('bold')", timeout=60_000)
     labels = axis_labels(page)
@@ -136,7 +148,7 @@ def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
 def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_path):
     import json
 
-    open_view(page, "Coreference")
+    fresh(page, "?view=coref")
     page.get_by_role("radio", name="Suite").or_(page.get_by_role("button", name="Suite", exact=True)).first.click()
     wait_settled(page)
     page.wait_for_function("() => document.body.innerText.includes('examples from built-in suite')", timeout=120_000)
@@ -182,9 +194,7 @@ def test_hostile_sentence_shows_its_own_tokens_as_text(page, minilm, name):
 
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(page.app_url + "?view=head")  # a fresh page: each case on its own
-    page.wait_for_selector(".js-plotly-plot", timeout=120_000)
-    wait_settled(page)
+    fresh(page, "?view=head")
     run_sentence(page, HOSTILE[name])
     typed = page.get_by_label("Sentence", exact=True).input_value()
     expected = encode(minilm[1], typed).tokens
