@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from attention import encode, load_bert  # noqa: E402
+from attention import load_bert  # noqa: E402
 from attention.ablation import ablate  # noqa: E402
 from attention.analysis import (as_attention_tuple, attention_flow, embed_heads, head_distances,  # noqa: E402
                                 head_stats, pattern_labels, punctuation_mask, rollout)
@@ -34,32 +33,12 @@ from attention.gqa import map_change, to_grouped  # noqa: E402
 from attention.neuron import query_key  # noqa: E402
 from attention.run import run_sentence  # noqa: E402
 from attention.trace import trace_layer  # noqa: E402
+from bench.forward import interleaved_medians, text_of_length  # noqa: E402
 from ui.state import PRESETS  # noqa: E402
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame  # noqa: E402
 from viz.efficient import gqa_change_grid  # noqa: E402
 
-SENTENCE = "The animal didn't cross the street because it was too tired."
-FILLER = " The trophy doesn't fit in the suitcase because it is too big, and the dog ran home."
 TARGET_S = 1.0
-
-
-def text_of(tokenizer, tokens: int) -> str:
-    """A text of exactly `tokens` tokens with [CLS] and [SEP]."""
-    words = (SENTENCE + FILLER * 8).split()
-    for n in range(1, len(words) + 1):
-        if len(tokenizer(" ".join(words[:n]))["input_ids"]) >= tokens:
-            return tokenizer.decode(tokenizer(" ".join(words[:n]))["input_ids"][1:tokens - 1])
-    raise ValueError(f"cannot build {tokens} tokens")
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -71,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_bert(args.model)
-    text = text_of(tokenizer, 16)
+    text = text_of_length(tokenizer, 16, 0)
     run = run_sentence(model, tokenizer, text)
     enc, L = run.encoded, len(run.tokens)
     layer, head = model.config.num_hidden_layers // 2, 1
@@ -104,7 +83,7 @@ def main() -> None:
         grouped = run_sentence(to_grouped(model, run.n_heads // 3), tokenizer, text)
         return gqa_change_grid(map_change(run.attentions, grouped.attentions), run.n_heads // 3)
 
-    forward = median_time(lambda: run_sentence(model, tokenizer, text), args.repeats)
+    forward = interleaved_medians([lambda: run_sentence(model, tokenizer, text)], args.repeats)[0]
     print(f"model: {model.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
           f"{platform.processor() or platform.machine()}; median of {args.repeats}")
     print(f"load average {os.getloadavg()[0]:.2f} at the start: on a busy machine every figure grows")
@@ -117,14 +96,14 @@ def main() -> None:
              ("ablation of one head", ablation_view),
              ("grouped-query conversion and run", gqa_view)]
     for name, fn in views:
-        seconds = median_time(fn, args.repeats)
+        seconds = interleaved_medians([fn], args.repeats)[0]
         flag = "" if seconds <= TARGET_S else "  TARGET MISSED"
         print(f"{name:<36} {seconds * 1e3:>17.1f}{flag}")
 
     print("\nattention flow into the last layer (scipy max-flow, once per size)")
     print(f"{'tokens':>7} {'max-flow problems':>18} {'s':>8}")
     for tokens in args.flow_sizes:
-        sized = run_sentence(model, tokenizer, text_of(tokenizer, tokens))
+        sized = run_sentence(model, tokenizer, text_of_length(tokenizer, tokens, 0))
         start = time.perf_counter()
         attention_flow(as_attention_tuple(sized.attentions), max_tokens=max(args.flow_sizes))
         print(f"{tokens:>7} {tokens * tokens:>18} {time.perf_counter() - start:>8.2f}")

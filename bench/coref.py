@@ -16,9 +16,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from attention import load_bert  # noqa: E402
 from attention.coref import load_examples, score_example, score_heads  # noqa: E402
-from bench.forward import interleaved_medians  # noqa: E402
+from bench.forward import interleaved_medians, reference_pair  # noqa: E402
 
 
 def score_with_reference(reference, tokenizer, examples, batch_size=32):
@@ -46,10 +45,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from transformers import BertModel as ReferenceBert
-
-    model, tokenizer = load_bert(args.model)
-    reference = ReferenceBert.from_pretrained(model.load_report.path, attn_implementation="eager").eval()
+    model, tokenizer, reference = reference_pair(args.model)
     examples = load_examples(ROOT / "data" / "coref_examples.jsonl")[: args.examples]
     ours = score_heads(model, tokenizer, examples)
     theirs = score_with_reference(reference, tokenizer, examples)

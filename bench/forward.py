@@ -4,6 +4,7 @@
 
 Both return every layer's attention probabilities (transformers with output_attentions=True).
 Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs.
+The other benches take their timing loop, model pair and texts of a given length from here.
 """
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attention import encode, load_bert  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired, and the street was wide. "
+PASSAGE = [
+    "The animal didn't cross the street because it was too tired.",
+    "A small dog chased the ball across the wet grass while the children laughed.",
+    "Tokenization splits unbelievably uncommon words into several pieces.",
+    "The trophy doesn't fit in the suitcase because it is too big.",
+    "After the storm, the fishermen repaired their nets and waited for calmer water.",
+    "She said that the report, which nobody had read, was already out of date.",
+    "Researchers measured how attention heads distribute weight over long inputs.",
+    "On Tuesday the committee postponed its decision until the budget was approved.",
+]
 
 
 def interleaved_medians(fns, repeats: int) -> list[float]:
@@ -35,6 +46,31 @@ def interleaved_medians(fns, repeats: int) -> list[float]:
     return [statistics.median(t) for t in times]
 
 
+def reference_pair(source: str | None):
+    """Our model and tokenizer for `source`, and transformers' eager BertModel on the same checkpoint."""
+    from transformers import BertModel as ReferenceBert
+
+    ours, tokenizer = load_bert(source)
+    theirs = ReferenceBert.from_pretrained(ours.load_report.path, attn_implementation="eager").eval()
+    return ours, tokenizer, theirs
+
+
+def text_of_length(tokenizer, target: int, variant: int) -> str:
+    """An English text of `target` tokens ([CLS] and [SEP] included); variants differ in wording."""
+    start = variant % len(PASSAGE)
+    sentences = PASSAGE[start:] + PASSAGE[:start]
+    words = " ".join(sentences * (target // 40 + 2)).split()
+
+    def count(k: int) -> int:
+        return len(tokenizer(" ".join(words[:k]), verbose=False)["input_ids"])
+
+    low, high = 1, len(words)  # the largest prefix that fits: count(low) <= target
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if count(mid) <= target else (low, mid - 1)
+    return " ".join(words[:low]) + " the" * (target - count(low))  # "the" is one token
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: bundled MiniLM)")
@@ -42,11 +78,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-
-    from transformers import BertModel as ReferenceBert
-
-    ours, tokenizer = load_bert(args.model)
-    theirs = ReferenceBert.from_pretrained(ours.load_report.path, attn_implementation="eager").eval()
+    ours, tokenizer, theirs = reference_pair(args.model)
     print(f"model: {ours.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
           f"{platform.processor() or platform.machine()}; median of {args.repeats}")
     print(f"{'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")

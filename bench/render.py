@@ -32,39 +32,12 @@ from browser import CHROMIUM, app_server, launch  # noqa: E402
 
 from _bertviz_assets import ASSETS  # noqa: E402
 from _bertviz_assets import draw as bertviz  # noqa: E402
+from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
 SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
 TARGETS = {"cold_s": 10.0, "overview_s": {16: 0.5, 252: 2.0}, "overview_mb": {252: 5.0}}
-PASSAGE = [
-    "The animal didn't cross the street because it was too tired.",
-    "A small dog chased the ball across the wet grass while the children laughed.",
-    "Tokenization splits unbelievably uncommon words into several pieces.",
-    "The trophy doesn't fit in the suitcase because it is too big.",
-    "After the storm, the fishermen repaired their nets and waited for calmer water.",
-    "She said that the report, which nobody had read, was already out of date.",
-    "Researchers measured how attention heads distribute weight over long inputs.",
-    "On Tuesday the committee postponed its decision until the budget was approved.",
-]
-
-
 # ---- inputs ------------------------------------------------------------------------------
-
-def text_of_length(tokenizer, target: int, variant: int) -> str:
-    """An English text of `target` tokens ([CLS] and [SEP] included); variants differ in wording."""
-    start = variant % len(PASSAGE)
-    sentences = PASSAGE[start:] + PASSAGE[:start]
-    words = " ".join(sentences * (target // 40 + 2)).split()
-
-    def count(k: int) -> int:
-        return len(tokenizer(" ".join(words[:k]), verbose=False)["input_ids"])
-
-    low, high = 1, len(words)  # the largest prefix that fits: count(low) <= target
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if count(mid) <= target else (low, mid - 1)
-    return " ".join(words[:low]) + " the" * (target - count(low))  # "the" is one token
-
 
 # ---- our app -----------------------------------------------------------------------------
 
