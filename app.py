@@ -11,7 +11,7 @@ import streamlit as st
 from ui.cache import LOADED, get_model, get_run
 from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
 from ui.coref import coref_view
-from ui.state import VIEWS, clamp_selection, init_from_url, write_url
+from ui.state import clamp_selection, init_from_url, view_key, write_url
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
 from viz._style import message_figure
 
@@ -62,7 +62,7 @@ def main() -> None:
     views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view}
-    views[next(k for k, v in VIEWS.items() if v == st.session_state.view)](run)
+    views[view_key()](run)
     report_button(run, model.load_report.source)
     write_url()
 

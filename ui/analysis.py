@@ -22,7 +22,7 @@ from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
-from .state import PRESETS, VIEWS, open_clicked_head
+from .state import PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
 
 FUSED_BENCH = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
@@ -124,9 +124,7 @@ def progress_bar(label: str):
 def open_selected_row(frame_key: str, frame) -> None:
     rows = st.session_state[frame_key].selection.get("rows", [])
     if rows:
-        st.session_state.layer = int(frame.iloc[rows[0]]["layer"])
-        st.session_state.head = int(frame.iloc[rows[0]]["head"])
-        st.session_state.view = VIEWS["head"]
+        open_head(frame.iloc[rows[0]]["layer"], frame.iloc[rows[0]]["head"])
 
 
 def stats_view(run) -> None:
@@ -223,13 +221,10 @@ def ablation_view(run) -> None:
         st.info("Pick one or more heads to ablate.")
         return
     result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), ABLATION_MODES[mode])
-    mask = np.zeros((run.n_layers, run.n_heads), dtype=bool)
-    for layer, head in heads:
-        mask[layer, head] = True
     st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
                "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
                "the first ablated layer do not change.")
-    show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine, mask,
+    show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine, np.array(heads),
                          font_size=font_size()), "ablation")
     st.write(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
              f"{result.embedding_cosine:.4f} to the original.")
@@ -239,8 +234,8 @@ def ablation_view(run) -> None:
         rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
                  "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
         st.dataframe(rows, hide_index=True)
-    elif get_mlm_head(st.session_state.source)[0] is None:
-        st.caption(plain(get_mlm_head(st.session_state.source)[1]))
+    elif (reason := get_mlm_head(st.session_state.source)[1]) is not None:
+        st.caption(plain(reason))
     else:
         st.caption("Put [MASK] in the sentence to see the model's top predictions before and after ablation.")
 

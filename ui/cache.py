@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import itertools
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
 MB = 1024 * 1024
+USES = itertools.count()  # one clock for every store's "last use", so stores sharing a budget compare
 # Each computation runs on one core and COMPUTE_SLOTS run at once: on a small machine that also draws
 # pages, two threads per forward pass mostly wait for each other (a 16-token submission took 0.2-0.3 s
 # of script time with two, 0.05-0.1 s with one). Set before any model runs, so every thread has it.
@@ -53,13 +55,8 @@ class Budget:
         self.max_bytes = max_bytes
         self.lock = threading.RLock()
         self.stores: list[BoundedStore] = []
-        self.tick = 0
         self.slots = threading.BoundedSemaphore(slots)
         self.held = threading.local()  # slots this thread holds: a computation inside another reuses it
-
-    def next_tick(self) -> int:
-        self.tick += 1
-        return self.tick
 
     @property
     def total_bytes(self) -> int:
@@ -98,15 +95,8 @@ class BoundedStore:
         self.budget = budget
         self.items: OrderedDict[Any, tuple[Any, int, int]] = OrderedDict()  # key: (value, bytes, last use)
         self.lock = budget.lock if budget else threading.RLock()
-        self.tick = 0
         if budget:
             budget.stores.append(self)
-
-    def _next_tick(self) -> int:
-        if self.budget:
-            return self.budget.next_tick()
-        self.tick += 1
-        return self.tick
 
     @property
     def total_bytes(self) -> int:
@@ -117,14 +107,14 @@ class BoundedStore:
             if key not in self.items:
                 return None
             value, size, _ = self.items[key]
-            self.items[key] = (value, size, self._next_tick())
+            self.items[key] = (value, size, next(USES))
             self.items.move_to_end(key)
             return value
 
     def put(self, key, value) -> None:
         size = size_of(value)
         with self.lock:
-            self.items[key] = (value, size, self._next_tick())
+            self.items[key] = (value, size, next(USES))
             self.items.move_to_end(key)
             while len(self.items) > 1 and (len(self.items) > self.max_entries or self.total_bytes > self.max_bytes):
                 self.items.popitem(last=False)

@@ -53,9 +53,14 @@ def init_from_url() -> None:
     st.session_state.url_notices = notices
 
 
+def view_key() -> str:
+    """The chosen view's short name ("head", "overview", ...), as in the URL."""
+    return next(k for k, v in VIEWS.items() if v == st.session_state.view)
+
+
 def write_url() -> None:
     text, text_b = st.session_state.submitted
-    view = next(k for k, v in VIEWS.items() if v == st.session_state.view)
+    view = view_key()
     params = {"view": view, "layer": str(st.session_state.layer), "head": str(st.session_state.head)}
     if st.session_state.present:
         params["present"] = "1"
@@ -86,13 +91,17 @@ def submit() -> None:
     st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
 
 
+def open_head(layer: int, head: int) -> None:
+    st.session_state.layer, st.session_state.head = int(layer), int(head)
+    st.session_state.view = VIEWS["head"]
+
+
 def open_clicked_head(chart_key: str, text: str | None = None) -> None:
     """Open the head clicked in a chart in the head view (on `text` when given)."""
     for point in st.session_state[chart_key].selection.get("points", []):
         data = point.get("customdata")
         if data is not None and len(data) >= 2:
-            st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
-            st.session_state.view = VIEWS["head"]
+            open_head(data[0], data[1])
             if text is not None:
                 st.session_state.text, st.session_state.text_b = text, ""
                 st.session_state.submitted = (text, "")
