@@ -10,8 +10,9 @@ import streamlit as st
 
 from ui.cache import LOADED, get_model, get_run
 from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
-from ui.coref import coref_view
-from ui.state import clamp_selection, init_from_url, view_key, write_url
+from ui.coref import coref_view, strongest_head
+from ui.preload import preload
+from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
 from viz._style import message_figure
 
@@ -26,8 +27,8 @@ html {font-size: 22px;}
 def main() -> None:
     st.set_page_config(page_title="Attention visualizer", layout="wide")
     init_from_url()
-    st.session_state.setdefault("source", "")
-    st.session_state.setdefault("renormalize", True)
+    keep_choices()
+    st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's
     title, switch = st.columns([3, 1])
     title.title("Attention visualizer")
     switch.toggle("Presentation mode", key="present")
@@ -38,11 +39,13 @@ def main() -> None:
         # a chart now lets the browser fetch and start the chart library while the model loads
         loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
     try:
+        load_pending_model()
         if not st.session_state.present:
             sidebar()
         model, _ = get_model(st.session_state.source)
     finally:  # loaded, or failed: the placeholder goes either way
         loading.empty()
+    preload()
     input_form()
     text, text_b = st.session_state.submitted
     if not text.strip():
@@ -51,6 +54,11 @@ def main() -> None:
     with st.spinner("Running the model…"):
         run = get_run(st.session_state.source, text, text_b)
     clamp_selection(run.n_layers, run.n_heads)
+    if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
+        found = strongest_head(run, text)
+        if found:
+            st.session_state.layer, st.session_state.head, why = found
+            st.session_state.url_notices.append(why)
     for notice in st.session_state.url_notices:  # shown once, after the link was read
         st.info(notice)
     st.session_state.url_notices = []
@@ -63,7 +71,7 @@ def main() -> None:
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view}
     views[view_key()](run)
-    report_button(run, model.load_report.source)
+    report_button(model.load_report.source)
     write_url()
 
 

@@ -65,14 +65,32 @@ def default_run(minilm):
     return run_sentence(model, tokenizer, SENTENCE)
 
 
-def test_default_sentence_shows_tokens_and_the_first_head(default_run):
+def test_default_sentence_opens_the_head_that_sends_it_to_animal(default_run):
     at = start()
     no_errors(at)
     assert at.text_area(key="text").value == SENTENCE
+    tokens = default_run.tokens
+    to_animal = default_run.attentions[:, :, tokens.index("it"), tokens.index("animal")]  # (n_layers, H)
+    layer, head = np.unravel_index(np.argmax(to_animal), to_animal.shape)
+    assert (layer, head) != (0, 0)
     fig = head_figure(at)
-    assert fig["layout"]["title"]["text"] == "Layer 0, head 0"
-    np.testing.assert_allclose(decode(fig["data"][0]["z"]), default_run.attentions[0, 0], atol=1e-6)
-    assert fig["layout"]["xaxis"]["ticktext"] == default_run.tokens
+    assert fig["layout"]["title"]["text"] == f"Layer {layer}, head {head}"
+    np.testing.assert_allclose(decode(fig["data"][0]["z"]), default_run.attentions[layer, head], atol=1e-6)
+    assert fig["layout"]["xaxis"]["ticktext"] == tokens
+    assert any(f"Opened layer {layer}, head {head}" in i.value and "animal" in i.value for i in at.info)
+    assert str(at.query_params["layer"]).strip("[]'") == str(layer)
+
+
+def test_a_link_with_a_head_opens_that_head():
+    at = start(layer="0", head="0")
+    no_errors(at)
+    assert head_figure(at)["layout"]["title"]["text"] == "Layer 0, head 0"
+
+
+def test_a_sentence_without_a_known_answer_opens_layer_0_head_0():
+    at = start(s="The cat sat on the mat.")
+    no_errors(at)
+    assert head_figure(at)["layout"]["title"]["text"] == "Layer 0, head 0"
 
 
 def test_submit_a_sentence_and_pick_layer_and_head(minilm):
@@ -175,7 +193,7 @@ def test_bad_model_source_keeps_the_previous_model(tmp_path):
     assert not at.exception
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "no folder" in errors[0] and "previous model stays" in errors[0]
-    assert head_figure(at)["layout"]["title"]["text"] == "Layer 0, head 0"
+    assert head_figure(at)["layout"]["title"]["text"].startswith("Layer ")
 
 
 def test_markup_in_the_sentence_is_plain_text():

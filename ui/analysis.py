@@ -22,12 +22,11 @@ from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
-from .state import PRESETS, open_clicked_head, open_head
+from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
 
 FUSED_BENCH = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
 COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
-ABLATION_MODES = {"Zero the head's output": "zero", "Uniform attention": "uniform"}
 
 
 # ---- computations, cached per model and input ------------------------------------------------------
@@ -212,15 +211,17 @@ def ablation_view(run) -> None:
     st.session_state.setdefault("ablate_heads", [(st.session_state.layer, st.session_state.head)])
     gone = [h for h in st.session_state.ablate_heads if h not in all_heads]
     if gone:  # chosen on a bigger model
-        st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
+        kept = [h for h in st.session_state.ablate_heads if h in all_heads]
+        st.session_state.ablate_heads = kept or [(st.session_state.layer, st.session_state.head)]
         st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{l} H{h}" for l, h in gone))
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
-    mode = right.radio("Ablation", list(ABLATION_MODES), key="ablate_mode", horizontal=True)
+    mode = right.radio("Ablation", list(ABLATION_MODES.values()), key="ablate_mode", horizontal=True)
     if not heads:
         st.info("Pick one or more heads to ablate.")
         return
-    result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), ABLATION_MODES[mode])
+    result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)),
+                          next(word for word, label in ABLATION_MODES.items() if label == mode))
     st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
                "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
                "the first ablated layer do not change.")
@@ -245,7 +246,9 @@ def efficient_view(run) -> None:
     layer, head = st.session_state.layer, st.session_state.head
     options = [n for n in kv_head_options(run.n_heads) if n < run.n_heads] or [run.n_heads]
     st.subheader("Grouped-query attention")
-    kv = st.select_slider("Key/value heads", options[::-1], value=options[len(options) // 2], key="gqa_kv",
+    if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
+        st.session_state.gqa_kv = options[len(options) // 2]
+    kv = st.select_slider("Key/value heads", options[::-1], key="gqa_kv",
                           format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n))
     st.caption(f"Each group of {run.n_heads // kv} consecutive query heads shares one key and one value head, "
                "made by mean-pooling the group's key and value projections (how Ainslie et al. 2023 start "

@@ -13,20 +13,12 @@ from attention.coref import (CorefExample, ExampleError, flipping_heads, load_ex
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .cache import MB, BoundedStore, get_model, store
-from .state import open_clicked_head
+from .state import COREF_MODES, PRESET_COREF, open_clicked_head
 from .views import plain, show, font_size
 
 SUITE_PATH = Path(__file__).resolve().parent.parent / "data" / "coref_examples.jsonl"
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
 MAX_EXAMPLES = 5_000
-MODES = ["This sentence", "Suite", "Minimal pairs"]
-# pronoun, candidates, answer for the examples the app offers
-PRESET_COREF = {
-    "The animal didn't cross the street because it was too tired.": ("it", ["animal", "street"], "animal"),
-    "The animal didn't cross the street because it was too wide.": ("it", ["animal", "street"], "street"),
-    "The trophy doesn't fit in the suitcase because it is too big.": ("it", ["trophy", "suitcase"], "trophy"),
-    "The trophy doesn't fit in the suitcase because it is too small.": ("it", ["trophy", "suitcase"], "suitcase"),
-}
 
 
 # ---- computations, cached per model and suite ----------------------------------------------------
@@ -93,9 +85,10 @@ def take_upload() -> None:
 # ---- the three modes -------------------------------------------------------------------------------
 
 def coref_view(run) -> None:
-    mode = st.segmented_control("Coreference", MODES, key="coref_mode", required=True,
+    mode = st.segmented_control("Coreference", list(COREF_MODES.values()), key="coref_mode", required=True,
                                 label_visibility="collapsed")
-    {"This sentence": this_sentence, "Suite": suite, "Minimal pairs": minimal_pairs}[mode or MODES[0]](run)
+    views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
+    views[next((word for word, label in COREF_MODES.items() if label == mode), "sentence")](run)
 
 
 def this_sentence(run) -> None:
@@ -110,16 +103,19 @@ def this_sentence(run) -> None:
     labels = [f"{w} ({i + 1})" if [x.lower() for x in words].count(w.lower()) > 1 else w for i, w in enumerate(words)]
     prefill(text, words)
     left, mid, right = st.columns([1, 2, 1])
+    if st.session_state.get("coref_pronoun") not in range(len(words)):  # from a link, or a longer sentence
+        st.session_state.coref_pronoun = 0
     p = left.selectbox("Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun")
     firsts = [i for i, w in enumerate(words) if [x.lower() for x in words].index(w.lower()) == i
               and w.lower() != words[p].lower()]
+    st.session_state.coref_candidates = [c for c in st.session_state.get("coref_candidates") or [] if c in firsts]
     chosen = mid.multiselect("Candidates", firsts, format_func=words.__getitem__, key="coref_candidates")
     if len(chosen) < 2:
         st.info("Pick the pronoun and at least two candidate words (usually the nouns it could refer to).")
         return
+    if st.session_state.get("coref_answer") not in chosen:
+        st.session_state.coref_answer = chosen[0]
     answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
-    if answer not in chosen:
-        answer = chosen[0]
     occurrence = [w.lower() for w in words[:p + 1]].count(words[p].lower())
     example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
     score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
@@ -141,6 +137,27 @@ def this_sentence(run) -> None:
                       f"→ {words[answer]}": score.attention[layers, heads, a].round(3),
                       "best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
                       "margin": margin[layers, heads].round(3)}, hide_index=True, width="stretch")
+
+
+def strongest_head(run, text: str) -> tuple[int, int, str] | None:
+    """For an example the app offers with a known antecedent: the head that attends most from the
+    pronoun to it, found on this model's run, and a sentence saying so. None for other sentences."""
+    if text not in PRESET_COREF:
+        return None
+    pronoun, candidates, answer = PRESET_COREF[text]
+    enc = run.encoded
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
+    example = CorefExample(text, pronoun, tuple(candidates), answer)
+    try:
+        score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    except ExampleError:  # a tokenizer that splits the words otherwise
+        return None
+    to_answer = score.attention[..., example.answer_index]  # (n_layers, H)
+    layer, head = np.unravel_index(int(np.argmax(to_answer)), to_answer.shape)
+    others = np.delete(score.attention[layer, head], example.answer_index)
+    return int(layer), int(head), (
+        f"Opened layer {layer}, head {head}: of all {to_answer.size} heads it sends “{pronoun}” to "
+        f"“{answer}” most strongly ({to_answer[layer, head]:.2f}; the other candidate gets {others.max():.2f}).")
 
 
 def prefill(text: str, words: list[str]) -> None:
@@ -207,6 +224,8 @@ def minimal_pairs(run) -> None:
         st.info("These examples have no twins: give two lines the same pair_id to compare them.")
         return
     labels = {i: f"{examples[a].pair_id}: {examples[a].text}  /  {examples[b].text}" for i, (a, b) in enumerate(pairs)}
+    if st.session_state.get("coref_pair") not in labels:
+        st.session_state.coref_pair = 0
     choice = st.selectbox("Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair")
     a, b = pairs[choice]
     da, db = result.details[a], result.details[b]

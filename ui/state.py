@@ -1,7 +1,15 @@
-"""Session state: examples, the URL in and out, and the widgets' callbacks."""
+"""Session state: examples, the URL in and out, and the widgets' callbacks.
+
+Every choice a person can make on the page is a `Param`: its session-state key (the widget's key),
+its name in the URL, its default and how it is written there. `init_from_url` reads them on a
+session's first run, `keep_choices` keeps them across runs where their widget is not drawn (an
+empty sentence draws no view, a view draws only its own options), and `write_url` writes them back.
+"""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -18,16 +26,118 @@ PRESETS = {
     "Sentence pair": ("The cat sat on the mat.", "It was warm and soft."),
     "Sub-word pieces": ("Tokenization splits unbelievably uncommon words into pieces.", ""),
 }
+# pronoun, candidates, answer for the examples the app offers
+PRESET_COREF = {
+    DEFAULT_SENTENCE: ("it", ["animal", "street"], "animal"),
+    "The animal didn't cross the street because it was too wide.": ("it", ["animal", "street"], "street"),
+    "The trophy doesn't fit in the suitcase because it is too big.": ("it", ["trophy", "suitcase"], "trophy"),
+    "The trophy doesn't fit in the suitcase because it is too small.": ("it", ["trophy", "suitcase"], "suitcase"),
+}
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
 VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference",
          "stats": "Head stats", "rollout": "Rollout & flow", "qk": "Query·key", "ablation": "Ablation",
          "efficient": "GQA & fused"}
+COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
+DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
+DERIVED = {"rollout": "Rollout", "flow": "Flow"}
+ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
 MAX_URL_TEXT = 20_000  # longer sentences are not carried in (or restored from) the URL
 FLOW_DEFAULT_STEP = "probs"
 
 
+# ---- how each kind of value is written in the URL ---------------------------------------------------
+
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError("not 0 or 1")
+    return text == "1"
+
+
+def _number(text: str) -> int:
+    if not re.fullmatch(r"\d{1,4}", text):
+        raise ValueError("not a number")
+    return int(text)
+
+
+def _numbers(text: str) -> list[int]:
+    return [_number(part) for part in text.split(",")] if text else []
+
+
+def _heads(text: str) -> list[tuple[int, int]]:
+    """'3.1,4.2' -> [(3, 1), (4, 2)]: layer.head pairs."""
+    pairs = [part.split(".") for part in text.split(",")] if text else []
+    if any(len(p) != 2 for p in pairs):
+        raise ValueError("not layer.head pairs")
+    return [(_number(layer), _number(head)) for layer, head in pairs]
+
+
+def _name(text: str) -> str:
+    if not re.fullmatch(r"[a-z_]{1,32}", text):
+        raise ValueError("not a step name")
+    return text
+
+
+def _choice(options: dict[str, str]) -> tuple[Callable[[Any], str], Callable[[str], Any]]:
+    """URL word <-> the label a widget shows."""
+    words = {label: word for word, label in options.items()}
+
+    def read(text: str) -> str:
+        if text not in options:
+            raise ValueError("not one of " + ", ".join(options))
+        return options[text]
+
+    return words.__getitem__, read
+
+
+@dataclass(frozen=True)
+class Param:
+    key: str  # session-state key, the widget's key
+    name: str  # in the URL
+    label: str  # for notices and the report
+    default: Any  # not written to the URL (unless `always`); None: no default
+    write: Callable[[Any], str]
+    read: Callable[[str], Any]  # raises ValueError for a value it cannot take
+    views: tuple[str, ...] = ()  # views whose page it changes (all when empty)
+    always: bool = False
+
+
+def _param(key, name, label, default, codec, views=(), always=False) -> Param:
+    write, read = codec if isinstance(codec, tuple) else (str, codec)
+    return Param(key, name, label, default, write, read, views, always)
+
+
+_FLAG = (lambda v: "1" if v else "0", _flag)
+_LIST = (lambda v: ",".join(map(str, v)), _numbers)
+_PAIRS = (lambda v: ",".join(f"{layer}.{head}" for layer, head in v), _heads)
+PARAMS = [
+    _param("view", "view", "view", VIEWS["head"], _choice(VIEWS), always=True),
+    _param("layer", "layer", "layer", 0, _number, always=True),
+    _param("head", "head", "head", 0, _number, always=True),
+    _param("present", "present", "presentation mode", False, _FLAG),
+    _param("draw", "draw", "draw as", DRAW_MODES["heatmap"], _choice(DRAW_MODES), ("head",)),
+    _param("line_heads", "heads", "heads drawn as lines", [], _LIST, ("head",)),
+    _param("hide_special", "hide", "hide [CLS]/[SEP]", False, _FLAG, ("head",)),
+    _param("renormalize", "renorm", "renormalise rows", True, _FLAG, ("head",)),
+    _param("merge_words", "merge", "merge word pieces", False, _FLAG, ("head",)),
+    _param("overview_patterns", "patterns", "pattern labels", False, _FLAG, ("overview",)),
+    _param("flow_padded", "padded", "padded batch", False, _FLAG, ("flow",)),
+    _param("flow_step", "step", "step", FLOW_DEFAULT_STEP, _name, ("flow",)),
+    _param("coref_mode", "coref", "coreference mode", COREF_MODES["sentence"], _choice(COREF_MODES), ("coref",)),
+    _param("coref_pronoun", "pronoun", "pronoun (word index)", None, _number, ("coref",)),
+    _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST, ("coref",)),
+    _param("coref_answer", "answer", "answer (word index)", None, _number, ("coref",)),
+    _param("coref_pair", "pair", "twin sentences", 0, _number, ("coref",)),
+    _param("rollout_kind", "derived", "beside the raw map", DERIVED["rollout"], _choice(DERIVED), ("rollout",)),
+    _param("qk_query", "query", "query token", 0, _number, ("qk",)),
+    _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS, ("ablation",)),
+    _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES), ("ablation",)),
+    _param("gqa_kv", "kv", "key/value heads", None, _number, ("efficient",)),
+    _param("source", "model", "model", "", (str, str)),
+]
+
+
 def init_from_url() -> None:
-    """On a session's first run, restore sentence(s), view, layer and head from the URL."""
+    """On a session's first run, restore the sentence(s), the model and every choice from the URL."""
     if "ready" in st.session_state:
         return
     st.session_state.ready = True
@@ -38,32 +148,58 @@ def init_from_url() -> None:
         text, text_b = DEFAULT_SENTENCE, ""
     st.session_state.text, st.session_state.text_b = text, text_b
     st.session_state.submitted = (text, text_b)
-    view = params.get("view", "head")
-    if view not in VIEWS:
-        notices.append(f"Unknown view in the link; showing {VIEWS['head']}.")
-        view = "head"
-    st.session_state.view = VIEWS[view]
-    for name in ("layer", "head"):
-        value = params.get(name, "0")
-        if not re.fullmatch(r"\d{1,4}", value):
-            notices.append(f"The link's {name} is not a number; using 0.")
-            value = "0"
-        st.session_state[name] = int(value)
-    st.session_state.present = params.get("present") == "1"
+    for p in PARAMS:
+        if p.key == "source":  # loaded below, like a typed source
+            continue
+        if p.default is not None:
+            st.session_state[p.key] = p.default
+        if p.name not in params:
+            continue
+        try:
+            st.session_state[p.key] = p.read(params[p.name])
+        except ValueError as err:
+            if p.name == "view":
+                notices.append(f"Unknown view in the link; showing {VIEWS['head']}.")
+            else:
+                default = p.write(p.default) if p.default not in (None, "", []) else "the default"
+                notices.append(f"The link's {p.name} is {err}; using {default}.")
+    st.session_state.source = ""
+    if params.get("model"):  # loaded as if typed in the model box: an error is shown, the bundled model kept
+        st.session_state.pending_source = params["model"].strip()
+    if "pronoun" in params or "candidates" in params:
+        st.session_state.coref_prefilled = text  # the link's choice, not the example's
+    # no head in the link: the first run opens one worth seeing (see choose_first_head)
+    st.session_state.pick_head = "layer" not in params and "head" not in params
     st.session_state.url_notices = notices
+
+
+def keep_choices() -> None:
+    """Keep every choice across runs. Streamlit forgets a widget's value after a run that does not
+    draw it; writing it back as the script's own value makes it last until the widget is drawn again."""
+    for p in PARAMS:
+        if p.key in st.session_state:
+            st.session_state[p.key] = st.session_state[p.key]
+    if st.session_state.get("view") not in VIEWS.values():
+        st.session_state.view = VIEWS["head"]
 
 
 def view_key() -> str:
     """The chosen view's short name ("head", "overview", ...), as in the URL."""
-    return next(k for k, v in VIEWS.items() if v == st.session_state.view)
+    label = st.session_state.get("view")
+    return next((k for k, v in VIEWS.items() if v == label), "head")
+
+
+def current_choices() -> list[tuple[Param, Any]]:
+    """The choices that shape the page of the chosen view, with their values."""
+    view = view_key()
+    return [(p, st.session_state[p.key]) for p in PARAMS
+            if p.key in st.session_state and (not p.views or view in p.views)]
 
 
 def write_url() -> None:
     text, text_b = st.session_state.submitted
-    view = view_key()
-    params = {"view": view, "layer": str(st.session_state.layer), "head": str(st.session_state.head)}
-    if st.session_state.present:
-        params["present"] = "1"
+    params = {p.name: p.write(value) for p, value in current_choices()
+              if value is not None and (p.always or value != p.default)}
     if len(text) <= MAX_URL_TEXT and len(text_b) <= MAX_URL_TEXT:
         params["s"] = text
         if text_b:
@@ -79,6 +215,9 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
             st.session_state.url_notices.append(f"{name.capitalize()} {value} does not exist in this model "
                                                 f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}.")
             st.session_state[name] = min(max(value, 0), n - 1)
+    heads = st.session_state.get("line_heads") or []
+    if any(h >= n_heads for h in heads):
+        st.session_state.line_heads = [h for h in heads if h < n_heads]
 
 
 def use_preset() -> None:

@@ -1,6 +1,7 @@
 """The page's parts and views: each view reads the one run of the submitted sentence."""
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -13,8 +14,8 @@ from attention.trace import head_matrix
 from viz.shapeflow import shape_flow, tensor_heatmap
 
 from .cache import get_batch, get_model, get_run, get_trace
-from .state import (FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, load_pending_model,
-                    open_clicked_head, pick_step, submit, use_preset)
+from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, current_choices,
+                    open_clicked_head, pick_step, submit, use_preset, view_key)
 
 
 def plain(text: str) -> str:
@@ -27,6 +28,7 @@ def show(fig, name: str, **kwargs):
     width when it sets one (square heatmap cells), else across the column."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
     width = "content" if fig.layout.width else "stretch"
+    st.session_state.setdefault("page_figures", []).append((name, fig))  # what the report holds
     return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
 
 
@@ -41,7 +43,6 @@ def axis_labels(axis: str, tokens: list[str], size: int) -> list[str]:
 def sidebar() -> None:
     with st.sidebar:
         st.header("Model")
-        load_pending_model()
         model, _ = get_model(st.session_state.source)
         c = model.config
         st.caption(f"In use: {plain(model.load_report.source)} — {c.num_hidden_layers} layers × "
@@ -95,9 +96,9 @@ def head_view(run) -> None:
     hide = a.checkbox("Hide [CLS]/[SEP]", key="hide_special")
     renormalize = b.checkbox("Renormalise rows", key="renormalize", disabled=not hide)
     merge = c.checkbox("Merge word pieces into words", key="merge_words")
-    mode = d.radio("Draw as", ["Heatmap", "Lines"], key="draw", horizontal=True)
+    mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
     layer, head = st.session_state.layer, st.session_state.head
-    if mode == "Heatmap":
+    if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
         fig = viz.head_heatmap(hm.matrix, hm.labels, title=f"Layer {layer}, head {head}", font_size=font_size())
         show(fig, f"layer{layer}-head{head}")
@@ -182,19 +183,32 @@ def masks(run) -> None:
              "causal-attention")
 
 
-def report_button(run, model_name: str) -> None:
+def report_facts() -> list[tuple[str, str]]:
+    """The view and every choice that shaped it, as (name, value) rows for the report's header."""
+    def shown(value) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, (list, tuple)):
+            return ", ".join(f"L{v[0]} H{v[1]}" if isinstance(v, tuple) else str(v) for v in value) or "none"
+        return str(value)
+
+    return [(p.label[0].upper() + p.label[1:], shown(value)) for p, value in current_choices()
+            if p.key not in ("present", "source") and value is not None]
+
+
+def figure_caption(name: str, fig) -> str:
+    title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
+    return html.unescape(re.sub(r"<[^>]+>", " ", title)).strip() or name  # the report escapes it again
+
+
+def report_button(model_name: str) -> None:
+    """Download the figures this run drew (the current view), with the sentence and choices written on it."""
     text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
+    figures = [(figure_caption(name, fig), fig) for name, fig in st.session_state.get("page_figures", [])]
+    details = report_facts()
 
     def build() -> str:
-        enc = run.encoded
-        figures = [
-            ("Tokens", viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(),
-                                       enc.special)),
-            (f"Layer {layer}, head {head}", viz.head_heatmap(run.attentions[layer, head], run.tokens)),
-            ("All heads", viz.overview_grid(run.attentions, run.tokens, highlight=(layer, head))),
-        ]
-        return viz.html_report(text, text_b, model_name, figures)
+        return viz.html_report(text, text_b, model_name, figures, details=details)
 
-    st.download_button("Download an offline HTML report", data=build, file_name="attention-report.html",
-                       mime="text/html", on_click="ignore")
+    st.download_button("Download this view as an offline HTML report", data=build,
+                       file_name=f"attention-{view_key()}.html", mime="text/html", on_click="ignore")

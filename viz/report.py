@@ -1,4 +1,4 @@
-"""One standalone HTML page of the current sentence's figures, readable offline.
+"""One standalone HTML page of the figures a view shows, readable offline.
 
 plotly.js is written once, inline, in the page head; each figure is a div
 and one ``Plotly.newPlot`` call. Nothing is fetched from the network, and
@@ -31,19 +31,22 @@ def html_report(
     model_name: str,
     figures: Sequence[tuple[str, go.Figure]],
     *,
+    details: Sequence[tuple[str, str]] = (),
     generated: datetime | None = None,
 ) -> str:
-    """A complete HTML page: a header (sentence(s), model, date), then each figure.
+    """A complete HTML page: a header (sentence(s), model, ``details``, date), then each figure.
 
-    ``figures`` is a list of (caption, figure), shown in order. The page
-    works from a file with no network: plotly.js is inlined once and
-    MathJax is off. ``generated`` is the date shown (default: now).
+    ``figures`` is a list of (caption, figure), shown in order; ``details``
+    are (name, value) rows for the header, such as the view, layer, head
+    and options the figures were drawn with. The page works from a file
+    with no network: plotly.js is inlined once and MathJax is off.
+    ``generated`` is the date shown (default: now).
     """
     generated = generated or datetime.now()
     facts = [("Sentence", sentence)]
     if sentence_b:
         facts.append(("Sentence B", sentence_b))
-    facts += [("Model", model_name), ("Date", generated.strftime("%Y-%m-%d %H:%M"))]
+    facts += [("Model", model_name), *details, ("Date", generated.strftime("%Y-%m-%d %H:%M"))]
     header = "\n".join(
         f"<dt>{html.escape(name)}</dt><dd>{html.escape(str(value))}</dd>" for name, value in facts
     )
