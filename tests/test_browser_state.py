@@ -1,0 +1,145 @@
+"""In Chromium: a fresh server opened by many sessions at once, an empty Run then a real one, a link
+that reproduces the page in a new browser, and the report of the view in use."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from browser import CHROMIUM, app_server, launch, wait_settled
+from test_browser import chart_text, fresh, open_view, run_sentence
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+SENTENCE = "The animal didn't cross the street because it was too tired."
+VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient"]
+SIZE = {"width": 1280, "height": 720}
+
+
+def clean(page) -> None:
+    body = page.inner_text("body")
+    assert "Something went wrong" not in body, body[:500]
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def wait_drawn(page, timeout: float = 180_000) -> None:
+    """Until the script run is over and it drew at least the token strip and one more chart (or failed)."""
+    page.wait_for_function("""() => document.querySelectorAll('.js-plotly-plot').length >= 2
+        || document.body.innerText.includes('Something went wrong')""", timeout=timeout)
+    wait_settled(page, timeout=timeout / 1000)
+
+
+def test_every_view_opened_at_once_on_a_fresh_server():
+    """The first sessions of a new server: one tab draws a long sentence while the others open every
+    view at the same time (the tables and the head comparison thrice), each in its own session."""
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        browser = launch(pw)
+        first = browser.new_page(viewport=SIZE)
+        first.goto(f"{url}/?s=" + "word " * 200)
+        pages = []
+        # the views that import the most on first use come first; goto returns once the page has
+        # loaded, so the sessions' scripts run together
+        order = ["stats", "coref", "stats", "rollout", "coref", "stats"]
+        for view in order + [v for v in VIEWS if v not in order]:
+            page = browser.new_page(viewport=SIZE)
+            page.goto(f"{url}/?view={view}&layer=1&head=2")
+            pages.append((view, page))
+        wait_drawn(first)
+        clean(first)
+        for view, page in pages:
+            wait_drawn(page)
+            clean(page)
+            assert f"view={view}" in page.url
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def page():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport=SIZE)
+        page.app_url, page.browser = url, browser
+        fresh(page)
+        yield page
+        browser.close()
+
+
+@pytest.mark.parametrize("view", ["Head", "Overview", "Shape flow"])
+def test_an_empty_run_then_a_sentence_draws_the_view(page, view):
+    fresh(page, "?layer=1&head=2")
+    open_view(page, view)
+    run_sentence(page, "")
+    page.wait_for_function("() => document.body.innerText.includes('Type a sentence above')", timeout=60_000)
+    run_sentence(page, "A small dog chased the ball.")
+    wait_drawn(page)
+    clean(page)
+    assert "chased" in chart_text(page, "chased")
+    assert page.get_by_role("radio", name=view).or_(page.get_by_role("button", name=view)).count() >= 1
+
+
+def page_state(page) -> dict:
+    """What a person sees: every chart's text, the widgets' values, the info boxes."""
+    return page.evaluate("""() => ({
+        charts: [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent),
+        checks: [...document.querySelectorAll('input[type=checkbox]')].map(c => [c.closest('label')?.innerText, c.checked]),
+        radios: [...document.querySelectorAll('input[type=radio]')].map(c => [c.closest('label')?.innerText, c.checked]),
+        chips: [...document.querySelectorAll('[data-testid=stMultiSelectTagsContainer] [data-tag]')]
+            .filter(t => !t.closest('template')).map(t => t.getAttribute('aria-label')),
+    })""")
+
+
+def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
+    fresh(page, "?layer=2&head=3")
+    page.get_by_text("Hide [CLS]/[SEP]").click()
+    wait_settled(page)
+    page.get_by_text("Renormalise rows").click()
+    wait_settled(page)
+    page.get_by_text("Merge word pieces into words").click()
+    wait_settled(page)
+    page.get_by_text("Lines", exact=True).click()
+    wait_settled(page)
+    heads = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Heads to draw")
+    for head in ("head 5", "head 7"):  # the multiselect of the lines view
+        heads.locator("input").click()
+        page.get_by_role("option", name=head, exact=True).click()
+        wait_settled(page)
+    page.keyboard.press("Escape")
+    wait_settled(page)
+    link = page.url
+    for word in ("hide=1", "renorm=0", "merge=1", "draw=lines", "heads=5%2C7"):
+        assert word in link, link
+    before = page_state(page)
+    assert before["chips"] == ["head 5", "head 7"]
+    assert ["Hide [CLS]/[SEP]", True] in before["checks"] and ["Renormalise rows", False] in before["checks"]
+
+    context = page.browser.new_context(viewport=SIZE)  # a fresh browser: no cookies, no session
+    other = context.new_page()
+    other.goto(link)
+    wait_drawn(other)
+    after = page_state(other)
+    assert after == before
+    assert re.sub(r"#.*", "", other.url) == re.sub(r"#.*", "", link)
+    context.close()
+
+
+def test_the_report_is_the_view_in_use(page, tmp_path):
+    fresh(page, "?view=coref&coref=suite&layer=1&head=2")
+    page.wait_for_function("() => document.body.innerText.includes('examples from built-in suite')",
+                           timeout=120_000)
+    wait_settled(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download this view as an offline HTML report").click()
+    path = tmp_path / "report.html"
+    info.value.save_as(path)
+    report = path.read_text(encoding="utf-8")
+    assert "<dt>View</dt><dd>Coreference</dd>" in report
+    assert "<dt>Coreference mode</dt><dd>Suite</dd>" in report
+    assert "<dt>Layer</dt><dd>1</dd>" in report and "<dt>Head</dt><dd>2</dd>" in report
+    assert "accuracy of each head" in report  # the suite's grid
+    assert report.count("Plotly.newPlot") == page.locator(".js-plotly-plot").count()
+    assert "https://" not in re.sub(r"<script[^>]*>.*?</script>", "", report, flags=re.S)  # nothing fetched
