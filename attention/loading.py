@@ -17,6 +17,7 @@ from .bert import BertModel
 from .config import BertConfig, ConfigError
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
+HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # parts of task checkpoints (BertForMaskedLM, ...) that sit beside the encoder and are not used
 _HEADS = ("pooler.", "cls.", "classifier.", "qa_outputs.", "embeddings.position_ids")
@@ -174,7 +175,7 @@ def _from_hub(repo_id: str) -> Path:
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError, ConnectionError):
         raise ModelLoadError(
             f"'{repo_id}' is not in the local Hugging Face cache and the Hub cannot be reached (offline?): "
-            f"download it once where there is a connection (huggingface-cli download {repo_id}) "
+            f"download it once where there is a connection ({HUB_DOWNLOAD} {repo_id}) "
             "or give the path of a local checkpoint folder") from None
     except Exception as err:  # any other failure of the download client
         raise ModelLoadError(f"could not fetch '{repo_id}' from the Hugging Face Hub: {err}") from None
