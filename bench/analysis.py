@@ -26,11 +26,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from attention import load_bert  # noqa: E402
-from attention.ablation import ablate  # noqa: E402
-from attention.analysis import (as_attention_tuple, attention_flow, embed_heads, head_distances,  # noqa: E402
-                                head_stats, pattern_labels, punctuation_mask, rollout)
-from attention.gqa import map_change, to_grouped  # noqa: E402
-from attention.neuron import query_key  # noqa: E402
+from attention.analysis.ablation import ablate  # noqa: E402
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
+from attention.analysis.stats import (embed_heads, head_distances, head_stats, pattern_labels,  # noqa: E402
+                                      punctuation_mask)
+from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
+from attention.analysis.query_key import query_key  # noqa: E402
 from attention.run import run_sentence  # noqa: E402
 from attention.trace import trace_layer  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402

@@ -16,7 +16,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from attention.coref import load_examples, score_example, score_heads  # noqa: E402
+from attention.analysis.coref import load_examples, score_example, score_heads  # noqa: E402
 from bench.forward import interleaved_medians, reference_pair  # noqa: E402
 
 

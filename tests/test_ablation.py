@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_bert, scaled_dot_product_attention
-from attention.ablation import AblationResult, MaskPredictions, ablate
+from attention.analysis.ablation import AblationResult, MaskPredictions, ablate
 from attention.mlm import MaskedLMHead, load_mlm_head, predict_masked
 
 from conftest import TINY, make_tiny

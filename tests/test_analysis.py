@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention.analysis import (PATTERNS, as_attention_tuple, attention_flow, embed_heads, head_distances,
-                                head_stats, pattern_labels, punctuation_mask, rollout)
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+from attention.analysis.stats import PATTERNS, embed_heads, head_distances, head_stats, pattern_labels, punctuation_mask
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 

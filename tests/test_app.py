@@ -241,7 +241,7 @@ def chart(at: AppTest, title_start: str) -> dict:
 
 
 def test_coreference_on_the_sentence_is_prefilled_and_exact(minilm, default_run):
-    from attention.coref import CorefExample, score_example
+    from attention.analysis.coref import CorefExample, score_example
 
     at = start(view="coref")
     no_errors(at)
@@ -259,7 +259,7 @@ def test_coreference_on_the_sentence_is_prefilled_and_exact(minilm, default_run)
 
 
 def test_coreference_suite_and_minimal_pairs(minilm):
-    from attention.coref import flipping_heads, load_examples, score_heads, twin_pairs
+    from attention.analysis.coref import flipping_heads, load_examples, score_heads, twin_pairs
 
     at = start(view="coref")
     at.segmented_control(key="coref_mode").set_value("Suite").run()

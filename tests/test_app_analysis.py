@@ -5,10 +5,11 @@ import json
 
 import numpy as np
 
-from attention.ablation import ablate
-from attention.analysis import as_attention_tuple, attention_flow, head_stats, pattern_labels, punctuation_mask, rollout
-from attention.gqa import map_change, to_grouped
-from attention.neuron import query_key
+from attention.analysis.ablation import ablate
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
+from attention.analysis.gqa import map_change, to_grouped
+from attention.analysis.query_key import query_key
 from attention.run import run_sentence
 from attention.trace import trace_layer
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from attention.coref import (CorefExample, ExampleError, flipping_heads, load_examples, main, parse_examples,
+from attention.analysis.coref import (CorefExample, ExampleError, flipping_heads, load_examples, main, parse_examples,
                              score_example, score_heads, twin_pairs)
 
 from conftest import ROOT
@@ -197,7 +197,7 @@ def test_the_built_in_suite(suite):
 
 
 def test_batched_scores_equal_one_by_one(minilm, suite):
-    from attention.coref import score_example as one
+    from attention.analysis.coref import score_example as one
     from attention.run import run_sentence
 
     model, tokenizer = minilm

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attention import encode
-from attention.gqa import kv_head_options, map_change, to_grouped
+from attention.analysis.gqa import kv_head_options, map_change, to_grouped
 from attention.run import stack_attentions
 from viz.efficient import fused_panel, gqa_change_grid
 

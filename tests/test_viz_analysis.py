@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attention import BertConfig, BertModel
-from attention.analysis import head_stats, pattern_labels, punctuation_mask
-from attention.neuron import QueryKey, query_key
+from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
+from attention.analysis.query_key import QueryKey, query_key
 from attention.trace import trace_layer
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
 

@@ -10,12 +10,12 @@ import numpy as np
 import streamlit as st
 
 from attention import ModelLoadError
-from attention.ablation import ablate
-from attention.analysis import (FLOW_MAX_TOKENS, as_attention_tuple, attention_flow, embed_heads, head_distances,
-                                rollout)
-from attention.gqa import kv_head_options, map_change, to_grouped
+from attention.analysis.ablation import ablate
+from attention.analysis.rollout import FLOW_MAX_TOKENS, as_attention_tuple, attention_flow, rollout
+from attention.analysis.stats import embed_heads, head_distances
+from attention.analysis.gqa import kv_head_options, map_change, to_grouped
 from attention.mlm import MaskedLMHead, load_mlm_head
-from attention.neuron import query_key
+from attention.analysis.query_key import query_key
 from attention.run import run_sentence
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
 from viz.efficient import fused_panel, gqa_change_grid

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from attention.coref import (CorefExample, ExampleError, flipping_heads, load_examples, score_example,
+from attention.analysis.coref import (CorefExample, ExampleError, flipping_heads, load_examples, score_example,
                              score_heads, twin_pairs, word_spans)
 from viz.coref import flip_grid, head_grid, ranked_heads
 

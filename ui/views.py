@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 import viz
-from attention.analysis import head_stats, pattern_labels, punctuation_mask
+from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.run import head_map
 from attention.trace import head_matrix
 from viz.shapeflow import shape_flow, tensor_heatmap

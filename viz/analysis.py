@@ -16,7 +16,7 @@ from viz._text import escape, escape_all, position_labels
 if TYPE_CHECKING:  # for the annotations only: viz needs no torch at run time, pandas only for the table
     import pandas as pd
 
-    from attention.neuron import QueryKey
+    from attention.analysis.query_key import QueryKey
 
 DIVERGING = "RdBu_r"  # vector components and products: red above zero, blue below, white at zero
 SCORE_COLOUR, PROB_COLOUR = "#9e9e9e", "#2f6fad"
@@ -34,7 +34,7 @@ _KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(mark
 # ---- one query against every key ------------------------------------------------------------------
 
 def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12) -> go.Figure:
-    """The query·key view of one head and one query (an attention.neuron.QueryKey).
+    """The query·key view of one head and one query (an attention.analysis.query_key.QueryKey).
 
     Four panels share the key-token rows (first token on top): the key vectors k (S × d), the
     products q × k (S × d) under the query vector q as a 1 × d strip, the scaled scores

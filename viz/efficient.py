@@ -18,7 +18,7 @@ CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 
 
 def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) -> go.Figure:
-    """Mean |Δ| per head ``change [n_layers, n_heads]`` (attention.gqa.map_change) as a heatmap.
+    """Mean |Δ| per head ``change [n_layers, n_heads]`` (attention.analysis.gqa.map_change) as a heatmap.
 
     Rows are layers ("L0" on top), columns query heads ("H0", ...), each cell shows its value and
     hover reads "layer l head h: mean |Δ| = …". Vertical lines mark the groups of query heads that

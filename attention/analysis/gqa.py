@@ -16,8 +16,8 @@ import copy
 import numpy as np
 import torch
 
-from .bert import BertModel
-from .mha import MultiHeadAttention
+from ..bert import BertModel
+from ..mha import MultiHeadAttention
 
 
 def kv_head_options(num_heads: int) -> list[int]:

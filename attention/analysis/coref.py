@@ -8,7 +8,7 @@ attention from the pronoun to the answer is strictly greater than to every other
 is wrong). Baselines: `nearest` picks the candidate closest before the pronoun (if none is before
 it, the closest after), `first` the earliest candidate.
 
-    python -m attention.coref data/coref_examples.jsonl [--model SOURCE] [--csv OUT] [--top N]
+    python -m attention.analysis.coref data/coref_examples.jsonl [--model SOURCE] [--csv OUT] [--top N]
 """
 from __future__ import annotations
 
@@ -305,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from .loading import ModelLoadError, load_bert
+    from ..loading import ModelLoadError, load_bert
 
-    ap = argparse.ArgumentParser(prog="python -m attention.coref",
+    ap = argparse.ArgumentParser(prog="python -m attention.analysis.coref",
                                  description="Score every attention head on coreference examples.")
     ap.add_argument("file", help="JSON Lines file of examples (text, pronoun, candidates, answer)")
     ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled MiniLM)")

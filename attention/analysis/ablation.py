@@ -13,8 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .bert import BertModel
-from .mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
+from ..bert import BertModel
+from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 
 
 class MaskPredictions(NamedTuple):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attention import BertConfig, BertModel, MultiHeadAttention
-from attention.neuron import QueryKey, query_key
+from attention.analysis.query_key import QueryKey, query_key
 
 from test_trace import run as traced
 

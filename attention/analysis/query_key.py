@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .trace import Trace
+from ..trace import Trace
 
 
 class QueryKey(NamedTuple):

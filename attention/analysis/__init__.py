@@ -1,0 +1,9 @@
+"""Read-only computations on a model's outputs, one question per module:
+
+  coref      which heads send a pronoun to its antecedent; scoring a suite of examples (and its CLI)
+  stats      per-head statistics and pattern labels; heads compared across sentences
+  rollout    attention through the layers: rollout and attention flow
+  query_key  one head's query and key vectors for one token, from a recorded forward pass
+  ablation   switch heads off and measure what changes
+  gqa        the model converted to grouped-query attention, and how much each map moves
+"""
