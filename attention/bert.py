@@ -1,3 +1,4 @@
 """BERT now lives in attention/models/bert.py, beside the other families; kept for old imports."""
-from .models.blocks import ACTIVATIONS as _ACTIVATIONS  # noqa: F401
-from .models.bert import BertModel, BertOutput  # noqa: F401
+from .models.bert import BertModel, BertOutput
+
+__all__ = ["BertModel", "BertOutput"]
