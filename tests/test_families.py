@@ -241,3 +241,16 @@ def test_masked_lm_heads_match_transformers(tmp_path, family, model_class):
 def test_families_without_a_masked_lm_head_give_none(tmp_path, family):
     model, _ = load_model(make_family(tmp_path / family, family))  # GPT2LMHeadModel, ElectraForPreTraining
     assert load_mlm_head(model) is None
+
+
+@pytest.mark.parametrize("family, change, message", [("roberta", {"pad_token_id": None}, "pad_token_id should be an int"),
+                                                     ("gpt2", {"n_embd": "wide"}, "hidden_size should be an int"),
+                                                     ("gpt2", {"scale_attn_by_inverse_layer_idx": True},
+                                                      "scale_attn_by_inverse_layer_idx=True is not supported"),
+                                                     ("distilbert", {"n_heads": 5}, "not divisible")])
+def test_a_bad_config_is_one_clear_error(tmp_path, family, change, message):
+    folder = make_family(tmp_path / family, family)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(folder)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ..config import ModelConfig
+from ..config import ConfigError, ModelConfig
 
 Rules = tuple[tuple[str, str], ...]  # (checkpoint-name pattern, our name with \1 ... groups)
 
@@ -62,3 +62,11 @@ def config_values(values: dict, names: dict[str, str], defaults: dict) -> dict:
     a key missing from config.json takes the family's default (transformers' own)."""
     return {ours: values.get(theirs, defaults.get(ours)) for ours, theirs in names.items()
             if theirs in values or ours in defaults}
+
+
+def integer(fields: dict, name: str) -> int:
+    """fields[name], which a family computes with before ModelConfig checks it: ConfigError unless an int."""
+    value = fields.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} should be an int, not {value!r}")
+    return value

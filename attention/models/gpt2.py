@@ -9,7 +9,7 @@ every row, padding or not, as transformers counts them when no position_ids are 
 from __future__ import annotations
 
 from ..config import ConfigError, ModelConfig
-from .family import Family, config_values
+from .family import Family, config_values, integer
 
 _NAMES = dict(vocab_size="vocab_size", hidden_size="n_embd", num_hidden_layers="n_layer",
               num_attention_heads="n_head", hidden_act="activation_function", hidden_dropout_prob="resid_pdrop",
@@ -26,7 +26,7 @@ def read_config(values: dict) -> ModelConfig:
         if values.get(key, needed) != needed:
             raise ConfigError(f"GPT-2 with {key}={values[key]!r} is not supported (only {needed})")
     fields = config_values(values, _NAMES, _DEFAULTS)
-    inner = values.get("n_inner") or 4 * fields["hidden_size"]
+    inner = values.get("n_inner") or 4 * integer(fields, "hidden_size")
     return ModelConfig(**fields, intermediate_size=inner, model_type="gpt2", type_vocab_size=0, pad_token_id=None,
                        embedding_norm=False, pre_norm=True, final_norm=True, causal=True, fused_qkv=True)
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from ..config import BERT_NAMES, ModelConfig
 from .bert import BUFFERS, ENCODER_RULES, TASK_HEADS
-from .family import Family, MaskedLMNames, config_values
+from .family import Family, MaskedLMNames, config_values, integer
 
 _DEFAULTS = dict(max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1)
 
 
 def read_config(values: dict) -> ModelConfig:
     fields = config_values(values, {n: n for n in BERT_NAMES}, _DEFAULTS)
-    offset = fields["pad_token_id"] + 1
-    fields["max_position_embeddings"] -= offset  # rows before the first position are not positions
+    offset = integer(fields, "pad_token_id") + 1
+    fields["max_position_embeddings"] = integer(fields, "max_position_embeddings") - offset  # the rest are positions
     return ModelConfig(**fields, model_type="roberta", position_offset=offset, positions_skip_padding=True)
 
 
