@@ -1,11 +1,14 @@
-"""Multi-head attention and a BERT encoder written out in plain PyTorch, loading real checkpoints."""
-from .bert import BertModel, BertOutput
-from .config import BertConfig, ConfigError
+"""Multi-head attention and transformer models (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2) written out
+in plain PyTorch, loading real checkpoints."""
+from .config import BertConfig, ConfigError, ModelConfig
 from .inputs import Encoded, encode
-from .loading import LoadReport, ModelLoadError, load_bert, map_state_dict
+from .loading import LoadReport, ModelLoadError, load_bert, load_model, map_state_dict
 from .mha import MultiHeadAttention, scaled_dot_product_attention
+from .models import FAMILIES, ModelOutput, Transformer
+from .models.bert import BertModel, BertOutput
 
 __all__ = [
-    "BertConfig", "BertModel", "BertOutput", "ConfigError", "Encoded", "LoadReport", "ModelLoadError",
-    "MultiHeadAttention", "encode", "load_bert", "map_state_dict", "scaled_dot_product_attention",
+    "FAMILIES", "BertConfig", "BertModel", "BertOutput", "ConfigError", "Encoded", "LoadReport", "ModelConfig",
+    "ModelLoadError", "ModelOutput", "MultiHeadAttention", "Transformer", "encode", "load_bert", "load_model",
+    "map_state_dict", "scaled_dot_product_attention",
 ]

@@ -1,4 +1,10 @@
-"""The shape of a BERT model, read from a checkpoint's config.json (transformers' field names)."""
+"""The shape of a model, and what its family does differently, as one frozen dataclass.
+
+Sizes use transformers' BERT field names (hidden_size, num_hidden_layers, ...), the names the app
+reads. Each family's file (attention/models/) fills a ModelConfig from its own config.json names;
+what the family does differently from BERT is declared in the fields below the sizes, never
+written as a second copy of the model. BertConfig is ModelConfig restricted to BERT checkpoints.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +14,15 @@ from pathlib import Path
 
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
+NORMS = ("layer_norm", "rms_norm")
+POSITIONS = ("absolute",)  # a learned table of positions; rotary ("rotary") is the next to come
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
-_TYPES = {"int": int, "float": (int, float), "str": str}
+_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None))}
+_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset")
+# the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
+BERT_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+              "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+              "type_vocab_size", "layer_norm_eps", "pad_token_id", "position_embedding_type")
 
 
 class ConfigError(ValueError):
@@ -17,7 +30,7 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class BertConfig:
+class ModelConfig:
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -26,49 +39,90 @@ class BertConfig:
     hidden_act: str = "gelu"
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
+    max_position_embeddings: int = 512  # how many positions a token can take: the longest input
+    type_vocab_size: int = 2  # 0: the family has no token types (segments)
     layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
+    pad_token_id: int | None = 0
     position_embedding_type: str = "absolute"
     model_type: str = "bert"
+    # ---- what a family declares differently (BERT's choices by default) ----
+    embedding_size: int | None = None  # width of the embeddings if not hidden_size: projected up (ELECTRA)
+    embedding_norm: bool = True  # a norm over the summed embeddings (GPT-2: none)
+    position_offset: int = 0  # rows of the position table before the first position (RoBERTa: pad + 1)
+    positions_skip_padding: bool = False  # padding tokens take no position, read row pad_token_id (RoBERTa)
+    pre_norm: bool = False  # norm before each sub-block, residual after (GPT-2); else after the residual
+    final_norm: bool = False  # a norm after the last layer (GPT-2's ln_f)
+    norm: str = "layer_norm"  # or "rms_norm"
+    causal: bool = False  # a decoder: every token sees only itself and earlier tokens
+    fused_qkv: bool = False  # one projection makes Q, K and V (GPT-2's c_attn)
+    num_key_value_heads: int | None = None  # grouped-query attention; None: one per query head
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    gated_mlp: bool = False  # act(gate(x)) * intermediate(x), as Llama's MLP
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, _TYPES[field.type]):
+            if (isinstance(value, bool) and field.type != "bool") or not isinstance(value, _TYPES[field.type]):
                 raise ConfigError(f"{field.name} should be a {field.type}, not {value!r}")
-            if field.type == "int" and field.name != "pad_token_id" and value < 1:
+            if field.type.startswith("int") and value is not None and value < (field.name not in _ZERO_ALLOWED):
                 raise ConfigError(f"{field.name} must be positive, not {value}")
-        if self.model_type != "bert":
-            raise ConfigError(f"this is a '{self.model_type}' model, not BERT: only model_type 'bert' is supported")
-        if self.position_embedding_type != "absolute":
+        if self.position_embedding_type not in POSITIONS:
             raise ConfigError(f"position_embedding_type '{self.position_embedding_type}' is not supported: "
                               "only absolute position embeddings")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act '{self.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
+        if self.norm not in NORMS:
+            raise ConfigError(f"norm '{self.norm}' is not supported (one of {', '.join(NORMS)})")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
                               f"num_attention_heads {self.num_attention_heads}")
+        if self.num_attention_heads % self.kv_heads:
+            raise ConfigError(f"num_attention_heads {self.num_attention_heads} is not divisible by "
+                              f"num_key_value_heads {self.kv_heads}")
+        if self.positions_skip_padding and self.pad_token_id is None:
+            raise ConfigError("positions that skip padding need a pad_token_id")
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
+
+    @property
+    def embedding_width(self) -> int:
+        return self.embedding_size or self.hidden_size
+
+
+def read_json(path: str | Path) -> dict:
+    """A config.json as a dict; ConfigError if it cannot be read or is not a JSON object."""
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read {path}: {err}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return values
+
+
+@dataclass(frozen=True)
+class BertConfig(ModelConfig):
+    """A BERT checkpoint's config: its config.json names are ModelConfig's own."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.model_type != "bert":
+            raise ConfigError(f"this is a '{self.model_type}' model, not BERT: only model_type 'bert' is supported")
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":
         """Keep the fields BERT uses; a missing model_type is an error, other extra keys are ignored."""
         if "model_type" not in values:
             raise ConfigError("config.json has no model_type: cannot tell whether it is a BERT model")
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return cls(**{k: values[k] for k in BERT_NAMES + ("model_type",) if k in values})
 
     @classmethod
     def from_json(cls, path: str | Path) -> "BertConfig":
-        try:
-            values = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"cannot read {path}: {err}") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path} does not hold a JSON object")
-        return cls.from_dict(values)
+        return cls.from_dict(read_json(path))

@@ -10,13 +10,15 @@ import torch
 class Encoded:
     input_ids: torch.Tensor  # (1, L)
     attention_mask: torch.Tensor  # (1, L), all ones for one sentence
-    token_type_ids: torch.Tensor  # (1, L), 0 for segment A, 1 for segment B
-    tokens: list[str]  # WordPiece pieces, [CLS] and [SEP] included
+    token_type_ids: torch.Tensor  # (1, L), 0 for segment A, 1 for segment B; zeros if the tokenizer has none
+    tokens: list[str]  # the tokenizer's pieces, its special tokens ([CLS], [SEP], <s> ...) included
     word_ids: list[int | None]  # word index of each piece; None for special tokens
     sequence_ids: list[int | None]  # 0 or 1 for the segment of each piece; None for special tokens
     offsets: list[tuple[int, int]]  # character span of each piece in its own text
     total_tokens: int  # length before truncation
     notice: str | None  # set when the input was truncated
+    special_tokens_mask: tuple[bool, ...] | None = None  # the tokenizer's: True for the tokens it added
+
 
     @property
     def truncated(self) -> bool:
@@ -24,19 +26,23 @@ class Encoded:
 
     @property
     def special(self) -> list[bool]:
-        return [w is None for w in self.word_ids]
+        """True for special tokens: marked by the tokenizer, or part of no word ([CLS], [SEP], <s> ...).
+        GPT-2's tokenizer adds none."""
+        marked = self.special_tokens_mask or (False,) * len(self.word_ids)
+        return [bool(m) or w is None for m, w in zip(marked, self.word_ids)]
 
 
 def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int = 512) -> Encoded:
     """Tokenize one sentence (or a pair) for a model with `max_length` positions.
 
     Longer input is truncated to fit (from the longer segment first), and `notice` says so; it
-    is never an error.
+    is never an error. Works with any fast tokenizer: one that adds no special tokens (GPT-2's)
+    or gives no token types (their ids are then all zeros).
     """
     pair = text_pair if text_pair else None
     total = len(tokenizer(text, pair, verbose=False)["input_ids"])
     enc = tokenizer(text, pair, truncation=True, max_length=max_length, return_offsets_mapping=True,
-                    return_token_type_ids=True, return_tensors="pt")
+                    return_token_type_ids=True, return_special_tokens_mask=True, return_tensors="pt")
     length = enc["input_ids"].shape[1]
     notice = None
     if total > length:
@@ -45,11 +51,12 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
     return Encoded(
         input_ids=enc["input_ids"],
         attention_mask=enc["attention_mask"],
-        token_type_ids=enc["token_type_ids"],
+        token_type_ids=enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])),
         tokens=enc.tokens(),
         word_ids=enc.word_ids(),
         sequence_ids=enc.sequence_ids(),
         offsets=[tuple(o) for o in enc["offset_mapping"][0].tolist()],
         total_tokens=total,
         notice=notice,
+        special_tokens_mask=tuple(bool(m) for m in enc["special_tokens_mask"][0].tolist()),
     )

@@ -1,7 +1,8 @@
 """Where weights come from: the bundled default, a local checkpoint folder, or a hub id.
 
-One function, `map_state_dict`, says how a checkpoint's tensor names become ours; loading then
-checks that every tensor of the model is given exactly once and with the right shape.
+config.json's model_type picks the family (attention/models/); `convert_checkpoint` renames the
+checkpoint's tensors with the family's map, and loading then checks that every tensor of the
+model is given exactly once and with the right shape.
 """
 from __future__ import annotations
 
@@ -10,29 +11,17 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from .bert import BertModel
-from .config import BertConfig, ConfigError
+from .config import BertConfig, ConfigError, ModelConfig, read_json
+from .models import FAMILIES, Family, Transformer
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
 HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-# parts of task checkpoints (BertForMaskedLM, ...) that sit beside the encoder and are not used
-_HEADS = ("pooler.", "cls.", "classifier.", "qa_outputs.", "embeddings.position_ids")
-_RULES = [  # checkpoint name (after any "bert." prefix) -> our name
-    (r"embeddings\.(word_embeddings|position_embeddings|token_type_embeddings)\.weight", r"embeddings.\1.weight"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", r"embeddings.LayerNorm.\1"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", r"layers.\1.attention.q_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", r"layers.\1.attention.k_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", r"layers.\1.attention.v_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"layers.\1.attention.o_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", r"layers.\1.attention_norm.\2"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"layers.\1.intermediate.\2"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"layers.\1.output.\2"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", r"layers.\1.output_norm.\2"),
-]
+_OLD_NORM_NAMES = re.compile(r"LayerNorm\.(gamma|beta)$")  # the original TensorFlow checkpoints' names
 
 
 class ModelLoadError(ValueError):
@@ -47,47 +36,64 @@ class LoadReport:
     ignored_keys: tuple[str, ...]  # checkpoint tensors that are not part of the encoder
 
 
-def map_state_dict(checkpoint: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Rename a BERT checkpoint's tensors to this package's names.
+def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor]
+                       ) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Rename a checkpoint's tensors to this package's names, as `family` declares them.
 
-    Accepts plain BertModel checkpoints and task models whose encoder sits under "bert.".
-    Returns (renamed tensors as float32, names of the ignored task-head tensors). A tensor that is
-    neither part of the encoder nor a known head is an error naming it.
+    Accepts the family's base-model checkpoints and task models whose base model sits under the
+    family's prefix ("bert.", "transformer." ...). Returns (renamed tensors as float32, names of the
+    ignored task-head tensors and buffers). Weights stored (in, out) are transposed; a weight left
+    out because it is tied to a head's (GPT-2's wte and lm_head) is taken from the head. A tensor
+    that is neither part of the model nor a known head, or one given twice, is an error naming it.
     """
-    prefixed = any(name.startswith("bert.") for name in checkpoint)
+    prefix = family.prefix
+    prefixed = any(name.startswith(prefix) for name in checkpoint)
     renamed, ignored = {}, []
     for name, tensor in checkpoint.items():
-        key = name[len("bert."):] if prefixed and name.startswith("bert.") else name
-        key = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key))
-        for pattern, target in _RULES:
-            if re.fullmatch(pattern, key):
-                renamed[re.sub(pattern, target, key)] = tensor.float() if tensor.is_floating_point() else tensor
-                break
-        else:
-            if not key.startswith(_HEADS) and not (prefixed and not name.startswith("bert.")):
-                raise ModelLoadError(f"the checkpoint has a tensor this BERT model does not know: '{name}'")
+        inside = not prefixed or name.startswith(prefix)
+        key = _OLD_NORM_NAMES.sub(lambda m: "LayerNorm." + {"gamma": "weight", "beta": "bias"}[m.group(1)],
+                                  name[len(prefix):] if prefixed and inside else name)
+        target = family.rename(key) if inside else None
+        if target is None:
+            if not family.is_ignored(key):
+                raise ModelLoadError(f"the checkpoint has a tensor this {family.title} model does not know: '{name}'")
             ignored.append(name)
+            continue
+        if target in renamed:
+            raise ModelLoadError(f"the checkpoint gives tensor '{target}' twice (the second time as '{name}')")
+        if family.is_transposed(key):
+            tensor = tensor.t().contiguous()  # (in, out) -> (out, in)
+        renamed[target] = tensor.float() if tensor.is_floating_point() else tensor
+    for ours, head_name in family.tied:
+        if ours not in renamed and head_name in checkpoint:
+            renamed[ours] = checkpoint[head_name].float()
     return renamed, ignored
 
 
+def map_state_dict(checkpoint: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """A BERT checkpoint's tensors under this package's names (see convert_checkpoint)."""
+    return convert_checkpoint(FAMILIES["bert"], checkpoint)
+
+
 def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], what: str = "the checkpoint",
-                  prefix: str = "", unknown_hint: str = "") -> None:
+                  prefix: str = "", unknown_hint: str = "", name_of: Callable[[str], str] | None = None) -> None:
     """Strict: every expected tensor present, none unknown, every shape equal; else a ModelLoadError
-    naming the first key at fault (as `prefix` + key) and `what` was being read."""
+    naming the first key at fault (as `prefix` + key, or as `name_of(key)` says) and `what` was being read."""
+    name_of = name_of or (lambda key: prefix + key)
     missing = sorted(set(expected) - set(tensors))
     if missing:
-        raise ModelLoadError(f"{what} has no tensor '{prefix}{missing[0]}'"
+        raise ModelLoadError(f"{what} has no tensor '{name_of(missing[0])}'"
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     extra = sorted(set(tensors) - set(expected))
     if extra:
-        raise ModelLoadError(f"{what} has a tensor this model does not know: '{prefix}{extra[0]}'{unknown_hint}")
+        raise ModelLoadError(f"{what} has a tensor this model does not know: '{name_of(extra[0])}'{unknown_hint}")
     for key, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise ModelLoadError(f"tensor '{prefix}{key}' has shape {tuple(tensor.shape)}, "
+            raise ModelLoadError(f"tensor '{name_of(key)}' has shape {tuple(tensor.shape)}, "
                                  f"the config needs {tuple(expected[key].shape)}")
 
 
-def copy_weights(model: BertModel, tensors: dict[str, torch.Tensor]) -> None:
+def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
     """Copy every tensor into the model; a missing, extra or mis-shaped one names the key."""
     check_tensors(tensors, model.state_dict(),
                   unknown_hint=" (does num_hidden_layers in config.json match the weights?)")
@@ -182,7 +188,9 @@ def _from_hub(repo_id: str) -> Path:
 
 
 def load_tokenizer(folder: Path, vocab_size: int):
-    """transformers' fast tokenizer for the checkpoint; its ids must fit the model's vocabulary."""
+    """transformers' fast tokenizer for the checkpoint, whatever its kind; its ids must fit the model's
+    vocabulary. It returns token_type_ids, zeros if it has no token types, and pads (GPT-2's with
+    its end-of-text token)."""
     from transformers import AutoTokenizer
 
     if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
@@ -196,27 +204,65 @@ def load_tokenizer(folder: Path, vocab_size: int):
     if len(tokenizer) > vocab_size:
         raise ModelLoadError(f"the tokenizer knows {len(tokenizer)} tokens but the model only {vocab_size}: "
                              "they do not belong together")
+    # every model here takes token_type_ids (zeros where the family has none), so every tokenizer gives them
+    if "token_type_ids" not in tokenizer.model_input_names:
+        tokenizer.model_input_names = [*tokenizer.model_input_names, "token_type_ids"]
+    # a tokenizer without a padding token (GPT-2's) pads batches with its end-of-text token; the
+    # attention mask keeps those positions out
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
-def load_bert(source: str | os.PathLike | None = None):
-    """Load a BERT checkpoint into our encoder. Returns (model, tokenizer).
+def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, ModelConfig]:
+    """The family and config of the checkpoint in `folder`, from config.json's model_type; with
+    `model_type` given, that family's reading of config.json, which refuses any other."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ModelLoadError(f"{folder} has no config.json: is it a model checkpoint folder?")
+    try:
+        values = read_json(path)
+        if model_type is None:
+            model_type = values.get("model_type")
+            if model_type is None:
+                raise ConfigError("config.json has no model_type: cannot tell which kind of model it is")
+            if model_type not in FAMILIES:
+                raise ConfigError(f"'{model_type}' models are not supported: model_type must be one of "
+                                  f"{', '.join(FAMILIES)}")
+        family = FAMILIES[model_type]
+        return family, family.read_config(values)
+    except ConfigError as err:
+        raise ModelLoadError(f"{path}: {err}") from None
+
+
+def load_model(source: str | os.PathLike | None = None):
+    """Load a checkpoint of any supported family into our model. Returns (model, tokenizer).
 
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
-    (or pytorch_model.bin) and tokenizer files, or a hub id such as 'bert-base-uncased'.
+    (or pytorch_model.bin) and tokenizer files, or a hub id such as 'bert-base-uncased'. The
+    family comes from config.json's model_type: bert, roberta, distilbert, electra or gpt2. The
+    folder may hold the base model or a task model (masked LM, classifier, LM head ...): the
+    task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own.
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without
     gradients, and carries a `load_report` saying what was loaded and which tensors were ignored.
     """
+    return _load(source)
+
+
+def load_bert(source: str | os.PathLike | None = None):
+    """Load a BERT checkpoint into our model. Returns (model, tokenizer).
+
+    As load_model, but a checkpoint of any other family is refused with a ModelLoadError naming it.
+    """
+    return _load(source, "bert")
+
+
+def _load(source: str | os.PathLike | None, model_type: str | None = None):
     folder = resolve_source(source)
-    if not (folder / "config.json").is_file():
-        raise ModelLoadError(f"{folder} has no config.json: is it a model checkpoint folder?")
-    try:
-        config = BertConfig.from_json(folder / "config.json")
-    except ConfigError as err:
-        raise ModelLoadError(f"{folder / 'config.json'}: {err}") from None
+    family, config = read_config(folder, model_type)
     checkpoint, weights_file = read_checkpoint(folder)
-    tensors, ignored = map_state_dict(checkpoint)
-    model = BertModel(config)
+    tensors, ignored = convert_checkpoint(family, checkpoint)
+    model = Transformer(config)
     copy_weights(model, tensors)
     model.eval().requires_grad_(False)
     tokenizer = load_tokenizer(folder, config.vocab_size)

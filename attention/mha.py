@@ -154,6 +154,8 @@ class MultiHeadAttention(nn.Module):
 
     num_kv_heads < num_heads gives grouped-query attention: each key/value head serves a group
     of num_heads // num_kv_heads query heads (num_kv_heads = 1 is multi-query attention).
+    fused_qkv: one projection qkv_proj, D -> (H + 2G)·d, whose output is cut into Q, K and V
+    (GPT-2's c_attn); self-attention only.
     """
 
     def __init__(
@@ -163,6 +165,7 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
+        fused_qkv: bool = False,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -176,9 +179,15 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = d_model // num_heads
         self.scaling = self.head_dim ** -0.5
         self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+        self.fused_qkv = fused_qkv
+        # widths of Q, K and V: H·d, G·d, G·d
+        self.qkv_widths = (num_heads * self.head_dim, num_kv_heads * self.head_dim, num_kv_heads * self.head_dim)
+        if fused_qkv:
+            self.qkv_proj = nn.Linear(d_model, sum(self.qkv_widths), bias=bias)
+        else:
+            self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
+            self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
+            self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias)
 
     def split_heads(self, x: torch.Tensor, n_heads: int, name: str, record: Recorder) -> torch.Tensor:
@@ -212,9 +221,18 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"key and value lengths differ: {S} vs {value.size(1)}")
         record("input", query)  # (B, L, D)
 
-        q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
-        k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
-        v = record("v_proj", self.v_proj(value))  # (B, S, G·d)
+        if self.fused_qkv:
+            if key is not query or value is not query:
+                raise ValueError("a fused Q·K·V projection does self-attention only: give no key or value")
+            Q, K, _ = self.qkv_widths
+            qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, (H+2G)·d)
+            q = record("q_proj", qkv[..., :Q])  # (B, L, H·d)
+            k = record("k_proj", qkv[..., Q:Q + K])  # (B, S, G·d)
+            v = record("v_proj", qkv[..., Q + K:])  # (B, S, G·d)
+        else:
+            q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
+            k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
+            v = record("v_proj", self.v_proj(value))  # (B, S, G·d)
         q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
         k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
         v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)

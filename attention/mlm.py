@@ -1,9 +1,11 @@
-"""BERT's masked-language-model head: which tokens the model would put at a [MASK].
+"""The masked-language-model head: which tokens the model would put at a [MASK].
 
-The head is BERT's `cls.predictions`: a dense layer, the activation and a LayerNorm, then the
-decoder back to the vocabulary, whose weight is the word embedding matrix (tied) plus a bias of
-its own. Encoder checkpoints (such as the bundled MiniLM) have no head; task checkpoints from
-BertForMaskedLM or BertForPreTraining do, and `load_mlm_head` reads it from the same files.
+The head is a dense layer, an activation and a LayerNorm, then the decoder back to the vocabulary,
+whose weight is the word embedding matrix (tied) plus a bias of its own: BERT's `cls.predictions`,
+RoBERTa's `lm_head`, DistilBERT's `vocab_*`, ELECTRA's generator head, each family's names
+declared in its file (attention/models/, `masked_lm`). Encoder checkpoints (such as the bundled
+MiniLM) have no head; task checkpoints (BertForMaskedLM, RobertaForMaskedLM ...) do, and
+`load_mlm_head` reads it from the same files. GPT-2 has none.
 """
 from __future__ import annotations
 
@@ -14,70 +16,98 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .bert import _ACTIVATIONS, BertModel
-from .config import BertConfig
+from .config import ModelConfig
 from .loading import ModelLoadError, check_tensors, read_checkpoint
+from .models import FAMILIES, Transformer
+from .models.blocks import ACTIVATIONS
+from .models.family import MaskedLMNames
 
-_PREFIX = "cls.predictions."
 _OLD_NAMES = {"gamma": "weight", "beta": "bias"}  # LayerNorm names of the original TensorFlow checkpoints
 
 
 class PredictionTransform(nn.Module):
-    """dense (D -> D), activation, LayerNorm: BERT's `cls.predictions.transform`."""
+    """dense (D -> E), activation, LayerNorm; E is the embedding width (D but for ELECTRA)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: ModelConfig, activation: str | None = None):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act = _ACTIVATIONS[config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_width)
+        self.act = ACTIVATIONS[activation or config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.act(self.dense(hidden)))  # (..., D)
+        return self.LayerNorm(self.act(self.dense(hidden)))  # (..., D) -> (..., E)
 
 
 class MaskedLMHead(nn.Module):
-    """Hidden states (..., D) -> vocabulary logits (..., V), with the names of `cls.predictions`.
+    """Hidden states (..., D) -> vocabulary logits (..., V).
 
-    `decoder.weight` is tied to the encoder's word embeddings by `tie_to`; `bias` is the head's own.
+    `decoder.weight` is tied to the model's word embeddings (V, E) by `tie_to`; `bias` is the head's own.
+    `activation` is the family's (RoBERTa and ELECTRA use gelu); None takes the config's hidden_act.
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: ModelConfig, activation: str | None = None):
         super().__init__()
-        self.transform = PredictionTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.transform = PredictionTransform(config, activation)
+        self.decoder = nn.Linear(config.embedding_width, config.vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def tie_to(self, word_embeddings: nn.Embedding) -> None:
-        """Share the word embedding matrix (V, D) as the decoder weight."""
+        """Share the word embedding matrix (V, E) as the decoder weight."""
         self.decoder.weight = word_embeddings.weight
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.transform(hidden)) + self.bias  # (..., D) -> (..., V)
 
 
-def _head_tensors(checkpoint: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The checkpoint's `cls.predictions.*` tensors under the head's names, as float32."""
+def _parts(names: MaskedLMNames) -> dict[str, str]:
+    """The family's name of each part of the head (under names.root) -> ours; the bias first, as
+    DistilBERT's is its decoder's own."""
+    return {names.bias: "bias", names.dense: "transform.dense", names.norm: "transform.LayerNorm",
+            names.decoder: "decoder"}
+
+
+def _checkpoint_name(key: str, names: MaskedLMNames) -> str:
+    """The checkpoint's name for the head's tensor `key`, for error messages."""
+    for theirs, ours in _parts(names).items():
+        if key == ours or key.startswith(ours + "."):
+            return names.root + theirs + key[len(ours):]
+    return names.root + key
+
+
+def _head_tensors(checkpoint: dict[str, torch.Tensor], names: MaskedLMNames) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors under `names.root`, under the head's names (decoder's as "decoder.*"),
+    as float32; a name under the root that is no part of the head is kept as it is (an error later)."""
+    parts = _parts(names)
     tensors = {}
     for name, tensor in checkpoint.items():
-        if name.startswith(_PREFIX):
-            key = re.sub(r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}",
-                         name[len(_PREFIX):])
-            tensors[key] = tensor.float() if tensor.is_floating_point() else tensor
+        if not name.startswith(names.root):
+            continue
+        key = re.sub(r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}", name[len(names.root):])
+        for theirs, ours in parts.items():
+            if key == theirs or key.startswith(theirs + "."):
+                key = ours + key[len(theirs):]
+                break
+        tensors[key] = tensor.float() if tensor.is_floating_point() else tensor
     return tensors
 
 
-def load_mlm_head(model: BertModel) -> MaskedLMHead | None:
-    """The MLM head of the checkpoint `model` was loaded from (by load_bert), or None if it has none.
+def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
+    """The MLM head of the checkpoint `model` was loaded from (by load_model), or None if it has none
+    (or its family has no masked-LM head, as GPT-2).
 
-    Strict: every tensor of the head must be there with the config's shape, and nothing else
-    under `cls.predictions.`; a checkpoint decoder weight must equal the word embeddings (tied).
+    Strict: every tensor of the head must be there with the config's shape, and nothing else under
+    the head's names; a checkpoint decoder weight must equal the word embeddings (tied).
     Any failure is a ModelLoadError naming the tensor. The head is in eval mode, without gradients.
     """
     report = getattr(model, "load_report", None)
     if report is None:
-        raise ModelLoadError("this model was not loaded by load_bert, so there is no checkpoint to read "
+        raise ModelLoadError("this model was not loaded by load_model, so there is no checkpoint to read "
                              "an MLM head from")
-    tensors = _head_tensors(read_checkpoint(Path(report.path))[0])
+    family = FAMILIES.get(model.config.model_type)
+    names = None if family is None else family.masked_lm
+    if names is None:
+        return None
+    tensors = _head_tensors(read_checkpoint(Path(report.path))[0], names)
     if not tensors:
         return None
     # transformers ties decoder.bias to the head's bias: older files have one or the other, or both
@@ -88,12 +118,13 @@ def load_mlm_head(model: BertModel) -> MaskedLMHead | None:
     decoder_weight = tensors.pop("decoder.weight", None)
     if decoder_weight is not None and (decoder_weight.shape != word_embeddings.weight.shape
                                        or not torch.equal(decoder_weight, word_embeddings.weight)):
-        raise ModelLoadError(f"'{_PREFIX}decoder.weight' differs from the word embeddings: "
+        raise ModelLoadError(f"'{names.root}{names.decoder}.weight' differs from the word embeddings: "
                              "only MLM heads tied to the embeddings are supported")
 
-    head = MaskedLMHead(model.config)
+    head = MaskedLMHead(model.config, names.activation)
     expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
-    check_tensors(tensors, expected, what="the checkpoint's MLM head", prefix=_PREFIX)
+    check_tensors(tensors, expected, what="the checkpoint's MLM head",
+                  name_of=lambda key: _checkpoint_name(key, names))
     head.tie_to(word_embeddings)
     head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)
     return head.eval().requires_grad_(False)
@@ -117,7 +148,7 @@ def top_tokens(probs: torch.Tensor, top_k: int) -> list[tuple[int, float]]:
 
 
 def predict_masked(
-    model: BertModel,
+    model: Transformer,
     head: MaskedLMHead,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None,
@@ -129,8 +160,8 @@ def predict_masked(
 ) -> list[tuple[int, float]]:
     """The model's `top_k` guesses for the token at `position` of one sentence (batch of 1).
 
-    input_ids, attention_mask, token_type_ids (1, L) as for BertModel; `head_mask` (n_layers, H)
-    and `ablation` ablate heads as in BertModel.forward. Returns (token id, probability) pairs,
+    input_ids, attention_mask, token_type_ids (1, L) as for the model; `head_mask` (n_layers, H)
+    and `ablation` ablate heads as in Transformer.forward. Returns (token id, probability) pairs,
     most probable first; probabilities are the softmax over the whole vocabulary.
     """
     B, L = input_ids.shape

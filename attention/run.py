@@ -96,7 +96,7 @@ def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
     limit = model.config.max_position_embeddings
     batch = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
     with torch.inference_mode():
-        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        out = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
     tokens = [batch.tokens(i) for i in range(len(texts))]
     stacked = _frozen(torch.stack(out.attentions).float().numpy())  # (n_layers, B, H, S, S)
     return PaddedBatch([f"sentence {i + 1}" for i in range(len(texts))], tokens,

@@ -23,7 +23,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 TITLES = {
-    "input": "input x", "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
+    "input": "input x", "qkv_proj": "fused QKV projection",
+    "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
     "q_view": "Q view", "k_view": "K view", "v_view": "V view",
     "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
     "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
@@ -138,7 +139,8 @@ def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tens
     B, L, D = shapes["input"]
     _, H, _, d = shapes["q_heads"]
     _, G, S, _ = shapes["k_heads"]
-    sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1}
+    sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1,
+             _qkv_width(H, G): (H + 2 * G) * d}
     tensors = {name: t for name, t, _, _ in records}
     steps = []
     for name, tensor, filename, lineno in records:
@@ -154,6 +156,11 @@ def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tens
 
 # ---- symbolic shapes and words ---------------------------------------------------------------
 
+def _qkv_width(H: int, G: int) -> str:
+    """The width of a fused Q·K·V projection, in letters."""
+    return "3·H·d" if G == H else "(H+2G)·d"
+
+
 def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tuple[str, ...] | None:
     """The letters of each axis, checked against the real sizes (numbers where a letter would lie)."""
     if shape is None:
@@ -163,6 +170,7 @@ def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tu
     T, n = ("L", "H") if lane == "q" else ("S", kv)
     table = {
         "input": ("B", "L", "D"), "output": ("B", "L", "D"), "merged": ("B", "L", "H·d"),
+        "qkv_proj": ("B", "L", _qkv_width(sizes["H"], sizes["G"])),
         "q_proj": ("B", "L", "H·d"), "k_proj": ("B", "S", f"{kv}·d"), "v_proj": ("B", "S", f"{kv}·d"),
         "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
         "scores": ("B", "H", "L", "S"), "masked_scores": ("B", "H", "L", "S"), "probs": ("B", "H", "L", "S"),
@@ -185,7 +193,11 @@ def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: 
     lane = name[0].upper()
     kv = "G" if sizes["G"] != sizes["H"] else "H"
     width = "H·d" if lane == "Q" else f"{kv}·d"
+    if name == "qkv_proj":
+        return f"x · W_QKVᵀ + b_QKV   (D\u00a0→\u00a0{_qkv_width(sizes['H'], sizes['G'])}): Q, K and V in one"
     if name in ("q_proj", "k_proj", "v_proj"):
+        if "qkv_proj" in tensors:
+            return _qkv_slice_words(lane, sizes)
         return f"x · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
     if name.endswith("_view"):
         return f"view: split {width} into {width[0]}\u00a0×\u00a0d, no copy"
@@ -209,6 +221,13 @@ def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: 
         "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)",
     }
     return words.get(name, name)
+
+
+def _qkv_slice_words(lane: str, sizes: dict[str, int]) -> str:
+    """Where Q, K or V sit in the fused projection's columns."""
+    q, kv = sizes["H·d"], sizes["G·d"]
+    start, stop = {"Q": (0, q), "K": (q, q + kv), "V": (q + kv, q + 2 * kv)}[lane]
+    return f"columns {start}:{stop} of QKV, no copy"
 
 
 def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int]) -> str:
@@ -335,7 +354,8 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
 def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.ndarray, str, str]:
     """The 2-D slice of step `name` for query head `head`: (matrix, row axis, column axis).
 
-    input/merged/output give [L, D] (all heads); projections give the head's d columns; the
+    input/merged/output give [L, D] (all heads); projections give the head's d columns (a fused
+    QKV projection its Q, K and V columns side by side, [L, 3·d]); the
     per-head steps give [T, d] or [L, S]; the mask gives [L, S] with 1 = may attend, 0 = dropped.
     K and V steps before sharing use the key/value head of the query head's group.
     """
@@ -350,6 +370,12 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
     t = step.tensor[batch]
+    if name == "qkv_proj":  # the head's own Q, K and V columns side by side: (L, 3·d)
+        Q, K = H * d, G * d
+        kv = head // (H // G)
+        columns = [t[:, head * d:(head + 1) * d], t[:, Q + kv * d:Q + (kv + 1) * d],
+                   t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
+        return torch.cat(columns, dim=1).float().numpy(), "L", "3·d"
     if name.endswith("_proj"):
         matrix, axes = t[:, own * d:(own + 1) * d], (step.dims[1], "d")
     elif name.endswith("_view"):

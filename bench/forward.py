@@ -1,9 +1,13 @@
-"""Forward-pass time: our encoder against transformers' eager BertModel, same weights, same inputs.
+"""Forward-pass time: our model against transformers' eager one, same weights, same inputs.
 
-    python bench/forward.py [--model SOURCE] [--repeats 15] [--threads 2]
+    python bench/forward.py [--model SOURCE] [--repeats 15] [--threads 2] [--layers 4] [--no-families]
 
 Both return every layer's attention probabilities (transformers with output_attentions=True).
-Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs.
+Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs
+for the checkpoint (bundled MiniLM by default); then, per family, the ratio at 120 and 500 tokens
+on random checkpoints with the base models' widths (BERT, RoBERTa, DistilBERT, ELECTRA: 768 wide,
+12 heads, 3072 feed-forward; GPT-2 small: 768, 12 heads) and `--layers` layers (0: each base
+model's own count, 6 for DistilBERT and 12 for the others), token ids drawn at random.
 The other benches take their timing loop, model pair and texts of a given length from here.
 """
 from __future__ import annotations
@@ -18,7 +22,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from attention import encode, load_bert  # noqa: E402
+from attention import Transformer, encode, load_bert  # noqa: E402
+from attention.loading import convert_checkpoint, copy_weights  # noqa: E402
+from attention.models import FAMILIES  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired, and the street was wide. "
 PASSAGE = [
@@ -71,11 +77,65 @@ def text_of_length(tokenizer, target: int, variant: int) -> str:
     return " ".join(words[:low]) + " the" * (target - count(low))  # "the" is one token
 
 
+# transformers' base model and config for each family, at the base models' widths
+BASE_SHAPES = {
+    "bert": ("BertModel", "BertConfig", dict(num_hidden_layers=12)),
+    "roberta": ("RobertaModel", "RobertaConfig", dict(num_hidden_layers=12, max_position_embeddings=514,
+                                                      type_vocab_size=1, vocab_size=50265)),
+    "distilbert": ("DistilBertModel", "DistilBertConfig", dict(n_layers=6)),
+    "electra": ("ElectraModel", "ElectraConfig", dict(num_hidden_layers=12, hidden_size=768, embedding_size=768,
+                                                      num_attention_heads=12, intermediate_size=3072)),
+    "gpt2": ("GPT2Model", "GPT2Config", dict(n_layer=12)),
+}
+_LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
+
+
+def family_pair(family: str, layers: int = 0, seed: int = 0):
+    """A random transformers base model of `family` (eager attention) and ours with its weights."""
+    import transformers
+
+    model_class, config_class, values = BASE_SHAPES[family]
+    if layers:
+        values = {**values, _LAYER_FIELD.get(family, "num_hidden_layers"): layers}
+    torch.manual_seed(seed)
+    config = getattr(transformers, config_class)(**values, attn_implementation="eager")
+    theirs = getattr(transformers, model_class)(config).eval()
+    spec = FAMILIES[family]
+    ours = Transformer(spec.read_config(config.to_dict()))
+    tensors, _ = convert_checkpoint(spec, theirs.state_dict())
+    copy_weights(ours, tensors)
+    return ours.eval().requires_grad_(False), theirs
+
+
+def family_table(repeats: int, layers: int) -> None:
+    """Per family, ours / transformers at 120 and 500 tokens."""
+    print(f"\nfamilies: random checkpoints, {'base model layer counts' if not layers else f'{layers} layers'}, "
+          f"768 wide, 12 heads; median of {repeats}")
+    print(f"{'family':<11} {'layers':>6} {'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
+    for family in BASE_SHAPES:
+        ours, theirs = family_pair(family, layers)
+        for tokens in (120, 500):
+            ids = torch.randint(5, ours.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(tokens))
+            mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+            extra = {"token_type_ids": types} if ours.config.type_vocab_size else {}
+            with torch.inference_mode():
+                t_ours, t_theirs = interleaved_medians([
+                    lambda: ours(ids, mask, types),
+                    lambda: theirs(ids, attention_mask=mask, output_attentions=True, **extra),
+                ], repeats)
+            print(f"{family:<11} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
+                  f"{t_theirs * 1e3:>16.1f} {t_ours / t_theirs:>7.2f}")
+        del ours, theirs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: bundled MiniLM)")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4,
+                    help="layers of each family's random model (0: the base model's own count)")
+    ap.add_argument("--no-families", action="store_true", help="only the --model table")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ours, tokenizer, theirs = reference_pair(args.model)
@@ -94,6 +154,8 @@ def main() -> None:
                 lambda: theirs(ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
             ], args.repeats)
         print(f"{ids.shape[1]:>7} {t_ours * 1e3:>9.2f} {t_theirs * 1e3:>16.2f} {t_ours / t_theirs:>7.2f}")
+    if not args.no_families:
+        family_table(args.repeats, args.layers)
 
 
 if __name__ == "__main__":

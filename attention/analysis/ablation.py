@@ -13,8 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..bert import BertModel
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
+from ..models import Transformer
 
 
 class MaskPredictions(NamedTuple):
@@ -83,7 +83,7 @@ def _mask_predictions(head: MaskedLMHead, tokenizer, input_ids: torch.Tensor, re
 
 
 def ablate(
-    model: BertModel,
+    model: Transformer,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     token_type_ids: torch.Tensor | None = None,
@@ -96,7 +96,7 @@ def ablate(
     """Run one sentence (input_ids (1, L)) with all heads, then with `head_mask`'s heads ablated.
 
     head_mask (n_layers, H), bool or float: 1 keeps a head, 0 ablates it; None ablates nothing.
-    ablation: "zero" or "uniform" (see BertModel.forward). With `mlm_head` (from load_mlm_head)
+    ablation: "zero" or "uniform" (see Transformer.forward). With `mlm_head` (from load_mlm_head)
     and its `tokenizer`, the top_k guesses for the first [MASK] token are compared too.
     Arrays are read-only; padded positions are left out of every measure.
     """

@@ -248,7 +248,7 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
         batch = tokenizer([examples[i].text for i in chunk], padding=True, truncation=True, max_length=limit,
                           return_offsets_mapping=True, return_tensors="pt")
         with torch.inference_mode():
-            out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            out = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
         stacked = torch.stack(out.attentions, dim=1).float().numpy()  # (b, n_layers, H, S, S)
         lengths = batch["attention_mask"].sum(1).tolist()
         for row, index in enumerate(chunk):

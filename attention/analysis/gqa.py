@@ -16,8 +16,8 @@ import copy
 import numpy as np
 import torch
 
-from ..bert import BertModel
 from ..mha import MultiHeadAttention
+from ..models import Transformer
 
 
 def kv_head_options(num_heads: int) -> list[int]:
@@ -54,35 +54,49 @@ def _per_query_head(tensor: torch.Tensor, attention: MultiHeadAttention) -> torc
     return rows.repeat_interleave(group, dim=0).reshape(-1, *tensor.shape[1:])  # (H·d[, D])
 
 
+def projections(attention: MultiHeadAttention) -> dict[str, dict[str, torch.Tensor]]:
+    """The q/k/v/o projections' tensors ({"q_proj": {"weight": ..., "bias": ...}, ...}), the
+    fused qkv_proj cut into its Q, K and V rows."""
+    parts = {name: {kind: t.clone() for kind, t in getattr(attention, name).state_dict().items()}
+             for name in (("qkv_proj",) if attention.fused_qkv else ("q_proj", "k_proj", "v_proj")) + ("o_proj",)}
+    if attention.fused_qkv:
+        fused = parts.pop("qkv_proj")
+        pieces = {kind: t.split(attention.qkv_widths, dim=0) for kind, t in fused.items()}  # (H·d | G·d | G·d)
+        for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            parts[name] = {kind: rows[i] for kind, rows in pieces.items()}
+    return parts
+
+
 def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
     """A new MultiHeadAttention with num_kv_heads key/value heads, each the mean of its group's.
 
-    Query and output projections are copied unchanged. A layer that is already grouped is first
-    seen as one key/value head per query head (the heads it shares repeated), so converting it
-    back to num_heads key/value heads gives the same outputs.
+    Query and output projections are copied unchanged; a fused Q·K·V projection stays fused. A
+    layer that is already grouped is first seen as one key/value head per query head (the heads it
+    shares repeated), so converting it back to num_heads key/value heads gives the same outputs.
     """
     H = attention.num_heads
     check_kv_heads(H, num_kv_heads)
-    has_bias = attention.k_proj.bias is not None
+    has_bias = attention.o_proj.bias is not None
     new = MultiHeadAttention(attention.d_model, H, num_kv_heads=num_kv_heads, dropout=attention.dropout,
-                             bias=has_bias)
+                             bias=has_bias, fused_qkv=attention.fused_qkv)
     new.scaling = attention.scaling  # a checkpoint's own factor on Q·Kᵀ, if it differs from 1/√d
-    weight = attention.q_proj.weight
+    weight = attention.o_proj.weight
     new.to(device=weight.device, dtype=weight.dtype)
-    state = {}
-    for name in ("q_proj", "o_proj"):
-        for kind, tensor in getattr(attention, name).state_dict().items():
-            state[f"{name}.{kind}"] = tensor.clone()
+    parts = projections(attention)
     for name in ("k_proj", "v_proj"):
-        for kind, tensor in getattr(attention, name).state_dict().items():
-            state[f"{name}.{kind}"] = pool_kv_rows(_per_query_head(tensor, attention), H, num_kv_heads)
-    new.load_state_dict(state, strict=True)
+        parts[name] = {kind: pool_kv_rows(_per_query_head(t, attention), H, num_kv_heads)
+                       for kind, t in parts[name].items()}
+    if new.fused_qkv:  # Q, pooled K and pooled V rows, one above the other
+        q, k, v = (parts.pop(name) for name in ("q_proj", "k_proj", "v_proj"))
+        parts["qkv_proj"] = {kind: torch.cat([q[kind], k[kind], v[kind]]) for kind in q}
+    new.load_state_dict({f"{name}.{kind}": t for name, part in parts.items() for kind, t in part.items()},
+                        strict=True)
     new.train(attention.training)
     requires_grad = any(p.requires_grad for p in attention.parameters())
     return new.requires_grad_(requires_grad)
 
 
-def to_grouped(model: BertModel, num_kv_heads: int) -> BertModel:
+def to_grouped(model: Transformer, num_kv_heads: int) -> Transformer:
     """A copy of `model` whose every attention layer has `num_kv_heads` key/value heads.
 
     Each key/value head is the mean of the key/value projections (weights and biases) of its group
@@ -110,4 +124,5 @@ def map_change(base: np.ndarray, grouped: np.ndarray) -> np.ndarray:
     return np.abs(base - grouped).mean(axis=(2, 3))  # (n_layers, H, L, L) -> (n_layers, H)
 
 
-__all__ = ["check_kv_heads", "grouped_attention", "kv_head_options", "map_change", "pool_kv_rows", "to_grouped"]
+__all__ = ["check_kv_heads", "grouped_attention", "kv_head_options", "map_change", "pool_kv_rows", "projections",
+           "to_grouped"]

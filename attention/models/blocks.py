@@ -1,0 +1,194 @@
+"""The one model every family is built as: embeddings, a stack of blocks, an optional final norm.
+
+Module names follow BERT's (embeddings.word_embeddings, attention, intermediate, output, ...),
+so the families' tensor-name maps stay short. What a family does differently is read from its
+ModelConfig (attention/config.py), never from a copy of this code: token types or none, a
+position offset, an embedding projection, norms after (BERT) or before (GPT-2) each sub-block,
+a final norm, causal or not, a fused Q·K·V projection, bias or none, LayerNorm or RMSNorm, a
+plain or gated feed-forward block.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ModelConfig
+from ..mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
+
+ACTIVATIONS = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+
+
+class ModelOutput(NamedTuple):
+    last_hidden_state: torch.Tensor  # (B, L, D)
+    hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
+    attentions: tuple[torch.Tensor, ...]  # n_layers items, each (B, H, L, L) probabilities
+
+
+def make_norm(config: ModelConfig, width: int) -> nn.Module:
+    if config.norm == "rms_norm":
+        return nn.RMSNorm(width, eps=config.layer_norm_eps)
+    return nn.LayerNorm(width, eps=config.layer_norm_eps)
+
+
+def position_ids(config: ModelConfig, input_ids: torch.Tensor) -> torch.Tensor:
+    """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
+    padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on)."""
+    L = input_ids.size(1)
+    if not config.positions_skip_padding:
+        return torch.arange(config.position_offset, config.position_offset + L, device=input_ids.device)  # (L,)
+    real = input_ids.ne(config.pad_token_id)  # (B, L)
+    counted = torch.cumsum(real, dim=1) - 1 + config.position_offset  # (B, L)
+    return torch.where(real, counted, config.pad_token_id)  # (B, L)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        E = config.embedding_width
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings + config.position_offset, E)
+        if config.type_vocab_size:
+            self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        if config.embedding_norm:
+            self.LayerNorm = make_norm(config, E)
+        if E != config.hidden_size:
+            self.project = nn.Linear(E, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        x = self.word_embeddings(input_ids)  # (B, L, E)
+        if self.config.type_vocab_size:
+            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+            x = x + self.token_type_embeddings(types)  # (B, L, E)
+        x = x + self.position_embeddings(position_ids(self.config, input_ids))  # (B, L, E) + (L, E) or (B, L, E)
+        if self.config.embedding_norm:
+            x = self.LayerNorm(x)
+        x = self.dropout(x)
+        return self.project(x) if hasattr(self, "project") else x  # (B, L, D)
+
+
+class Block(nn.Module):
+    """Attention, then a feed-forward block, each with a residual and a norm.
+
+    attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
+    the residual (post-norm, BERT) or on the sub-block's input (pre-norm, GPT-2).
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        D, F_ = config.hidden_size, config.intermediate_size
+        self.pre_norm = config.pre_norm
+        self.attention = MultiHeadAttention(D, config.num_attention_heads, config.num_key_value_heads,
+                                            dropout=config.attention_probs_dropout_prob,
+                                            bias=config.attention_bias, fused_qkv=config.fused_qkv)
+        self.attention_norm = make_norm(config, D)
+        self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
+        if config.gated_mlp:
+            self.gate = nn.Linear(D, F_, bias=config.mlp_bias)
+        self.output = nn.Linear(F_, D, bias=config.mlp_bias)
+        self.output_norm = make_norm(config, D)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.act = ACTIVATIONS[config.hidden_act]
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "gate"):
+            return self.output(self.act(self.gate(x)) * self.intermediate(x))  # (B, L, D)
+        return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
+                head_mask: torch.Tensor | None = None, ablation: str = "zero") -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads)."""
+        if self.pre_norm:
+            attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
+                                             head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
+            x = x + self.dropout(attended)  # (B, L, D)
+            return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
+        attended, probs = self.attention(x, attention_mask=mask, record=record,
+                                         head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
+        x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
+        return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        if config.final_norm:
+            self.final_norm = make_norm(config, config.hidden_size)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        recorders: dict[int, Recorder] | None = None,
+        causal: bool = False,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
+    ) -> ModelOutput:
+        """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
+        read only by families with token types (others take any, e.g. zeros, and ignore them).
+
+        `recorders` maps a layer index to a Recorder for that layer's attention (see trace.py).
+        `causal` is a what-if for encoders: the same weights with each token seeing only itself and
+        earlier tokens (a decoder such as GPT-2 is always causal).
+        `head_mask` (n_layers, H), bool or float, tensor or array-like, 1 keeps a head and 0 ablates
+        it (transformers' convention). `ablation` says what an ablated head's probabilities become:
+        "zero" (the head adds nothing) or "uniform" (even over the keys the token may attend to).
+        The returned attentions are the probabilities used. None, or all ones, changes nothing.
+        With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
+        """
+        B, L = input_ids.shape
+        if L > self.config.max_position_embeddings:
+            raise ValueError(f"{L} tokens is more than this model's {self.config.max_position_embeddings} "
+                             "positions: truncate the input first (attention.encode does)")
+        # the padding mask is built once for all layers; no mask at all when nothing is padded
+        if attention_mask is not None and bool(attention_mask.all()):
+            attention_mask = None
+        mask = build_mask(attention_mask, causal or self.config.causal, B, L, L)  # (B,1,1,L), (1,1,L,L), both or None
+        recorders = recorders or {}
+        head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
+
+        x = self.embeddings(input_ids, token_type_ids)  # (B, L, D)
+        hidden_states, attentions = [x], []
+        for i, layer in enumerate(self.layers):
+            layer_mask = None if head_mask is None else head_mask[i]  # (H,)
+            x, probs = layer(x, mask, recorders.get(i, no_record), layer_mask, ablation)
+            hidden_states.append(x)
+            attentions.append(probs)
+        if self.config.final_norm:
+            x = hidden_states[-1] = self.final_norm(x)
+        return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
+        """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""
+        check_ablation(ablation)
+        if head_mask is None:
+            return None
+        expected = (self.config.num_hidden_layers, self.config.num_attention_heads)
+        try:
+            head_mask = torch.as_tensor(head_mask)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"head_mask must be a (n_layers, n_heads) = {expected} array of 0s and 1s, "
+                             f"not {type(head_mask).__name__}") from None
+        if tuple(head_mask.shape) != expected:
+            raise ValueError(f"head_mask must be (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
+        if head_mask.is_complex():
+            raise ValueError(f"head_mask must hold bools or real numbers, not {head_mask.dtype}")
+        head_mask = head_mask.float()  # (n_layers, H)
+        if not bool(((head_mask >= 0) & (head_mask <= 1)).all()):
+            raise ValueError("head_mask values must be from 0 (ablate the head) to 1 (keep it)")
+        return head_mask.to(self.embeddings.word_embeddings.weight.device)

@@ -1,0 +1,89 @@
+"""Tiny random checkpoints of every family, saved as transformers' task classes save them, with a
+tokenizer that fits: BERT's WordPiece vocabulary (conftest.TINY_VOCAB) for BERT, DistilBERT and
+ELECTRA, a byte-level BPE trained here on a few sentences for RoBERTa and GPT-2. Offline."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from conftest import TINY, write_tiny_tokenizer
+
+BPE_VOCAB = 300  # 256 bytes, the special tokens and a few merges
+SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+CONFIGS = {  # model_type -> (transformers config class, its arguments)
+    "bert": ("BertConfig", dict(**SHAPE, vocab_size=TINY["vocab_size"], max_position_embeddings=64)),
+    "roberta": ("RobertaConfig", dict(**SHAPE, vocab_size=BPE_VOCAB, max_position_embeddings=66, type_vocab_size=1,
+                                      pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    "distilbert": ("DistilBertConfig", dict(vocab_size=TINY["vocab_size"], dim=32, n_layers=2, n_heads=4,
+                                            hidden_dim=37, max_position_embeddings=64)),
+    "electra": ("ElectraConfig", dict(**SHAPE, vocab_size=TINY["vocab_size"], embedding_size=16,
+                                      max_position_embeddings=64)),
+    "gpt2": ("GPT2Config", dict(vocab_size=BPE_VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                bos_token_id=0, eos_token_id=0)),
+}
+TASK_CLASSES = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "distilbert": "DistilBertForMaskedLM",
+                "electra": "ElectraForPreTraining", "gpt2": "GPT2LMHeadModel"}
+FAMILIES = tuple(CONFIGS)
+_TEXTS = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat.",
+          "The trophy doesn't fit in the suitcase because it is too big.", "She read the book and he ran."]
+
+
+def write_bpe_tokenizer(folder: Path, roberta: bool) -> None:
+    """A byte-level BPE tokenizer of BPE_VOCAB ids: RoBERTa's specials and <s> ... </s> framing, or
+    GPT-2's single <|endoftext|> and no framing."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if roberta else ["<|endoftext|>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(_TEXTS * 4, trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=specials,
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if roberta:
+        tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+        names = dict(bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>", unk_token="<unk>",
+                     pad_token="<pad>", mask_token="<mask>")
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        names = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, **names)
+    assert len(tokenizer) <= BPE_VOCAB
+    tokenizer.save_pretrained(str(folder))
+
+
+def randomise(model: torch.nn.Module, std: float = 0.3, seed: int = 0) -> None:
+    """Every parameter drawn again from N(0, std): biases and norms too, so a misplaced one shows."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * std)
+
+
+def make_family(folder: Path, family: str, model_class: str | None = None, safe: bool = True, seed: int = 0,
+                **overrides) -> Path:
+    """Save a tiny random `family` model of `model_class` (its task class by default) and its tokenizer."""
+    import transformers
+
+    config_class, values = CONFIGS[family]
+    config = getattr(transformers, config_class)(**{**values, **overrides})
+    model = getattr(transformers, model_class or TASK_CLASSES[family])(config).eval()
+    randomise(model, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))
+    if not safe:  # the older pickle-based format
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
+    if family in ("roberta", "gpt2"):
+        write_bpe_tokenizer(folder, roberta=family == "roberta")
+    else:
+        write_tiny_tokenizer(folder)
+    return folder
+
+
+def reference(folder: Path):
+    """transformers' own base model on the same checkpoint, eager attention."""
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()

@@ -1,0 +1,57 @@
+"""The shared block's declared options that no loaded family uses yet (Llama's, next): RMSNorm, a
+gated feed-forward block, no bias, grouped K/V heads; each against transformers' own module."""
+import pytest
+import torch
+
+from attention import ConfigError, ModelConfig, Transformer
+from attention.models.blocks import Block, make_norm
+
+from families import randomise
+
+LLAMA_LIKE = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+                  max_position_embeddings=64, hidden_act="silu", layer_norm_eps=1e-6, type_vocab_size=0,
+                  pad_token_id=None, norm="rms_norm", gated_mlp=True, attention_bias=False, mlp_bias=False,
+                  num_key_value_heads=2, embedding_norm=False, pre_norm=True, final_norm=True, causal=True,
+                  model_type="llama-like")
+
+
+def test_rms_norm_is_llamas():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    ours, theirs = make_norm(ModelConfig(**LLAMA_LIKE), 32), LlamaRMSNorm(32, eps=1e-6)
+    randomise(ours, std=0.5)
+    theirs.weight.data.copy_(ours.weight)
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=0)
+
+
+def test_gated_feed_forward_is_llamas():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    block = Block(ModelConfig(**LLAMA_LIKE))
+    randomise(block, std=0.3)
+    theirs = LlamaMLP(LlamaConfig(hidden_size=32, intermediate_size=40, hidden_act="silu", mlp_bias=False))
+    theirs.load_state_dict({"gate_proj.weight": block.gate.weight, "up_proj.weight": block.intermediate.weight,
+                            "down_proj.weight": block.output.weight})
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(block.feed_forward(x), theirs(x), atol=1e-6, rtol=0)
+
+
+def test_no_bias_grouped_pre_norm_causal_model_runs():
+    model = Transformer(ModelConfig(**LLAMA_LIKE)).eval()
+    assert not any(name.endswith("bias") for name, _ in model.named_parameters())
+    assert model.layers[0].attention.num_kv_heads == 2 and model.layers[0].attention.k_proj.out_features == 16
+    with torch.no_grad():
+        out = model(torch.randint(0, 50, (2, 7)), torch.tensor([[1] * 7, [1] * 5 + [0] * 2]))
+    assert len(out.hidden_states) == 3 and out.attentions[1].shape == (2, 4, 7, 7)
+    assert torch.all(out.attentions[0].triu(diagonal=1) == 0)
+
+
+@pytest.mark.parametrize("change, message", [(dict(norm="batch_norm"), "norm 'batch_norm'"),
+                                             (dict(num_key_value_heads=3), "not divisible by num_key_value_heads"),
+                                             (dict(position_embedding_type="rotary"), "rotary"),
+                                             (dict(pre_norm=1), "pre_norm should be a bool")])
+def test_undeclared_options_are_refused(change, message):
+    with pytest.raises(ConfigError, match=message):
+        ModelConfig(**{**LLAMA_LIKE, **change})
