@@ -7,8 +7,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_bert, load_model
-from attention.ablation import ablate
-from attention.gqa import to_grouped
+from attention.analysis.ablation import ablate
+from attention.analysis.gqa import to_grouped
 from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
