@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention import load_bert
+from attention import load_model
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
@@ -158,7 +158,7 @@ LOADED: set[str] = set()  # sources this process has loaded (a hint for the page
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _load_model(source: str):
-    return load_bert(source or None)
+    return load_model(source or None)
 
 
 def get_model(source: str):

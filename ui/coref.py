@@ -14,7 +14,7 @@ from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .cache import MB, BoundedStore, get_model, store
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
-from .views import plain, show, font_size
+from .views import font_size, is_causal, plain, show
 
 SUITE_PATH = Path(__file__).resolve().parent.parent / "data" / "coref_examples.jsonl"
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
@@ -54,7 +54,12 @@ def scored_suite():
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"Scoring {done} of {total} examples…")
 
-    result = suite_scores(st.session_state.source, examples, progress)
+    try:
+        result = suite_scores(st.session_state.source, examples, progress)
+    except ExampleError as err:  # a word this model's tokenizer splits or joins otherwise
+        bar.empty()
+        st.error(f"{plain(name)} cannot be scored with this model: {plain(str(err))}")
+        return name, examples, None
     bar.empty()
     return name, examples, result
 
@@ -116,6 +121,7 @@ def this_sentence(run) -> None:
     if st.session_state.get("coref_answer") not in chosen:
         st.session_state.coref_answer = chosen[0]
     answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
+    causal_note()
     occurrence = [w.lower() for w in words[:p + 1]].count(words[p].lower())
     example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
     score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
@@ -137,6 +143,12 @@ def this_sentence(run) -> None:
                       f"→ {words[answer]}": score.attention[layers, heads, a].round(3),
                       "best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
                       "margin": margin[layers, heads].round(3)}, hide_index=True, width="stretch")
+
+
+def causal_note() -> None:
+    if is_causal():
+        st.caption("This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
+                   "after the pronoun gets no attention and these scores can only pick an earlier one.")
 
 
 def strongest_head(run, text: str) -> tuple[int, int, str] | None:
@@ -193,6 +205,9 @@ def suite_source() -> None:
 def suite(run) -> None:
     suite_source()
     name, examples, result = scored_suite()
+    if result is None:
+        return
+    causal_note()
     n_layers, n_heads = result.accuracy.shape
     layer, head, best = result.ranked(1)[0]
     st.caption(f"{len(examples)} examples from {plain(name)}. Best head: layer {layer}, head {head}, right on "
@@ -219,6 +234,8 @@ def accuracy_csv(result) -> str:
 def minimal_pairs(run) -> None:
     suite_source()
     name, examples, result = scored_suite()
+    if result is None:
+        return
     pairs = twin_pairs(examples)
     if not pairs:
         st.info("These examples have no twins: give two lines the same pair_id to compare them.")

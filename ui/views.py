@@ -32,6 +32,11 @@ def show(fig, name: str, **kwargs):
     return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
 
 
+def is_causal() -> bool:
+    """Whether the model in use is a decoder: every token sees only itself and earlier tokens."""
+    return bool(get_model(st.session_state.source)[0].config.causal)
+
+
 def font_size() -> int:
     return 22 if st.session_state.get("present") else 14
 
@@ -45,7 +50,8 @@ def sidebar() -> None:
         st.header("Model")
         model, _ = get_model(st.session_state.source)
         c = model.config
-        st.caption(f"In use: {plain(model.load_report.source)} — {c.num_hidden_layers} layers × "
+        st.caption(f"In use: {plain(model.load_report.source)} — {c.model_type}"
+                   f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
                    f"{c.num_attention_heads} heads, width {c.hidden_size}")
         with st.form("model_form"):
             st.text_input("Checkpoint folder or hub id", key="model_input",
@@ -55,7 +61,7 @@ def sidebar() -> None:
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
         if ignored:
-            st.caption("Not part of the encoder, ignored: " + plain(", ".join(ignored)))
+            st.caption("Task-head tensors, not used by these views: " + plain(", ".join(ignored)))
 
 
 def input_form() -> None:
@@ -93,7 +99,9 @@ def selectors(run) -> None:
 
 def head_view(run) -> None:
     a, b, c, d = st.columns(4)
-    hide = a.checkbox("Hide [CLS]/[SEP]", key="hide_special")
+    specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
+    hide = a.checkbox(f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
+                      key="hide_special", disabled=not specials)
     renormalize = b.checkbox("Renormalise rows", key="renormalize", disabled=not hide)
     merge = c.checkbox("Merge word pieces into words", key="merge_words")
     mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
@@ -170,16 +178,21 @@ def masks(run) -> None:
     show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
                           title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
                           font_size=font_size()), "padded-attention")
-    st.subheader("What-if: a causal mask")
-    st.caption("BERT reads both directions. This runs the same weights with a causal mask, so each token sees "
-               "only itself and earlier tokens — a what-if, not how the model was trained.")
+    if is_causal():
+        st.subheader("The causal mask")
+        st.caption("This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
+                   "map beside the mask is the model's own.")
+    else:
+        st.subheader("What-if: a causal mask")
+        st.caption("This model reads both directions. This runs the same weights with a causal mask, so each token "
+                   "sees only itself and earlier tokens — a what-if, not how the model was trained.")
     causal = get_run(st.session_state.source, text, text_b, causal=True)
     left, right = st.columns(2)
     with left:
         show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=font_size()), "causal-mask")
     with right:
         show(viz.head_heatmap(causal.attentions[layer, head], causal.tokens,
-                              title=f"What-if: causal, layer {layer}, head {head}", font_size=font_size()),
+                              title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}", font_size=font_size()),
              "causal-attention")
 
 

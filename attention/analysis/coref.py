@@ -163,7 +163,8 @@ def word_spans(text: str, word_ids: list[int | None], offsets: list[tuple[int, i
         else:
             words.append(("", [pos]))
         previous = word
-    return [(text[offsets[p[0]][0]:offsets[p[-1]][1]], p) for _, p in words]
+    # byte-level BPE offsets (GPT-2, RoBERTa) include the space before a word
+    return [(text[offsets[p[0]][0]:offsets[p[-1]][1]].strip(), p) for _, p in words]
 
 
 def locate(example: CorefExample, word_ids, offsets) -> Located:
