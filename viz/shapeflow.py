@@ -398,7 +398,7 @@ def tensor_heatmap(
 def tensor_margins(row_labels: Sequence[str], font_size: int) -> tuple[int, int]:
     """Left margin (the row labels) and right margin (the colour bar and its title) in px."""
     longest = max((len(html.unescape(s)) for s in row_labels), default=1)
-    return int(longest * 0.62 * font_size) + 20, int(font_size * 5.5) + 30
+    return int(longest * 0.62 * font_size) + 20, int(font_size * 4.5) + 25
 
 
 def tensor_fits(tokens: Sequence[str], font_size: int, width: int) -> bool:
