@@ -181,7 +181,7 @@ def test_gqa_change_grid_shows_the_change_per_head():
     assert list(fig.layout.xaxis.ticktext) == [f"H{h}" for h in range(12)]
     assert list(fig.layout.yaxis.ticktext) == ["L0", "L1"]
     assert list(fig.layout.yaxis.range) == [1.5, -0.5]  # layer 0 on top
-    assert heatmap.hovertext[1][5] == "layer 1 head 5: mean |Δ| = 0.1700"
+    assert heatmap.hovertext[1][5] == "L1 H5: mean |Δ| = 0.1700"
     assert heatmap.hovertemplate == "%{hovertext}<extra></extra>"
     assert heatmap.zmin == 0 and heatmap.zmax == pytest.approx(0.23)
     # three borders between the four groups of three query heads

@@ -120,7 +120,7 @@ def test_no_mask_says_nothing_is_dropped_and_a_padded_batch_shows_its_mask(trace
     assert rect(fig, "mask").line.dash == "dash"
     assert not [a for a in fig.layout.annotations if a.name == "masked_scores"]
     fig = shape_flow(padded)
-    mask = box_text(fig, "mask")
+    mask = " ".join(box_text(fig, "mask").split())  # however the lines wrap
     assert "[B, 1, 1, S]" in mask and "2 × 1 × 1 × 16" in mask and "16, 6 of S = 16" in mask
     assert "2 × 12 × 16 × 16" in box_text(fig, "masked_scores")
     assert "B = 2" in box_text(fig, "legend") and "S = 16" in box_text(fig, "legend")
@@ -195,7 +195,7 @@ def test_tensor_heatmap_of_probabilities_uses_a_zero_to_one_scale(trace16, minil
 def test_tensor_heatmap_labels_positions_so_repeated_tokens_keep_their_row(trace16, minilm):
     tokens = minilm[1](SENTENCE).tokens()
     assert tokens.count("the") == 2
-    fig = tensor_heatmap(head_matrix(trace16, "q_heads", 0)[0], tokens, None)
+    fig = tensor_heatmap(head_matrix(trace16, "q_heads", 0)[0], tokens, None, width=400)
     assert list(fig.layout.yaxis.tickvals) == list(range(16)) and list(fig.layout.yaxis.ticktext) == tokens
     assert list(fig.layout.xaxis.ticktext)[:3] == ["0", "5", "10"]  # d = 32 indexes, thinned
     wide = tensor_heatmap(head_matrix(trace16, "input", 0)[0], tokens, None)
@@ -208,3 +208,67 @@ def test_tensor_heatmap_escapes_labels():
     fig = tensor_heatmap(np.zeros((2, 2)), ["<b>x</b>", "a"], ["b", "c"])
     assert fig.layout.yaxis.ticktext[0] == "&lt;b&gt;x&lt;/b&gt;"
     assert "<b>x" not in fig.to_json()
+
+
+# ---- nothing spills: text in its box, the diagram in its column --------------------------------------
+
+GLYPH = {"sans": 0.5, "bold": 0.56, "mono": 0.61}  # average glyph widths in font sizes, as the figure assumes
+
+
+def line_widths(annotation) -> list[float]:
+    """Estimated drawn width (px) of each line of an annotation: bold, plain or monospace glyphs."""
+    mono = "monospace" in (annotation.font.family or "")
+    widths = []
+    for line in annotation.text.split("<br>"):
+        width = 0.0
+        for bold, part in enumerate(re.split(r"</?b>", line)):  # odd parts are inside <b>…</b>
+            plain = html.unescape(re.sub(r"<[^>]+>", "", part))
+            kind = "mono" if mono else "bold" if bold % 2 else "sans"
+            width += len(plain) * GLYPH[kind] * annotation.font.size
+        widths.append(width)
+    return widths
+
+
+@pytest.mark.parametrize("tokens", [41, 128])
+@pytest.mark.parametrize("width, font_size", [(478, 14), (800, 14), (619, 22), (1040, 22)])
+def test_every_line_of_text_fits_its_box_and_the_diagram_its_width(minilm, tokens, width, font_size):
+    model, tok = minilm
+    ids = torch.tensor([[101] + [1996] * (tokens - 2) + [102]])
+    trace = trace_layer(model, ids, torch.ones_like(ids), torch.zeros_like(ids), layer=0)
+    fig = shape_flow(trace, font_size=font_size, width=width)
+    assert fig.layout.width <= width
+    for step in trace.names:
+        box = rect(fig, step)
+        inner = box.x1 - box.x0 - 1.3 * font_size  # the text's left and right padding
+        for note in [a for a in fig.layout.annotations if a.name == step]:
+            assert note.x >= box.x0 and max(line_widths(note)) <= inner + 0.5, (step, note.text)
+    legend = next(a for a in fig.layout.annotations if a.name == "legend")
+    assert max(line_widths(legend)) <= fig.layout.width
+
+
+def test_a_path_too_long_for_its_box_is_shortened_and_given_in_full_on_hover(trace16):
+    fig = shape_flow(trace16, font_size=22, width=619)
+    step = trace16.step("q_view")
+    lines = box_text(fig, "q_view").splitlines()
+    assert step.where not in lines and any(s.startswith("…") and step.where.endswith(s[1:]) for s in lines)
+    (hits,) = [t for t in fig.data if t.customdata is not None]
+    assert any(step.where in h for h in hits.hovertext)
+
+
+def test_the_diagram_narrows_only_to_its_readable_width():
+    from viz.shapeflow import design_width, min_width
+
+    assert min_width(14) <= 478 < design_width(14) and min_width(22) > 619  # presentation mode: stacked
+
+
+@pytest.mark.parametrize("n", [41, 80, 128])
+@pytest.mark.parametrize("width, font_size", [(314, 14), (800, 14), (1040, 22)])
+def test_tensor_heatmap_fits_its_width_and_keeps_column_labels_apart(n, width, font_size):
+    tokens = [f"word{i}" for i in range(n)]
+    fig = tensor_heatmap(np.zeros((n, n)), tokens, tokens, title="softmax", font_size=font_size, kind="probs",
+                         width=width)
+    assert fig.layout.width == width
+    plot = width - fig.layout.margin.l - fig.layout.margin.r
+    ticks = list(fig.layout.xaxis.tickvals)
+    spacing = plot / n * (ticks[1] - ticks[0])
+    assert fig.layout.xaxis.tickangle == -45 and 1.2 * font_size <= spacing * 0.71  # tilted, never touching

@@ -337,3 +337,55 @@ def test_lines_view_rejects_mismatched_tokens():
         viz.lines_view(LINE_ATTN, ["a", "b"])
     with pytest.raises(ValueError, match="head names"):
         viz.lines_view(np.stack([LINE_ATTN] * 2), ["a", "b", "c"], heads=["only one"])
+
+
+# ---- heatmaps in the width they are given ---------------------------------------
+
+PAGE_MAIN_PX, HALF_PX = 800, 390  # the main column and one of two columns at a 1280 px window
+
+
+def words(n):
+    return [f"word{i}" if i % 3 else f"w{i}" for i in range(n)]
+
+
+def label_spacing(fig, axis: str, n: int) -> float:
+    """Pixels between neighbouring labels of a token grid, from the cells the figure draws."""
+    layout = fig.layout
+    cell = (layout.height - layout.margin.t - layout.margin.b) / n
+    positions = [int(v.rsplit("·", 1)[1]) for v in getattr(layout, axis).tickvals]
+    return cell * min(np.diff(positions), default=n)
+
+
+@pytest.mark.parametrize("n", [41, 80, 128])
+@pytest.mark.parametrize("width, font_size", [(None, 14), (HALF_PX, 14), (PAGE_MAIN_PX, 14), (None, 22),
+                                              (510, 22), (1040, 22)])  # presentation mode: no sidebar
+def test_token_grids_fit_their_width_and_keep_labels_apart(n, width, font_size):
+    from viz.heatmap import CHAR_WIDTH, LINE_EM, MIN_TICK_PX
+
+    tokens = words(n)
+    for fig in (viz.head_heatmap(random_maps(n, n), tokens, font_size=font_size, width=width),
+                viz.causal_mask_figure(n, tokens, font_size=font_size, width=width)):
+        assert fig.layout.width <= (width or 820)  # the page's main column at 1280 px, when not told
+        for axis in ("xaxis", "yaxis"):
+            spacing = label_spacing(fig, axis, n)
+            size = getattr(fig.layout, axis).tickfont.size
+            assert spacing >= MIN_TICK_PX - 1e-9
+            if axis == "yaxis":  # stacked rows: one line each
+                assert LINE_EM * size <= spacing
+            assert len(getattr(fig.layout, axis).tickvals) <= n
+        x = fig.layout.xaxis
+        size, spacing = x.tickfont.size, label_spacing(fig, "xaxis", n)
+        longest = max(len(t) for t in x.ticktext) * size * CHAR_WIDTH
+        if x.tickangle == 0:
+            assert longest <= spacing
+        elif x.tickangle == -45:  # tilted neighbours: their gap across the text is spacing · sin 45°
+            assert LINE_EM * size <= spacing * 0.71
+        else:  # upright: side by side
+            assert x.tickangle == -90 and LINE_EM * size <= spacing
+
+
+def test_a_grid_too_dense_for_a_column_is_said_not_to_fit():
+    from viz.heatmap import grid_fits
+
+    assert grid_fits(TOKENS, 14, HALF_PX) and grid_fits(words(41), 14, PAGE_MAIN_PX)
+    assert not grid_fits(words(41), 14, HALF_PX) and not grid_fits(words(128), 22, 510)

@@ -236,3 +236,91 @@ def test_stats_frame_has_one_row_per_head_with_its_statistics():
 def test_stats_frame_refuses_statistics_of_different_shapes():
     with pytest.raises(ValueError, match="n_layers, H"):
         stats_frame({"entropy": np.zeros((2, 3)), "to_cls": np.zeros((2, 2))})
+
+
+# ---- one way to name a head, on every figure's hover ----------------------------------------------
+
+
+def shown_hovers(fig) -> list[str]:
+    """Each point's hover as plotly writes it: %{x} and %{y} read the axis's tick label where the axis
+    has one for that value (so "L%{y}" over an axis labelled "L3" shows "LL3")."""
+    import re
+
+    shown = []
+    for trace in fig.data:
+        template = trace.hovertemplate
+        if not template or trace.hoverinfo == "skip":
+            continue
+        xs, ys = np.asarray(trace.x if trace.x is not None else [], dtype=object), trace.y
+        z = np.asarray(trace.z) if getattr(trace, "z", None) is not None else None
+        points = ([(i, j) for i in range(z.shape[0]) for j in range(z.shape[1])] if z is not None
+                  else [(None, k) for k in range(len(xs))])
+        for i, j in points:
+            x = trace.x[j] if trace.x is not None else j
+            y = trace.y[i] if z is not None else trace.y[j]
+            text = template.replace("<extra></extra>", "")
+            for letter, value in (("x", x), ("y", y)):
+                axis = fig.layout[f"{letter}axis{(getattr(trace, letter + 'axis') or letter)[1:]}"]
+                labels = dict(zip(axis.tickvals, axis.ticktext)) if axis.ticktext else {}
+                text = text.replace(f"%{{{letter}}}", str(labels.get(value, value)))
+            hover = trace.hovertext
+            if hover is not None:
+                hover = np.asarray(hover, dtype=object)
+                text = text.replace("%{hovertext}", str(hover[i, j] if z is not None else hover[j]))
+            text = re.sub(r"%\{z[^}]*\}", "0.1", text)
+            shown.append(text)
+    return shown
+
+
+def test_every_figure_names_a_head_l3_h1_on_hover():
+    import re
+
+    import viz
+
+    rng = np.random.default_rng(0)
+    change = rng.random((4, 3))
+    figures = {
+        "ablation": ablation_figure(np.ones(5), change, 1.0, np.array([[3, 1]])),
+        "head scatter": head_scatter(rng.random((12, 2)), np.repeat(np.arange(4), 3), np.tile(np.arange(3), 4)),
+        "overview": viz.overview_grid(random_maps(4, 3, 5, 5), list("abcde")),
+        "coref grid": viz.head_grid(change, kind="margin"),
+        "ranked heads": viz.ranked_heads([(3, 1, 0.9), (0, 2, 0.5)], {"first": 0.4}),
+        "flip grid": viz.flip_grid(change > 0.5, change > 0.2, change > 0.3),
+        "GQA grid": viz.gqa_change_grid(change, 1),
+    }
+    for name, fig in figures.items():
+        hovers = shown_hovers(fig)
+        assert any("L3 H1" in h for h in hovers), name
+        for hover in hovers:
+            assert not re.search(r"LL\d|HH\d|layer \d+,? head \d+", hover), f"{name}: {hover!r}"
+    ablation = shown_hovers(figures["ablation"])
+    assert f"L3 H1: mean |Δ attention| {change[3, 1]:.4f}" in ablation and "L3 H1: masked" in ablation
+
+
+# ---- attention_pair in the width it is given ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [9, 41, 80, 128])
+@pytest.mark.parametrize("width, font_size", [(800, 14), (1040, 22)])
+def test_attention_pair_fits_its_width_side_by_side_or_one_above_the_other(n, width, font_size):
+    from viz.analysis import pair_stacked
+    from viz.heatmap import LINE_EM, MIN_TICK_PX
+
+    tokens = [f"tok{i}" for i in range(n)]
+    fig = attention_pair(random_maps(n, n), random_maps(n, n, seed=3), tokens, "Rollout", font_size=font_size,
+                         width=width)
+    assert fig.layout.width <= width
+    stacked = pair_stacked(tokens, font_size, width)
+    assert stacked == (n >= (41 if font_size == 14 else 80))  # side by side, their cells would be slivers
+    raw, derived = fig.data
+    if stacked:  # the second map under the first, the same width
+        assert raw.xaxis == "x" and derived.xaxis == "x2" and fig.layout.yaxis2.domain[1] < fig.layout.yaxis.domain[0]
+        assert fig.layout.xaxis.domain == fig.layout.xaxis2.domain
+        panel = fig.layout.width - fig.layout.margin.l - fig.layout.margin.r
+    else:
+        assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]
+        panel = (fig.layout.width - fig.layout.margin.l - fig.layout.margin.r - 3 * font_size) / 2
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        positions = [int(v.rsplit("·", 1)[1]) for v in axis.tickvals]
+        spacing = panel / n * min(np.diff(positions))
+        assert spacing >= MIN_TICK_PX - 0.5 and LINE_EM * axis.tickfont.size <= spacing

@@ -62,10 +62,10 @@ def test_head_grid_writes_values_in_the_cells():
 def test_head_grid_hover_names_layer_head_and_value():
     values = np.full((4, 2), 0.5)
     values[3, 1] = 0.68
-    assert hover_of(head_grid(values), 3, 1) == "layer 3, head 1: accuracy 0.68"
-    assert hover_of(head_grid(values), 0, 0) == "layer 0, head 0: accuracy 0.50"
+    assert hover_of(head_grid(values), 3, 1) == "L3 H1: accuracy 0.68"
+    assert hover_of(head_grid(values), 0, 0) == "L0 H0: accuracy 0.50"
     values[3, 1] = 0.41
-    assert hover_of(head_grid(values, kind="margin"), 3, 1) == "layer 3, head 1: margin +0.41"
+    assert hover_of(head_grid(values, kind="margin"), 3, 1) == "L3 H1: margin +0.41"
     fig = head_grid(values)
     assert fig.data[0].hoverinfo == "skip"  # the hover comes from the cell's marker only
     assert click_trace(fig).hovertemplate == "%{hovertext}<extra></extra>"
@@ -222,11 +222,11 @@ def test_flip_grid_puts_each_head_in_its_class():
     right_b = np.array([[True, True, True], [False, True, True]])
     fig = flip_grid(flips, right_a, right_b)
     np.testing.assert_array_equal(fig.data[0].z, [[2, 1, 0], [1, 0, 0]])
-    assert hover_of(fig, 0, 0) == "layer 0, head 0: choice flips, right on both"
-    assert hover_of(fig, 0, 1) == "layer 0, head 1: choice flips"
-    assert hover_of(fig, 1, 0) == "layer 1, head 0: choice flips"  # right on one twin only
-    assert hover_of(fig, 0, 2) == "layer 0, head 2: same choice"
-    assert hover_of(fig, 1, 1) == "layer 1, head 1: same choice"
+    assert hover_of(fig, 0, 0) == "L0 H0: choice flips, right on both"
+    assert hover_of(fig, 0, 1) == "L0 H1: choice flips"
+    assert hover_of(fig, 1, 0) == "L1 H0: choice flips"  # right on one twin only
+    assert hover_of(fig, 0, 2) == "L0 H2: same choice"
+    assert hover_of(fig, 1, 1) == "L1 H1: same choice"
 
 
 def test_flip_grid_legend_names_three_colours_matching_the_cells():

@@ -17,11 +17,12 @@ from attention.analysis.gqa import kv_head_options, map_change, to_grouped
 from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.analysis.query_key import query_key
 from attention.run import run_sentence
-from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
+from viz.analysis import ablation_figure, attention_pair, head_scatter, pair_stacked, query_key_figure, stats_frame
 from viz.efficient import fused_panel, gqa_change_grid
-from viz.heatmap import head_heatmap
+from viz.heatmap import grid_fits, head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
+from .layout import column_px, main_px, slots
 from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
 
@@ -186,7 +187,9 @@ def rollout_view(run) -> None:
             st.caption("Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
                        "position after this layer (row) through the layers' attention graph, capacities the same "
                        "residual-added attention as rollout. Values in [0, 1]; rows are not normalised.")
-    show(attention_pair(raw, derived, labels, title, font_size=font_size()), f"rollout-layer{layer}")
+    if pair_stacked(labels, font_size(), main_px()):
+        st.caption(f"At {T} tokens the two maps are too dense side by side: the second is drawn under the first.")
+    show(attention_pair(raw, derived, labels, title, font_size=font_size(), width=main_px()), f"rollout-layer{layer}")
 
 
 def query_key_view(run) -> None:
@@ -256,13 +259,19 @@ def efficient_view(run) -> None:
     with st.spinner("Converting and running…"):
         grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
     show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size()), f"gqa-{kv}")
-    left, right = st.columns(2)
+    beside = grid_fits(run.tokens, font_size(), column_px(2))
+    width = column_px(2) if beside else main_px()
+    if not beside:
+        st.caption(f"At {len(run.tokens)} tokens the two maps are too dense side by side: the grouped one is "
+                   "drawn under the original.")
+    left, right = slots(beside)
     with left:
         show(head_heatmap(run.attentions[layer, head], run.tokens, title=f"Original: layer {layer}, head {head}",
-                          font_size=font_size()), f"original-l{layer}-h{head}")
+                          font_size=font_size(), width=width), f"original-l{layer}-h{head}")
     with right:
         show(head_heatmap(grouped.attentions[layer, head], grouped.tokens,
-                          title=f"{kv} key/value heads: layer {layer}, head {head}", font_size=font_size()),
+                          title=f"{kv} key/value heads: layer {layer}, head {head}", font_size=font_size(),
+                          width=width),
              f"gqa{kv}-l{layer}-h{head}")
     st.subheader("Explicit attention against a fused kernel")
     try:

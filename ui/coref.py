@@ -13,6 +13,7 @@ from attention.analysis.coref import (CorefExample, ExampleError, flipping_heads
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .cache import MB, BoundedStore, get_model, store
+from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
 from .views import font_size, is_causal, plain, show
 
@@ -248,15 +249,21 @@ def minimal_pairs(run) -> None:
     da, db = result.details[a], result.details[b]
     flips = flipping_heads(da, db)
     both = flips & da.correct & db.correct
-    columns = st.columns(2)
-    for col, detail, key in ((columns[0], da, "twin_a"), (columns[1], db, "twin_b")):
+    half = column_px(2)
+    grids = [head_grid(d.margin, "margin: answer minus best other", kind="margin", marked=flips,
+                       font_size=font_size(), width=half) for d in (da, db)]
+    beside = all(g.layout.width <= half for g in grids)  # else each twin's grid across the page
+    if not beside:
+        grids = [head_grid(d.margin, "margin: answer minus best other", kind="margin", marked=flips,
+                           font_size=font_size(), width=main_px()) for d in (da, db)]
+    for col, detail, grid, key in zip(slots(beside), (da, db), grids, ("twin_a", "twin_b")):
         with col:
             st.text(detail.example.text)
             st.caption(f"answer: {plain(detail.example.answer)}")
-            show(head_grid(detail.margin, "margin: answer minus best other", kind="margin", marked=flips,
-                           font_size=font_size()), f"coref-{key}", key=key,
+            show(grid, f"coref-{key}", key=key,
                  on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t), selection_mode="points")
-    show(flip_grid(flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips"),
+    show(flip_grid(flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips",
+                   width=main_px()),
          "coref-flips", key="flip_grid", on_select=lambda: open_clicked_head("flip_grid", da.example.text),
          selection_mode="points")
     st.caption(f"{int(flips.sum())} heads change their preferred candidate between the twins; {int(both.sum())} "

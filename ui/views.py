@@ -11,9 +11,12 @@ import viz
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.run import head_map
 from attention.trace import head_matrix
-from viz.shapeflow import shape_flow, tensor_heatmap
+from viz.heatmap import grid_fits
+from viz.masks import causal_legend_px
+from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
 from .cache import get_batch, get_model, get_run, get_trace
+from .layout import column_px, main_px, slots
 from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, current_choices,
                     open_clicked_head, pick_step, submit, use_preset, view_key)
 
@@ -149,18 +152,24 @@ def flow(run) -> None:
     step = st.session_state.get("flow_step", FLOW_DEFAULT_STEP)
     if step not in trace.names:
         step = FLOW_DEFAULT_STEP
-    left, right = st.columns([3, 2])
+    tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
+    fs, spec = font_size(), [3, 2]
+    beside = column_px(spec, 0) >= min_width(fs) and tensor_fits(tokens, fs, column_px(spec, 1))
+    if not beside:
+        st.caption(f"At {len(tokens)} tokens{' in presentation mode' if st.session_state.present else ''} the "
+                   "diagram and the tensor do not fit side by side: the tensor is drawn under the diagram.")
+    left, right = st.columns(spec) if beside else slots(False)
     with left:
-        show(shape_flow(trace, selected=step, font_size=font_size()), "shape-flow", key="flow_chart",
-             on_select=pick_step, selection_mode="points")
+        show(shape_flow(trace, selected=step, font_size=fs, width=column_px(spec, 0) if beside else main_px()),
+             "shape-flow", key="flow_chart", on_select=pick_step, selection_mode="points")
     with right:
         head = st.session_state.head
         matrix, rows, cols = head_matrix(trace, step, head)
-        tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
         kind = "probs" if step in ("probs", "mask") else "values"
         fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
                              axis_labels(cols, tokens, matrix.shape[1]),
-                             title=f"{trace.step(step).title}, head {head}", font_size=font_size(), kind=kind)
+                             title=f"{trace.step(step).title}, head {head}", font_size=fs, kind=kind,
+                             width=column_px(spec, 1) if beside else main_px())
         show(fig, f"tensor-{step}")
         st.caption("Click a box of the diagram to show its tensor for the selected head.")
 
@@ -170,14 +179,15 @@ def masks(run) -> None:
     layer, head = st.session_state.layer, st.session_state.head
     texts = (text, text_b or SHORT_SECOND)
     batch = get_batch(st.session_state.source, texts)
+    fs, full = font_size(), main_px()
     st.subheader("Padding mask of a padded batch")
     st.caption("Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
                "every query from attending to padding.")
-    show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=font_size()), "padding-mask")
+    show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full), "padding-mask")
     short = int(np.argmin(batch.mask.sum(1)))
     show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
                           title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
-                          font_size=font_size()), "padded-attention")
+                          font_size=fs, width=full), "padded-attention")
     if is_causal():
         st.subheader("The causal mask")
         st.caption("This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
@@ -187,12 +197,19 @@ def masks(run) -> None:
         st.caption("This model reads both directions. This runs the same weights with a causal mask, so each token "
                    "sees only itself and earlier tokens — a what-if, not how the model was trained.")
     causal = get_run(st.session_state.source, text, text_b, causal=True)
-    left, right = st.columns(2)
+    half = column_px(2)
+    beside = grid_fits(run.tokens, fs, half, right=causal_legend_px(fs))
+    width = half if beside else full
+    if not beside:
+        st.caption(f"At {len(run.tokens)} tokens the mask and the map are too dense side by side: one is drawn "
+                   "under the other, across the page.")
+    left, right = slots(beside)
     with left:
-        show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=font_size()), "causal-mask")
+        show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, width=width), "causal-mask")
     with right:
         show(viz.head_heatmap(causal.attentions[layer, head], causal.tokens,
-                              title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}", font_size=font_size()),
+                              title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
+                              font_size=fs, width=width),
              "causal-attention")
 
 

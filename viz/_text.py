@@ -25,3 +25,8 @@ def position_labels(escaped_tokens: Sequence[str]) -> list[str]:
     unique even when a token contains the mark itself.
     """
     return [f"{token}{POSITION_MARK}{i}" for i, token in enumerate(escaped_tokens)]
+
+
+def head_label(layer: int, head: int) -> str:
+    """How every figure names one head: "L3 H1"."""
+    return f"L{layer} H{head}"

@@ -11,7 +11,8 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from viz._style import SEQUENTIAL, base_layout, clean_axis
-from viz._text import escape, escape_all, position_labels
+from viz._text import escape, escape_all, head_label, position_labels
+from viz.heatmap import FIGURE_PX, MIN_CELL_PX, column_ticks, row_ticks
 
 if TYPE_CHECKING:  # for the annotations only: viz needs no torch at run time, pandas only for the table
     import pandas as pd
@@ -120,13 +121,16 @@ def _vector_scale(bound: float, title: str, y: float, font_size: int) -> dict:
 # ---- raw attention beside rollout or flow --------------------------------------------------------
 
 def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], derived_title: str,
-                   font_size: int = 12) -> go.Figure:
+                   font_size: int = 12, width: int | None = None) -> go.Figure:
     """A layer's head-averaged attention beside rollout or flow, on the same token axes.
 
     raw and derived are (T, T) with rows = positions (first on top) and columns = tokens; both
     maps share one colour scale from 0 to the larger maximum, so equal colours mean equal values.
     Axes are categorical "token·i" labels, so repeated tokens stay distinct; labels are escaped.
     ``derived_title`` is plotly markup and is not escaped (callers pass "Rollout to layer 3").
+    The figure is at most ``width`` px wide (default ``FIGURE_PX``); when the two maps side by side
+    would have cells thinner than ``MIN_CELL_PX``, the second is drawn under the first
+    (``pair_stacked``), each as wide as the figure allows.
     """
     raw, derived = np.asarray(raw, dtype=np.float32), np.asarray(derived, dtype=np.float32)
     T = len(labels)
@@ -134,44 +138,88 @@ def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], 
         raise ValueError(f"expected two ({T}, {T}) maps for {T} labels, got {raw.shape} and {derived.shape}")
     names = escape_all(labels)
     cats = position_labels(names)
-    scale = max(1.0, font_size / 12)
-    panel_px = float(np.clip(T * 24 * scale, 300 * scale, 560 * scale))
+    stacked = pair_stacked(labels, font_size, width)
+    panel_px = _pair_panel_px(names, font_size, width, stacked)
     gap_px = font_size * 3
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=gap_px / (2 * panel_px + gap_px),
+    rows, cols = (2, 1) if stacked else (1, 2)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=not stacked,
+                        horizontal_spacing=gap_px / (2 * panel_px + gap_px),
                         subplot_titles=["Attention, mean over heads", derived_title])
     fig.add_trace(go.Heatmap(z=raw, x=cats, y=cats, coloraxis="coloraxis", name="attention",
                              hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Heatmap(z=derived, x=cats, y=cats, coloraxis="coloraxis", name="derived",
-                             hovertemplate="%{y} from %{x}: %{z:.3f}<extra></extra>"), row=1, col=2)
+                             hovertemplate="%{y} from %{x}: %{z:.3f}<extra></extra>"), row=rows, col=cols)
     top = float(max(np.nanmax(raw, initial=0.0), np.nanmax(derived, initial=0.0))) or 1.0
-    _pair_layout(fig, names, cats, panel_px, gap_px, top, font_size)
+    _pair_layout(fig, names, cats, panel_px, gap_px, top, font_size, stacked)
     return fig
 
 
+def pair_stacked(labels: Sequence[str], font_size: int, width: int | None = None) -> bool:
+    """Whether ``attention_pair`` draws its maps one above the other: side by side within ``width``,
+    their cells would be thinner than ``MIN_CELL_PX`` (or than they would be anyway)."""
+    names = escape_all(labels)
+    natural = _pair_natural_px(len(names), font_size) / max(len(names), 1)
+    beside = _pair_panel_px(names, font_size, width, stacked=False) / max(len(names), 1)
+    return beside < min(MIN_CELL_PX, natural)
+
+
+def _pair_natural_px(n_tokens: int, font_size: int) -> float:
+    scale = max(1.0, font_size / 12)
+    return float(np.clip(n_tokens * 24 * scale, 300 * scale, 560 * scale))
+
+
+def _pair_panel_px(names: list[str], font_size: int, width: int | None, stacked: bool) -> float:
+    """Side of one map: its natural size, or what ``width`` leaves beside the row labels (at their
+    largest font), the axis title, the colour bar and, side by side, the gap and the other map."""
+    width = FIGURE_PX if width is None else width
+    fixed = _label_px(names, font_size) + font_size * 2 + 10 + COLORBAR_PX
+    room = width - fixed if stacked else (width - fixed - font_size * 3) / 2
+    return max(float(len(names)), min(_pair_natural_px(len(names), font_size), room))
+
+
 def _pair_layout(fig: go.Figure, names: list[str], cats: list[str], panel_px: float, gap_px: float,
-                 top: float, font_size: int) -> None:
+                 top: float, font_size: int, stacked: bool) -> None:
     cell_px = panel_px / len(names)
-    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))
-    tick_size = max(6, min(font_size, int(cell_px * stride * 0.8)))
-    label_px = _label_px(names, tick_size)
-    tilted = label_px > cell_px * stride
-    margin = dict(l=label_px + font_size * 2 + 10, r=COLORBAR_PX, t=round(font_size * 2.5) + 10,
-                  b=(int(label_px * 0.75) if tilted else tick_size * 2) + font_size * 2 + 10)
+    x_ticks, y_ticks = column_ticks(names, cell_px, font_size), row_ticks(names, cell_px, font_size)
+    title_px = round(font_size * 2.5) + 10
+    below_px = x_ticks.depth + font_size * 2 + 10  # column labels and the axis title under a map
+    margin = dict(l=y_ticks.depth + font_size * 2 + 10, r=COLORBAR_PX, t=title_px, b=below_px)
     fig.update_layout(base_layout(font_size))
+    if stacked:
+        between = below_px + title_px
+        size = dict(width=int(panel_px) + margin["l"] + margin["r"],
+                    height=int(2 * panel_px + between) + margin["t"] + margin["b"])
+        fig.update_yaxes(domain=[0, panel_px / (2 * panel_px + between)], row=2, col=1)
+        fig.update_yaxes(domain=[(panel_px + between) / (2 * panel_px + between), 1], row=1, col=1)
+    else:
+        size = dict(width=int(2 * panel_px + gap_px) + margin["l"] + margin["r"],
+                    height=int(panel_px) + margin["t"] + margin["b"])
     fig.update_layout(
-        margin=margin, width=int(2 * panel_px + gap_px) + margin["l"] + margin["r"],
-        height=int(panel_px) + margin["t"] + margin["b"],
+        margin=margin, **size,
         coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top,
                        colorbar=dict(title=dict(text="weight<br>(one scale<br>for both)"),
                                      thickness=max(10, font_size), outlinewidth=0, ticks="")),
     )
-    ticks = dict(type="category", tickmode="array", tickvals=cats[::stride], ticktext=names[::stride],
-                 tickfont=dict(size=tick_size))
-    fig.update_xaxes(clean_axis(**ticks, tickangle=-45 if tilted else 0))
+    fig.update_xaxes(clean_axis(type="category", tickmode="array", tickvals=cats[::x_ticks.stride],
+                                ticktext=names[::x_ticks.stride], tickfont=dict(size=x_ticks.size),
+                                tickangle=x_ticks.angle))
+    fig.update_yaxes(clean_axis(type="category", tickmode="array", tickvals=cats[::y_ticks.stride],
+                                ticktext=names[::y_ticks.stride], tickfont=dict(size=y_ticks.size),
+                                autorange="reversed"))
+    second = dict(row=2, col=1) if stacked else dict(row=1, col=2)
     fig.update_xaxes(title=dict(text="key"), row=1, col=1)
-    fig.update_xaxes(title=dict(text="input token"), row=1, col=2)
-    fig.update_yaxes(clean_axis(**ticks, autorange="reversed"))
+    fig.update_xaxes(title=dict(text="input token"), **second)
     fig.update_yaxes(title=dict(text="query / position"), row=1, col=1)
+    if stacked:
+        fig.update_yaxes(title=dict(text="position"), matches="y", **second)
+        fig.update_xaxes(matches="x", **second)
+        _place_titles(fig, panel_px, between=below_px + title_px)
+
+
+def _place_titles(fig: go.Figure, panel_px: float, between: float) -> None:
+    """Subplot titles just above each stacked map (make_subplots spaces rows evenly instead)."""
+    for note, top in zip(fig.layout.annotations, (1.0, panel_px / (2 * panel_px + between))):
+        note.update(y=top, yanchor="bottom", yshift=4)
 
 
 # ---- every head on a map ---------------------------------------------------------------------------
@@ -193,7 +241,7 @@ def head_scatter(coords: np.ndarray, layers: np.ndarray, heads: np.ndarray,
                          f"{layers.shape}, {heads.shape}")
     if labels is not None and len(labels) != n:
         raise ValueError(f"{len(labels)} labels given for {n} heads")
-    hovers = [f"L{layer} H{head}" + (f"<br>{escape(labels[i])}" if labels is not None else "")
+    hovers = [head_label(layer, head) + (f"<br>{escape(labels[i])}" if labels is not None else "")
               for i, (layer, head) in enumerate(zip(layers, heads))]
     present = np.unique(layers)
     top = max(int(present.max(initial=0)), 1)
@@ -249,17 +297,20 @@ def ablation_figure(hidden_cosine: np.ndarray, attention_change: np.ndarray, emb
                              text=stages, name="hidden-state cosine", marker=dict(color=PROB_COLOUR),
                              hovertemplate="%{text}: cosine %{y:.4f}<extra></extra>", showlegend=False),
                   row=1, col=1)
+    # hover from text, not "L%{y}": %{y} reads the axis's tick label, which is already "L3"
+    cells = [[f"{head_label(layer, head)}: mean |Δ attention| {change[layer, head]:.4f}" for head in range(n_heads)]
+             for layer in range(n_layers)]
     fig.add_trace(go.Heatmap(z=change, x=list(range(n_heads)), y=list(range(n_layers)), xgap=2, ygap=2,
                              colorscale=SEQUENTIAL, zmin=0.0, zmax=float(np.nanmax(change, initial=0.0)) or 1.0,
-                             name="mean |Δ attention|",
-                             hovertemplate="L%{y} H%{x}: mean |Δ attention| %{z:.4f}<extra></extra>",
+                             name="mean |Δ attention|", hovertext=cells, hovertemplate="%{hovertext}<extra></extra>",
                              colorbar=dict(title=dict(text="mean |Δ attention|", side="right"),
                                            thickness=max(10, font_size))),
                   row=1, col=2)
     fig.add_trace(go.Scatter(x=marked_heads, y=marked_layers, mode="markers", name="masked",
                              marker=dict(symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR,
                                          line=dict(color="white", width=1)),
-                             hovertemplate="L%{y} H%{x}: masked<extra></extra>", showlegend=False),
+                             hovertext=[f"{head_label(l, h)}: masked" for l, h in zip(marked_layers, marked_heads)],
+                             hovertemplate="%{hovertext}<extra></extra>", showlegend=False),
                   row=1, col=2)
     title = (f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "
              f"sentence embedding cosine {embedding_cosine:.4f} (mean-pooled)")

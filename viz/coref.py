@@ -6,13 +6,15 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis, legend_swatch
-from viz._text import escape
+from viz._text import escape, head_label
+from viz.heatmap import FIGURE_PX
 
 DIVERGING = "RdBu"  # red below zero, blue above: blue means "towards the answer" as in accuracy
 MIN_MARGIN_RANGE = 0.05
 BASELINE_COLOURS = ("#d95f02", "#54278f", "#1b7837", "#333333")
 BASELINE_DASHES = ("dash", "dot", "dashdot", "longdash")  # two equal baselines both show
 _RANK_PLOT_PX = 560  # width of the bars' plot area
+MIN_GRID_CELL_PX = 38  # holds "+0.41" in 10 px text
 BAR_COLOUR = "#9ecae1"  # light, so the dashed baselines show across the bars
 # flip_grid classes, in z order: (name, colour)
 FLIP_CLASSES = (
@@ -32,6 +34,7 @@ def head_grid(
     highlight: tuple[int, int] | None = None,
     marked: np.ndarray | None = None,
     font_size: int = 14,
+    width: int | None = None,
 ) -> go.Figure:
     """One value per head of ``values [n_layers, n_heads]`` as a labelled heatmap.
 
@@ -41,7 +44,9 @@ def head_grid(
     (blue: more attention to the answer than to any other candidate).
     ``highlight`` outlines one head, ``marked`` (bool, same shape) puts a
     star in the corner of its True cells. An invisible marker per cell
-    carries ``customdata=[layer, head]`` for click selection.
+    carries ``customdata=[layer, head]`` for click selection. Cells shrink,
+    down to ``MIN_GRID_CELL_PX``, for the figure to fit ``width`` px
+    (default ``FIGURE_PX``); their text shrinks with them.
     """
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
@@ -54,16 +59,17 @@ def head_grid(
         raise ValueError(f"marked has shape {np.shape(marked)}, values {values.shape}")
 
     labels = [[_format(v, kind) for v in row] for row in values]
-    cell_px = _cell_px(font_size)
-    traces = [_value_heatmap(values, labels, kind, font_size)]
+    right = _colorbar_px(font_size)
+    cell_px = _fitted_cell_px(n_heads, font_size, width, _left_px(font_size) + right)
+    traces = [_value_heatmap(values, labels, kind, font_size, _cell_font(font_size, cell_px))]
     if marked is not None:
         traces.append(_marks(np.asarray(marked, dtype=bool), cell_px))
     hovers = [
-        [f"layer {layer}, head {head}: {kind} {labels[layer][head]}" for head in range(n_heads)]
+        [f"{head_label(layer, head)}: {kind} {labels[layer][head]}" for head in range(n_heads)]
         for layer in range(n_layers)
     ]
     traces.append(_click_markers(hovers, cell_px))
-    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=_colorbar_px(font_size))
+    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=right)
     if highlight is not None:  # crimson would hide among the red cells of a margin grid
         layout["shapes"] = _outline(*highlight, colour=HIGHLIGHT if kind == "accuracy" else "#111111")
     return go.Figure(traces, layout)
@@ -84,7 +90,7 @@ def ranked_heads(
     Bars carry ``customdata=[layer, head]`` for click selection.
     """
     shown = list(ranked)[:top]
-    names = [f"L{layer} H{head}" for layer, head, _ in shown]
+    names = [head_label(layer, head) for layer, head, _ in shown]
     accuracies = [float(acc) for _, _, acc in shown]
     bars = go.Bar(
         x=accuracies,
@@ -123,13 +129,16 @@ def flip_grid(
     right_b: np.ndarray,
     font_size: int = 14,
     title: str | None = None,
+    width: int | None = None,
 ) -> go.Figure:
     """Which heads change their choice between two twin sentences.
 
     All arrays are bool ``[n_layers, n_heads]``. Each head falls in one of
     three classes (``FLIP_CLASSES``): "choice flips, right on both", "choice
     flips" (right on at most one twin) and "same choice". Layout and click
-    markers as in ``head_grid``; the legend names the classes.
+    markers as in ``head_grid``; the legend names the classes, beside the
+    grid, or under it when the figure would be wider than ``width`` px
+    (default ``FIGURE_PX``).
     """
     flips, right_a, right_b = (np.asarray(a, dtype=bool) for a in (flips, right_a, right_b))
     if flips.ndim != 2 or not flips.shape == right_a.shape == right_b.shape:
@@ -139,7 +148,7 @@ def flip_grid(
     n_layers, n_heads = flips.shape
     classes = flips.astype(int) + (flips & right_a & right_b)  # 0 same, 1 flips, 2 flips and right
     colours = [colour for _, colour in FLIP_CLASSES]
-    cell_px = _cell_px(font_size)
+    cell_px = _fitted_cell_px(n_heads, font_size, width, _left_px(font_size) + 10)
     heatmap = go.Heatmap(
         z=classes,
         x=list(range(n_heads)),
@@ -153,7 +162,7 @@ def flip_grid(
         ygap=2,
     )
     hovers = [
-        [f"layer {layer}, head {head}: {FLIP_CLASSES[c][0]}" for head, c in enumerate(row)]
+        [f"{head_label(layer, head)}: {FLIP_CLASSES[c][0]}" for head, c in enumerate(row)]
         for layer, row in enumerate(classes)
     ]
     swatches = [
@@ -161,11 +170,16 @@ def flip_grid(
         for name, colour in reversed(FLIP_CLASSES)  # strongest first
     ]
     legend_px = round(font_size * 0.6 * max(len(n) for n, _ in FLIP_CLASSES)) + 3 * font_size
-    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=legend_px)
-    layout.update(
-        showlegend=True,
-        legend=dict(x=1, xanchor="left", y=1, yanchor="top", itemclick=False, itemdoubleclick=False),
-    )
+    width = FIGURE_PX if width is None else width
+    below = n_heads * cell_px + _left_px(font_size) + legend_px + 10 > width
+    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=10 if below else legend_px)
+    legend = dict(x=1, xanchor="left", y=1, yanchor="top", itemclick=False, itemdoubleclick=False)
+    if below:  # one row per class under the grid
+        legend.update(x=0, y=0, yanchor="top", xanchor="left")
+        rows_px = round(font_size * 1.6) * len(FLIP_CLASSES) + 10
+        layout["margin"]["b"] += rows_px
+        layout["height"] += rows_px
+    layout.update(showlegend=True, legend=legend)
     return go.Figure([heatmap, *swatches, _click_markers(hovers, cell_px)], layout)
 
 
@@ -177,15 +191,28 @@ def _cell_px(font_size: int) -> int:
     return max(46, round(font_size * 3.3))
 
 
-def _cell_font(font_size: int) -> int:
-    return max(10, round(font_size * 0.8))
+def _fitted_cell_px(n_heads: int, font_size: int, width: int | None, margins: int) -> int:
+    """``_cell_px``, or less (not under ``MIN_GRID_CELL_PX``) for ``n_heads`` cells and ``margins`` to fit ``width``."""
+    room = ((FIGURE_PX if width is None else width) - margins - 10) // max(n_heads, 1)
+    return int(max(MIN_GRID_CELL_PX, min(_cell_px(font_size), room)))
+
+
+def _cell_font(font_size: int, cell_px: int | None = None) -> int:
+    """The value's font: 0.8 of the text, and small enough for "+0.41" (5 glyphs) to fit the cell."""
+    size = max(10, round(font_size * 0.8))
+    return size if cell_px is None else max(10, min(size, int((cell_px - 8) / (5 * 0.6))))
+
+
+def _left_px(font_size: int) -> int:
+    return round(font_size * 2.5) + 10
 
 
 def _colorbar_px(font_size: int) -> int:
     return round(font_size * 5.5) + 20
 
 
-def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_size: int) -> go.Heatmap:
+def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_size: int,
+                   cell_font: int) -> go.Heatmap:
     n_layers, n_heads = values.shape
     return go.Heatmap(
         z=values,
@@ -193,7 +220,7 @@ def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_
         y=list(range(n_layers)),
         text=labels,
         texttemplate="%{text}",  # plotly picks dark or light text per cell colour
-        textfont=dict(size=_cell_font(font_size)),
+        textfont=dict(size=cell_font),
         hoverinfo="skip",  # the click markers above carry the hover
         xgap=2,
         ygap=2,
@@ -267,7 +294,7 @@ def _grid_layout(
     """Square cells, heads labelled on top, layers down the side, layer 0 first."""
     layout = base_layout(font_size, escape(title) if title else None)
     top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
-    left = round(font_size * 2.5) + 10
+    left = _left_px(font_size)
     layout.update(
         width=n_heads * cell_px + left + right + 10,
         height=n_layers * cell_px + top + 10,

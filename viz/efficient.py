@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import SEQUENTIAL, base_layout, clean_axis
-from viz._text import escape
+from viz._text import escape, head_label
 
 CHANGE_HOVER = "%{hovertext}<extra></extra>"
 GROUP_LINE = "#333333"  # borders between groups of query heads that share a key/value head
@@ -21,7 +21,7 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) 
     """Mean |Δ| per head ``change [n_layers, n_heads]`` (attention.analysis.gqa.map_change) as a heatmap.
 
     Rows are layers ("L0" on top), columns query heads ("H0", ...), each cell shows its value and
-    hover reads "layer l head h: mean |Δ| = …". Vertical lines mark the groups of query heads that
+    hover reads "L3 H1: mean |Δ| = …". Vertical lines mark the groups of query heads that
     share one of the ``num_kv_heads`` key/value heads (none when every head keeps its own). The
     colour scale starts at 0.
     """
@@ -32,7 +32,7 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) 
     if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, (int, np.integer)) \
             or num_kv_heads < 1 or n_heads % num_kv_heads:
         raise ValueError(f"num_kv_heads must divide the {n_heads} heads, got {num_kv_heads!r}")
-    hovers = [[f"layer {layer} head {head}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
+    hovers = [[f"{head_label(layer, head)}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
               for layer in range(n_layers)]
     top = float(np.nanmax(change)) if np.isfinite(change).any() else 0.0
     heatmap = go.Heatmap(

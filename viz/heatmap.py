@@ -2,6 +2,7 @@
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -15,8 +16,50 @@ from viz._text import escape_all, position_labels
 HOVER = "%{y} → %{x}: %{z:.3f}<extra></extra>"
 MIN_PLOT_PX, MAX_PLOT_PX, PX_PER_TOKEN = 440, 900, 28
 MIN_TICK_PX = 12  # closer labels are too small to read; show every k-th instead
+MIN_CELL_PX = 8  # thinner cells are slivers: such a grid is drawn across the page, not in a column
+LABEL_FILL = 0.75  # a label's font size as a share of the spacing between labels (its box is ~1.2 em)
+LINE_EM = 1.2  # height of a label's box, in font sizes
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 COLORBAR_PX, SLACK_PX = 90, 16  # right margin for the colour bar; spare width of the plot area
+# The widest a figure may be when its caller does not say: the page's main column at the narrowest
+# window the app is laid out for (1280 px, sidebar open), less room for a scroll bar.
+FIGURE_PX = 800
+
+
+@dataclass(frozen=True)
+class Ticks:
+    """How one axis of token cells is labelled: every ``stride``-th position, in ``size`` px text,
+    at ``angle`` (column labels only), taking ``depth`` px beside the cells."""
+
+    stride: int
+    size: int
+    angle: int
+    depth: int
+
+
+def row_ticks(labels: Sequence[str], cell_px: float, font_size: int) -> Ticks:
+    """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing."""
+    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))
+    size = _fitted_size(cell_px * stride, font_size)
+    return Ticks(stride, size, 0, _label_px(labels, size))
+
+
+def column_ticks(labels: Sequence[str], cell_px: float, font_size: int) -> Ticks:
+    """Labels along the top or bottom: flat when the longest fits its spacing, else tilted by 45°
+    when tilted neighbours stay apart (their gap across the text is spacing · sin 45°), else upright."""
+    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))
+    spacing = cell_px * stride
+    size = _fitted_size(spacing, font_size)
+    text = _label_px(labels, size) - 10
+    if text + 4 <= spacing:
+        return Ticks(stride, size, 0, size * 2)
+    if spacing * 0.7 >= LINE_EM * size:
+        return Ticks(stride, size, -45, int((text + size) * 0.75) + 10)
+    return Ticks(stride, size, -90, text + 10)
+
+
+def _fitted_size(spacing: float, font_size: int) -> int:
+    return max(6, min(font_size, int(spacing * LABEL_FILL)))
 
 
 def head_heatmap(
@@ -29,8 +72,10 @@ def head_heatmap(
     zmax: float = 1.0,
     colorscale: str = SEQUENTIAL,
     font_size: int = 14,
+    width: int | None = None,
 ) -> go.Figure:
-    """Heatmap of one head's map ``[query_pos, key_pos]``.
+    """Heatmap of one head's map ``[query_pos, key_pos]``, at most ``width`` px wide
+    (default ``FIGURE_PX``).
 
     The first query is the top row. Each axis is categorical with one
     "token·i" category per position, so repeated tokens keep their own row
@@ -57,36 +102,36 @@ def head_heatmap(
         zmax=zmax,
         colorbar=dict(title=dict(text="weight"), thickness=14),
     )
-    return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size))
+    return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size, width))
 
 
 def token_grid_layout(
-    queries: list[str], keys: list[str], title: str | None, font_size: int
+    queries: list[str], keys: list[str], title: str | None, font_size: int, width: int | None = None,
+    right: int = COLORBAR_PX,
 ) -> dict:
-    """Square cells, keys along the top, first query at the top.
+    """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide.
 
     ``queries`` and ``keys`` are escaped tokens; the axes' categories are
-    their ``position_labels``. When rows are thinner than ``MIN_TICK_PX``
-    only every k-th token is labelled; hover still names every cell. The
-    margins are sized for the labels and title, and the plot area is a
-    little wider than the cells, so the cells fill its height and a colour
-    bar (which spans that height) ends level with them.
+    their ``position_labels``. Cells shrink to fit ``width`` (see
+    ``grid_cell_px``); when they are thinner than ``MIN_TICK_PX`` only every
+    k-th token is labelled, and column labels tilt or stand upright so that
+    no two touch (``column_ticks``); hover still names every cell. ``right``
+    is the margin for the colour bar or legend. The margins are sized for
+    the labels and title, and the plot area is a little wider than the
+    cells, so the cells fill its height and a colour bar (which spans that
+    height) ends level with them.
     """
     n_q, n_k = len(queries), len(keys)
-    cell_px = _plot_px(max(n_q, n_k), font_size) / max(n_q, n_k)
-    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))  # label every stride-th token
-    tick_size = max(6, min(font_size, int(cell_px * stride * 0.8)))
-    key_angle = _tick_angle(keys, cell_px * stride, tick_size)
-    x_label_px = int(_label_px(keys, tick_size) * 0.75) if key_angle else tick_size * 2
-    y_label_px = _label_px(queries, tick_size)
+    cell_px = grid_cell_px(queries, keys, font_size, width, right)
+    x_ticks, y_ticks = column_ticks(keys, cell_px, font_size), row_ticks(queries, cell_px, font_size)
     axis_title_px = int(font_size * 2)
     title_px = int(font_size * 1.2 * 1.5) + 12 if title else 0
 
     layout = base_layout(font_size, title)
     margin = dict(
-        l=y_label_px + axis_title_px + 10,
-        r=COLORBAR_PX,
-        t=title_px + x_label_px + axis_title_px + 10,
+        l=y_ticks.depth + axis_title_px + 10,
+        r=right,
+        t=title_px + x_ticks.depth + axis_title_px + 10,
         b=10,
     )
     layout.update(
@@ -96,11 +141,11 @@ def token_grid_layout(
         xaxis=clean_axis(
             type="category",
             tickmode="array",
-            tickvals=position_labels(keys)[::stride],
-            ticktext=keys[::stride],
+            tickvals=position_labels(keys)[::x_ticks.stride],
+            ticktext=keys[::x_ticks.stride],
             side="top",
-            tickangle=key_angle,
-            tickfont=dict(size=tick_size),
+            tickangle=x_ticks.angle,
+            tickfont=dict(size=x_ticks.size),
             title=dict(text="key"),
             constrain="domain",
             constraintoward="left",
@@ -108,10 +153,10 @@ def token_grid_layout(
         yaxis=clean_axis(
             type="category",
             tickmode="array",
-            tickvals=position_labels(queries)[::stride],
-            ticktext=queries[::stride],
+            tickvals=position_labels(queries)[::y_ticks.stride],
+            ticktext=queries[::y_ticks.stride],
             autorange="reversed",
-            tickfont=dict(size=tick_size),
+            tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),
             scaleanchor="x",
             scaleratio=1,
@@ -122,9 +167,33 @@ def token_grid_layout(
     return layout
 
 
-def head_view(attn: np.ndarray, tokens: Sequence[str], *, font_size: int = 14) -> go.Figure:
+def grid_cell_px(
+    queries: Sequence[str], keys: Sequence[str], font_size: int, width: int | None = None,
+    right: int = COLORBAR_PX,
+) -> float:
+    """Side of one cell of a token grid at most ``width`` px wide (default ``FIGURE_PX``): it grows
+    with the font and shrinks with the tokens (``_plot_px``), and shrinks further to fit ``width``
+    less the row labels (measured at the largest font they may have), the axis title and ``right``."""
+    width = FIGURE_PX if width is None else width
+    n = max(len(queries), len(keys), 1)
+    fixed = _label_px(queries, font_size) + int(font_size * 2) + 10 + right + SLACK_PX
+    room = (width - fixed) / max(len(keys), 1)
+    return max(0.25, min(_plot_px(n, font_size) / n, room))
+
+
+def grid_fits(tokens: Sequence[str], font_size: int, width: int, right: int = COLORBAR_PX) -> bool:
+    """Whether a square grid over ``tokens`` keeps its cells readable (``MIN_CELL_PX``, or the size
+    it would have anyway) within ``width`` px; if not, draw it across the page instead."""
+    names = escape_all(tokens)
+    n = max(len(names), 1)
+    natural = _plot_px(n, font_size) / n
+    return grid_cell_px(names, names, font_size, width, right) >= min(MIN_CELL_PX, natural)
+
+
+def head_view(attn: np.ndarray, tokens: Sequence[str], *, font_size: int = 14,
+              width: int | None = None) -> go.Figure:
     """Heatmap of one head over one sentence, like bertviz's ``head_view``."""
-    return head_heatmap(attn, tokens, font_size=font_size)
+    return head_heatmap(attn, tokens, font_size=font_size, width=width)
 
 
 def _plot_px(n_tokens: int, font_size: int = 14) -> int:
@@ -139,7 +208,3 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
     longest = max((len(html.unescape(label)) for label in labels), default=0)
     return int(longest * font_size * CHAR_WIDTH) + 10
 
-
-def _tick_angle(labels: Sequence[str], cell_px: float, font_size: int) -> int:
-    """Tilt column labels when the longest would overflow its cell."""
-    return -45 if _label_px(labels, font_size) > cell_px else 0

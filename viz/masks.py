@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from viz._style import KEEP, PADDING, base_layout, clean_axis, legend_swatch
 from viz._text import escape, escape_all, position_labels
-from viz.heatmap import COLORBAR_PX, token_grid_layout
+from viz.heatmap import FIGURE_PX, token_grid_layout
 
 PAD = "[PAD]"
 MIN_CELL_PX, MAX_CELL_PX, ROW_PX = 6, 28, 900
@@ -30,13 +30,16 @@ def padding_mask_figure(
     font_size: int = 14,
     *,
     title: str | None = None,
+    width: int | None = None,
 ) -> go.Figure:
-    """A key padding mask ``[B, S]`` (1 keep, 0 padding), one row per batch item.
+    """A key padding mask ``[B, S]`` (1 keep, 0 padding), one row per batch item, at most ``width``
+    px wide (default ``FIGURE_PX``).
 
     Rows are named by ``row_labels``, columns by position. Kept cells are
     blue, padding grey; hover reads "name · position j: token", with
     "[PAD]" on padding. A row's tokens may stop short of S (the rest is
-    padding). Short batches show each token in its cell. Text is escaped;
+    padding). Short batches show each token in its cell when the cells fit
+    ``width``; otherwise cells are thin and the hover names them. Text is escaped;
     ``title`` is plotly markup.
     """
     mask = np.asarray(mask)
@@ -60,8 +63,9 @@ def padding_mask_figure(
          for name, row in zip(names, shown)],
         dtype=object,
     )
-    with_text = n_pos <= TEXT_CELLS
-    cell_w = _cell_width(shown, font_size) if with_text else _thin_cell(n_pos)
+    room = (FIGURE_PX if width is None else width) - _row_label_px(names, font_size) - _legend_px(font_size)
+    with_text = n_pos <= TEXT_CELLS and _cell_width(shown, font_size) * n_pos <= room
+    cell_w = _cell_width(shown, font_size) if with_text else max(1.0, min(_thin_cell(n_pos), room / n_pos))
     traces = [
         _mask_cells(kept, KEEP, hovers, shown if with_text else None, font_size, "white"),
         _mask_cells(~kept, PADDING, hovers, shown if with_text else None, font_size, "#555555"),
@@ -100,12 +104,19 @@ def _thin_cell(n_pos: int) -> float:
     return float(np.clip(ROW_PX / n_pos, MIN_CELL_PX, MAX_CELL_PX))
 
 
+def _row_label_px(names: list[str], font_size: int) -> int:
+    return int(max(len(html.unescape(n)) for n in names) * font_size * CHAR_WIDTH) + 14
+
+
+def _legend_px(font_size: int) -> int:
+    return 90 + int(len("padding") * font_size * CHAR_WIDTH)
+
+
 def _padding_layout(names, n_pos, cell_w: float, with_text: bool, title, font_size: int) -> dict:
     n_rows = len(names)
     cell_h = max(font_size * 2.2, cell_w) if not with_text else font_size * 2.2
     stride = max(1, int(np.ceil(font_size * 2.2 / cell_w)))  # position labels that fit
-    label_px = int(max(len(html.unescape(n)) for n in names) * font_size * CHAR_WIDTH) + 14
-    legend_px = 90 + int(len("padding") * font_size * CHAR_WIDTH)
+    label_px, legend_px = _row_label_px(names, font_size), _legend_px(font_size)
     top = (int(font_size * 1.2 * 1.5) + 12 if title else 0) + font_size * 4
     layout = base_layout(font_size, title)
     layout.update(
@@ -133,7 +144,7 @@ def _padding_layout(names, n_pos, cell_w: float, with_text: bool, title, font_si
 
 
 def causal_mask_figure(
-    L: int, tokens: Sequence[str], font_size: int = 14, *, title: str | None = None
+    L: int, tokens: Sequence[str], font_size: int = 14, *, title: str | None = None, width: int | None = None
 ) -> go.Figure:
     """The causal what-if mask ``[L, L]``: query i may attend to keys j <= i.
 
@@ -141,7 +152,8 @@ def causal_mask_figure(
     "token·i" category per position). Allowed cells are blue, masked
     (future) cells grey; hover reads "query·i → key·j: may attend" or
     "...: masked (future)". Each trace holds only its own triangle, as a
-    ragged list, so the figure stays light at 512 tokens.
+    ragged list, so the figure stays light at 512 tokens. At most ``width``
+    px wide, as ``head_heatmap``.
     """
     if len(tokens) != L:
         raise ValueError(f"{len(tokens)} tokens given for a causal mask over {L} positions")
@@ -163,12 +175,14 @@ def causal_mask_figure(
     )
     swatches = [legend_swatch("may attend", KEEP, KEEP, font_size),
                 legend_swatch("masked (future)", PADDING, PADDING, font_size)]
-    layout = token_grid_layout(names, names, title, font_size)
-    legend_px = 60 + int(len("masked (future)") * font_size * CHAR_WIDTH)
-    layout["margin"]["r"] = legend_px  # a legend where head_heatmap has its colour bar
-    layout["width"] += legend_px - COLORBAR_PX
-    layout.update(legend=LEGEND)
+    layout = token_grid_layout(names, names, title, font_size, width, right=causal_legend_px(font_size))
+    layout.update(legend=LEGEND)  # a legend where head_heatmap has its colour bar
     return go.Figure([allowed, masked, *swatches], layout)
+
+
+def causal_legend_px(font_size: int) -> int:
+    """Right margin of the causal mask: its legend, where head_heatmap has its colour bar."""
+    return 60 + int(len("masked (future)") * font_size * CHAR_WIDTH)
 
 
 def _ragged(lengths: list[int], value: int) -> np.ndarray:

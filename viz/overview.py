@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
-from viz._text import escape, escape_all
+from viz._text import escape, escape_all, head_label
 
 MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
 
@@ -176,7 +176,7 @@ def _tile_hovers(attentions: np.ndarray, tokens, labels) -> list[str]:
     for index, best in enumerate(strongest):
         layer, head = divmod(index, n_heads)
         query, key = divmod(int(best), n_tokens)
-        text = f"L{layer} H{head}<br>max {names[query]} → {names[key]}: {flat[index, best]:.3f}"
+        text = f"{head_label(layer, head)}<br>max {names[query]} → {names[key]}: {flat[index, best]:.3f}"
         if (layer, head) in labels:
             text += f"<br>{escape(labels[layer, head])}"
         hovers.append(text)

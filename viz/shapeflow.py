@@ -6,6 +6,7 @@ read from the recorded forward pass. Coordinates are pixels at the design ``widt
 
 from __future__ import annotations
 
+import html
 import re
 import textwrap
 from collections.abc import Sequence
@@ -16,12 +17,14 @@ import plotly.graph_objects as go
 
 from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
 from viz._text import escape, escape_all
+from viz.heatmap import FIGURE_PX, MIN_CELL_PX
 
-WIDTH = 720  # design width in px at font size 14, scaled with the font; a wider container stretches the
-# boxes (the text stays put), a narrower one squeezes them, so keep this at the narrowest expected
+WIDTH = 720  # widest layout in px at font size 14, scaled with the font; narrower when less room is given
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 LINE = 1.3  # plotly's line height, in font sizes
-SANS_W, MONO_W = 0.5, 0.61  # average glyph width, in font sizes (measured 0.45 and 0.60)
+SANS_W, BOLD_W, MONO_W = 0.5, 0.56, 0.61  # average glyph width, in font sizes (measured 0.45, 0.5, 0.60)
+FILL = 0.95  # share of a box's inner width that text may fill: slack for the glyph-width estimate
+MIN_CODE_CHARS = 16  # below this many code characters a line, the lanes are too narrow to read
 ARROW, MUTED, NO_MASK = "#64748b", "#64748b", "#94a3b8"
 LANES = {  # outline, title colour
     "io": ("#475569", "#1e293b"), "q": ("#2563eb", "#1d4ed8"), "k": ("#d97706", "#b45309"),
@@ -29,7 +32,6 @@ LANES = {  # outline, title colour
 }
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
-HEATMAP_PX = 420  # assumed width of a tensor heatmap's cells, for thinning column labels
 
 
 @dataclass
@@ -62,10 +64,12 @@ def shape_flow(trace, selected: str | None = None, font_size: int = 14, width: i
 
     Each box has one invisible bar exactly covering it, with ``customdata=[step name]``, so a
     click anywhere in the box selects that step. ``selected`` is outlined in the highlight colour.
-    ``width`` (px) is the width the text is laid out for; by default it grows with ``font_size``.
+    ``width`` (px) is the most the figure may take; it is laid out for that, or for ``WIDTH``
+    (scaled with ``font_size``) when that is less. Text wraps within its box, and a source path
+    too long for it is shortened, in full in the box's hover.
     """
     fs = font_size
-    width = width or round(WIDTH * fs / 14)
+    width = min(design_width(fs), width or design_width(fs))
     legend, legend_lines = _legend(trace, width - fs, fs)
     rows, key_x = _rows(trace, width, fs)
     texts = {b.name: _box_text(trace.step(b.name), b.w, fs, trace.S) for row in rows for b in row}
@@ -94,6 +98,19 @@ def shape_flow(trace, selected: str | None = None, font_size: int = 14, width: i
         barmode="overlay", shapes=shapes, annotations=annotations,
     )
     return go.Figure(_hit_areas(trace, boxes), layout)
+
+
+def design_width(font_size: int) -> int:
+    """The width the diagram takes when it has room: ``WIDTH`` scaled with the font."""
+    return round(WIDTH * font_size / 14)
+
+
+def min_width(font_size: int) -> int:
+    """The narrowest width at which a lane's code still gets ``MIN_CODE_CHARS`` a line (``_rows``,
+    ``_box_text`` solved for the width); a narrower column is no place for the diagram."""
+    fs = font_size
+    lane = MIN_CODE_CHARS * MONO_W * _code_fs(fs) / FILL + 1.3 * fs
+    return int(np.ceil(3 * lane + 2 * 0.6 * fs + 2 * 1.8 * fs))
 
 
 # ---- where the boxes go ----------------------------------------------------------------------
@@ -160,22 +177,37 @@ class BoxText:
 
 
 def _box_text(step, w: float, fs: int, S: int) -> BoxText:
-    inner = (w - 1.3 * fs) * 0.9  # slack for a container narrower than the design width
+    inner = (w - 1.3 * fs) * FILL
+    sans, bold = _chars(inner, SANS_W * fs), _chars(inner, BOLD_W * fs)
     colour = LANES[_lane(step.name)][1]
-    header = [f'<b><span style="color:{colour}">{escape(step.title)}</span></b>']
+    header = [f'<b><span style="color:{colour}">{escape(s)}</span></b>' for s in _wrap(step.title, bold)]
     if step.shape is None:
         shape = [f"None  ·  S\u00a0=\u00a0{S} keys"]
     else:
         symbolic, sizes = f"[{', '.join(step.dims)}]", " × ".join(map(str, step.shape))
         joined = f"{symbolic}  =  {sizes}"
-        shape = [joined] if len(joined) * SANS_W * fs <= inner else [symbolic, f"= {sizes}"]
-    header += [f"<b>{escape(s)}</b>" for s in shape]
-    header += [f'<span style="color:{MUTED}">{escape(s)}</span>'
-               for s in textwrap.wrap(step.op, max(12, int(inner / (SANS_W * fs))))]
-    chars = max(16, int(inner / (MONO_W * _code_fs(fs))))
+        shape = [joined] if len(joined) <= bold else [symbolic, f"= {sizes}"]
+    header += [f"<b>{escape(s)}</b>" for line in shape for s in _wrap(line, bold)]
+    header += [f'<span style="color:{MUTED}">{escape(s)}</span>' for s in _wrap(step.op, sans)]
+    chars = _chars(inner, MONO_W * _code_fs(fs))
     code = [escape(part) for line in step.code.splitlines() for part in wrap_code(line, chars)]
-    code += [f'<span style="color:{MUTED}">{escape(step.where)}</span>']
+    code += [f'<span style="color:{MUTED}">{escape(shorten_path(step.where, chars))}</span>']
     return BoxText(header, code, fs)
+
+
+def _chars(px: float, glyph_px: float) -> int:
+    """How many glyphs of ``glyph_px`` fit in ``px`` (at least 4: a box is never narrower than that)."""
+    return max(4, int(px / glyph_px))
+
+
+def _wrap(text: str, chars: int) -> list[str]:
+    """Lines of at most ``chars`` characters, broken at spaces, or inside a word longer than that."""
+    return textwrap.wrap(text, chars) or [""]
+
+
+def shorten_path(where: str, chars: int) -> str:
+    """``path:lineno`` in at most ``chars`` characters: the start of the path gives way to "…"."""
+    return where if len(where) <= chars else "…" + where[len(where) - chars + 1:]
 
 
 def _code_fs(fs: int) -> int:
@@ -189,6 +221,7 @@ def wrap_code(line: str, chars: int) -> list[str]:
     """
     indent = "\u00a0\u00a0"
     pieces, rest, first = [], line, True
+    chars = max(chars, len(indent) + 2)
     while len(rest) + (0 if first else len(indent)) > chars:
         limit = chars - (0 if first else len(indent))
         cut = max(rest.rfind(", ", 0, limit) + 2, rest.rfind(" if ", 0, limit) + 1,
@@ -211,10 +244,10 @@ def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
     items = [f"<b>{k} = {v}</b> {words[k]}" for k, v in sizes.items()]
     if len(trace.segments) > 1:
         items.append(f"sentence pair: <b>{' + '.join(map(str, trace.segments))}</b> tokens")
-    lines, line, used = [], [f"<b>layer {trace.layer}</b>"], len(f"layer {trace.layer}")
+    lines, line, used = [], [f"<b>layer {trace.layer}</b>"], _drawn_chars(f"<b>layer {trace.layer}</b>")
     for item in items:
-        chars = len(re.sub(r"<[^>]+>", "", item)) + 5  # the item and its separator, as drawn
-        if (used + chars) * SANS_W * fs > width:
+        chars = _drawn_chars(item) + 5 * SANS_W  # the item and its separator, as drawn
+        if (used + chars) * fs > width:
             lines.append(line)
             line, used = [], 0
         line.append(item)
@@ -223,6 +256,12 @@ def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
     text = "<br>".join("  ·  ".join(parts) for parts in lines)
     return dict(xref="x", yref="y", x=0.6 * fs, y=0.6 * fs, xanchor="left", yanchor="top", align="left",
                 showarrow=False, text=text, font=dict(size=fs, color="#334155"), name="legend"), len(lines)
+
+
+def _drawn_chars(markup: str) -> float:
+    """Width of a line of markup in font sizes: its bold parts at BOLD_W, the rest at SANS_W."""
+    parts = re.split(r"</?b>", markup)  # odd parts are inside <b>…</b>
+    return sum(len(re.sub(r"<[^>]+>", "", p)) * (BOLD_W if i % 2 else SANS_W) for i, p in enumerate(parts))
 
 
 # ---- drawing ---------------------------------------------------------------------------------
@@ -294,8 +333,9 @@ def _hit_areas(trace, boxes: dict[str, Box]) -> go.Bar:
         orientation="h", y=[boxes[n].cy for n in names], x=[boxes[n].w for n in names],
         base=[boxes[n].left for n in names], width=[boxes[n].h for n in names],
         customdata=[[n] for n in names], marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)),
-        hovertext=[escape(trace.step(n).title) for n in names],
-        hovertemplate="%{hovertext}: click to show its tensor<extra></extra>",
+        hovertext=[f"{escape(trace.step(n).title)}: click to show its tensor<br>{escape(trace.step(n).where)}"
+                   for n in names],
+        hovertemplate="%{hovertext}<extra></extra>",
         selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)), showlegend=False,
     )
 
@@ -309,13 +349,15 @@ def tensor_heatmap(
     title: str | None = None,
     font_size: int = 14,
     kind: str = "values",
+    width: int | None = None,
 ) -> go.Figure:
-    """One 2-D slice of a recorded tensor; rows top to bottom.
+    """One 2-D slice of a recorded tensor; rows top to bottom; ``width`` px wide (default ``FIGURE_PX``).
 
     ``kind="values"``: a diverging scale centred on 0 (Q, K, V, scores, outputs);
     ``kind="probs"``: a sequential [0, 1] scale (probabilities, the mask). −∞ (masked scores)
     is drawn as an empty grey cell and named in the hover. Labels default to indexes "0".."n-1";
-    axes are integer positions, so repeated tokens keep their own row or column.
+    axes are integer positions, so repeated tokens keep their own row or column. Labels are
+    thinned for the cells' width and height, so no two touch.
     """
     if kind not in ("values", "probs"):
         raise ValueError(f'kind must be "values" or "probs", got {kind!r}')
@@ -335,19 +377,34 @@ def tensor_heatmap(
         colorbar=dict(thickness=14, title=dict(text=_legend_title(kind, bool(dropped.any())))),
         **_colour_scale(z, kind),
     )
-    x_ticks = _ticks(cols, HEATMAP_PX, font_size, across=True)
+    width = FIGURE_PX if width is None else width
+    left, right = tensor_margins(rows, font_size)
+    x_ticks = _ticks(cols, width - left - right, font_size, across=True)
     row_px = min(28.0, max(3.0, 700 / n_rows))
     top = (2.2 * font_size if title else 0) + x_ticks.pop("label_px") + 10
     layout = base_layout(font_size, escape(title) if title else None)
     layout.update(
+        width=width,
         height=int(n_rows * row_px + top + 20),
-        margin=dict(l=10, r=10, t=int(top), b=10),
+        margin=dict(l=left, r=right, t=int(top), b=10),
         plot_bgcolor=EMPTY,  # shows through the empty (−∞) cells only
         xaxis=clean_axis(side="top", **x_ticks),
         yaxis=clean_axis(**_ticks(rows, n_rows * row_px, font_size, across=False)),
     )
     layout["yaxis"].pop("label_px")
     return go.Figure(heatmap, layout)
+
+
+def tensor_margins(row_labels: Sequence[str], font_size: int) -> tuple[int, int]:
+    """Left margin (the row labels) and right margin (the colour bar and its title) in px."""
+    longest = max((len(html.unescape(s)) for s in row_labels), default=1)
+    return int(longest * 0.62 * font_size) + 20, int(font_size * 4.5) + 25
+
+
+def tensor_fits(tokens: Sequence[str], font_size: int, width: int) -> bool:
+    """Whether a token × token tensor keeps columns of at least ``MIN_CELL_PX`` in ``width`` px."""
+    left, right = tensor_margins(escape_all(tokens), font_size)
+    return (width - left - right) / max(len(tokens), 1) >= MIN_CELL_PX
 
 
 def _cell_hovers(raw: np.ndarray, rows: list[str], cols: list[str]) -> np.ndarray:
@@ -379,9 +436,11 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool) -> dict:
     Row labels are stacked; column labels stand side by side when short (indexes) and are
     tilted when long (tokens), so each needs about one line height.
     """
-    longest = max((len(s) for s in labels), default=1)
+    longest = max((len(html.unescape(s)) for s in labels), default=1)
     tilted = across and longest > 3
-    per_label = (longest * 0.62 + 0.8) * fs if across and not tilted else 1.3 * fs
+    # flat: the label's width; tilted by 45°: neighbours' gap across the text is spacing · sin 45°,
+    # which must hold a line; stacked rows: one line
+    per_label = (longest * 0.62 + 0.8) * fs if across and not tilted else (1.75 if tilted else 1.3) * fs
     room = max(1.0, px / per_label)
     stride = next(k for k in (m * 10 ** e for e in range(7) for m in (1, 2, 5)) if len(labels) / k <= room)
     positions = list(range(0, len(labels), stride))

@@ -1,0 +1,38 @@
+"""How wide the page's columns are, for the figures that size themselves to fit them.
+
+Streamlit does not tell the server how wide the window is, so the page is laid out for the
+narrowest window the app supports, PAGE_PX, as Chromium draws it: in wide mode the main column
+keeps 5 rem of padding on each side, beside a 300 px sidebar; presentation mode hides the sidebar
+and sets the root font to 22 px. Columns are separated by 1 rem. A wider window leaves room to spare.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+PAGE_PX = 1280
+SIDEBAR_PX = 300
+PADDING_REM = 5
+SCROLLBAR_PX = 20  # a classic scroll bar, on systems that draw one
+ROUNDING_PX = 4  # columns come out a pixel or two off their share
+
+
+def rem_px() -> int:
+    return 22 if st.session_state.get("present") else 16
+
+
+def main_px() -> int:
+    """Width of the main column, where a figure drawn across the page goes."""
+    sidebar = 0 if st.session_state.get("present") else SIDEBAR_PX
+    return PAGE_PX - sidebar - 2 * PADDING_REM * rem_px() - SCROLLBAR_PX
+
+
+def column_px(spec: int | list[int], index: int = 0) -> int:
+    """Width of column ``index`` of ``st.columns(spec)`` in the main column."""
+    weights = [1] * spec if isinstance(spec, int) else list(spec)
+    room = main_px() - rem_px() * (len(weights) - 1)
+    return int(room * weights[index] / sum(weights)) - ROUNDING_PX
+
+
+def slots(beside: bool, n: int = 2) -> list:
+    """``n`` columns side by side, or ``n`` containers one under the other, each across the page."""
+    return list(st.columns(n)) if beside else [st.container() for _ in range(n)]
