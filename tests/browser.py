@@ -31,7 +31,8 @@ def server_process(log, timeout: float = 120):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
-         "--server.address=127.0.0.1", "--browser.gatherUsageStats=false"],
+         "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
+         "--server.fileWatcherType=none"],  # an edit to the code during a run must not offer a rerun
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -31,7 +31,7 @@ def page():
 def run_sentence(page, text: str) -> None:
     box = page.get_by_label("Sentence", exact=True)
     box.fill(text)
-    page.get_by_role("button", name="Run").click()
+    page.get_by_role("button", name="Run", exact=True).click()
     wait_settled(page)
 
 

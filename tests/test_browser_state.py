@@ -24,8 +24,8 @@ def clean(page) -> None:
 
 
 def wait_drawn(page, timeout: float = 180_000) -> None:
-    """Until the script run is over and it drew at least the token strip and one more chart (or failed)."""
-    page.wait_for_function("""() => document.querySelectorAll('.js-plotly-plot').length >= 2
+    """Until the script run has drawn its view to the end (the report button comes last) or failed."""
+    page.wait_for_function("""() => document.body.innerText.includes('Download this view as an offline HTML report')
         || document.body.innerText.includes('Something went wrong')""", timeout=timeout)
     wait_settled(page, timeout=timeout / 1000)
 

@@ -272,3 +272,29 @@ def test_tensor_heatmap_fits_its_width_and_keeps_column_labels_apart(n, width, f
     ticks = list(fig.layout.xaxis.tickvals)
     spacing = plot / n * (ticks[1] - ticks[0])
     assert fig.layout.xaxis.tickangle == -45 and 1.2 * font_size <= spacing * 0.71  # tilted, never touching
+
+
+def test_a_fused_qkv_projection_is_drawn_between_the_input_and_its_three_parts(tmp_path):
+    """GPT-2: one c_attn makes Q, K and V together; the diagram shows it, then the three slices."""
+    from attention import load_model
+    from families import make_family
+
+    model, tokenizer = load_model(make_family(tmp_path / "gpt2", "gpt2"))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    fig = shape_flow(trace_layer(model, ids, layer=1))
+    L = ids.shape[1]
+    assert "[B, L, 3·H·d]" in box_text(fig, "qkv_proj") and f"1 × {L} × 96" in box_text(fig, "qkv_proj")
+    fused, source = rect(fig, "qkv_proj"), rect(fig, "input")
+    assert source.y1 < fused.y0
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+
+    def arrow_between(a, b) -> bool:
+        return any(x.ay == pytest.approx(a.y1) and x.y == pytest.approx(b.y0) and a.x0 <= x.x <= a.x1
+                   for x in arrows)
+
+    assert arrow_between(source, fused)
+    for part in ("q_proj", "k_proj", "v_proj"):
+        box = rect(fig, part)
+        assert fused.y1 < box.y0 and arrow_between(fused, box)
+        assert "columns" in box_text(fig, part)  # each is a slice of the fused projection
+    assert "causal" in box_text(fig, "mask") or "pairs kept" in box_text(fig, "mask")

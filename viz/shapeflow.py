@@ -125,6 +125,7 @@ def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
     pair = (c[1] - cw / 2 + right) / 2, right - (c[1] - cw / 2)  # masked scores, beside the mask
     plan = [
         [("input", c[1], full)],
+        [("qkv_proj", c[1], full)],  # a fused projection (GPT-2's c_attn), cut into Q, K and V below
         *[[(f"{x}_{part}", c[i], cw) for i, x in enumerate("qkv")] for part in ("proj", "view", "heads")],
         [("k_shared", c[1], cw), ("v_shared", c[2], cw)],
         [("scores", mid, wide)],
@@ -138,7 +139,7 @@ def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
 
 
 def _lane(name: str) -> str:
-    if name in ("input", "merged", "output"):
+    if name in ("input", "qkv_proj", "merged", "output"):
         return "io"
     if name == "mask":
         return "mask"
@@ -290,10 +291,14 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
             x = boxes[b].cx if x is None else x
             arrows.extend(_arrow(x, boxes[a].bottom, x, boxes[b].top, fs, label, lane))
 
+    drawn = set()
     for lane in "qkv":
-        chain = [n for n in ["input"] + [f"{lane}_{p}" for p in ("proj", "view", "heads", "shared")] if n in boxes]
+        chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in ("proj", "view", "heads", "shared")]
+                 if n in boxes]
         for a, b in zip(chain, chain[1:]):
-            down(a, b)
+            if (a, b) not in drawn:  # input → qkv_proj is shared by the three lanes
+                down(a, b)
+                drawn.add((a, b))
         if lane in "qk":
             down(chain[-1], "scores", boxes[chain[-1]].cx, "Q" if lane == "q" else "Kᵀ", lane)
         elif "heads" in boxes:

@@ -1,0 +1,72 @@
+"""In Chromium: a tiny checkpoint of every family opened in the app, its tokens on the head map (a causal
+model's map a lower triangle), its own steps in the shape flow, and every other view drawn."""
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from browser import CHROMIUM, app_server, launch, wait_settled
+from families import FAMILIES, make_family
+from test_browser_state import SIZE, clean, wait_drawn
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+SENTENCE = "The animal didn't cross the street because it was too tired."  # an example: coreference is set
+
+HEAD_MAP = """() => {
+    const el = [...document.querySelectorAll('.js-plotly-plot')]
+        .find(p => (p.querySelector('.gtitle') || {}).textContent?.startsWith('Layer '));
+    if (!el) return null;
+    const z = el._fullData[0].z;
+    return {z: z.map(row => Array.from(row)), ticks: [...el.querySelectorAll('.xtick text')].map(t => t.textContent)};
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport=SIZE)
+        page.app_url = url
+        yield page
+        browser.close()
+
+
+def open_app(page, **params) -> None:
+    page.goto(page.app_url + "/?" + urllib.parse.urlencode(params))
+    wait_drawn(page)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_opens_in_the_app(browser_page, tmp_path, family):
+    from attention import encode, load_model
+
+    page = browser_page
+    folder = make_family(tmp_path / family, family)
+    model, tokenizer = load_model(folder)
+    tokens = encode(tokenizer, SENTENCE).tokens
+    open_app(page, model=str(folder), s=SENTENCE, view="head", layer="1", head="2")
+    clean(page)
+    assert f"— {family}" in page.inner_text("section[data-testid=stSidebar]")
+    page.wait_for_function(f"() => ({HEAD_MAP})() !== null", timeout=60_000)
+    drawn = page.evaluate(HEAD_MAP)
+    z = np.array(drawn["z"], dtype=float)
+    assert z.shape == (len(tokens), len(tokens))
+    np.testing.assert_allclose(z.sum(1), 1, atol=1e-4)
+    if model.config.causal:  # each token sees only itself and the tokens before it
+        assert np.all(np.triu(z, 1) == 0) and page.get_by_text("(causal)").count() >= 1
+    else:
+        assert np.triu(z, 1).sum() > 0.1
+    open_app(page, model=str(folder), s=SENTENCE, view="flow", layer="1", head="2")
+    clean(page)
+    text = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent).join(' ')")
+    assert ("fused QKV projection" in text) == (family == "gpt2")
+    assert "Q projection" in text and "softmax" in text
+    for view in ("overview", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient"):
+        open_app(page, model=str(folder), s=SENTENCE, view=view, layer="1", head="2")
+        clean(page)
