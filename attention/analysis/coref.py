@@ -12,8 +12,8 @@ Examples that cannot count are kept and reported in `CorefResult.excluded` with 
 answer is null (none of the candidates is the antecedent; still scored, in `unanswered`) and those whose
 pronoun or a candidate lies past the tokens the model can read (the text is truncated to its positions).
 
-The format lives in coref_examples.py, intervals and tests in coref_stats.py, data-set metrics in
-coref_metrics.py, the command line in coref_cli.py:
+The format lives in coref_examples.py, intervals and paired tests in coref_stats.py, GAP/Winogender
+metrics, the held-out best head and model comparison in coref_metrics.py, the command line in coref_cli.py:
 
     python -m attention.analysis.coref FILE [--by FIELD] [--csv OUT] [--top N] [--validate-on FILE] [--compare SOURCE]
 """
