@@ -4,7 +4,8 @@
 
 Times `score_heads` (our encoder; length-bucketed batches, only the pronoun's rows of each layer kept) and
 the same scoring with transformers' eager BertModel (output_attentions=True) supplying the attentions,
-measured in the same run, and prints examples per second and the ratio (ours / theirs, >= 1 is the target).
+measured in the same run, and prints examples per second and their ratio (ours / theirs in examples per
+second: >= 1 is the target).
 `--gap 2000` times all of GAP development (target: <= 60 s for ours on a 2-core CPU).
 """
 from __future__ import annotations
