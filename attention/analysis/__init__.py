@@ -1,6 +1,9 @@
 """Read-only computations on a model's outputs, one question per module:
 
-  coref      which heads send a pronoun to its antecedent; scoring a suite of examples (and its CLI)
+  coref      which heads send a pronoun to its antecedent; scoring a suite of examples (CLI in coref_cli)
+  coref_examples  the coreference JSONL format, words or character spans, checked line by line
+  coref_stats     exact intervals, McNemar's test and Holm's correction for right/wrong records
+  coref_metrics   GAP F1, Winogender's gender gap, the held-out best head, model against model
   stats      per-head statistics and pattern labels; heads compared across sentences
   rollout    attention through the layers: rollout and attention flow
   query_key  one head's query and key vectors for one token, from a recorded forward pass

@@ -1,134 +1,42 @@
 """Which heads link a pronoun to its antecedent? Scoring every head on coreference examples.
 
-Rules (Clark et al. 2019, "What Does BERT Look At?"): words are the tokenizer's words (word_ids),
-matched to an example's words case-insensitively; the pronoun is its `pronoun_occurrence`-th
-occurrence, each candidate its first occurrence. Attention from a word is the mean of its pieces'
-rows, attention to a word the sum of its pieces' columns. A head is right on an example when its
-attention from the pronoun to the answer is strictly greater than to every other candidate (a tie
-is wrong). Baselines: `nearest` picks the candidate closest before the pronoun (if none is before
-it, the closest after), `first` the earliest candidate.
+Rules (Clark et al. 2019, "What Does BERT Look At?"): a mention's pieces are the tokens of its character
+span (a mention given as a word: the tokenizer's word matched case-insensitively, the pronoun's
+`pronoun_occurrence`-th occurrence, a candidate's first). Attention from the pronoun is the mean of its
+pieces' rows, attention to a candidate the sum of its pieces' columns, over all of a multi-word mention.
+A head is right on an example when its attention from the pronoun to the answer is strictly greater than
+to every other candidate (a tie is wrong). Baselines: `nearest` picks the candidate closest before the
+pronoun (if none is before it, the closest after), `first` the earliest candidate.
 
-    python -m attention.analysis.coref data/coref_examples.jsonl [--model SOURCE] [--csv OUT] [--top N]
+Examples that cannot count are kept and reported in `CorefResult.excluded` with a reason: those whose
+answer is null (none of the candidates is the antecedent; still scored, in `unanswered`) and those whose
+pronoun or a candidate lies past the tokens the model can read (the text is truncated to its positions).
+
+The format lives in coref_examples.py, intervals and paired tests in coref_stats.py, GAP/Winogender
+metrics, the held-out best head and model comparison in coref_metrics.py, the command line in coref_cli.py:
+
+    python -m attention.analysis.coref FILE [--by FIELD] [--csv OUT] [--top N] [--validate-on FILE] [--compare SOURCE]
 """
 from __future__ import annotations
 
-import json
-import os
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
-REQUIRED = {"text": str, "pronoun": str, "candidates": list, "answer": str}
+from .coref_examples import (CorefExample, ExampleError, load_examples, parse_example,  # noqa: F401
+                             parse_examples)
+from .coref_stats import clopper_pearson
+
+NO_ANSWER = "no antecedent among the candidates"
 
 
-class ExampleError(ValueError):
-    """An example that cannot be scored; the message names its line and the problem."""
+class OutsideWindow(ExampleError):
+    """The pronoun or a candidate lies past the tokens the model reads."""
 
 
-@dataclass(frozen=True)
-class CorefExample:
-    text: str
-    pronoun: str
-    candidates: tuple[str, ...]
-    answer: str
-    pronoun_occurrence: int = 1
-    pair_id: str | None = None
-    cue: str | None = None
-    line: int | None = None  # 1-based line of the file it came from
-
-    @property
-    def answer_index(self) -> int:
-        return [c.lower() for c in self.candidates].index(self.answer.lower())
-
-
-def _occurrences(word: str, text: str) -> int:
-    return len(re.findall(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", text, flags=re.IGNORECASE))
-
-
-def parse_example(obj, line: int | None = None) -> CorefExample:
-    """Check one JSON object and build the example; any problem is an ExampleError naming the line."""
-    where = f"line {line}" if line is not None else "example"
-    if not isinstance(obj, dict):
-        raise ExampleError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    for field, kind in REQUIRED.items():
-        if field not in obj:
-            raise ExampleError(f"{where}: missing field '{field}'")
-        if not isinstance(obj[field], kind):
-            raise ExampleError(f"{where}: '{field}' should be a {kind.__name__}")
-    text, pronoun, answer = obj["text"], obj["pronoun"].strip(), obj["answer"].strip()
-    candidates = obj["candidates"]
-    if not all(isinstance(c, str) and c.strip() for c in candidates):
-        raise ExampleError(f"{where}: every candidate should be a non-empty string")
-    candidates = tuple(c.strip() for c in candidates)
-    if len(candidates) < 2:
-        raise ExampleError(f"{where}: needs at least two candidates")
-    if len({c.lower() for c in candidates}) != len(candidates):
-        raise ExampleError(f"{where}: candidates repeat a word")
-    occurrence = obj.get("pronoun_occurrence", 1)
-    if isinstance(occurrence, bool) or not isinstance(occurrence, int) or occurrence < 1:
-        raise ExampleError(f"{where}: 'pronoun_occurrence' should be a whole number from 1")
-    for word in (pronoun, *candidates):
-        if not word or len(word.split()) != 1:
-            raise ExampleError(f"{where}: '{word}' should be a single word")
-        if _occurrences(word, text) == 0:
-            raise ExampleError(f"{where}: '{word}' is not a word of the text")
-    if pronoun.lower() in {c.lower() for c in candidates}:
-        raise ExampleError(f"{where}: the pronoun '{pronoun}' is also a candidate")
-    if _occurrences(pronoun, text) < occurrence:
-        raise ExampleError(f"{where}: the text has fewer than {occurrence} occurrences of '{pronoun}'")
-    if answer.lower() not in {c.lower() for c in candidates}:
-        raise ExampleError(f"{where}: answer '{answer}' is not one of the candidates")
-    pair_id = obj.get("pair_id")
-    cue = obj.get("cue")
-    return CorefExample(text, pronoun, candidates, answer, occurrence,
-                        None if pair_id is None else str(pair_id), None if cue is None else str(cue), line)
-
-
-def parse_examples(text: str) -> list[CorefExample]:
-    """JSON Lines text to examples; blank lines are skipped, any bad line fails the whole text."""
-    examples = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise ExampleError(f"line {number}: not valid JSON ({err.msg})") from None
-        examples.append(parse_example(obj, number))
-    if not examples:
-        raise ExampleError("no examples: the file has no JSON lines")
-    pairs: dict[str, list[CorefExample]] = {}
-    for example in examples:
-        if example.pair_id is not None:
-            pairs.setdefault(example.pair_id, []).append(example)
-    for pair_id, twins in pairs.items():
-        if len(twins) != 2:
-            raise ExampleError(f"line {twins[-1].line}: pair_id '{pair_id}' is used {len(twins)} times, "
-                               "twins come in twos")
-    return examples
-
-
-def load_examples(source: str | os.PathLike | bytes) -> list[CorefExample]:
-    """Examples from a JSONL file (a path) or its bytes (an upload)."""
-    if isinstance(source, bytes):
-        data = source
-    else:
-        try:
-            data = Path(source).read_bytes()
-        except OSError as err:
-            raise ExampleError(f"cannot read {source}: {err.strerror or err}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExampleError("the file is not UTF-8 text (is it a JSONL file?)") from None
-    return parse_examples(text)
-
-
-# ---- locating words ---------------------------------------------------------------------------
+# ---- locating mentions --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Located:
@@ -152,28 +60,47 @@ class Located:
 
 def word_spans(text: str, word_ids: list[int | None], offsets: list[tuple[int, int]]) -> list[tuple[str, list[int]]]:
     """The tokenizer's words in order: (the word as written in the text, its token positions)."""
-    words: list[tuple[str, list[int]]] = []
+    words: list[list[int]] = []
     previous = None
     for pos, word in enumerate(word_ids):
         if word is None:
             previous = None
             continue
         if word == previous:
-            words[-1][1].append(pos)
+            words[-1].append(pos)
         else:
-            words.append(("", [pos]))
+            words.append([pos])
         previous = word
-    # byte-level BPE offsets (GPT-2, RoBERTa) include the space before a word
-    return [(text[offsets[p[0]][0]:offsets[p[-1]][1]].strip(), p) for _, p in words]
+    return [(text[offsets[p[0]][0]:offsets[p[-1]][1]].strip(), p) for p in words]
+
+
+def span_pieces(span: tuple[int, int], offsets) -> list[int]:
+    """Positions of the tokens that overlap the characters [start, end); special tokens have none."""
+    start, end = span
+    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
 
 
 def locate(example: CorefExample, word_ids, offsets) -> Located:
-    words = word_spans(example.text, word_ids, offsets)
+    """Token positions of the example's mentions; OutsideWindow when the text was cut before one of them."""
     where = f"line {example.line}" if example.line is not None else "example"
+    covered = max((b for _, b in offsets), default=0)  # the last character the tokens reach
+    truncated = covered < len(example.text.rstrip())
+    if example.has_spans:
+        spans = [example.pronoun_span, *example.candidate_spans]
+        if truncated and any(end > covered for _, end in spans):
+            raise OutsideWindow(f"{where}: a mention lies past the tokens the model reads")
+        found = [span_pieces(span, offsets) for span in spans]
+        for (start, end), pieces in zip(spans, found):
+            if not pieces:
+                raise ExampleError(f"{where}: no token covers '{example.text[start:end]}' at {start}")
+        return Located(found[0], found[1:])
+    words = word_spans(example.text, word_ids, offsets)
 
     def find(word: str, occurrence: int = 1) -> list[int]:
         matches = [positions for written, positions in words if written.lower() == word.lower()]
         if len(matches) < occurrence:
+            if truncated:
+                raise OutsideWindow(f"{where}: '{word}' lies past the tokens the model reads")
             raise ExampleError(f"{where}: the tokenizer's words do not include '{word}'"
                                + (f" {occurrence} times" if occurrence > 1 else ""))
         return matches[occurrence - 1]
@@ -194,7 +121,13 @@ def right_heads(scores: np.ndarray, answer: int) -> np.ndarray:
     return scores[..., answer] > others
 
 
-# ---- scoring ------------------------------------------------------------------------------------
+def preferred(scores: np.ndarray) -> np.ndarray:
+    """(..., n_candidates) -> (...) index of the candidate attended to most; -1 where the top is tied."""
+    top = scores.max(axis=-1, keepdims=True)
+    return np.where((scores == top).sum(axis=-1) == 1, scores.argmax(axis=-1), -1)
+
+
+# ---- results ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ExampleScore:
@@ -202,7 +135,8 @@ class ExampleScore:
     tokens: list[str]
     located: Located
     attention: np.ndarray  # (n_layers, H, n_candidates) word-level attention pronoun -> candidate
-    correct: np.ndarray  # (n_layers, H) bool
+    correct: np.ndarray | None  # (n_layers, H) bool; None when the example has no answer
+    index: int | None = None  # position in the list that was scored
 
     @property
     def margin(self) -> np.ndarray:
@@ -217,10 +151,44 @@ class ExampleScore:
 
 
 @dataclass(frozen=True)
+class Exclusion:
+    example: CorefExample
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class CorefResult:
-    accuracy: np.ndarray  # (n_layers, H) fraction of examples each head gets right
+    accuracy: np.ndarray  # (n_layers, H) fraction of the examples with an answer each head gets right
     baselines: dict[str, float]  # "nearest" and "first"
-    details: list[ExampleScore]
+    details: list[ExampleScore]  # the counted examples, in input order
+    excluded: tuple[Exclusion, ...] = ()  # not counted in accuracy, with the reason
+    unanswered: tuple[ExampleScore, ...] = ()  # scored, but none of the candidates is the answer
+    by_group: dict = field(default_factory=dict)  # value of the `by` field -> CorefResult on that subset
+    by: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.details)
+
+    @property
+    def correct(self) -> np.ndarray:
+        """(n, n_layers, H) bool: each counted example, each head."""
+        if not self.details:
+            return np.zeros((0, *self.accuracy.shape), dtype=bool)
+        return np.stack([d.correct for d in self.details])
+
+    @property
+    def interval(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high), each (n_layers, H): the exact (Clopper-Pearson) 95% interval of each accuracy."""
+        return clopper_pearson(self.correct.sum(axis=0), self.n)
+
+    @property
+    def excluded_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.excluded:
+            counts[e.reason] = counts.get(e.reason, 0) + 1
+        return counts
 
     def ranked(self, top: int | None = None) -> list[tuple[int, int, float]]:
         """(layer, head, accuracy), best first; ties by layer then head."""
@@ -229,42 +197,149 @@ class CorefResult:
         return [(l, h, float(-a)) for a, l, h in order[:top]]
 
 
+def summarize(details: list[ExampleScore], unanswered: list[ExampleScore], excluded: list[Exclusion],
+              shape: tuple[int, int]) -> CorefResult:
+    """One result from scored examples: accuracy and baselines over those with an answer (NaN if none)."""
+    if details:
+        accuracy = np.stack([d.correct for d in details]).mean(axis=0)
+    else:
+        accuracy = np.full(shape, np.nan)
+    baselines = {name: float(np.mean([getattr(d.located, name) == d.example.answer_index for d in details]))
+                 if details else float("nan") for name in ("nearest", "first")}
+    return CorefResult(accuracy, baselines, details, tuple(excluded), tuple(unanswered))
+
+
+def group(result: CorefResult, by: str) -> dict:
+    """Value of field `by` -> the result on the examples with that value (in order of first appearance)."""
+    values: dict = {}
+    for item in [*result.details, *result.unanswered, *result.excluded]:
+        values.setdefault(item.example.value(by), None)
+    shape = result.accuracy.shape
+    return {v: summarize([d for d in result.details if d.example.value(by) == v],
+                         [d for d in result.unanswered if d.example.value(by) == v],
+                         [e for e in result.excluded if e.example.value(by) == v], shape) for v in values}
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+
 def score_example(example: CorefExample, attentions: np.ndarray, tokens: list[str], word_ids, offsets) -> ExampleScore:
     """Score one example from its (n_layers, H, L, L) attention maps."""
     located = locate(example, word_ids, offsets)
     scores = word_attention(attentions, located)
-    return ExampleScore(example, tokens, located, scores, right_heads(scores, example.answer_index))
+    answer = example.answer_index
+    return ExampleScore(example, tokens, located, scores, None if answer is None else right_heads(scores, answer))
+
+
+def model_attentions(model, input_ids, attention_mask, token_type_ids) -> Iterable[torch.Tensor]:
+    """The per-layer (B, H, L, L) attention probabilities of one forward pass."""
+    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).attentions
+
+
+def token_limit(model, tokenizer) -> int:
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    return int(limit or tokenizer.model_max_length)
+
+
+def buckets(lengths: dict[int, int], batch_size: int, token_budget: int) -> list[list[int]]:
+    """Example indices in batches of similar length: sorted by length, at most `batch_size` examples and
+    about `token_budget` padded tokens each."""
+    order = sorted(lengths, key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * lengths[i] <= token_budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def reduce_layer(maps: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """One layer's maps to pronoun -> candidate attention: the mean of the pronoun pieces' rows, the sum of
+    each candidate's columns. maps (B, H, S, S); rows (B, P) the pronoun's pieces (repeated to P) with
+    weights (B, P) 1/|pronoun| (0 on repeats); cols (B, S, K) ones on each candidate's pieces."""
+    B = maps.shape[0]
+    picked = maps[torch.arange(B)[:, None], :, rows]  # (B, P, H, S): only the pronoun's rows
+    from_pronoun = (picked * weights[:, :, None, None]).sum(dim=1)  # (B, H, S)
+    return from_pronoun @ cols  # (B,H,S) x (B,S,K) -> (B,H,K)
+
+
+def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forward, pad_id: int) -> np.ndarray:
+    """(b, n_layers, H, K) pronoun -> candidate attention for a batch, keeping one layer's maps at a time."""
+    S = max(len(enc["input_ids"][i]) for i in chunk)
+    K = max(len(located[i].candidates) for i in chunk)
+    P = max(len(located[i].pronoun) for i in chunk)
+    ids = torch.full((len(chunk), S), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(chunk), S), dtype=torch.long)
+    types = torch.zeros((len(chunk), S), dtype=torch.long) if "token_type_ids" in enc else None
+    rows, weights = torch.zeros((len(chunk), P), dtype=torch.long), torch.zeros((len(chunk), P))
+    cols = torch.zeros((len(chunk), S, K))
+    for r, i in enumerate(chunk):
+        n, pronoun = len(enc["input_ids"][i]), located[i].pronoun
+        ids[r, :n] = torch.tensor(enc["input_ids"][i])
+        mask[r, :n] = 1
+        if types is not None:
+            types[r, :n] = torch.tensor(enc["token_type_ids"][i])
+        rows[r] = torch.tensor(pronoun + [pronoun[0]] * (P - len(pronoun)))
+        weights[r, :len(pronoun)] = 1.0 / len(pronoun)
+        for k, pieces in enumerate(located[i].candidates):
+            cols[r, pieces, k] = 1.0
+    with torch.inference_mode():
+        maps = list(forward(model, ids, mask, types))
+        reduced = []
+        for layer in range(len(maps)):
+            reduced.append(reduce_layer(maps[layer].float(), rows, weights, cols))
+            maps[layer] = None  # this layer's full maps are no longer held
+    return torch.stack(reduced, dim=1).numpy()  # (b, n_layers, H, K)
 
 
 def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int = 32,
-                progress: Callable[[int, int], None] | None = None) -> CorefResult:
-    """Run every example through the model (in padded batches) and score each head."""
+                progress: Callable[[int, int], None] | None = None, by: str | None = None,
+                forward: Callable = model_attentions, token_budget: int = 4096) -> CorefResult:
+    """Run every example through the model (in length-bucketed padded batches) and score each head.
+
+    `by` names a field (e.g. "gender"): `result.by_group` then maps each of its values to the result on
+    that subset alone. `forward(model, input_ids, attention_mask, token_type_ids)` returns the per-layer
+    attention maps (by default the model's own; the benchmark passes transformers')."""
     if not examples:
         raise ExampleError("no examples to score")
-    limit = model.config.max_position_embeddings
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].text))  # similar lengths batch well
-    details: list[ExampleScore | None] = [None] * len(examples)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        batch = tokenizer([examples[i].text for i in chunk], padding=True, truncation=True, max_length=limit,
-                          return_offsets_mapping=True, return_tensors="pt")
-        with torch.inference_mode():
-            out = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
-        stacked = torch.stack(out.attentions, dim=1).float().numpy()  # (b, n_layers, H, S, S)
-        lengths = batch["attention_mask"].sum(1).tolist()
-        for row, index in enumerate(chunk):
-            n = lengths[row]
-            details[index] = score_example(examples[index], stacked[row, :, :, :n, :n], batch.tokens(row)[:n],
-                                           batch.word_ids(row)[:n], batch["offset_mapping"][row, :n].tolist())
+    limit = token_limit(model, tokenizer)
+    enc = tokenizer([e.text for e in examples], truncation=True, max_length=limit, return_offsets_mapping=True)
+    located: dict[int, Located] = {}
+    excluded: list[Exclusion] = []
+    for i, example in enumerate(examples):
+        try:
+            located[i] = locate(example, enc.word_ids(i), enc["offset_mapping"][i])
+        except OutsideWindow:
+            excluded.append(Exclusion(example, i, f"a mention lies past the first {limit} tokens"))
+    if not located:
+        raise ExampleError(f"none of the {len(examples)} examples can be scored: every one has a mention past "
+                           f"the first {limit} tokens")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    scored: dict[int, ExampleScore] = {}
+    done = len(excluded)
+    for chunk in buckets({i: len(enc["input_ids"][i]) for i in located}, batch_size, token_budget):
+        attention = attend_batch(model, enc, chunk, located, forward, pad_id)
+        for r, i in enumerate(chunk):
+            ex = examples[i]
+            scores = attention[r, :, :, :len(located[i].candidates)]
+            right = None if ex.answer is None else right_heads(scores, ex.answer_index)
+            scored[i] = ExampleScore(ex, enc.tokens(i), located[i], scores, right, i)
+        done += len(chunk)
         if progress is not None:
-            progress(min(start + batch_size, len(order)), len(order))
-    correct = np.stack([d.correct for d in details])  # (n_examples, n_layers, H)
-    baselines = {
-        "nearest": float(np.mean([d.located.nearest == d.example.answer_index for d in details])),
-        "first": float(np.mean([d.located.first == d.example.answer_index for d in details])),
-    }
-    return CorefResult(correct.mean(axis=0), baselines, details)
+            progress(done, len(examples))
+    in_order = [scored[i] for i in sorted(scored)]
+    excluded += [Exclusion(d.example, d.index, NO_ANSWER) for d in in_order if d.correct is None]
+    excluded.sort(key=lambda e: e.index)
+    shape = in_order[0].attention.shape[:2]
+    result = summarize([d for d in in_order if d.correct is not None], [d for d in in_order if d.correct is None],
+                       excluded, shape)
+    if by is not None:
+        result = CorefResult(result.accuracy, result.baselines, result.details, result.excluded, result.unanswered,
+                             group(result, by), by)
+    return result
 
+
+# ---- twins ----------------------------------------------------------------------------------------
 
 def flipping_heads(a: ExampleScore, b: ExampleScore) -> np.ndarray:
     """(n_layers, H) bool: heads whose preferred candidate (by word) differs between two twins."""
@@ -287,55 +362,11 @@ def twin_pairs(examples: list[CorefExample]) -> list[tuple[int, int]]:
     return pairs
 
 
-# ---- command line -------------------------------------------------------------------------------
-
-def write_csv(result: CorefResult, path: str | os.PathLike) -> None:
-    import csv
-
-    n = len(result.details)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["layer", "head", "accuracy", "correct", "examples", "baseline_nearest", "baseline_first"])
-        for layer, head, accuracy in result.ranked():
-            out.writerow([layer, head, f"{accuracy:.4f}", int(round(accuracy * n)), n,
-                          f"{result.baselines['nearest']:.4f}", f"{result.baselines['first']:.4f}"])
-
-
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
-    import time
+    """The command line (coref_cli.py)."""
+    from .coref_cli import main as cli
 
-    from ..loading import ModelLoadError, load_bert
-
-    ap = argparse.ArgumentParser(prog="python -m attention.analysis.coref",
-                                 description="Score every attention head on coreference examples.")
-    ap.add_argument("file", help="JSON Lines file of examples (text, pronoun, candidates, answer)")
-    ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled MiniLM)")
-    ap.add_argument("--csv", default=None, help="write every head's accuracy to this CSV file")
-    ap.add_argument("--top", type=int, default=10, help="how many heads to print (default 10)")
-    args = ap.parse_args(argv)
-    try:
-        examples = load_examples(args.file)
-        model, tokenizer = load_bert(args.model)
-        start = time.perf_counter()
-        result = score_heads(model, tokenizer, examples)
-        seconds = time.perf_counter() - start
-    except (ExampleError, ModelLoadError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    n_layers, n_heads = result.accuracy.shape
-    print(f"model: {model.load_report.source} ({n_layers} layers x {n_heads} heads); "
-          f"{len(examples)} examples scored in {seconds:.2f} s")
-    print(f"baselines: nearest {result.baselines['nearest']:.3f}, first {result.baselines['first']:.3f}")
-    print(f"{'rank':>4} {'layer':>5} {'head':>4} {'accuracy':>8}  vs nearest  vs first")
-    for rank, (layer, head, accuracy) in enumerate(result.ranked(args.top), start=1):
-        print(f"{rank:>4} {layer:>5} {head:>4} {accuracy:>8.3f}  {accuracy - result.baselines['nearest']:>+10.3f}"
-              f"  {accuracy - result.baselines['first']:>+8.3f}")
-    if args.csv:
-        write_csv(result, args.csv)
-        print(f"all {n_layers * n_heads} heads written to {args.csv}")
-    return 0
+    return cli(argv)
 
 
 if __name__ == "__main__":
