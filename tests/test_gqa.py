@@ -269,3 +269,16 @@ def test_conversion_keeps_a_layer_s_own_scaling(minilm):
                                                                           enc.token_type_ids)
     assert to_grouped(changed, 4).layers[0].attention.scaling == 0.5
     assert torch.equal(before.last_hidden_state, after.last_hidden_state)
+
+
+@pytest.mark.parametrize("font_size, width", [(14, 800), (22, 1040), (14, 600)])
+def test_change_grid_fits_the_width_it_is_given(font_size, width):
+    change = np.random.default_rng(0).random((6, 12))
+    fig = gqa_change_grid(change, 4, font_size=font_size, width=width)
+    assert fig.layout.width <= width
+    cell = (fig.layout.width - fig.layout.margin.l - fig.layout.margin.r - 10) / 12
+    size = fig.data[0].textfont.size
+    assert 5 * 0.6 * size <= cell  # "0.123" fits inside its cell
+    assert size >= 8
+    wide = gqa_change_grid(change, 4, font_size=font_size)
+    assert wide.layout.width >= fig.layout.width  # without a width, the cells keep their full size

@@ -258,7 +258,8 @@ def efficient_view(run) -> None:
                "uptraining; no training here). Mean |Δ| of each head's map against the original:")
     with st.spinner("Converting and running…"):
         grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
-    show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size()), f"gqa-{kv}")
+    show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size(), width=main_px()),
+         f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))
     width = column_px(2) if beside else main_px()
     if not beside:

@@ -30,7 +30,7 @@ def builtin_suite() -> list[CorefExample]:
 
 
 def digest(examples: list[CorefExample]) -> str:
-    text = "\n".join(repr((e.text, e.pronoun, e.candidates, e.answer, e.pronoun_occurrence)) for e in examples)
+    text = "\n".join(repr(e) for e in examples)  # every field: words, spans, answer, grouping fields
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -130,7 +130,8 @@ def this_sentence(run) -> None:
     grid_col, table_col = st.columns([3, 2])
     with grid_col:
         show(head_grid(margin, f"attention {words[p]} → {words[answer]} minus the best other candidate",
-                       kind="margin", highlight=(st.session_state.layer, st.session_state.head), font_size=font_size()),
+                       kind="margin", highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
+                       width=column_px([3, 2])),
              "coref-margin", key="coref_grid", on_select=lambda: open_clicked_head("coref_grid"),
              selection_mode="points")
         st.caption(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
@@ -211,13 +212,15 @@ def suite(run) -> None:
     causal_note()
     n_layers, n_heads = result.accuracy.shape
     layer, head, best = result.ranked(1)[0]
-    st.caption(f"{len(examples)} examples from {plain(name)}. Best head: layer {layer}, head {head}, right on "
-               f"{best:.0%} of them; the baselines pick the nearest candidate before the pronoun "
+    left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
+    st.caption(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
+               f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
                f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}).")
     grid_col, bars_col = st.columns([3, 2])
     with grid_col:
         show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
-                       highlight=(st.session_state.layer, st.session_state.head), font_size=font_size()),
+                       highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
+                       width=column_px([3, 2])),
              "coref-accuracy", key="suite_grid", on_select=lambda: open_clicked_head("suite_grid"),
              selection_mode="points")
     with bars_col:
@@ -225,6 +228,13 @@ def suite(run) -> None:
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
                        file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
+
+
+def excluded_reasons(result) -> str:
+    counts: dict[str, int] = {}
+    for item in result.excluded:
+        counts[item.reason] = counts.get(item.reason, 0) + 1
+    return "; ".join(f"{n} with {reason}" if n > 1 else reason for reason, n in counts.items())
 
 
 def accuracy_csv(result) -> str:
@@ -246,7 +256,11 @@ def minimal_pairs(run) -> None:
         st.session_state.coref_pair = 0
     choice = st.selectbox("Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair")
     a, b = pairs[choice]
-    da, db = result.details[a], result.details[b]
+    scored = {d.index: d for d in result.details}  # examples that could not be scored are left out
+    if a not in scored or b not in scored:
+        st.info("One of these twins could not be scored with this model (see the suite's notes).")
+        return
+    da, db = scored[a], scored[b]
     flips = flipping_heads(da, db)
     both = flips & da.correct & db.correct
     half = column_px(2)

@@ -15,15 +15,17 @@ GROUP_LINE = "#333333"  # borders between groups of query heads that share a key
 SERIES = (("explicit", "explicit (probabilities kept)", "#c8610c"), ("fused", "fused (PyTorch SDPA)", "#2f6fad"))
 BUFFER_COLOUR = "#888888"
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
+MIN_CHANGE_CELL_PX = 30  # narrower cells cannot show their number legibly
 
 
-def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) -> go.Figure:
+def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12, width: int | None = None) -> go.Figure:
     """Mean |Δ| per head ``change [n_layers, n_heads]`` (attention.analysis.gqa.map_change) as a heatmap.
 
     Rows are layers ("L0" on top), columns query heads ("H0", ...), each cell shows its value and
     hover reads "L3 H1: mean |Δ| = …". Vertical lines mark the groups of query heads that
     share one of the ``num_kv_heads`` key/value heads (none when every head keeps its own). The
-    colour scale starts at 0.
+    colour scale starts at 0. With ``width`` (px) the cells shrink, down to ``MIN_CHANGE_CELL_PX``,
+    for the figure to fit it, and their numbers with them.
     """
     change = np.asarray(change, dtype=float)
     if change.ndim != 2:
@@ -35,6 +37,7 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) 
     hovers = [[f"{head_label(layer, head)}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
               for layer in range(n_layers)]
     top = float(np.nanmax(change)) if np.isfinite(change).any() else 0.0
+    cell_px = _change_cell_px(n_heads, font_size, width)
     heatmap = go.Heatmap(
         z=change,
         x=list(range(n_heads)),
@@ -42,7 +45,7 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) 
         hovertext=hovers,
         hovertemplate=CHANGE_HOVER,
         texttemplate="%{z:.3f}",
-        textfont=dict(size=max(8, round(font_size * 0.75))),
+        textfont=dict(size=_cell_text_size(cell_px, font_size)),
         colorscale=SEQUENTIAL,
         zmin=0.0,
         zmax=top if top > 0 else 1.0,  # an unchanged model is all white, not a scale error
@@ -50,7 +53,7 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12) 
         ygap=1,
         colorbar=dict(title=dict(text="mean |Δ|", side="right"), thickness=max(12, font_size)),
     )
-    layout = _change_layout(n_layers, n_heads, _change_title(n_heads, num_kv_heads), font_size)
+    layout = _change_layout(n_layers, n_heads, _change_title(n_heads, num_kv_heads), font_size, cell_px, width)
     layout["shapes"] = _group_lines(n_layers, n_heads, num_kv_heads)
     return go.Figure(heatmap, layout)
 
@@ -77,14 +80,40 @@ def _group_lines(n_layers: int, n_heads: int, num_kv_heads: int) -> list[dict]:
     ]
 
 
-def _change_layout(n_layers: int, n_heads: int, subtitle: str, font_size: int) -> dict:
-    """Square cells, heads labelled on top, layer 0 on top; what was shared in the subtitle."""
+def _change_margins(font_size: int) -> tuple[int, int, int]:
+    """Left (layer labels), right (colour bar) and top (title, subtitle, head labels), in px."""
+    return round(font_size * 2.5) + 10, round(font_size * 6) + 20, round(font_size * 6) + 20
+
+
+def _change_cell_px(n_heads: int, font_size: int, width: int | None) -> int:
+    """A cell wide enough for its number, or narrower (not below MIN_CHANGE_CELL_PX) to fit ``width``."""
     cell_px = max(40, round(font_size * 3.6))
+    if width:
+        left, right, _ = _change_margins(font_size)
+        cell_px = max(MIN_CHANGE_CELL_PX, min(cell_px, (width - left - right - 10) // n_heads))
+    return cell_px
+
+
+def _cell_text_size(cell_px: int, font_size: int) -> int:
+    """The font of a cell's number ("0.123", five glyphs) so that it fits inside the cell."""
+    return max(8, min(round(font_size * 0.75), int(cell_px * 0.85 / (5 * CHAR_WIDTH))))
+
+
+def _change_layout(n_layers: int, n_heads: int, subtitle: str, font_size: int, cell_px: int,
+                   width: int | None = None) -> dict:
+    """Square cells, heads labelled on top, layer 0 on top; what was shared in the subtitle, on two
+    lines when one would be wider than ``width``."""
+    left, right, top = _change_margins(font_size)
+    grid = n_heads * cell_px + left + right + 10
+    lines = [subtitle]
+    if width and len(subtitle) * font_size * CHAR_WIDTH + 20 > max(width, grid):
+        head, rest = subtitle.split(": ", 1)
+        lines = [head + ":", rest]
+        top += round(font_size * 1.3)
     layout = base_layout(font_size, "Change of each head's attention map")
-    layout["title"]["subtitle"] = dict(text=subtitle, font=dict(size=font_size))
-    left, right, top = round(font_size * 2.5) + 10, round(font_size * 6) + 20, round(font_size * 6) + 20
+    layout["title"]["subtitle"] = dict(text="<br>".join(lines), font=dict(size=font_size))
     layout.update(
-        width=max(n_heads * cell_px + left + right + 10, round(len(subtitle) * font_size * CHAR_WIDTH) + 20),
+        width=max(grid, round(max(map(len, lines)) * font_size * CHAR_WIDTH) + 20),
         height=n_layers * cell_px + top + 10,
         margin=dict(l=left, r=right, t=top, b=10),
         xaxis=clean_axis(tickmode="array", tickvals=list(range(n_heads)),
