@@ -23,6 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 TITLES = {
+    "embedding": "embeddings", "embed_proj": "embedding projection", "block_input": "hidden states x",
     "input": "input x", "qkv_proj": "fused QKV projection",
     "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
     "q_view": "Q view", "k_view": "K view", "v_view": "V view",
@@ -110,7 +111,11 @@ class Trace:
         return self.step("k_heads").shape[2]
 
     def sizes(self) -> dict[str, int]:
-        return {"B": self.B, "L": self.L, "S": self.S, "D": self.D, "H": self.H, "G": self.G, "d": self.d}
+        """Each letter's size; E (the embedding width) only where the trace recorded a projection from it."""
+        sizes = {"B": self.B, "L": self.L, "S": self.S, "D": self.D, "H": self.H, "G": self.G, "d": self.d}
+        if "embedding" in self:
+            sizes["E"] = self.step("embedding").shape[-1]
+        return sizes
 
 
 def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -141,6 +146,8 @@ def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tens
     _, G, S, _ = shapes["k_heads"]
     sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1,
              _qkv_width(H, G): (H + 2 * G) * d}
+    if shapes.get("embedding"):  # a projection from the embedding width E (ELECTRA)
+        sizes["E"] = shapes["embedding"][-1]
     tensors = {name: t for name, t, _, _ in records}
     steps = []
     for name, tensor, filename, lineno in records:
@@ -170,6 +177,7 @@ def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tu
     T, n = ("L", "H") if lane == "q" else ("S", kv)
     table = {
         "input": ("B", "L", "D"), "output": ("B", "L", "D"), "merged": ("B", "L", "H·d"),
+        "embedding": ("B", "L", "E"), "embed_proj": ("B", "L", "D"), "block_input": ("B", "L", "D"),
         "qkv_proj": ("B", "L", _qkv_width(sizes["H"], sizes["G"])),
         "q_proj": ("B", "L", "H·d"), "k_proj": ("B", "S", f"{kv}·d"), "v_proj": ("B", "S", f"{kv}·d"),
         "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
@@ -184,7 +192,7 @@ def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tu
         dims = tuple(x if size == sizes[x] and (size != 1 or x == "B") else "1" for x, size in zip(full, shape))
     else:
         dims = table.get(name)
-    if dims is None or len(dims) != len(shape) or any(sizes[x] != n for x, n in zip(dims, shape)):
+    if dims is None or len(dims) != len(shape) or any(sizes.get(x) != n for x, n in zip(dims, shape)):
         return tuple(str(n) for n in shape)
     return dims
 
@@ -214,7 +222,11 @@ def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: 
         mask = tensors.get("mask")
         return "scores + mask" if mask is not None and mask.dtype != torch.bool else "dropped keys → −∞"
     words = {
-        "input": f"hidden states entering layer {layer}",
+        "embedding": f"word + position embeddings, {sizes.get('E')} wide",
+        "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
+        "block_input": f"hidden states entering layer {layer}",
+        "input": (f"attention_norm(x): normalised before the attention (pre-norm)" if "block_input" in tensors
+                  else f"hidden states entering layer {layer}"),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",

@@ -120,7 +120,7 @@ def test_trace_ablation_gqa_and_runs_work_for_every_family(loaded):
     L, H, d = enc.input_ids.shape[1], 4, 8
     assert trace.step("q_proj").shape == (1, L, H * d) and trace.step("probs").shape == (1, H, L, L)
     if family == "gpt2":
-        assert trace.names[:5] == ["input", "qkv_proj", "q_proj", "k_proj", "v_proj"]
+        assert trace.names[:6] == ["block_input", "input", "qkv_proj", "q_proj", "k_proj", "v_proj"]
         assert trace.step("qkv_proj").dims == ("B", "L", "3·H·d")
         assert "columns 32:64" in trace.step("k_proj").op
         matrix, rows, cols = head_matrix(trace, "qkv_proj", head=2)

@@ -298,3 +298,47 @@ def test_a_fused_qkv_projection_is_drawn_between_the_input_and_its_three_parts(t
         assert fused.y1 < box.y0 and arrow_between(fused, box)
         assert "columns" in box_text(fig, part)  # each is a slice of the fused projection
     assert "causal" in box_text(fig, "mask") or "pairs kept" in box_text(fig, "mask")
+
+
+def test_an_embedding_projection_is_drawn_before_layer_0(tmp_path):
+    """ELECTRA: embeddings E wide, projected to the layers' width D; the diagram of layer 0 starts there."""
+    from attention import load_model
+    from families import make_family
+
+    model, tokenizer = load_model(make_family(tmp_path / "electra", "electra"))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    trace = trace_layer(model, ids, layer=0)
+    assert trace.names[:3] == ["embedding", "embed_proj", "input"]
+    assert trace.step("embedding").dims == ("B", "L", "E") and trace.step("embed_proj").dims == ("B", "L", "D")
+    assert trace.step("embed_proj").where.startswith("attention/models/blocks.py:")
+    torch.testing.assert_close(trace.step("embed_proj").tensor, trace.step("input").tensor)
+    with torch.no_grad():
+        hidden = model(ids).hidden_states[0]
+    torch.testing.assert_close(trace.step("input").tensor, hidden)
+    fig = shape_flow(trace)
+    assert "E = 16" in box_text(fig, "legend") and f"1 × {ids.shape[1]} × 16" in box_text(fig, "embedding")
+    embed, proj, first = rect(fig, "embedding"), rect(fig, "embed_proj"), rect(fig, "input")
+    assert embed.y1 < proj.y0 < proj.y1 < first.y0
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    for a, b in ((embed, proj), (proj, first)):
+        assert any(x.ay == pytest.approx(a.y1) and x.y == pytest.approx(b.y0) for x in arrows)
+    assert "embedding" not in trace_layer(model, ids, layer=1).names  # only layer 0 reads the projection
+
+
+def test_a_pre_norm_block_shows_the_hidden_states_before_the_norm(tmp_path):
+    """GPT-2 normalises before its attention: the diagram shows x, then attention_norm(x) as the input."""
+    from attention import load_model
+    from families import make_family
+
+    model, tokenizer = load_model(make_family(tmp_path / "gpt2", "gpt2"))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    trace = trace_layer(model, ids, layer=1)
+    assert trace.names[:2] == ["block_input", "input"]
+    with torch.no_grad():
+        hidden = model(ids).hidden_states[1]
+        normed = model.layers[1].attention_norm(hidden)
+    torch.testing.assert_close(trace.step("block_input").tensor, hidden)
+    torch.testing.assert_close(trace.step("input").tensor, normed)
+    assert "pre-norm" in trace.step("input").op
+    fig = shape_flow(trace)
+    assert rect(fig, "block_input").y1 < rect(fig, "input").y0

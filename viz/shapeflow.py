@@ -124,6 +124,7 @@ def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
     mid, wide, full = (left + right) / 2, right - left, 3 * cw + 2 * gap
     pair = (c[1] - cw / 2 + right) / 2, right - (c[1] - cw / 2)  # masked scores, beside the mask
     plan = [
+        *[[(name, c[1], full)] for name in ("embedding", "embed_proj", "block_input")],  # ELECTRA, pre-norm
         [("input", c[1], full)],
         [("qkv_proj", c[1], full)],  # a fused projection (GPT-2's c_attn), cut into Q, K and V below
         *[[(f"{x}_{part}", c[i], cw) for i, x in enumerate("qkv")] for part in ("proj", "view", "heads")],
@@ -139,7 +140,7 @@ def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
 
 
 def _lane(name: str) -> str:
-    if name in ("input", "qkv_proj", "merged", "output"):
+    if name in ("embedding", "embed_proj", "block_input", "input", "qkv_proj", "merged", "output"):
         return "io"
     if name == "mask":
         return "mask"
@@ -238,7 +239,7 @@ def wrap_code(line: str, chars: int) -> list[str]:
 def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
     """The sizes every letter stands for, for this input."""
     words = {"B": "batch", "L": "queries", "S": "keys", "D": "width", "H": "heads", "G": "K/V heads",
-             "d": "head width"}
+             "d": "head width", "E": "embedding width"}
     sizes = trace.sizes()
     if sizes["G"] == sizes["H"]:
         del sizes["G"]
@@ -291,6 +292,9 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
             x = boxes[b].cx if x is None else x
             arrows.extend(_arrow(x, boxes[a].bottom, x, boxes[b].top, fs, label, lane))
 
+    before = [n for n in ("embedding", "embed_proj", "block_input", "input") if n in boxes]
+    for a, b in zip(before, before[1:]):
+        down(a, b)
     drawn = set()
     for lane in "qkv":
         chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in ("proj", "view", "heads", "shared")]

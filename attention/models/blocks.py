@@ -66,7 +66,9 @@ class Embeddings(nn.Module):
             self.project = nn.Linear(E, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                record: Recorder = no_record) -> torch.Tensor:
+        """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
@@ -75,7 +77,10 @@ class Embeddings(nn.Module):
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
-        return self.project(x) if hasattr(self, "project") else x  # (B, L, D)
+        if not hasattr(self, "project"):
+            return x  # (B, L, D)
+        x = record("embedding", x)  # (B, L, E)
+        return record("embed_proj", self.project(x))  # (B, L, E) -> (B, L, D)
 
 
 class Block(nn.Module):
@@ -110,6 +115,7 @@ class Block(nn.Module):
                 head_mask: torch.Tensor | None = None, ablation: str = "zero") -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads)."""
         if self.pre_norm:
+            record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
             attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
                                              head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
             x = x + self.dropout(attended)  # (B, L, D)
@@ -162,7 +168,7 @@ class Transformer(nn.Module):
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
-        x = self.embeddings(input_ids, token_type_ids)  # (B, L, D)
+        x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record))  # (B, L, D)
         hidden_states, attentions = [x], []
         for i, layer in enumerate(self.layers):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
