@@ -1,8 +1,11 @@
 """Loading: sources, the state-dict map, strictness and clear failures."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -195,6 +198,14 @@ def test_hub_id_offline_is_one_sentence(tmp_path):
     message = run.stdout.strip()
     assert message.startswith("ERROR:") and "bert-base-uncased" in message and "offline" in message
     assert "Traceback" not in run.stdout + run.stderr
+    # the command it names is one the install provides, and it takes the verb and the id as written
+    found = re.search(r"\((\S+) (\S+) bert-base-uncased\)", message)
+    assert found, message
+    command, verb = found.groups()
+    assert command in {e.name for e in distribution("huggingface_hub").entry_points}
+    assert shutil.which(command), f"{command} is not on PATH"
+    usage = subprocess.run([command, verb, "--help"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 0 and "REPO_ID" in usage.stdout
 
 
 def test_hub_id_from_the_local_cache(tmp_path, tiny_dir):
