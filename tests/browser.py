@@ -24,11 +24,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server_process(log, timeout: float = 120):
+def server_process(log, timeout: float = 120, env: dict[str, str] | None = None):
     """`streamlit run app.py` on a free loopback port, its output written to `log` (a readable binary
-    file, not a pipe: an unread pipe fills up and stalls the server); yields (process, url)."""
+    file, not a pipe: an unread pipe fills up and stalls the server); yields (process, url). `env`
+    adds to the environment (e.g. the server's model list, ui/sources.py)."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
          "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
@@ -56,9 +57,9 @@ def server_process(log, timeout: float = 120):
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 120):
+def app_server(timeout: float = 120, env: dict[str, str] | None = None):
     """The app on loopback with its output in a temporary file; yields its URL."""
-    with tempfile.TemporaryFile() as log, server_process(log, timeout) as (_, url):
+    with tempfile.TemporaryFile() as log, server_process(log, timeout, env) as (_, url):
         yield url
 
 

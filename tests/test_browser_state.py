@@ -143,3 +143,23 @@ def test_the_report_is_the_view_in_use(page, tmp_path):
     assert "accuracy of each head" in report  # the suite's grid
     assert report.count("Plotly.newPlot") == page.locator(".js-plotly-plot").count()
     assert "https://" not in re.sub(r"<script[^>]*>.*?</script>", "", report, flags=re.S)  # nothing fetched
+
+
+def test_a_locked_server_offers_its_list_and_refuses_a_linked_path(tmp_path):
+    """Served to strangers: no box to type a path into, and a path in a link is refused, saying nothing of it."""
+    from playwright.sync_api import sync_playwright
+
+    from ui.sources import SOURCES_VAR
+
+    with app_server(env={SOURCES_VAR: "bert-base-uncased"}) as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport=SIZE)
+        for path in ("/etc", "/no/such/folder"):
+            page.goto(f"{url}/?model={path}")
+            wait_drawn(page)
+            sidebar = page.inner_text("section[data-testid=stSidebar]")
+            assert "loads only the models in its list" in sidebar and path not in sidebar
+            assert page.get_by_label("Checkpoint folder or hub id").count() == 0
+            assert page.get_by_label("Model", exact=True).count() == 1
+            clean(page)
+        browser.close()

@@ -19,6 +19,8 @@ from attention import load_model
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
+from .sources import policy
+
 MB = 1024 * 1024
 USES = itertools.count()  # one clock for every store's "last use", so stores sharing a budget compare
 # Each computation runs on one core and COMPUTE_SLOTS run at once: on a small machine that also draws
@@ -157,13 +159,16 @@ LOADED: set[str] = set()  # sources this process has loaded (a hint for the page
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
-def _load_model(source: str):
-    return load_model(source or None)
+def _load_model(source: str, downloads: bool, bin_files: bool):
+    return load_model(source or None, downloads=downloads, bin_files=bin_files)
 
 
 def get_model(source: str):
-    """The model and tokenizer of `source` ("" for the bundled model), loaded once per process."""
-    loaded = _load_model(source)
+    """The model and tokenizer of `source` ("" for the bundled model), loaded once per process, if
+    this server's source policy allows it (ui/sources.py); else a ModelLoadError."""
+    rules = policy()
+    rules.check(source)
+    loaded = _load_model(source, rules.downloads, rules.bin_files)
     LOADED.add(source)
     return loaded
 

@@ -259,6 +259,10 @@ def ask_for_model() -> None:
     st.session_state.pending_source = st.session_state.model_input.strip()
 
 
+def choose_model() -> None:
+    st.session_state.pending_source = st.session_state.model_choice
+
+
 def load_pending_model() -> None:
     """Load the model asked for, with a spinner; on failure keep the one in use and say why."""
     source = st.session_state.pop("pending_source", None)

@@ -17,8 +17,9 @@ from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
 from .cache import get_batch, get_model, get_run, get_trace
 from .layout import column_px, main_px, slots
-from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, current_choices,
-                    open_clicked_head, pick_step, submit, use_preset, view_key)
+from .sources import policy
+from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, choose_model,
+                    current_choices, open_clicked_head, pick_step, submit, use_preset, view_key)
 
 
 def plain(text: str) -> str:
@@ -56,10 +57,18 @@ def sidebar() -> None:
         st.caption(f"In use: {plain(model.load_report.source)} — {c.model_type}"
                    f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
                    f"{c.num_attention_heads} heads, width {c.hidden_size}")
-        with st.form("model_form"):
-            st.text_input("Checkpoint folder or hub id", key="model_input",
-                          placeholder="empty: the bundled all-MiniLM-L6-v2")
-            st.form_submit_button("Load model", on_click=ask_for_model)
+        rules = policy()
+        if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
+            choices = ["", *rules.allowed]
+            if st.session_state.get("model_choice") not in choices:
+                st.session_state.model_choice = st.session_state.source if st.session_state.source in choices else ""
+            st.selectbox("Model", choices, key="model_choice", on_change=choose_model,
+                         format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)")
+        else:
+            with st.form("model_form"):
+                st.text_input("Checkpoint folder or hub id", key="model_input",
+                              placeholder="empty: the bundled all-MiniLM-L6-v2")
+                st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
