@@ -96,18 +96,43 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Te
 
 def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
     """Copy every tensor into the model; a missing, extra or mis-shaped one names the key."""
-    check_tensors(tensors, model.state_dict(),
-                  unknown_hint=" (does num_hidden_layers in config.json match the weights?)")
+    check_tensors(tensors, model.state_dict(), unknown_hint=LAYERS_HINT)
     model.load_state_dict(tensors, strict=True)
 
 
-def read_checkpoint(folder: Path, bin_files: bool = True) -> tuple[dict[str, torch.Tensor], str]:
+LAYERS_HINT = " (does num_hidden_layers in config.json match the weights?)"
+# sizes past these are refused before anything is built: far beyond any checkpoint this app can show,
+# and a config.json may say anything
+LIMITS = dict(num_hidden_layers=1024, num_attention_heads=1024, hidden_size=65_536, intermediate_size=262_144,
+              vocab_size=4_194_304, max_position_embeddings=1_048_576)
+
+
+def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> None:
+    """Refuse a config.json that does not fit its weights before any real tensor is made: its sizes
+    against LIMITS, then every tensor's name and shape, read from the files' headers, against a model
+    built on the meta device (which holds no data, whatever the config says)."""
+    for name, top in LIMITS.items():
+        value = getattr(config, name)
+        if value > top:
+            raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
+    shapes, _ = read_checkpoint(folder, bin_files, shapes_only=True)
+    tensors, _ = convert_checkpoint(family, shapes)
+    with torch.device("meta"):
+        expected = Transformer(config).state_dict()
+    check_tensors(tensors, expected, unknown_hint=LAYERS_HINT)
+
+
+def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = False) -> tuple[dict[str, torch.Tensor], str]:
     """Read the weights of a folder: safetensors first, else pytorch_model.bin (no pickle code run).
-    With `bin_files` False a folder with only .bin weights is refused."""
-    for index_name, reader in (("model.safetensors.index.json", _read_safetensors),
-                               ("pytorch_model.bin.index.json", _read_bin)):
+    With `bin_files` False a folder with only .bin weights is refused. With `shapes_only` the
+    tensors are empty ones on the meta device, read from the files' headers (safetensors) or maps
+    of them (.bin): their names, shapes and dtypes, nothing of their data in memory."""
+    safetensors_reader, bin_reader = (_safetensors_shapes, _bin_shapes) if shapes_only else (_read_safetensors,
+                                                                                               _read_bin)
+    for index_name, reader in (("model.safetensors.index.json", safetensors_reader),
+                               ("pytorch_model.bin.index.json", bin_reader)):
         if (folder / index_name).is_file():
-            if reader is _read_bin and not bin_files:
+            if reader is bin_reader and not bin_files:
                 raise ModelLoadError(BIN_REFUSED)
             try:
                 shards = sorted(set(json.loads((folder / index_name).read_text())["weight_map"].values()))
@@ -117,9 +142,9 @@ def read_checkpoint(folder: Path, bin_files: bool = True) -> tuple[dict[str, tor
             for shard in shards:
                 tensors.update(reader(folder / shard))
             return tensors, index_name
-    for file_name, reader in (("model.safetensors", _read_safetensors), ("pytorch_model.bin", _read_bin)):
+    for file_name, reader in (("model.safetensors", safetensors_reader), ("pytorch_model.bin", bin_reader)):
         if (folder / file_name).is_file():
-            if reader is _read_bin and not bin_files:
+            if reader is bin_reader and not bin_files:
                 raise ModelLoadError(BIN_REFUSED)
             return reader(folder / file_name), file_name
     raise ModelLoadError(f"no weights in {folder}: expected model.safetensors or pytorch_model.bin")
@@ -132,6 +157,40 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
         return load_file(str(path))
     except Exception as err:  # the library raises its own error types for a damaged file
         raise ModelLoadError(f"{path.name} is damaged or not a safetensors file ({err})") from None
+
+
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
+
+
+def _safetensors_shapes(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors a safetensors file holds, as meta tensors, from its JSON header alone."""
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= MAX_HEADER_BYTES:
+                raise ValueError(f"a header of {size} bytes")
+            header = json.loads(f.read(size))
+        return {name: torch.empty(info["shape"], dtype=_SAFETENSORS_DTYPES.get(info["dtype"], torch.float32),
+                                  device="meta")
+                for name, info in header.items() if name != "__metadata__"}
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ModelLoadError(f"{path.name} is damaged or not a safetensors file ({err})") from None
+
+
+def _bin_shapes(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors a pytorch_model.bin holds, as meta tensors: the file is mapped, not read into memory."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # as _read_bin
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"{path.name} could not be loaded safely ({reason}); "
+                             "prefer a model.safetensors file") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ModelLoadError(f"{path.name} does not hold a dictionary of tensors")
+    return {name: torch.empty(t.shape, dtype=t.dtype, device="meta") for name, t in state.items()}
 
 
 def _read_bin(path: Path) -> dict[str, torch.Tensor]:
@@ -274,6 +333,7 @@ def _load(source: str | os.PathLike | None, model_type: str | None = None, *, do
           bin_files: bool = True):
     folder = resolve_source(source, downloads)
     family, config = read_config(folder, model_type)
+    check_before_building(family, config, folder, bin_files)
     checkpoint, weights_file = read_checkpoint(folder, bin_files)
     tensors, ignored = convert_checkpoint(family, checkpoint)
     model = Transformer(config)
