@@ -181,13 +181,12 @@ def _safetensors_shapes(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _bin_shapes(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors a pytorch_model.bin holds, as meta tensors: the file is mapped, not read into memory."""
+    """The tensors a pytorch_model.bin holds, as meta tensors: the file is mapped, not read into memory
+    (a file in torch's legacy format, which cannot be mapped, is read, still without running code)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # as _read_bin
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"{path.name} could not be loaded safely ({reason}); "
-                             "prefer a model.safetensors file") from None
+    except Exception:  # legacy format, or unsafe or damaged: _read_bin reads it or says why not
+        state = _read_bin(path)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelLoadError(f"{path.name} does not hold a dictionary of tensors")
     return {name: torch.empty(t.shape, dtype=t.dtype, device="meta") for name, t in state.items()}
