@@ -13,6 +13,7 @@ from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_v
 from ui.coref import coref_view, strongest_head
 from ui.preload import preload
 from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
+from ui.walk import walk_view
 from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
 from viz._style import message_figure
 
@@ -69,7 +70,7 @@ def main() -> None:
     selectors(run)
     views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
-             "efficient": efficient_view}
+             "efficient": efficient_view, "walk": walk_view}
     views[view_key()](run)
     report_button(model.load_report.source)
     write_url()

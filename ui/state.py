@@ -36,7 +36,7 @@ PRESET_COREF = {
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
 VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference",
          "stats": "Head stats", "rollout": "Rollout & flow", "qk": "Query·key", "ablation": "Ablation",
-         "efficient": "GQA & fused"}
+         "efficient": "GQA & fused", "walk": "Guided walk"}
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
 DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
@@ -132,6 +132,7 @@ PARAMS = [
     _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS, ("ablation",)),
     _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES), ("ablation",)),
     _param("gqa_kv", "kv", "key/value heads", None, _number, ("efficient",)),
+    _param("walk_step", "walk", "step of the walk", 0, _number, ("walk",)),
     _param("source", "model", "model", "", (str, str)),
 ]
 
