@@ -9,7 +9,7 @@ import pytest
 
 from test_app import SENTENCE, heatmaps, no_errors, start, submit
 
-VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient"]
+VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
 
 
 def charts(at) -> list[dict]:
