@@ -147,11 +147,6 @@ def test_font_size_reaches_the_layout():
     assert viz.lines_view(attn, list("abcd"), font_size=22).layout.font.size == 22
 
 
-def test_head_view_is_the_heatmap():
-    attn = random_maps(len(TOKENS), len(TOKENS))
-    assert viz.head_view(attn, TOKENS) == viz.head_heatmap(attn, TOKENS)
-
-
 # ---- pool_map and overview_grid ----------------------------------------------
 
 

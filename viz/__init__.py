@@ -3,8 +3,10 @@
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
 from viz.coref import flip_grid, head_grid, ranked_heads
 from viz.efficient import fused_panel, gqa_change_grid
-from viz.heatmap import head_heatmap, head_view
+from viz.heatmap import head_heatmap
 from viz.lines import lines_view
+from viz.model_view import model_view
+from viz.notebook import head_view
 from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.overview import overview_grid, pool_map
 from viz.report import html_report
@@ -24,6 +26,7 @@ __all__ = [
     "head_view",
     "html_report",
     "lines_view",
+    "model_view",
     "overview_grid",
     "padding_mask_figure",
     "pool_map",

@@ -190,12 +190,6 @@ def grid_fits(tokens: Sequence[str], font_size: int, width: int, right: int = CO
     return grid_cell_px(names, names, font_size, width, right) >= min(MIN_CELL_PX, natural)
 
 
-def head_view(attn: np.ndarray, tokens: Sequence[str], *, font_size: int = 14,
-              width: int | None = None) -> go.Figure:
-    """Heatmap of one head over one sentence, like bertviz's ``head_view``."""
-    return head_heatmap(attn, tokens, font_size=font_size, width=width)
-
-
 def _plot_px(n_tokens: int, font_size: int = 14) -> int:
     """Side of the cell area in pixels: grows with tokens, within bounds, and with the font
     (a presentation's larger text gets larger cells)."""
