@@ -14,6 +14,7 @@ from attention.config import ModelConfig
 from attention.rotary import inverse_frequencies
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
+from viz.shapeflow import shape_flow
 
 from families import DECODERS, make_family, reference
 
@@ -108,6 +109,10 @@ def test_trace_ablation_gqa_runs_and_query_key(loaded):
     assert trace.step("q_rot").dims == ("B", "H", "L", "d") and trace.step("k_rot").dims == ("B", kv_letter, "S", "d")
     assert "RoPE" in trace.step("q_rot").op and "rotate(q" in trace.step("q_rot").code
     assert ("k_shared" in names) == (kv < 4)
+    figure = shape_flow(trace)
+    tops = {a.name: a.y for a in figure.layout.annotations if a.name in ("k_heads", "q_rot", "k_rot", "scores")}
+    assert tops["k_heads"] < tops["q_rot"] == tops["k_rot"] < tops["scores"]  # one row, between heads and scores
+    assert any("Q rotated by position" in a.text for a in figure.layout.annotations if a.name == "q_rot")
     matrix, rows, cols = head_matrix(trace, "k_rot", head=3)
     assert (rows, cols) == ("S", "d")
     torch.testing.assert_close(torch.from_numpy(matrix), trace.step("k_rot").tensor[0, model.config.kv_head_of[3]])
