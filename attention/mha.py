@@ -217,11 +217,15 @@ class MultiHeadAttention(nn.Module):
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        keep_map: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
 
         `rotary` (cos, sin), each (B or 1, L, d) from rotary.rotary_angles, turns q and k by their
         positions (RoPE) before the scores; self-attention only.
+        keep_map=False, with nothing recorded and no head ablated, runs torch's fused
+        F.scaled_dot_product_attention instead of the explicit steps: no (B, H, L, S) map is kept
+        and None is returned in its place.
 
         `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
         the heads' probabilities after the softmax (see `ablate_heads`).
@@ -260,6 +264,13 @@ class MultiHeadAttention(nn.Module):
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S))
         dropout_p = self.dropout if self.training else 0.0
+        if not keep_map and head_mask is None and record is no_record:
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                   scale=self.scaling)  # (B, H, L, d), no map kept
+            if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
+                heads = heads.nan_to_num(0.0)
+            merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
+            return self.o_proj(merged), None
         heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
                                                     head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)

@@ -224,3 +224,19 @@ def test_qwen2_sliding_window_in_later_layers(tmp_path):
 def test_base_model_without_prefix(tmp_path):
     model = check_parity(make_family(tmp_path / "mistral", "mistral", model_class="MistralModel"))
     assert model.load_report.weights_file == "model.safetensors" and model.load_report.ignored_keys == ()
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_maps_only_where_asked(tmp_path, family):
+    """Layers whose maps are not asked for run torch's fused attention: same hidden states, no map."""
+    model, tokenizer = load_model(make_family(tmp_path / family, family, num_hidden_layers=3))
+    input_ids, attention_mask = inputs(tokenizer, "left padded")
+    with torch.no_grad():
+        full = model(input_ids, attention_mask)
+        some = model(input_ids, attention_mask, maps_for={1})
+    assert some.attentions[0] is None and some.attentions[2] is None
+    torch.testing.assert_close(some.attentions[1], full.attentions[1], atol=1e-6, rtol=0)
+    real = attention_mask.bool()
+    for a, b in zip(some.hidden_states, full.hidden_states):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a[real], b[real], atol=1e-5, rtol=0)

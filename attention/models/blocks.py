@@ -32,7 +32,7 @@ ACTIVATIONS = {
 class ModelOutput(NamedTuple):
     last_hidden_state: torch.Tensor  # (B, L, D)
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
-    attentions: tuple[torch.Tensor, ...]  # n_layers items, each (B, H, L, L) probabilities
+    attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities; None: not kept
 
 
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
@@ -117,18 +117,20 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
                 head_mask: torch.Tensor | None = None, ablation: str = "zero",
-                rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+                keep_map: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py)."""
         if self.pre_norm:
             record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
             attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
                                              head_mask=head_mask, ablation=ablation,
-                                             rotary=rotary)  # (B, L, D), (B, H, L, L)
+                                             rotary=rotary, keep_map=keep_map)  # (B, L, D), (B, H, L, L)
             x = x + self.dropout(attended)  # (B, L, D)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
         attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
-                                         ablation=ablation, rotary=rotary)  # (B, L, D), (B, H, L, L)
+                                         ablation=ablation, rotary=rotary,
+                                         keep_map=keep_map)  # (B, L, D), (B, H, L, L)
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
@@ -151,6 +153,7 @@ class Transformer(nn.Module):
         causal: bool = False,
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
+        maps_for=None,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -162,6 +165,9 @@ class Transformer(nn.Module):
         it (transformers' convention). `ablation` says what an ablated head's probabilities become:
         "zero" (the head adds nothing) or "uniform" (even over the keys the token may attend to).
         The returned attentions are the probabilities used. None, or all ones, changes nothing.
+        `maps_for`, a collection of layer indices, keeps the attention maps of those layers only:
+        every other layer runs torch's fused attention and its entry in `attentions` is None
+        (None: every layer's map, the default).
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
         """
         B, L = input_ids.shape
@@ -185,7 +191,9 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.layers):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
-            x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary)
+            keep_map = maps_for is None or i in maps_for
+            x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary,
+                             keep_map)
             hidden_states.append(x)
             attentions.append(probs)
         if self.config.final_norm:
