@@ -1,5 +1,5 @@
-"""Multi-head attention and transformer models (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2) written out
-in plain PyTorch, loading real checkpoints."""
+"""Multi-head attention and transformer models (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2, Llama, Mistral,
+Qwen2) written out in plain PyTorch, loading real checkpoints."""
 from .config import BertConfig, ConfigError, ModelConfig
 from .inputs import Encoded, encode
 from .loading import LoadReport, ModelLoadError, load_bert, load_model, map_state_dict

@@ -15,10 +15,12 @@ from pathlib import Path
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 NORMS = ("layer_norm", "rms_norm")
-POSITIONS = ("absolute",)  # a learned table of positions; rotary ("rotary") is the next to come
+POSITIONS = ("absolute", "rotary")  # a learned table of positions, or q and k rotated by position (RoPE)
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
-_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None))}
-_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset")
+_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
+          "bool | None": (bool, type(None))}
+_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer")
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
               "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
@@ -56,25 +58,39 @@ class ModelConfig:
     causal: bool = False  # a decoder: every token sees only itself and earlier tokens
     fused_qkv: bool = False  # one projection makes Q, K and V (GPT-2's c_attn)
     num_key_value_heads: int | None = None  # grouped-query attention; None: one per query head
+    head_dim: int | None = None  # width of each head; None: hidden_size // num_attention_heads
     attention_bias: bool = True
+    output_bias: bool | None = None  # the attention output projection's bias; None: as attention_bias (Qwen2: none)
     mlp_bias: bool = True
     gated_mlp: bool = False  # act(gate(x)) * intermediate(x), as Llama's MLP
+    # ---- rotary positions (position_embedding_type "rotary"), as config.json's rope_parameters ----
+    rope_theta: float = 10000.0
+    rope_type: str = "default"  # or "linear", "dynamic", "llama3": how the frequencies are rescaled
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0  # llama3 only
+    rope_high_freq_factor: float = 4.0  # llama3 only
+    rope_original_max_position_embeddings: int | None = None  # llama3 only
+    sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral)
+    first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if (isinstance(value, bool) and field.type != "bool") or not isinstance(value, _TYPES[field.type]):
+            if (isinstance(value, bool) and not field.type.startswith("bool")) or not isinstance(value, _TYPES[field.type]):
                 raise ConfigError(f"{field.name} should be a {field.type}, not {value!r}")
             if field.type.startswith("int") and value is not None and value < (field.name not in _ZERO_ALLOWED):
                 raise ConfigError(f"{field.name} must be positive, not {value}")
         if self.position_embedding_type not in POSITIONS:
             raise ConfigError(f"position_embedding_type '{self.position_embedding_type}' is not supported: "
-                              "only absolute position embeddings")
+                              "absolute (a table) or rotary")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act '{self.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
         if self.norm not in NORMS:
             raise ConfigError(f"norm '{self.norm}' is not supported (one of {', '.join(NORMS)})")
-        if self.hidden_size % self.num_attention_heads:
+        if self.rope_type not in ROPE_TYPES:
+            raise ConfigError(f"rope_scaling type '{self.rope_type}' is not supported "
+                              f"(one of {', '.join(ROPE_TYPES)})")
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
                               f"num_attention_heads {self.num_attention_heads}")
         if self.num_attention_heads % self.kv_heads:
@@ -84,8 +100,19 @@ class ModelConfig:
             raise ConfigError("positions that skip padding need a pad_token_id")
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    def head_size(self) -> int:
+        """The width d of each head: head_dim if the config gives one, else hidden_size / heads."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def kv_head_of(self) -> tuple[int, ...]:
+        """For each query head, the key/value head it reads: heads h·G/H share one (consecutive groups)."""
+        group = self.num_attention_heads // self.kv_heads
+        return tuple(h // group for h in range(self.num_attention_heads))
+
+    def window_of(self, layer: int) -> int | None:
+        """How many latest keys layer `layer` sees (itself included), None for all of them."""
+        return self.sliding_window if layer >= self.first_sliding_layer else None
 
     @property
     def kv_heads(self) -> int:

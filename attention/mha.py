@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .rotary import rotate
+
 Recorder = Callable[[str, Optional[torch.Tensor]], Optional[torch.Tensor]]
 ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 
@@ -122,8 +124,10 @@ def build_mask(
     batch: int,
     query_len: int,
     key_len: int,
+    window: int | None = None,
 ) -> torch.Tensor | None:
     """Combine a key padding mask, a full mask and causality into one mask for the scores.
+    With `window` (causal only) a query sees only the `window` latest keys, itself included (Mistral).
 
     attention_mask is None, a (B, S) key padding mask (1/True keep, 0/False drop), or a boolean
     (True keep) or additive float mask broadcastable to (B, H, L, S). Returns None when nothing
@@ -139,7 +143,10 @@ def build_mask(
         # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
         device = None if mask is None else mask.device
         causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
-        causal = causal.tril(diagonal=key_len - query_len)[None, None]  # (1, 1, L, S)
+        causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
+        if window is not None:  # and nothing `window` or more keys back
+            causal = causal.triu(diagonal=key_len - query_len - window + 1)  # (L, S)
+        causal = causal[None, None]  # (1, 1, L, S)
         if mask is None:
             mask = causal
         elif mask.dtype == torch.bool:
@@ -155,7 +162,8 @@ class MultiHeadAttention(nn.Module):
     num_kv_heads < num_heads gives grouped-query attention: each key/value head serves a group
     of num_heads // num_kv_heads query heads (num_kv_heads = 1 is multi-query attention).
     fused_qkv: one projection qkv_proj, D -> (H + 2G)·d, whose output is cut into Q, K and V
-    (GPT-2's c_attn); self-attention only.
+    (GPT-2's c_attn); self-attention only. head_dim: d when it is not D / H (then H·d ≠ D);
+    out_bias: o_proj's bias when it differs from the others' (Qwen2: q/k/v biased, o not).
     """
 
     def __init__(
@@ -166,17 +174,19 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         fused_qkv: bool = False,
+        head_dim: int | None = None,
+        out_bias: bool | None = None,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if d_model % num_heads:
+        if head_dim is None and d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
         if num_kv_heads < 1 or num_heads % num_kv_heads:
             raise ValueError(f"num_heads {num_heads} is not divisible by num_kv_heads {num_kv_heads}")
         self.d_model = d_model
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
-        self.head_dim = d_model // num_heads
+        self.head_dim = head_dim or d_model // num_heads
         self.scaling = self.head_dim ** -0.5
         self.dropout = dropout
         self.fused_qkv = fused_qkv
@@ -188,7 +198,7 @@ class MultiHeadAttention(nn.Module):
             self.q_proj = nn.Linear(d_model, num_heads * self.head_dim, bias=bias)
             self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
             self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias if out_bias is None else out_bias)
 
     def split_heads(self, x: torch.Tensor, n_heads: int, name: str, record: Recorder) -> torch.Tensor:
         """(B, T, n·d) -> (B, n, T, d), recorded as `{name}_view` and `{name}_heads`."""
@@ -206,8 +216,16 @@ class MultiHeadAttention(nn.Module):
         record: Recorder = no_record,
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        keep_map: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
+
+        `rotary` (cos, sin), each (B or 1, L, d) from rotary.rotary_angles, turns q and k by their
+        positions (RoPE) before the scores; self-attention only.
+        keep_map=False, with nothing recorded and no head ablated, runs torch's fused
+        F.scaled_dot_product_attention instead of the explicit steps: no (B, H, L, S) map is kept
+        and None is returned in its place.
 
         `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
         the heads' probabilities after the softmax (see `ablate_heads`).
@@ -236,6 +254,9 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
         k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
         v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        if rotary is not None:  # positions enter here, and only here (rotary.py)
+            q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)
+            k = record("k_rot", rotate(k, *rotary))  # (B, G, S, d)
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
@@ -243,6 +264,13 @@ class MultiHeadAttention(nn.Module):
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S))
         dropout_p = self.dropout if self.training else 0.0
+        if not keep_map and head_mask is None and record is no_record:
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                   scale=self.scaling)  # (B, H, L, d), no map kept
+            if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
+                heads = heads.nan_to_num(0.0)
+            merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
+            return self.o_proj(merged), None
         heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
                                                     head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)

@@ -28,7 +28,7 @@ TITLES = {
     "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
     "q_view": "Q view", "k_view": "K view", "v_view": "V view",
     "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
-    "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
+    "q_rot": "Q rotated by position", "k_rot": "K rotated by position", "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
     "scores": "scores Q·Kᵀ·scaling", "masked_scores": "masked scores", "probs": "softmax",
     "heads": "probs · V", "merged": "transpose and merge", "output": "output projection",
 }
@@ -185,7 +185,7 @@ def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tu
     }
     if name.endswith("_view"):
         dims = ("B", T, n, "d")
-    elif name.endswith("_heads"):
+    elif name.endswith(("_heads", "_rot")):
         dims = ("B", n, T, "d")
     elif name == "mask":  # broadcastable to (B, H, L, S): axes of size 1 are "1"
         full = ("B", "H", "L", "S")[-len(shape):]
@@ -211,6 +211,8 @@ def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: 
         return f"view: split {width} into {width[0]}\u00a0×\u00a0d, no copy"
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
+    if name.endswith("_rot"):
+        return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   ({lane}·cos + rotate_half({lane})·sin)"
     if name.endswith("_shared"):
         return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
     if name == "mask":
@@ -377,7 +379,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         raise ValueError(f"head must be from 0 to {H - 1}, got {head}")
     if not 0 <= batch < trace.B:
         raise ValueError(f"batch must be from 0 to {trace.B - 1}, got {batch}")
-    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads")
+    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot")
     own = head // (H // G) if kv_side else head  # this step's head index
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"

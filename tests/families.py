@@ -1,6 +1,7 @@
 """Tiny random checkpoints of every family, saved as transformers' task classes save them, with a
 tokenizer that fits: BERT's WordPiece vocabulary (conftest.TINY_VOCAB) for BERT, DistilBERT and
-ELECTRA, a byte-level BPE trained here on a few sentences for RoBERTa and GPT-2. Offline."""
+ELECTRA, a byte-level BPE trained here on a few sentences for RoBERTa, GPT-2 and the Llama-style
+decoders (with a <s> token before each text, as Llama's tokenizer adds). Offline."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,20 +23,34 @@ CONFIGS = {  # model_type -> (transformers config class, its arguments)
     "gpt2": ("GPT2Config", dict(vocab_size=BPE_VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
                                 bos_token_id=0, eos_token_id=0)),
 }
+# the Llama-style decoders: 4 heads of width 8, 2 key/value heads unless a test says otherwise; a few spare
+# ids, as Qwen2Tokenizer adds its own <|endoftext|> padding token
+_DECODER = dict(vocab_size=BPE_VOCAB + 4, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+                num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
+                tie_word_embeddings=False)
+DECODER_CONFIGS = {
+    "llama": ("LlamaConfig", dict(_DECODER, rope_parameters=dict(rope_type="default", rope_theta=500.0))),
+    "mistral": ("MistralConfig", dict(_DECODER, sliding_window=5)),  # shorter than the test sentences
+    "qwen2": ("Qwen2Config", _DECODER),
+}
+CONFIGS.update(DECODER_CONFIGS)
 TASK_CLASSES = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "distilbert": "DistilBertForMaskedLM",
-                "electra": "ElectraForPreTraining", "gpt2": "GPT2LMHeadModel"}
-FAMILIES = tuple(CONFIGS)
+                "electra": "ElectraForPreTraining", "gpt2": "GPT2LMHeadModel",
+                "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+DECODERS = tuple(DECODER_CONFIGS)
+FAMILIES = tuple(f for f in CONFIGS if f not in DECODERS)
 _TEXTS = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat.",
           "The trophy doesn't fit in the suitcase because it is too big.", "She read the book and he ran."]
 
 
-def write_bpe_tokenizer(folder: Path, roberta: bool) -> None:
-    """A byte-level BPE tokenizer of BPE_VOCAB ids: RoBERTa's specials and <s> ... </s> framing, or
-    GPT-2's single <|endoftext|> and no framing."""
+def write_bpe_tokenizer(folder: Path, roberta: bool, llama: bool = False) -> None:
+    """A byte-level BPE tokenizer of BPE_VOCAB ids: RoBERTa's specials and <s> ... </s> framing,
+    GPT-2's single <|endoftext|> and no framing, or (llama) Llama's <unk>, <s>, </s> with <s> first."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if roberta else ["<|endoftext|>"]
+    specials = (["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if roberta else ["<unk>", "<s>", "</s>"] if llama
+                else ["<|endoftext|>"])
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -45,6 +60,11 @@ def write_bpe_tokenizer(folder: Path, roberta: bool) -> None:
         tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
         names = dict(bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>", unk_token="<unk>",
                      pad_token="<pad>", mask_token="<mask>")
+    elif llama:
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1", special_tokens=[("<s>", 1)])])
+        names = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
         names = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
@@ -62,8 +82,9 @@ def randomise(model: torch.nn.Module, std: float = 0.3, seed: int = 0) -> None:
 
 
 def make_family(folder: Path, family: str, model_class: str | None = None, safe: bool = True, seed: int = 0,
-                **overrides) -> Path:
-    """Save a tiny random `family` model of `model_class` (its task class by default) and its tokenizer."""
+                max_shard_size: str | None = None, **overrides) -> Path:
+    """Save a tiny random `family` model of `model_class` (its task class by default) and its tokenizer;
+    with `max_shard_size` ("20KB") in several files and an index."""
     import transformers
 
     config_class, values = CONFIGS[family]
@@ -71,12 +92,12 @@ def make_family(folder: Path, family: str, model_class: str | None = None, safe:
     model = getattr(transformers, model_class or TASK_CLASSES[family])(config).eval()
     randomise(model, seed=seed)
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(folder))
+    model.save_pretrained(str(folder), **({"max_shard_size": max_shard_size} if max_shard_size else {}))
     if not safe:  # the older pickle-based format
         torch.save(model.state_dict(), folder / "pytorch_model.bin")
         (folder / "model.safetensors").unlink()
-    if family in ("roberta", "gpt2"):
-        write_bpe_tokenizer(folder, roberta=family == "roberta")
+    if family in ("roberta", "gpt2") + DECODERS:
+        write_bpe_tokenizer(folder, roberta=family == "roberta", llama=family in DECODERS)
     else:
         write_tiny_tokenizer(folder)
     return folder

@@ -1,5 +1,5 @@
-"""The shared block's declared options that no loaded family uses yet (Llama's, next): RMSNorm, a
-gated feed-forward block, no bias, grouped K/V heads; each against transformers' own module."""
+"""The shared block's Llama-style options, each against transformers' own module: RMSNorm, a
+gated feed-forward block, no bias, grouped K/V heads; and the options it refuses."""
 import pytest
 import torch
 
@@ -50,7 +50,8 @@ def test_no_bias_grouped_pre_norm_causal_model_runs():
 
 @pytest.mark.parametrize("change, message", [(dict(norm="batch_norm"), "norm 'batch_norm'"),
                                              (dict(num_key_value_heads=3), "not divisible by num_key_value_heads"),
-                                             (dict(position_embedding_type="rotary"), "rotary"),
+                                             (dict(position_embedding_type="alibi"), "alibi"),
+                                             (dict(rope_type="yarn"), "rope_scaling type .yarn."),
                                              (dict(pre_norm=1), "pre_norm should be a bool")])
 def test_undeclared_options_are_refused(change, message):
     with pytest.raises(ConfigError, match=message):

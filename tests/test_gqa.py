@@ -47,7 +47,7 @@ def test_as_many_kv_heads_as_heads_is_the_original_model_exactly(minilm):
 @pytest.mark.parametrize("num_kv_heads", [1, 3, 4])
 def test_kv_heads_are_the_means_of_their_groups(minilm, num_kv_heads):
     model, _ = minilm
-    H, d = model.config.num_attention_heads, model.config.head_dim
+    H, d = model.config.num_attention_heads, model.config.head_size
     group = H // num_kv_heads
     grouped = to_grouped(model, num_kv_heads)
     for layer_index in (0, model.config.num_hidden_layers - 1):
@@ -69,7 +69,7 @@ def test_kv_heads_are_the_means_of_their_groups(minilm, num_kv_heads):
 
 def test_one_kv_head_is_the_mean_over_all_heads(minilm):
     model, _ = minilm
-    d = model.config.head_dim
+    d = model.config.head_size
     old, new = model.layers[2].attention, to_grouped(model, 1).layers[2].attention
     H = old.num_heads
     torch.testing.assert_close(new.k_proj.weight, old.k_proj.weight.view(H, d, -1).mean(0))

@@ -247,7 +247,8 @@ def ablation_view(run) -> None:
 def efficient_view(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
-    options = [n for n in kv_head_options(run.n_heads) if n < run.n_heads] or [run.n_heads]
+    kv_heads = get_model(st.session_state.source)[0].config.kv_heads  # fewer than n_heads: already grouped
+    options = [n for n in kv_head_options(run.n_heads, kv_heads) if n < kv_heads] or [kv_heads]
     st.subheader("Grouped-query attention")
     if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
         st.session_state.gqa_kv = options[len(options) // 2]

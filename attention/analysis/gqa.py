@@ -12,6 +12,7 @@ Shapes: H query heads, G key/value heads, d head width, D model width (D = H * d
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
@@ -20,19 +21,30 @@ from ..mha import MultiHeadAttention
 from ..models import Transformer
 
 
-def kv_head_options(num_heads: int) -> list[int]:
-    """The numbers of key/value heads that `num_heads` query heads can share: its divisors, descending."""
+def kv_head_options(num_heads: int, kv_heads: int | None = None) -> list[int]:
+    """The numbers of key/value heads that `num_heads` query heads can share: its divisors, descending.
+
+    For a model that already has `kv_heads` < num_heads (Llama's grouped heads), only the divisors
+    of kv_heads: each new group is then a union of whole existing groups."""
     if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
-    return [g for g in range(num_heads, 0, -1) if num_heads % g == 0]
+    within = num_heads if kv_heads is None else kv_heads
+    return [g for g in range(num_heads, 0, -1) if num_heads % g == 0 and within % g == 0]
 
 
-def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
-    """ValueError, naming the allowed values, unless num_kv_heads divides num_heads."""
+def check_kv_heads(num_heads: int, num_kv_heads: int, kv_heads: int | None = None) -> None:
+    """ValueError, naming the allowed values, unless num_kv_heads divides num_heads and, for a model
+    already grouped into `kv_heads` key/value heads, divides kv_heads or is a multiple of it (the
+    shared heads repeated: the same model)."""
     options = kv_head_options(num_heads)
     if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int) or num_kv_heads not in options:
         raise ValueError(f"num_kv_heads must divide the {num_heads} attention heads (one of "
                          f"{', '.join(map(str, options))}), got {num_kv_heads!r}")
+    if kv_heads is not None and kv_heads % num_kv_heads and num_kv_heads % kv_heads:
+        raise ValueError(f"this model already shares {kv_heads} key/value heads among its {num_heads} query heads: "
+                         f"num_kv_heads must divide {kv_heads} (one of "
+                         f"{', '.join(map(str, kv_head_options(num_heads, kv_heads)))}) or be a multiple of it, "
+                         f"got {num_kv_heads}")
 
 
 def pool_kv_rows(tensor: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
@@ -75,10 +87,11 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
     shares repeated), so converting it back to num_heads key/value heads gives the same outputs.
     """
     H = attention.num_heads
-    check_kv_heads(H, num_kv_heads)
-    has_bias = attention.o_proj.bias is not None
+    check_kv_heads(H, num_kv_heads, attention.num_kv_heads)
+    inputs = attention.qkv_proj if attention.fused_qkv else attention.q_proj
     new = MultiHeadAttention(attention.d_model, H, num_kv_heads=num_kv_heads, dropout=attention.dropout,
-                             bias=has_bias, fused_qkv=attention.fused_qkv)
+                             bias=inputs.bias is not None, fused_qkv=attention.fused_qkv,
+                             head_dim=attention.head_dim, out_bias=attention.o_proj.bias is not None)
     new.scaling = attention.scaling  # a checkpoint's own factor on Q·Kᵀ, if it differs from 1/√d
     weight = attention.o_proj.weight
     new.to(device=weight.device, dtype=weight.dtype)
@@ -101,11 +114,15 @@ def to_grouped(model: Transformer, num_kv_heads: int) -> Transformer:
 
     Each key/value head is the mean of the key/value projections (weights and biases) of its group
     of num_heads / num_kv_heads consecutive query heads, as GQA initialises a model for uptraining.
-    num_kv_heads = num_heads gives the original model exactly; 1 is multi-query attention. The
-    given model is not changed. ValueError if num_kv_heads does not divide the number of heads.
+    num_kv_heads = num_heads gives the original model exactly; 1 is multi-query attention. A model
+    already grouped (config.kv_heads < num_heads) is grouped further into unions of its groups, or
+    given back unchanged for a multiple of its kv_heads; any other number is a ValueError, as is one
+    that does not divide the number of heads. The given model is not changed; the copy's config
+    says its num_key_value_heads.
     """
-    check_kv_heads(model.config.num_attention_heads, num_kv_heads)
+    check_kv_heads(model.config.num_attention_heads, num_kv_heads, model.config.kv_heads)
     grouped = copy.deepcopy(model)
+    grouped.config = grouped.embeddings.config = dataclasses.replace(model.config, num_key_value_heads=num_kv_heads)
     for layer in grouped.layers:
         layer.attention = grouped_attention(layer.attention, num_kv_heads)
     return grouped

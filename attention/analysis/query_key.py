@@ -31,15 +31,17 @@ class QueryKey(NamedTuple):
 def query_key(trace: Trace, head: int, query: int) -> QueryKey:
     """Query `query` of head `head` against every key, from batch item 0 of `trace`.
 
-    q comes from step "q_heads"; k from "k_shared" when the model shares K heads between query
-    heads (grouped-query attention), else from "k_heads"; scores from "scores" (scaled, before
+    q comes from step "q_rot" when the model rotates q and k by position (RoPE), else "q_heads";
+    k from "k_shared" when the model shares K heads between query heads (grouped-query attention,
+    rotated first if at all), else from "k_rot" or "k_heads"; scores from "scores" (scaled, before
     the mask) and probs from "probs"; the scaling is the one the layer used (Trace.scaling).
     """
     H, L = trace.H, trace.L
     _check_index("head", head, H)
     _check_index("query", query, L)
-    q_all = trace.step("q_heads").tensor[0]  # (H, L, d)
-    k_all = trace.step("k_shared" if "k_shared" in trace else "k_heads").tensor[0]  # (H, S, d)
+    q_all = trace.step("q_rot" if "q_rot" in trace else "q_heads").tensor[0]  # (H, L, d)
+    k_name = next(name for name in ("k_shared", "k_rot", "k_heads") if name in trace)
+    k_all = trace.step(k_name).tensor[0]  # (H, S, d)
     scores_all = trace.step("scores").tensor[0]  # (H, L, S)
     q = q_all[head, query].float().numpy()  # (d,)
     k = k_all[head].float().numpy()  # (S, d)

@@ -5,7 +5,7 @@ so the families' tensor-name maps stay short. What a family does differently is 
 ModelConfig (attention/config.py), never from a copy of this code: token types or none, a
 position offset, an embedding projection, norms after (BERT) or before (GPT-2) each sub-block,
 a final norm, causal or not, a fused Q·K·V projection, bias or none, LayerNorm or RMSNorm, a
-plain or gated feed-forward block.
+plain or gated feed-forward block, a table of positions or rotary ones (rotary.py), a sliding window.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
+from ..rotary import inverse_frequencies, rotary_angles
 
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -31,7 +32,7 @@ ACTIVATIONS = {
 class ModelOutput(NamedTuple):
     last_hidden_state: torch.Tensor  # (B, L, D)
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
-    attentions: tuple[torch.Tensor, ...]  # n_layers items, each (B, H, L, L) probabilities
+    attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities; None: not kept
 
 
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
@@ -57,7 +58,8 @@ class Embeddings(nn.Module):
         self.config = config
         E = config.embedding_width
         self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings + config.position_offset, E)
+        if config.position_embedding_type == "absolute":  # rotary positions turn q and k instead (mha.py)
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings + config.position_offset, E)
         if config.type_vocab_size:
             self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
         if config.embedding_norm:
@@ -73,7 +75,8 @@ class Embeddings(nn.Module):
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type_embeddings(types)  # (B, L, E)
-        x = x + self.position_embeddings(position_ids(self.config, input_ids))  # (B, L, E) + (L, E) or (B, L, E)
+        if hasattr(self, "position_embeddings"):
+            x = x + self.position_embeddings(position_ids(self.config, input_ids))  # (B, L, E) + (L, E) or (B, L, E)
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
@@ -96,7 +99,8 @@ class Block(nn.Module):
         self.pre_norm = config.pre_norm
         self.attention = MultiHeadAttention(D, config.num_attention_heads, config.num_key_value_heads,
                                             dropout=config.attention_probs_dropout_prob,
-                                            bias=config.attention_bias, fused_qkv=config.fused_qkv)
+                                            bias=config.attention_bias, fused_qkv=config.fused_qkv,
+                                            head_dim=config.head_size, out_bias=config.output_bias)
         self.attention_norm = make_norm(config, D)
         self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
         if config.gated_mlp:
@@ -112,16 +116,21 @@ class Block(nn.Module):
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
-                head_mask: torch.Tensor | None = None, ablation: str = "zero") -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads)."""
+                head_mask: torch.Tensor | None = None, ablation: str = "zero",
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+                keep_map: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
+        `rotary` (cos, sin) turns q and k by position (rotary.py)."""
         if self.pre_norm:
             record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
             attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
-                                             head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
+                                             head_mask=head_mask, ablation=ablation,
+                                             rotary=rotary, keep_map=keep_map)  # (B, L, D), (B, H, L, L)
             x = x + self.dropout(attended)  # (B, L, D)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
-        attended, probs = self.attention(x, attention_mask=mask, record=record,
-                                         head_mask=head_mask, ablation=ablation)  # (B, L, D), (B, H, L, L)
+        attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
+                                         ablation=ablation, rotary=rotary,
+                                         keep_map=keep_map)  # (B, L, D), (B, H, L, L)
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
@@ -144,6 +153,7 @@ class Transformer(nn.Module):
         causal: bool = False,
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
+        maps_for=None,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -155,6 +165,9 @@ class Transformer(nn.Module):
         it (transformers' convention). `ablation` says what an ablated head's probabilities become:
         "zero" (the head adds nothing) or "uniform" (even over the keys the token may attend to).
         The returned attentions are the probabilities used. None, or all ones, changes nothing.
+        `maps_for`, a collection of layer indices, keeps the attention maps of those layers only:
+        every other layer runs torch's fused attention and its entry in `attentions` is None
+        (None: every layer's map, the default).
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
         """
         B, L = input_ids.shape
@@ -164,7 +177,12 @@ class Transformer(nn.Module):
         # the padding mask is built once for all layers; no mask at all when nothing is padded
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
-        mask = build_mask(attention_mask, causal or self.config.causal, B, L, L)  # (B,1,1,L), (1,1,L,L), both or None
+        is_causal = causal or self.config.causal
+        mask = build_mask(attention_mask, is_causal, B, L, L)  # (B,1,1,L), (1,1,L,L), both or None
+        window, window_mask = self.config.sliding_window, mask
+        if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
+            window_mask = build_mask(attention_mask, True, B, L, L, window)  # (B or 1, 1, L, L)
+        rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
@@ -172,12 +190,25 @@ class Transformer(nn.Module):
         hidden_states, attentions = [x], []
         for i, layer in enumerate(self.layers):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
-            x, probs = layer(x, mask, recorders.get(i, no_record), layer_mask, ablation)
+            layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
+            keep_map = maps_for is None or i in maps_for
+            x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary,
+                             keep_map)
             hidden_states.append(x)
             attentions.append(probs)
         if self.config.final_norm:
             x = hidden_states[-1] = self.final_norm(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def rotary(self, L: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None.
+
+        Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
+        only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
+        if self.config.position_embedding_type != "rotary":
+            return None
+        inv_freq = inverse_frequencies(self.config, L).to(device)  # (d/2,)
+        return rotary_angles(torch.arange(L, device=device), inv_freq)  # (1, L, d) each
 
     def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
         """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""

@@ -1,0 +1,66 @@
+"""Rotary position embedding (RoPE; Su et al. 2021, "RoFormer"), the one place positions enter a
+Llama-style model.
+
+No position is added to the embeddings. Instead each head's q and k vectors are rotated: the pair
+of coordinates (i, i + d/2) turns by the angle position · θ_i, with θ_i = rope_theta^(-2i/d). Then
+q_m · k_n depends on the positions only through m - n. `rope_type` rescales the frequencies θ_i
+as transformers computes them ("linear", "dynamic" NTK, "llama3"); "default" leaves them.
+
+Letters: B batch, L positions, n heads, d head width.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .config import ModelConfig
+
+
+def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torch.Tensor:
+    """The d/2 frequencies θ_i for `config` (d = config.head_size), float32, rescaled by its rope_type.
+
+    `seq_len`, the length of the input, matters to "dynamic" only: up to max_position_embeddings
+    the frequencies are the default ones, beyond it rope_theta grows with the length.
+    """
+    d, base = config.head_size, float(config.rope_theta)
+    exponents = torch.arange(0, d, 2, dtype=torch.int64).float() / d  # (d/2,)
+    if config.rope_type == "dynamic":
+        longest = max(seq_len or 0, config.max_position_embeddings)
+        factor = config.rope_factor
+        base = base * ((factor * longest / config.max_position_embeddings) - (factor - 1)) ** (d / (d - 2))
+    inv_freq = 1.0 / (base ** exponents)  # (d/2,)
+    if config.rope_type == "linear":
+        return inv_freq / config.rope_factor
+    if config.rope_type == "llama3":
+        return _llama3(inv_freq, config)
+    return inv_freq
+
+
+def _llama3(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """Llama 3.1: long wavelengths divided by `factor`, short ones kept, those between blended."""
+    factor, low, high = config.rope_factor, config.rope_low_freq_factor, config.rope_high_freq_factor
+    old_context = config.rope_original_max_position_embeddings or config.max_position_embeddings
+    wavelength = 2 * math.pi / inv_freq  # (d/2,)
+    scaled = torch.where(wavelength > old_context / low, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelength - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelength < old_context / high) * ~(wavelength > old_context / low)
+    return torch.where(medium, blended, scaled)
+
+
+def rotary_angles(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of position · θ for every position and coordinate: each (B or 1, L, d).
+
+    position_ids (L,) or (B, L); both halves of d use the same d/2 angles."""
+    positions = position_ids if position_ids.dim() == 2 else position_ids[None]  # (B or 1, L)
+    angles = positions[..., None].float() * inv_freq.to(positions.device)  # (B, L, 1) * (d/2,) -> (B, L, d/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (B, L, d)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin."""
+    half = x.size(-1) // 2
+    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (x1, x2) -> (-x2, x1), (B, n, L, d)
+    return x * cos[:, None] + turned * sin[:, None]  # (B, 1, L, d) broadcast over the heads
