@@ -1,0 +1,75 @@
+"""The coreference view's suites through AppTest: the set picker and its sources, grouping, intervals,
+the public sets' own measures and a second model. Most flows use the tiny random checkpoint and small
+uploads in the span format, so they run in seconds."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attention.analysis.coref import parse_examples, score_heads
+from attention.analysis.coref_metrics import compare_models, gap_metrics
+from test_app import chart, decode, no_errors, start
+
+# the tiny checkpoint's vocabulary holds these words (tests/conftest.py)
+LINES = [
+    ("the cat sat on the mat because it was big.", "it", 34, ["cat", "mat"], 0, "male", "a"),
+    ("the cat sat on the mat because it was small.", "it", 34, ["cat", "mat"], 1, "female", "a"),
+    ("the dog ran to the book because it was tired.", "it", 33, ["dog", "book"], 0, "male", "b"),
+    ("the dog ran to the book because it was big.", "it", 33, ["dog", "book"], 1, "female", "b"),
+    ("the mouse sat on the mat because it was tired.", "it", 35, ["mouse", "mat"], 0, "male", "c"),
+    ("the mouse sat on the mat because it was big.", "it", 35, ["mouse", "mat"], 1, "female", "c"),
+]
+
+
+def span_lines() -> list[dict]:
+    rows = []
+    for text, pronoun, start_at, candidates, answer, gender, frame in LINES:
+        start_at = text.index(" it ") + 1
+        spans = [{"text": c, "start": text.index(c)} for c in candidates]
+        rows.append({"text": text, "pronoun": {"text": pronoun, "start": start_at}, "candidates": spans,
+                     "answer": answer, "gender": gender, "frame": frame})
+    return rows
+
+
+def upload(at, rows: list[dict], name: str = "mine.jsonl"):
+    """What a valid upload leaves in the session (AppTest cannot drive the file box)."""
+    from ui.coref_data import digest
+
+    examples = parse_examples("\n".join(json.dumps(r) for r in rows))
+    at.session_state["coref_suite"] = (name, examples, "upload:" + digest(examples))
+    at.selectbox(key="coref_set").select("Upload")
+    return at.run(), examples
+
+
+@pytest.fixture
+def tiny(tiny_dir):
+    at = start(view="coref", coref="suite", model=str(tiny_dir))
+    no_errors(at)
+    return at
+
+
+def test_the_picker_names_each_public_sets_source_licence_and_citation(tiny):
+    at = tiny
+    for label, licence, cite in [("Winogender", "MIT", "Rudinger"), ("GAP validation", "Apache License 2.0", "Webster")]:
+        at.selectbox(key="coref_set").select(label).run()
+        no_errors(at)
+        facts = " ".join(c.value for c in at.caption).replace("\\", "")  # markdown escapes
+        assert licence in facts and cite in facts
+    assert at.query_params["set"] in ("gapval", ["gapval"])
+    assert any("left out" in c.value for c in at.caption)  # passages past the tiny model's 64 positions
+
+
+def test_an_upload_is_scored_and_upload_without_a_file_asks_for_one(tiny, tiny_dir):
+    from attention import load_model
+
+    at = tiny
+    at.selectbox(key="coref_set").select("Upload").run()
+    no_errors(at)
+    assert any("Upload a JSONL file" in i.value for i in at.info)
+    at, examples = upload(at, span_lines())
+    no_errors(at)
+    model, tokenizer = load_model(str(tiny_dir))
+    result = score_heads(model, tokenizer, examples)
+    np.testing.assert_array_equal(decode(chart(at, "accuracy of each head")["data"][0]["z"]), result.accuracy)
