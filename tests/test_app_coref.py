@@ -73,3 +73,36 @@ def test_an_upload_is_scored_and_upload_without_a_file_asks_for_one(tiny, tiny_d
     model, tokenizer = load_model(str(tiny_dir))
     result = score_heads(model, tokenizer, examples)
     np.testing.assert_array_equal(decode(chart(at, "accuracy of each head")["data"][0]["z"]), result.accuracy)
+
+
+def test_grouping_draws_a_grid_per_group_and_the_paired_difference(tiny, tiny_dir):
+    from attention import load_model
+    from attention.analysis.coref import group
+    from attention.analysis.coref_metrics import best_head, paired_groups
+
+    at, examples = upload(tiny, span_lines())
+    assert at.selectbox(key="coref_by").options == ["none", "gender", "frame"]
+    at.selectbox(key="coref_by").select("gender").run()
+    no_errors(at)
+    result = score_heads(*load_model(str(tiny_dir)), examples)
+    groups = group(result, "gender")
+    np.testing.assert_array_equal(decode(chart(at, "accuracy, gender = male")["data"][0]["z"]),
+                                  groups["male"].accuracy)
+    np.testing.assert_allclose(decode(chart(at, "accuracy male − female")["data"][0]["z"]),
+                               groups["male"].accuracy - groups["female"].accuracy)
+    test = paired_groups(result, "gender", "male", "female", ("frame",), *best_head(result))
+    note = next(c.value for c in at.caption if "Paired by" in c.value).replace("\\", "")
+    assert f"{test.n} pairs" in note and f"p = {test.p:.3g}" in note
+    written = {k: str(v).strip("[]'") for k, v in at.query_params.items()}
+    assert (written["by"], written["ga"], written["gb"]) == ("gender", "male", "female")
+    at.selectbox(key="coref_group_b").select("male").run()
+    assert any("two different groups" in i.value for i in at.info)
+
+
+def test_a_link_restores_the_set_and_the_grouping(tiny_dir):
+    at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender", by="gender", ga="female",
+               gb="male")
+    no_errors(at)
+    assert at.selectbox(key="coref_set").value == "Winogender"
+    assert (at.selectbox(key="coref_group_a").value, at.selectbox(key="coref_group_b").value) == ("female", "male")
+    assert any("Paired by" in c.value for c in at.caption)  # each template's male and female sentence

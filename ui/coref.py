@@ -8,6 +8,7 @@ import streamlit as st
 from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
 from viz.coref import flip_grid, head_grid, ranked_heads
 
+from .coref_groups import grouped
 from .coref_data import excluded_reasons, scores_or_message, suite_picker
 from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
@@ -133,7 +134,8 @@ def suite(run) -> None:
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
     st.caption(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
                f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
-               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}).")
+               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
+               "The bars' whiskers are exact 95% intervals.")
     grid_col, bars_col = st.columns([3, 2])
     with grid_col:
         show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
@@ -142,15 +144,32 @@ def suite(run) -> None:
              "coref-accuracy", key="suite_grid", on_select=lambda: open_clicked_head("suite_grid"),
              selection_mode="points")
     with bars_col:
-        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size()), "coref-ranked",
+        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
+                          intervals=result.interval), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
                        file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
+    excluded_table(result)
+    grouped(result, examples)
 
 
 def accuracy_csv(result) -> str:
-    rows = ["layer,head,accuracy"] + [f"{l},{h},{a:.4f}" for l, h, a in result.ranked()]
+    """Every head, best first, with its exact 95% interval and the number of examples counted."""
+    low, high = result.interval
+    rows = ["layer,head,accuracy,ci95_low,ci95_high,n"] + [
+        f"{l},{h},{a:.4f},{low[l, h]:.4f},{high[l, h]:.4f},{result.n}" for l, h, a in result.ranked()]
     return "\n".join(rows) + "\n"
+
+
+def excluded_table(result) -> None:
+    """The examples left out of head accuracy, each with its line and why."""
+    if not result.excluded:
+        return
+    with st.expander(f"{len(result.excluded)} examples left out of head accuracy"):
+        st.dataframe({"example": [e.index + 1 for e in result.excluded],
+                      "line": [e.example.line for e in result.excluded],
+                      "reason": [e.reason for e in result.excluded],
+                      "text": [e.example.text[:200] for e in result.excluded]}, hide_index=True, width="stretch")
 
 
 def minimal_pairs(run) -> None:
