@@ -10,6 +10,7 @@ import pytest
 
 from attention.analysis.coref import parse_examples, score_heads
 from attention.analysis.coref_metrics import compare_models, gap_metrics
+from conftest import ROOT
 from test_app import chart, decode, no_errors, start
 
 # the tiny checkpoint's vocabulary holds these words (tests/conftest.py)
@@ -106,3 +107,58 @@ def test_a_link_restores_the_set_and_the_grouping(tiny_dir):
     assert at.selectbox(key="coref_set").value == "Winogender"
     assert (at.selectbox(key="coref_group_a").value, at.selectbox(key="coref_group_b").value) == ("female", "male")
     assert any("Paired by" in c.value for c in at.caption)  # each template's male and female sentence
+
+
+def test_gap_shows_the_held_out_best_head_and_f1(tiny, tiny_dir):
+    from attention import load_model
+    from attention.analysis.coref import load_examples
+    from attention.analysis.coref_metrics import held_out_best
+
+    at = tiny
+    at.selectbox(key="coref_set").select("GAP validation").run()
+    no_errors(at)
+    model, tokenizer = load_model(str(tiny_dir))
+    dev, val = (score_heads(model, tokenizer, load_examples(ROOT / "data" / f"gap-{s}.jsonl"))
+                for s in ("development", "validation"))
+    held = held_out_best(dev, val)
+    note = next(c.value for c in at.caption if "Chosen on development" in c.value)
+    assert f"layer {held.layer}, head {held.head}" in note and f"{held.accuracy:.1%}" in note.replace("\\", "")
+    table = next(d.value for d in at.dataframe if "F1 overall" in d.value.columns)
+    f1 = gap_metrics(val)
+    assert table["F1 overall"].tolist() == [round(float(f1["heads"]["overall"][held.layer, held.head]), 3),
+                                            round(float(f1["nearest"]["overall"]), 3), round(float(f1["first"]["overall"]), 3)]
+
+
+def test_winogender_shows_the_gender_gap_per_head(tiny_dir):
+    from attention import load_model
+    from attention.analysis.coref import load_examples
+    from attention.analysis.coref_metrics import winogender_bias
+
+    at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender")
+    no_errors(at)
+    result = score_heads(*load_model(str(tiny_dir)), load_examples(ROOT / "data" / "winogender.jsonl"))
+    np.testing.assert_allclose(decode(chart(at, "accuracy male − female")["data"][0]["z"]),
+                               winogender_bias(result).gap)
+
+
+def test_a_second_model_is_compared_and_a_bad_one_is_a_message(tiny, tiny_dir, tmp_path):
+    from attention import load_model
+    from conftest import make_tiny
+
+    other_dir = make_tiny(tmp_path / "other", seed=1)
+    at, examples = upload(tiny, span_lines())
+    at.text_input(key="coref_compare_input").input(str(other_dir))
+    next(b for b in at.button if b.label == "Compare").click()
+    at.run()
+    no_errors(at)
+    a, b = (score_heads(*load_model(str(d)), examples) for d in (tiny_dir, other_dir))
+    np.testing.assert_array_equal(decode(chart(at, "accuracy, the second model")["data"][0]["z"]), b.accuracy)
+    test = compare_models(a, b).test
+    assert any(f"p = {test.p:.3g}" in c.value.replace("\\", "") for c in at.caption)
+    assert str(at.query_params["vs"]).strip("[]'") == str(other_dir)
+    at.text_input(key="coref_compare_input").input(str(tmp_path / "missing"))
+    next(b for b in at.button if b.label == "Compare").click()
+    at.run()
+    assert not at.exception
+    assert any("stays as it was" in e.value for e in at.error)
+    chart(at, "accuracy, the second model")  # the previous comparison is kept

@@ -9,6 +9,7 @@ from attention.analysis.coref import CorefExample, ExampleError, flipping_heads,
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .coref_groups import grouped
+from .coref_measures import measures, second_model
 from .coref_data import excluded_reasons, scores_or_message, suite_picker
 from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
@@ -150,7 +151,9 @@ def suite(run) -> None:
     st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
                        file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
     excluded_table(result)
+    measures(result, suite)
     grouped(result, examples)
+    second_model(result, suite)
 
 
 def accuracy_csv(result) -> str:

@@ -120,13 +120,13 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
     its next progress update; the rerun finds `coref_stopped` set and offers to start again."""
     if st.session_state.get("coref_stopped") == (source, suite.cache_key) and not is_scored(source, suite):
         st.info(f"Scoring {plain(suite.name)} with {plain(what)} was stopped.")
-        if st.button("Score it", key=f"rescore-{what}"):
+        if st.button("Score it", key=f"rescore-{suite.cache_key}-{what}"):
             st.session_state.coref_stopped = None
             st.rerun()
         return None
     bar, button = st.empty(), st.empty()
     if not is_scored(source, suite):
-        button.button("Stop scoring", key=f"stop-{what}", on_click=stop, args=(source, suite.cache_key))
+        button.button("Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key))
 
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples…")

@@ -48,8 +48,9 @@ def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str,
     return pair_on
 
 
-def draw_grids(items: list[tuple[np.ndarray, str, str, str]]) -> None:
-    """(values, title, kind, name) grids, two side by side where they fit, else one under the other."""
+def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str, ...] = ()) -> None:
+    """(values, title, kind, name) grids, two side by side where they fit, else one under the other. A
+    click on a head opens it, except on the grids named in `static` (another model's heads)."""
     half = column_px(2)
     for start in range(0, len(items), 2):
         row = items[start:start + 2]
@@ -59,7 +60,10 @@ def draw_grids(items: list[tuple[np.ndarray, str, str, str]]) -> None:
             figs = [head_grid(v, t, kind=k, font_size=font_size(), width=main_px()) for v, t, k, _ in row]
         for col, fig, (_, _, _, name) in zip(slots(beside, len(row)), figs, row):
             with col:
-                show(fig, name, key=name, on_select=lambda n=name: open_clicked_head(n), selection_mode="points")
+                if name in static:
+                    show(fig, name, key=name)
+                else:
+                    show(fig, name, key=name, on_select=lambda n=name: open_clicked_head(n), selection_mode="points")
 
 
 def grouped(result: CorefResult, examples) -> None:
