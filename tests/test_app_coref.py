@@ -162,3 +162,26 @@ def test_a_second_model_is_compared_and_a_bad_one_is_a_message(tiny, tiny_dir, t
     assert not at.exception
     assert any("stays as it was" in e.value for e in at.error)
     chart(at, "accuracy, the second model")  # the previous comparison is kept
+
+
+def test_the_built_in_suite_with_the_bundled_model_has_intervals_and_groups(minilm):
+    from attention.analysis.coref import load_examples
+    from attention.analysis.coref_stats import clopper_pearson
+    from ui.coref import accuracy_csv
+
+    at = start(view="coref", coref="suite", by="cue")
+    no_errors(at)
+    result = score_heads(*minilm, load_examples(ROOT / "data" / "coref_examples.jsonl"))
+    bars = next(f["data"][0] for f in (json.loads(e.proto.spec) for e in at.get("plotly_chart"))
+                if f["data"][0]["type"] == "bar")
+    layer, head, best = result.ranked(1)[0]
+    low, high = clopper_pearson(result.correct.sum(axis=0), result.n)
+    assert bars["y"][0] == f"L{layer} H{head}"
+    np.testing.assert_allclose(decode(bars["error_x"]["arrayminus"])[0], best - low[layer, head])
+    np.testing.assert_allclose(decode(bars["error_x"]["array"])[0], high[layer, head] - best)
+    csv = accuracy_csv(result).splitlines()
+    assert csv[0] == "layer,head,accuracy,ci95_low,ci95_high,n"
+    assert csv[1] == f"{layer},{head},{best:.4f},{low[layer, head]:.4f},{high[layer, head]:.4f},{result.n}"
+    assert at.selectbox(key="coref_by").value == "cue"
+    chart(at, "accuracy, cue = winograd")
+    assert any("do not pair up" in c.value for c in at.caption)

@@ -279,7 +279,7 @@ def test_head_grid_difference_is_signed_on_a_scale_centred_at_zero():
     heatmap = head_grid(diff, kind="difference").data[0]
     assert [list(row) for row in heatmap.text] == [["+0.25", "−0.50"], ["+0.00", "+0.10"]]
     assert heatmap.zmid == 0 and heatmap.zmin == -0.5 and heatmap.zmax == 0.5
-    assert heatmap.colorbar.title.text == "difference"
+    assert heatmap.colorbar.title.text == "A − B"
     r = head_grid(np.array([[0.3, np.nan]]), kind="correlation").data[0]
     assert (r.zmin, r.zmax) == (-1, 1) and list(r.text[0]) == ["+0.30", "n/a"]
     with pytest.raises(ValueError, match="kind should be one of"):

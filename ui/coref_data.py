@@ -87,7 +87,7 @@ def chosen_suite() -> Suite | None:
     if key == "upload":
         upload = st.session_state.get("coref_suite")  # (file name, examples, digest) of the last valid upload
         return Suite("upload", upload[0], upload[1], upload[2]) if upload else None
-    return Suite(key, COREF_SETS[key], set_examples(key), key)
+    return Suite(key, "the built-in suite" if key == "builtin" else COREF_SETS[key], set_examples(key), key)
 
 
 # ---- scores, cached per model and suite ------------------------------------------------------------
@@ -178,7 +178,7 @@ def suite_picker() -> Suite | None:
     """The set picker, the chosen public set's source, licence and citation, and the upload box."""
     left, right = st.columns([2, 3])
     with left:
-        st.selectbox("Examples", list(COREF_SETS.values()), key="coref_set")
+        st.selectbox("Examples to score", list(COREF_SETS.values()), key="coref_set")
     key = set_key()
     with right:
         if key in SETS:

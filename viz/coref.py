@@ -23,7 +23,8 @@ FLIP_CLASSES = (
     ("choice flips", "#9ecae1"),
     ("choice flips, right on both", "#08519c"),
 )
-KINDS = ("accuracy", "margin", "difference", "correlation")
+SCALE_TITLES = {"accuracy": "accuracy", "margin": "margin", "difference": "A − B", "correlation": "r"}
+KINDS = tuple(SCALE_TITLES)
 _KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
 _HIDDEN = dict(selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)))
 
@@ -246,7 +247,7 @@ def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_
         xgap=2,
         ygap=2,
         # title on the side: on top it meets the top tick label
-        colorbar=dict(title=dict(text=kind, side="right"), thickness=max(12, font_size)),
+        colorbar=dict(title=dict(text=SCALE_TITLES[kind], side="right"), thickness=max(12, font_size)),
         **_colour_range(values, kind),
     )
 
