@@ -8,9 +8,9 @@ import streamlit as st
 from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
 from viz.coref import flip_grid, head_grid, ranked_heads
 
+from .coref_data import excluded_reasons, scores_or_message, suite_picker
 from .coref_groups import grouped
 from .coref_measures import measures, second_model
-from .coref_data import excluded_reasons, scores_or_message, suite_picker
 from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
 from .views import font_size, is_causal, plain, show
