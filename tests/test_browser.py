@@ -145,19 +145,27 @@ def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
     assert dialogs == []
 
 
+def pick(page, label: str, option: str) -> None:
+    """Choose `option` in the selectbox labelled `label`."""
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).locator("input").first.click()
+    page.keyboard.type(option)  # a click alone does not always open the list
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_settled(page)
+
+
 def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_path):
     import json
 
-    fresh(page, "?view=coref")
-    page.get_by_role("radio", name="Suite").or_(page.get_by_role("button", name="Suite", exact=True)).first.click()
-    wait_settled(page)
-    page.wait_for_function("() => document.body.innerText.includes('examples from built-in suite')", timeout=120_000)
+    fresh(page, "?view=coref&coref=suite")
+    page.wait_for_function("() => document.body.innerText.includes('examples from the built-in suite')",
+                           timeout=120_000)
+    pick(page, "Examples to score", "Upload")
+    page.wait_for_function("() => document.body.innerText.includes('Upload a JSONL file')", timeout=60_000)
     bad = tmp_path / "weights.jsonl"
     bad.write_bytes(b"\x00\xff\xfe binary \x00")
     page.locator("input[type=file]").set_input_files(str(bad))
     page.wait_for_function("() => document.body.innerText.includes('not UTF-8')", timeout=60_000)
     assert "The examples in use stay as they were" in page.inner_text("body")
-    assert "examples from built-in suite" in page.inner_text("body")
     good = tmp_path / "mini.jsonl"
     good.write_text("\n".join(json.dumps(e) for e in [
         {"text": "The cat chased the dog because it was angry.", "pronoun": "it", "candidates": ["cat", "dog"],
@@ -166,6 +174,19 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
          "candidates": ["trophy", "suitcase"], "answer": "trophy"}]))
     page.locator("input[type=file]").set_input_files(str(good))
     page.wait_for_function("() => document.body.innerText.includes('2 examples from mini.jsonl')", timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_coreference_picks_winogender_and_groups_it_by_gender(page):
+    fresh(page, "?view=coref&coref=suite")
+    pick(page, "Examples to score", "Winogender")
+    page.wait_for_function("() => document.body.innerText.includes('Rudinger')", timeout=120_000)
+    chart_text(page, "accuracy male − female")  # Winogender's own gap grid
+    wait_settled(page)
+    pick(page, "Group by", "gender")
+    chart_text(page, "accuracy, gender = female")
+    page.wait_for_function("() => document.body.innerText.includes('Paired by')", timeout=60_000)
+    assert "set=winogender" in page.url and "by=gender" in page.url
     assert page.locator('[data-testid="stException"]').count() == 0
 
 

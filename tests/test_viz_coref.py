@@ -251,3 +251,36 @@ def test_flip_grid_click_markers_cover_every_head_once(n_layers):
     assert fig.layout.title.text == "&lt;twin&gt;"
     with pytest.raises(ValueError, match="expected three"):
         flip_grid(np.zeros((6, 12), bool), np.zeros((6, 12), bool), np.zeros((6, 11), bool))
+
+
+# ---- intervals, differences, correlations ------------------------------------------------------------
+
+
+def test_ranked_heads_draws_each_heads_interval_as_an_error_bar():
+    accuracy = np.array([[0.5, 0.9], [0.7, 0.2]])
+    low, high = accuracy - np.array([[0.1, 0.2], [0.15, 0.05]]), np.minimum(accuracy + 0.1, 1.0)
+    ranked = [(0, 1, 0.9), (1, 0, 0.7), (0, 0, 0.5)]
+    fig = ranked_heads(ranked, BASELINES, intervals=(low, high))
+    bars = fig.data[0]
+    assert list(bars.y) == ["L0 H1", "L1 H0", "L0 H0"]
+    np.testing.assert_allclose(bars.error_x.arrayminus, [0.2, 0.15, 0.1])
+    np.testing.assert_allclose(bars.error_x.array, [0.1, 0.1, 0.1])
+    assert not bars.error_x.symmetric
+    assert list(bars.hovertext) == ["95% interval 0.70–1.00", "95% interval 0.55–0.80", "95% interval 0.40–0.60"]
+    values = {a.y: a for a in fig.layout.annotations if a.yref == "y"}
+    assert values["L0 H1"].text == "0.90" and values["L0 H1"].x == pytest.approx(1.0)  # past the interval
+    plain = ranked_heads(ranked, BASELINES)
+    assert plain.data[0].error_x.array is None and {a.y: a.x for a in plain.layout.annotations if a.yref == "y"}[
+        "L0 H1"] == pytest.approx(0.9)
+
+
+def test_head_grid_difference_is_signed_on_a_scale_centred_at_zero():
+    diff = np.array([[0.25, -0.5], [0.0, 0.1]])
+    heatmap = head_grid(diff, kind="difference").data[0]
+    assert [list(row) for row in heatmap.text] == [["+0.25", "−0.50"], ["+0.00", "+0.10"]]
+    assert heatmap.zmid == 0 and heatmap.zmin == -0.5 and heatmap.zmax == 0.5
+    assert heatmap.colorbar.title.text == "A − B"
+    r = head_grid(np.array([[0.3, np.nan]]), kind="correlation").data[0]
+    assert (r.zmin, r.zmax) == (-1, 1) and list(r.text[0]) == ["+0.30", "n/a"]
+    with pytest.raises(ValueError, match="kind should be one of"):
+        head_grid(diff, kind="ratio")

@@ -2,91 +2,18 @@
 of examples, and on twin sentences whose answer flips."""
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 import streamlit as st
 
-from attention.analysis.coref import (CorefExample, ExampleError, flipping_heads, load_examples, score_example,
-                             score_heads, twin_pairs, word_spans)
+from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
 from viz.coref import flip_grid, head_grid, ranked_heads
 
-from .cache import MB, BoundedStore, get_model, store
+from .coref_data import excluded_reasons, scores_or_message, suite_picker
+from .coref_groups import grouped
+from .coref_measures import measures, second_model
 from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
 from .views import font_size, is_causal, plain, show
-
-SUITE_PATH = Path(__file__).resolve().parent.parent / "data" / "coref_examples.jsonl"
-MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
-MAX_EXAMPLES = 5_000
-
-
-# ---- computations, cached per model and suite ----------------------------------------------------
-
-@st.cache_resource(max_entries=4, show_spinner=False)
-def builtin_suite() -> list[CorefExample]:
-    return load_examples(SUITE_PATH)
-
-
-def digest(examples: list[CorefExample]) -> str:
-    text = "\n".join(repr(e) for e in examples)  # every field: words, spans, answer, grouping fields
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def suite_store() -> BoundedStore:
-    return store("coref-suites", 6, 100 * MB)
-
-
-def suite_scores(source: str, examples: list[CorefExample], progress):
-    def compute():
-        model, tokenizer = get_model(source)
-        return score_heads(model, tokenizer, examples, progress=progress)
-
-    return suite_store().get_or_compute((source, digest(examples)), compute)
-
-
-def scored_suite():
-    """The suite in use (built-in or the last valid upload) and its scores, with a progress bar."""
-    name, examples = st.session_state.get("coref_suite", ("built-in suite", None))
-    examples = examples or builtin_suite()
-    bar = st.empty()
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Scoring {done} of {total} examples…")
-
-    try:
-        result = suite_scores(st.session_state.source, examples, progress)
-    except ExampleError as err:  # a word this model's tokenizer splits or joins otherwise
-        bar.empty()
-        st.error(f"{plain(name)} cannot be scored with this model: {plain(str(err))}")
-        return name, examples, None
-    bar.empty()
-    return name, examples, result
-
-
-# ---- callbacks -------------------------------------------------------------------------------------
-
-def take_upload() -> None:
-    """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""
-    upload = st.session_state.get("coref_upload")
-    st.session_state.coref_upload_error = None
-    if upload is None:
-        return
-    if upload.size > MAX_UPLOAD_BYTES:
-        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / 1e6:.1f} MB; "
-                                               f"files up to {MAX_UPLOAD_BYTES / 1e6:.0f} MB are accepted.")
-        return
-    try:
-        examples = load_examples(upload.getvalue())
-    except ExampleError as err:
-        st.session_state.coref_upload_error = f"{upload.name}: {err}"
-        return
-    if len(examples) > MAX_EXAMPLES:
-        st.session_state.coref_upload_error = f"{upload.name} has {len(examples)} examples; at most {MAX_EXAMPLES}."
-        return
-    st.session_state.coref_suite = (upload.name, examples)
-
 
 # ---- the three modes -------------------------------------------------------------------------------
 
@@ -189,33 +116,27 @@ def prefill(text: str, words: list[str]) -> None:
         st.session_state.coref_answer = lower.index(answer)
 
 
-def suite_source() -> None:
-    name, _ = st.session_state.get("coref_suite", ("built-in suite", None))
-    left, right = st.columns([2, 3])
-    with left:
-        st.caption(f"Examples in use: {plain(name)}")
-        if name != "built-in suite" and st.button("Back to the built-in suite"):
-            st.session_state.pop("coref_suite", None)
-            st.rerun()
-    with right:
-        st.file_uploader("Or upload a JSONL file (text, pronoun, candidates, answer per line)",
-                         type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
-    if st.session_state.get("coref_upload_error"):
-        st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
+def picked_and_scored():
+    """The suite picked and its scores with the model in use; None where either is missing."""
+    suite = suite_picker()
+    if suite is None:
+        return None, None
+    return suite, scores_or_message(st.session_state.source, suite, "this model")
 
 
 def suite(run) -> None:
-    suite_source()
-    name, examples, result = scored_suite()
+    suite, result = picked_and_scored()
     if result is None:
         return
+    name, examples = suite.name, suite.examples
     causal_note()
     n_layers, n_heads = result.accuracy.shape
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
     st.caption(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
                f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
-               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}).")
+               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
+               "The bars' whiskers are exact 95% intervals.")
     grid_col, bars_col = st.columns([3, 2])
     with grid_col:
         show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
@@ -224,29 +145,41 @@ def suite(run) -> None:
              "coref-accuracy", key="suite_grid", on_select=lambda: open_clicked_head("suite_grid"),
              selection_mode="points")
     with bars_col:
-        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size()), "coref-ranked",
+        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
+                          intervals=result.interval), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
                        file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
-
-
-def excluded_reasons(result) -> str:
-    counts: dict[str, int] = {}
-    for item in result.excluded:
-        counts[item.reason] = counts.get(item.reason, 0) + 1
-    return "; ".join(f"{n} with {reason}" if n > 1 else reason for reason, n in counts.items())
+    excluded_table(result)
+    measures(result, suite)
+    grouped(result, examples)
+    second_model(result, suite)
 
 
 def accuracy_csv(result) -> str:
-    rows = ["layer,head,accuracy"] + [f"{l},{h},{a:.4f}" for l, h, a in result.ranked()]
+    """Every head, best first, with its exact 95% interval and the number of examples counted."""
+    low, high = result.interval
+    rows = ["layer,head,accuracy,ci95_low,ci95_high,n"] + [
+        f"{l},{h},{a:.4f},{low[l, h]:.4f},{high[l, h]:.4f},{result.n}" for l, h, a in result.ranked()]
     return "\n".join(rows) + "\n"
 
 
+def excluded_table(result) -> None:
+    """The examples left out of head accuracy, each with its line and why."""
+    if not result.excluded:
+        return
+    with st.expander(f"{len(result.excluded)} examples left out of head accuracy"):
+        st.dataframe({"example": [e.index + 1 for e in result.excluded],
+                      "line": [e.example.line for e in result.excluded],
+                      "reason": [e.reason for e in result.excluded],
+                      "text": [e.example.text[:200] for e in result.excluded]}, hide_index=True, width="stretch")
+
+
 def minimal_pairs(run) -> None:
-    suite_source()
-    name, examples, result = scored_suite()
+    suite, result = picked_and_scored()
     if result is None:
         return
+    examples = suite.examples
     pairs = twin_pairs(examples)
     if not pairs:
         st.info("These examples have no twins: give two lines the same pair_id to compare them.")

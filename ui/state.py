@@ -38,6 +38,9 @@ VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": 
          "stats": "Head stats", "rollout": "Rollout & flow", "qk": "Query·key", "ablation": "Ablation",
          "efficient": "GQA & fused", "walk": "Guided walk"}
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
+COREF_SETS = {"builtin": "Built-in", "winogender": "Winogender", "gapdev": "GAP development",
+              "gapval": "GAP validation", "upload": "Upload"}
+NO_GROUPING = "none"
 DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
 ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
@@ -74,6 +77,13 @@ def _heads(text: str) -> list[tuple[int, int]]:
 def _name(text: str) -> str:
     if not re.fullmatch(r"[a-z_]{1,32}", text):
         raise ValueError("not a step name")
+    return text
+
+
+def _text(text: str) -> str:
+    """A field name, a group's value or a model source: printable, at most 200 characters."""
+    if len(text) > 200 or not text.isprintable():
+        raise ValueError("not a short printable text")
     return text
 
 
@@ -127,6 +137,11 @@ PARAMS = [
     _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST, ("coref",)),
     _param("coref_answer", "answer", "answer (word index)", None, _number, ("coref",)),
     _param("coref_pair", "pair", "twin sentences", 0, _number, ("coref",)),
+    _param("coref_set", "set", "coreference examples", COREF_SETS["builtin"], _choice(COREF_SETS), ("coref",)),
+    _param("coref_by", "by", "group by", NO_GROUPING, _text, ("coref",)),
+    _param("coref_group_a", "ga", "group A", None, _text, ("coref",)),
+    _param("coref_group_b", "gb", "group B", None, _text, ("coref",)),
+    _param("coref_compare", "vs", "second model", "", _text, ("coref",)),
     _param("rollout_kind", "derived", "beside the raw map", DERIVED["rollout"], _choice(DERIVED), ("rollout",)),
     _param("qk_query", "query", "query token", 0, _number, ("qk",)),
     _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS, ("ablation",)),

@@ -15,13 +15,16 @@ BASELINE_COLOURS = ("#d95f02", "#54278f", "#1b7837", "#333333")
 BASELINE_DASHES = ("dash", "dot", "dashdot", "longdash")  # two equal baselines both show
 _RANK_PLOT_PX = 560  # width of the bars' plot area
 MIN_GRID_CELL_PX = 38  # holds "+0.41" in 10 px text
-BAR_COLOUR = "#9ecae1"  # light, so the dashed baselines show across the bars
+BAR_COLOUR = "#9ecae1"
+ERROR_COLOUR = "#3f3f3f"  # light, so the dashed baselines show across the bars
 # flip_grid classes, in z order: (name, colour)
 FLIP_CLASSES = (
     ("same choice", "#dcdcdc"),
     ("choice flips", "#9ecae1"),
     ("choice flips, right on both", "#08519c"),
 )
+SCALE_TITLES = {"accuracy": "accuracy", "margin": "margin", "difference": "A − B", "correlation": "r"}
+KINDS = tuple(SCALE_TITLES)
 _KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
 _HIDDEN = dict(selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)))
 
@@ -41,7 +44,9 @@ def head_grid(
     Rows are layers ("L0" on top), columns heads ("H0", ...); each cell shows
     its value. ``kind="accuracy"`` colours [0, 1] on a sequential scale;
     ``kind="margin"`` colours a range symmetric about 0 on a diverging scale
-    (blue: more attention to the answer than to any other candidate).
+    (blue: more attention to the answer than to any other candidate);
+    ``kind="difference"`` (two accuracies, A − B) likewise, blue where A is
+    higher; ``kind="correlation"`` colours [−1, 1] on the diverging scale.
     ``highlight`` outlines one head, ``marked`` (bool, same shape) puts a
     star in the corner of its True cells. An invisible marker per cell
     carries ``customdata=[layer, head]`` for click selection. Cells shrink,
@@ -51,8 +56,8 @@ def head_grid(
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
         raise ValueError(f"expected values [n_layers, n_heads], got shape {values.shape}")
-    if kind not in ("accuracy", "margin"):
-        raise ValueError(f"kind should be 'accuracy' or 'margin', got {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind should be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
     n_layers, n_heads = values.shape
     _check_head(highlight, n_layers, n_heads)
     if marked is not None and np.shape(marked) != values.shape:
@@ -81,8 +86,13 @@ def ranked_heads(
     top: int = 15,
     font_size: int = 14,
     title: str | None = None,
+    intervals: np.ndarray | None = None,
 ) -> go.Figure:
     """The ``top`` heads of ``ranked`` ((layer, head, accuracy), best first) as bars.
+
+    ``intervals`` (low, high), each ``[n_layers, n_heads]`` (e.g. a 95%
+    Clopper-Pearson interval), draws each bar's interval as an error bar
+    and names it in the hover.
 
     The best head is the top bar, labelled "L3 H1", its accuracy written at
     the bar end. Each baseline ({name: accuracy}) is a dashed vertical line
@@ -92,15 +102,27 @@ def ranked_heads(
     shown = list(ranked)[:top]
     names = [head_label(layer, head) for layer, head, _ in shown]
     accuracies = [float(acc) for _, _, acc in shown]
+    extra, highs = dict(hovertemplate="%{y}: accuracy %{x:.2f}<extra></extra>"), None
+    if intervals is not None:
+        low, high = (np.asarray(a, dtype=float) for a in intervals)
+        lows = [float(low[layer, head]) for layer, head, _ in shown]
+        highs = [float(high[layer, head]) for layer, head, _ in shown]
+        extra = dict(
+            error_x=dict(type="data", symmetric=False, array=[h - a for h, a in zip(highs, accuracies)],
+                         arrayminus=[a - lo for a, lo in zip(accuracies, lows)], color=ERROR_COLOUR,
+                         thickness=1.5, width=max(3, font_size // 3)),
+            hovertext=[f"95% interval {lo:.2f}–{h:.2f}" for lo, h in zip(lows, highs)],
+            hovertemplate="%{y}: accuracy %{x:.2f}, %{hovertext}<extra></extra>",
+        )
     bars = go.Bar(
         x=accuracies,
         y=names,
         orientation="h",
         marker=dict(color=BAR_COLOUR),
         customdata=[[int(layer), int(head)] for layer, head, _ in shown],
-        hovertemplate="%{y}: accuracy %{x:.2f}<extra></extra>",
         showlegend=False,
         **_KEEP_OPACITY,  # a clicked bar leaves the others as they are
+        **extra,
     )
     top_px = round(font_size * 1.6) + 24 if title else 16
     left = round(font_size * 0.6 * max((len(n) for n in names), default=5) + font_size / 2) + 16
@@ -116,7 +138,7 @@ def ranked_heads(
         clickmode="event+select",
         dragmode=False,
         shapes=lines,
-        annotations=notes + _bar_values(names, accuracies, font_size),
+        annotations=notes + _bar_values(names, accuracies, font_size, highs),
         xaxis=clean_axis(range=[0, 1], dtick=0.2, showgrid=True, title=dict(text="accuracy")),
         yaxis=clean_axis(type="category", autorange="reversed", ticklabelstandoff=round(font_size / 2)),
     )
@@ -225,7 +247,7 @@ def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_
         xgap=2,
         ygap=2,
         # title on the side: on top it meets the top tick label
-        colorbar=dict(title=dict(text=kind, side="right"), thickness=max(12, font_size)),
+        colorbar=dict(title=dict(text=SCALE_TITLES[kind], side="right"), thickness=max(12, font_size)),
         **_colour_range(values, kind),
     )
 
@@ -241,6 +263,8 @@ def _format(value: float, kind: str) -> str:
 def _colour_range(values: np.ndarray, kind: str) -> dict:
     if kind == "accuracy":
         return dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0)
+    if kind == "correlation":
+        return dict(colorscale=DIVERGING, zmid=0.0, zmin=-1.0, zmax=1.0)
     finite = np.abs(values[np.isfinite(values)])
     m = max(MIN_MARGIN_RANGE, float(finite.max()) if finite.size else 0.0)
     return dict(colorscale=DIVERGING, zmid=0.0, zmin=-m, zmax=m)
@@ -326,14 +350,17 @@ def _grid_layout(
 # ---- ranked_heads helpers ---------------------------------------------------
 
 
-def _bar_values(names: list[str], accuracies: list[float], font_size: int) -> list[dict]:
-    """Each value just past its bar end, on white so a baseline crossing it leaves it legible."""
+def _bar_values(names: list[str], accuracies: list[float], font_size: int,
+                ends: list[float] | None = None) -> list[dict]:
+    """Each value just past its bar end (or its interval's end), on white so a baseline crossing it
+    leaves it legible."""
     return [
         dict(
-            x=acc, xref="x", y=name, yref="y", xanchor="left", xshift=2, text=f"{acc:.2f}",
-            showarrow=False, font=dict(size=font_size), bgcolor="rgba(255,255,255,0.85)", borderpad=1,
+            x=end, xref="x", y=name, yref="y", xanchor="left", xshift=2 if end == acc else 5,
+            text=f"{acc:.2f}", showarrow=False, font=dict(size=font_size), bgcolor="rgba(255,255,255,0.85)",
+            borderpad=1,
         )
-        for name, acc in zip(names, accuracies)
+        for name, acc, end in zip(names, accuracies, ends or accuracies)
     ]
 
 

@@ -1,0 +1,197 @@
+"""Which coreference examples the view scores: the built-in suite, a public set (Winogender, GAP) or an
+upload; where each public set comes from; and its scores per model, cached, with progress and a stop."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from attention.analysis.coref import CorefExample, CorefResult, ExampleError, load_examples, score_heads
+
+from .cache import MB, BoundedStore, get_model, store
+from .state import COREF_SETS
+from .views import plain
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
+MAX_EXAMPLES = 5_000
+
+
+@dataclass(frozen=True)
+class PublicSet:
+    file: str
+    source: str
+    licence: str
+    cite: str
+
+
+# from data/README.md
+SETS = {
+    "builtin": PublicSet(
+        "coref_examples.jsonl",
+        "87 examples written for this project; 8 lines adapted from the Winograd Schema Challenge (WSC273).",
+        "CC BY 4.0 (WSC273: CC BY 4.0)",
+        "Hector J. Levesque, Ernest Davis and Leora Morgenstern. 2012. The Winograd Schema Challenge. KR 2012."),
+    "winogender": PublicSet(
+        "winogender.jsonl",
+        "Winogender Schemas, https://github.com/rudinger/winogender-schemas: 720 sentences, "
+        "120 templates × male/female/neutral pronoun × the participant or \"someone\".",
+        "MIT (data/LICENSE-winogender)",
+        "Rachel Rudinger, Jason Naradowsky, Brian Leonard and Benjamin Van Durme. 2018. Gender Bias in "
+        "Coreference Resolution. NAACL-HLT 2018."),
+    "gapdev": PublicSet(
+        "gap-development.jsonl",
+        "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the development "
+        "split, 2000 Wikipedia passages.",
+        "Apache License 2.0 (data/LICENSE-gap)",
+        "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+    "gapval": PublicSet(
+        "gap-validation.jsonl",
+        "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the validation "
+        "split, 454 Wikipedia passages.",
+        "Apache License 2.0 (data/LICENSE-gap)",
+        "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+}
+
+
+@dataclass(frozen=True)
+class Suite:
+    key: str  # a SETS key or "upload"
+    name: str  # shown on the page: the set's label or the uploaded file's name
+    examples: list[CorefExample]
+    cache_key: str  # what the scores are stored under, with the model's source
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def set_examples(key: str) -> list[CorefExample]:
+    return load_examples(DATA / SETS[key].file)
+
+
+def digest(examples: list[CorefExample]) -> str:
+    text = "\n".join(repr(e) for e in examples)  # every field: words, spans, answer, grouping fields
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def set_key() -> str:
+    label = st.session_state.get("coref_set", COREF_SETS["builtin"])
+    return next((k for k, v in COREF_SETS.items() if v == label), "builtin")
+
+
+def chosen_suite() -> Suite | None:
+    """The suite picked; None for "Upload" before a valid file came."""
+    key = set_key()
+    if key == "upload":
+        upload = st.session_state.get("coref_suite")  # (file name, examples, digest) of the last valid upload
+        return Suite("upload", upload[0], upload[1], upload[2]) if upload else None
+    return Suite(key, "the built-in suite" if key == "builtin" else COREF_SETS[key], set_examples(key), key)
+
+
+# ---- scores, cached per model and suite ------------------------------------------------------------
+
+def suite_store() -> BoundedStore:
+    return store("coref-suites", 8, 150 * MB)
+
+
+def suite_scores(source: str, suite: Suite, progress=None) -> CorefResult:
+    def compute():
+        model, tokenizer = get_model(source)
+        return score_heads(model, tokenizer, suite.examples, progress=progress)
+
+    return suite_store().get_or_compute((source, suite.cache_key), compute)
+
+
+def is_scored(source: str, suite: Suite) -> bool:
+    return suite_store().get((source, suite.cache_key)) is not None
+
+
+def stop(source: str, cache_key: str) -> None:
+    st.session_state.coref_stopped = (source, cache_key)
+
+
+def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | None:
+    """The suite's scores with a progress bar and a stop button while they are computed; None (and a
+    message saying why) when the suite cannot be scored with this model or the scoring was stopped.
+
+    The stop button is Streamlit's own: clicking it asks for a rerun, which interrupts this script at
+    its next progress update; the rerun finds `coref_stopped` set and offers to start again."""
+    if st.session_state.get("coref_stopped") == (source, suite.cache_key) and not is_scored(source, suite):
+        st.info(f"Scoring {plain(suite.name)} with {plain(what)} was stopped.")
+        if st.button("Score it", key=f"rescore-{suite.cache_key}-{what}"):
+            st.session_state.coref_stopped = None
+            st.rerun()
+        return None
+    bar, button = st.empty(), st.empty()
+    if not is_scored(source, suite):
+        button.button("Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key))
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples…")
+
+    try:
+        result = suite_scores(source, suite, progress)
+    except ExampleError as err:  # a word this model's tokenizer splits or joins otherwise
+        st.error(f"{plain(suite.name)} cannot be scored with {plain(what)}: {plain(str(err))}")
+        return None
+    finally:
+        bar.empty()
+        button.empty()
+    if result.n == 0:
+        st.info(f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
+                + (f" ({plain(excluded_reasons(result))})." if result.excluded else "."))
+        return None
+    return result
+
+
+def excluded_reasons(result: CorefResult) -> str:
+    return "; ".join(f"{n} with {reason}" if n > 1 else reason for reason, n in result.excluded_counts.items())
+
+
+# ---- the picker ------------------------------------------------------------------------------------
+
+def take_upload() -> None:
+    """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""
+    upload = st.session_state.get("coref_upload")
+    st.session_state.coref_upload_error = None
+    if upload is None:
+        return
+    if upload.size > MAX_UPLOAD_BYTES:
+        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / 1e6:.1f} MB; "
+                                               f"files up to {MAX_UPLOAD_BYTES / 1e6:.0f} MB are accepted.")
+        return
+    try:
+        examples = load_examples(upload.getvalue())
+    except ExampleError as err:
+        st.session_state.coref_upload_error = f"{upload.name}: {err}"
+        return
+    if len(examples) > MAX_EXAMPLES:
+        st.session_state.coref_upload_error = f"{upload.name} has {len(examples)} examples; at most {MAX_EXAMPLES}."
+        return
+    st.session_state.coref_suite = (upload.name, examples, "upload:" + digest(examples))
+    st.session_state.coref_set = COREF_SETS["upload"]
+
+
+def suite_picker() -> Suite | None:
+    """The set picker, the chosen public set's source, licence and citation, and the upload box."""
+    left, right = st.columns([2, 3])
+    with left:
+        st.selectbox("Examples to score", list(COREF_SETS.values()), key="coref_set")
+    key = set_key()
+    with right:
+        if key in SETS:
+            facts = SETS[key]
+            st.caption(plain(f"Source: {facts.source}  \nLicence: {facts.licence}  \nCite: {facts.cite}"))
+        else:
+            st.file_uploader("A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
+                             type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
+    if st.session_state.get("coref_upload_error"):
+        st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
+    suite = chosen_suite()
+    if suite is None:
+        st.info("Upload a JSONL file of examples to score them.")
+    elif key == "upload":
+        st.caption(f"Examples in use: {plain(suite.name)}")
+    return suite

@@ -1,0 +1,119 @@
+"""A suite's scores split by a field of its examples (gender, occupation, cue …): a grid per group, the
+difference between two groups, and the paired test of the best head where the groups' examples pair up."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attention.analysis.coref import CorefResult, group
+from attention.analysis.coref_metrics import best_head, paired_groups
+from viz.coref import head_grid
+
+from .layout import column_px, main_px, slots
+from .state import NO_GROUPING, open_clicked_head
+from .views import font_size, plain, show
+
+SKIP = {"id", "url", "source", "text", "split"}  # identifiers and provenance, not groups
+MAX_GROUPS = 60  # Winogender's occupations
+MAX_GRIDS = 4  # more groups: a table, and grids for the two compared
+
+
+def label(value) -> str:
+    return "(missing)" if value is None else str(value)
+
+
+def group_fields(examples) -> list[str]:
+    """Fields worth grouping by: `cue` and the lines' own fields of words, flags or whole numbers, with
+    2 to MAX_GROUPS values."""
+    names = ["cue"] + list(dict.fromkeys(k for e in examples for k in e.fields if k not in SKIP))
+    fields = []
+    for name in names:
+        values = {e.value(name) for e in examples if isinstance(e.value(name), (str, bool, int, type(None)))}
+        if 2 <= len(values) <= MAX_GROUPS and all(isinstance(e.value(name), (str, bool, int, type(None)))
+                                                  for e in examples):
+            fields.append(name)
+    return fields
+
+
+def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str, ...] | None:
+    """The other grouping fields, when they name each example of groups `a` and `b` once and some name
+    one of each (Winogender's male and female sentence of one template); else None."""
+    pair_on = tuple(f for f in fields if f != by)
+    if not pair_on:
+        return None
+    keys = {v: [tuple(d.example.value(f) for f in pair_on) for d in result.details if d.example.value(by) == v]
+            for v in (a, b)}
+    if any(len(k) != len(set(k)) for k in keys.values()) or not set(keys[a]) & set(keys[b]):
+        return None
+    return pair_on
+
+
+def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str, ...] = ()) -> None:
+    """(values, title, kind, name) grids, two side by side where they fit, else one under the other. A
+    click on a head opens it, except on the grids named in `static` (another model's heads)."""
+    half = column_px(2)
+    for start in range(0, len(items), 2):
+        row = items[start:start + 2]
+        figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half) for v, t, k, _ in row]
+        beside = len(row) == 2 and all(f.layout.width <= half for f in figs)
+        if not beside:
+            figs = [head_grid(v, t, kind=k, font_size=font_size(), width=main_px()) for v, t, k, _ in row]
+        for col, fig, (_, _, _, name) in zip(slots(beside, len(row)), figs, row):
+            with col:
+                if name in static:
+                    show(fig, name, key=name)
+                else:
+                    show(fig, name, key=name, on_select=lambda n=name: open_clicked_head(n), selection_mode="points")
+
+
+def grouped(result: CorefResult, examples) -> None:
+    """The group-by selector and what it shows."""
+    fields = group_fields(examples)
+    options = [NO_GROUPING] + fields
+    if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
+        st.session_state.coref_by = NO_GROUPING
+    left, mid, right = st.columns(3)
+    by = left.selectbox("Group by", options, key="coref_by",
+                        help="A field of the examples; each value's examples are scored on their own.")
+    if by == NO_GROUPING:
+        if not fields:
+            st.caption("These examples have no field to group them by (a line's extra fields, e.g. gender).")
+        return
+    groups = group(result, by)
+    names = {label(v): v for v in groups}
+    counted = [n for n, v in names.items() if groups[v].n]
+    if len(counted) < 2:
+        st.info(f"Fewer than two values of {plain(by)} have examples that count: nothing to compare.")
+        return
+    for key, default in (("coref_group_a", counted[0]), ("coref_group_b", counted[1])):
+        if st.session_state.get(key) not in counted:
+            st.session_state[key] = default
+    a = mid.selectbox("Group A", counted, key="coref_group_a")
+    b = right.selectbox("Group B", counted, key="coref_group_b")
+    rows = [(n, groups[names[n]]) for n in counted]
+    st.dataframe({by: [n for n, _ in rows], "examples counted": [g.n for _, g in rows],
+                  "left out": [len(g.excluded) for _, g in rows],
+                  "best head": [f"L{g.ranked(1)[0][0]} H{g.ranked(1)[0][1]}" for _, g in rows],
+                  "best accuracy": [round(g.ranked(1)[0][2], 3) for _, g in rows]}, hide_index=True, width="stretch")
+    shown = counted if len(counted) <= MAX_GRIDS else [a, b]
+    draw_grids([(groups[names[n]].accuracy, f"accuracy, {by} = {n} ({groups[names[n]].n} examples)", "accuracy",
+                 f"coref-group-{i}") for i, n in enumerate(shown)])
+    if a == b:
+        st.info("Pick two different groups to see their difference.")
+        return
+    ga, gb = groups[names[a]], groups[names[b]]
+    draw_grids([(ga.accuracy - gb.accuracy, f"accuracy {a} − {b}", "difference", "coref-group-difference")])
+    st.caption(plain(difference_note(result, by, names[a], names[b], fields, a, b)))
+
+
+def difference_note(result: CorefResult, by: str, a, b, fields: list[str], name_a: str, name_b: str) -> str:
+    pair_on = pairing(result, by, a, b, fields)
+    layer, head = best_head(result)
+    if pair_on is None:
+        return (f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
+                "not pair up one to one, so no paired test is made; compare the groups' intervals instead.")
+    test = paired_groups(result, by, a, b, pair_on, layer, head)
+    return (f"Blue: heads more often right on {name_a} than on {name_b}. Paired by {', '.join(pair_on)}: "
+            f"{test.n} pairs. The best head overall, layer {layer}, head {head}, is right only on the {name_a} "
+            f"example of {test.only_a} pairs and only on the {name_b} one of {test.only_b}; exact McNemar "
+            f"p = {test.p:.3g}.")
