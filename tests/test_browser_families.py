@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from browser import CHROMIUM, app_server, launch, wait_settled
-from families import FAMILIES, make_family
+from families import DECODERS, FAMILIES, make_family
 from test_browser_state import SIZE, clean, wait_drawn
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
@@ -42,7 +42,7 @@ def open_app(page, **params) -> None:
     wait_drawn(page)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + DECODERS)
 def test_each_family_opens_in_the_app(browser_page, tmp_path, family):
     from attention import encode, load_model
 
