@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -35,9 +35,10 @@ class LoadReport:
     path: str  # the folder the files came from
     weights_file: str
     ignored_keys: tuple[str, ...]  # checkpoint tensors that are not part of the encoder
+    weight_names: dict[str, str] = field(default_factory=dict, compare=False)  # ours -> the checkpoint's
 
 
-def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor]
+def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor], origins: dict[str, str] | None = None
                        ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Rename a checkpoint's tensors to this package's names, as `family` declares them.
 
@@ -46,7 +47,9 @@ def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor]
     ignored task-head tensors and buffers). Weights stored (in, out) are transposed; a weight left
     out because it is tied to a head's (GPT-2's wte and lm_head) is taken from the head. A tensor
     that is neither part of the model nor a known head, or one given twice, is an error naming it.
+    `origins`, when given, receives each of our names with the checkpoint's name it came from.
     """
+    origins = {} if origins is None else origins
     prefix = family.prefix
     prefixed = any(name.startswith(prefix) for name in checkpoint)
     renamed, ignored = {}, []
@@ -65,9 +68,11 @@ def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor]
         if family.is_transposed(key):
             tensor = tensor.t().contiguous()  # (in, out) -> (out, in)
         renamed[target] = tensor.float() if tensor.is_floating_point() else tensor
+        origins[target] = name
     for ours, head_name in family.tied:
         if ours not in renamed and head_name in checkpoint:
             renamed[ours] = checkpoint[head_name].float()
+            origins[ours] = head_name
     return renamed, ignored
 
 
@@ -335,11 +340,12 @@ def _load(source: str | os.PathLike | None, model_type: str | None = None, *, do
     family, config = read_config(folder, model_type)
     check_before_building(family, config, folder, bin_files)
     checkpoint, weights_file = read_checkpoint(folder, bin_files)
-    tensors, ignored = convert_checkpoint(family, checkpoint)
+    origins: dict[str, str] = {}
+    tensors, ignored = convert_checkpoint(family, checkpoint, origins)
     model = Transformer(config)
     copy_weights(model, tensors)
     model.eval().requires_grad_(False)
     tokenizer = load_tokenizer(folder, config.vocab_size)
     model.load_report = LoadReport(DEFAULT_NAME if source is None else str(source), str(folder),
-                                   weights_file, tuple(ignored))
+                                   weights_file, tuple(ignored), origins)
     return model, tokenizer

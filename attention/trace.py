@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,6 +47,7 @@ class Step:
     lineno: int  # line of the first statement of `code`
     tensor: torch.Tensor | None = field(default=None, repr=False, compare=False)  # detached CPU clone
     linenos: tuple[int, ...] = ()  # line of each statement of `code`
+    weights: str | None = None  # the checkpoint's name for the weight this step multiplies by, if any
 
     @property
     def where(self) -> str:
@@ -136,10 +138,30 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
         model(input_ids, attention_mask, token_type_ids, recorders={layer: recorder})
     scaling = float(model.layers[layer].attention.scaling)
     types = None if token_type_ids is None else token_type_ids.detach().clone().cpu()
-    return _build(layer, records, scaling, types)
+    report = getattr(model, "load_report", None)
+    return _build(layer, records, scaling, types, weight_names(getattr(report, "weight_names", {}), layer))
 
 
-def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tensor | None) -> Trace:
+# the module each step multiplies by, under our names (attention/models/blocks.py)
+_WEIGHTS = {"qkv_proj": "attention.qkv_proj", "q_proj": "attention.q_proj", "k_proj": "attention.k_proj",
+            "v_proj": "attention.v_proj", "output": "attention.o_proj", "embed_proj": "embeddings.project"}
+
+
+def weight_names(origins: dict[str, str], layer: int) -> dict[str, str]:
+    """For each step that multiplies by a loaded weight, the checkpoint's own name for it, short: what
+    the family calls it (BERT's attention.self.query, DistilBERT's attention.q_lin, GPT-2's attn.c_attn),
+    without the layer's prefix and the ".weight"."""
+    names = {}
+    for step, module in _WEIGHTS.items():
+        ours = f"{module}.weight" if module.startswith("embeddings.") else f"layers.{layer}.{module}.weight"
+        if ours in origins:
+            short = re.sub(r"^.*?\b(?:layer|layers|h)\.\d+\.", "", origins[ours])
+            names[step] = re.sub(r"\.weight$", "", short)
+    return names
+
+
+def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tensor | None,
+           weights: dict[str, str] | None = None) -> Trace:
     shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
     B, L, D = shapes["input"]
     _, H, _, d = shapes["q_heads"]
@@ -156,7 +178,7 @@ def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tens
         steps.append(Step(
             name=name, shape=shape, dims=_dims(name, shape, sizes), title=TITLES.get(name, name),
             op=_op(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
-            lineno=linenos[0], tensor=tensor, linenos=linenos,
+            lineno=linenos[0], tensor=tensor, linenos=linenos, weights=(weights or {}).get(name),
         ))
     return Trace(layer, steps, token_type_ids, scaling)
 

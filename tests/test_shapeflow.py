@@ -342,3 +342,22 @@ def test_a_pre_norm_block_shows_the_hidden_states_before_the_norm(tmp_path):
     assert "pre-norm" in trace.step("input").op
     fig = shape_flow(trace)
     assert rect(fig, "block_input").y1 < rect(fig, "input").y0
+
+
+@pytest.mark.parametrize("family, step, name", [
+    ("distilbert", "q_proj", "attention.q_lin"), ("distilbert", "output", "attention.out_lin"),
+    ("gpt2", "qkv_proj", "attn.c_attn"), ("bert", "k_proj", "attention.self.key"),
+    ("llama", "v_proj", "self_attn.v_proj"),
+])
+def test_each_projection_names_the_checkpoint_tensor_it_uses(tmp_path, family, step, name):
+    """The diagram speaks the family's own names (DistilBERT's q_lin, GPT-2's c_attn) beside our code."""
+    from attention import load_model
+    from families import make_family
+
+    model, tokenizer = load_model(make_family(tmp_path / family, family))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    trace = trace_layer(model, ids, layer=1)
+    assert trace.step(step).weights == name
+    assert model.load_report.weight_names[f"layers.1.{dict(output='attention.o_proj').get(step, 'attention.' + step)}"
+                                          ".weight"].endswith(f"1.{name}.weight")
+    assert f"weights: {name}" in " ".join(box_text(shape_flow(trace), step).split())

@@ -192,6 +192,8 @@ def _box_text(step, w: float, fs: int, S: int) -> BoxText:
         shape = [joined] if len(joined) <= bold else [symbolic, f"= {sizes}"]
     header += [f"<b>{escape(s)}</b>" for line in shape for s in _wrap(line, bold)]
     header += [f'<span style="color:{MUTED}">{escape(s)}</span>' for s in _wrap(step.op, sans)]
+    if getattr(step, "weights", None):  # the checkpoint's own name for the weight (DistilBERT's q_lin …)
+        header += [f'<span style="color:{MUTED}">{escape(s)}</span>' for s in _wrap(f"weights: {step.weights}", sans)]
     chars = _chars(inner, MONO_W * _code_fs(fs))
     code = [escape(part) for line in step.code.splitlines() for part in wrap_code(line, chars)]
     code += [f'<span style="color:{MUTED}">{escape(shorten_path(step.where, chars))}</span>']
