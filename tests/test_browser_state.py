@@ -129,7 +129,7 @@ def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
 
 def test_the_report_is_the_view_in_use(page, tmp_path):
     fresh(page, "?view=coref&coref=suite&layer=1&head=2")
-    page.wait_for_function("() => document.body.innerText.includes('examples from built-in suite')",
+    page.wait_for_function("() => document.body.innerText.includes('examples from the built-in suite')",
                            timeout=120_000)
     wait_settled(page)
     with page.expect_download() as info:
@@ -145,15 +145,13 @@ def test_the_report_is_the_view_in_use(page, tmp_path):
     assert "https://" not in re.sub(r"<script[^>]*>.*?</script>", "", report, flags=re.S)  # nothing fetched
 
 
-def test_a_locked_server_offers_its_list_and_refuses_a_linked_path(tmp_path):
+def test_a_locked_server_offers_its_list_and_refuses_a_linked_path(page):
     """Served to strangers: no box to type a path into, and a path in a link is refused, saying nothing of it."""
-    from playwright.sync_api import sync_playwright
-
     from ui.sources import SOURCES_VAR
 
-    with app_server(env={SOURCES_VAR: "bert-base-uncased"}) as url, sync_playwright() as pw:
-        browser = launch(pw)
-        page = browser.new_page(viewport=SIZE)
+    with app_server(env={SOURCES_VAR: "bert-base-uncased"}) as url:
+        context = page.browser.new_context(viewport=SIZE)  # the module's browser, a server of its own
+        page = context.new_page()
         for path in ("/etc", "/no/such/folder"):
             page.goto(f"{url}/?model={path}")
             wait_drawn(page)
@@ -162,4 +160,4 @@ def test_a_locked_server_offers_its_list_and_refuses_a_linked_path(tmp_path):
             assert page.get_by_label("Checkpoint folder or hub id").count() == 0
             assert page.get_by_label("Model", exact=True).count() == 1
             clean(page)
-        browser.close()
+        context.close()
