@@ -209,3 +209,21 @@ def test_a_suite_this_model_cannot_score_is_a_message():
     at, _ = upload(at, rows)
     assert not at.exception
     assert any("cannot be scored with this model" in e.value for e in at.error)
+
+
+def test_the_best_heads_are_tested_against_the_best_with_holm(minilm):
+    from attention.analysis.coref import load_examples
+    from attention.analysis.coref_stats import holm, mcnemar_exact
+
+    at = start(view="coref", coref="suite")
+    no_errors(at)
+    result = score_heads(*minilm, load_examples(ROOT / "data" / "coref_examples.jsonl"))
+    heads = [(l, h) for l, h, _ in result.ranked(10)]
+    (bl, bh) = heads[0]
+    raw = [mcnemar_exact(result.correct[:, l, h], result.correct[:, bl, bh]).p for l, h in heads[1:]]
+    table = next(d.value for d in at.dataframe if "p vs best (Holm)" in d.value.columns)
+    assert list(table["head"]) == [f"L{l} H{h}" for l, h in heads]
+    assert table["p vs best (Holm)"].iloc[0] == "—"
+    assert [float(p) for p in table["p vs best (Holm)"].iloc[1:]] == pytest.approx(
+        [float(f"{p:.3g}") for p in holm(raw)], rel=1e-3)
+    assert any("Holm" in c.value for c in at.caption)

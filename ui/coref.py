@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
+from attention.analysis.coref_metrics import heads_against_best
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from .coref_data import excluded_reasons, scores_or_message, suite_picker
@@ -148,12 +149,33 @@ def suite(run) -> None:
         show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
                           intervals=result.interval), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
+    against_best(result)
     st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
                        file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
     excluded_table(result)
     measures(result, suite)
     grouped(result, examples)
     second_model(result, suite)
+
+
+TOP_COMPARED = 10  # heads tested against the best one, with Holm's correction over them
+
+
+def against_best(result) -> None:
+    """The top heads against the best one on the same examples: is the difference more than noise?"""
+    heads = [(l, h) for l, h, _ in result.ranked(TOP_COMPARED)]
+    tests = heads_against_best(result, heads)
+    low, high = result.interval
+    st.caption(f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
+               f"the examples where one of the two is right and the other wrong, p-values corrected for the "
+               f"{len(heads) - 1} comparisons by Holm's method.")
+    st.dataframe({"head": [f"L{l} H{h}" for l, h in heads],
+                  "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
+                  "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
+                  "only this head right": [t.only_a for t, _ in tests],
+                  "only the best right": [t.only_b for t, _ in tests],
+                  "p vs best (Holm)": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
+                 hide_index=True, width="stretch")
 
 
 def accuracy_csv(result) -> str:
