@@ -361,3 +361,25 @@ def test_each_projection_names_the_checkpoint_tensor_it_uses(tmp_path, family, s
     assert model.load_report.weight_names[f"layers.1.{dict(output='attention.o_proj').get(step, 'attention.' + step)}"
                                           ".weight"].endswith(f"1.{name}.weight")
     assert f"weights: {name}" in " ".join(box_text(shape_flow(trace), step).split())
+
+
+def test_rotary_steps_sit_on_their_lanes_and_no_arrow_crosses_a_box(tmp_path):
+    """Llama: Q and K are rotated after the split into heads; the arrows run through the rotation boxes,
+    never over another box's text."""
+    from attention import load_model
+    from families import make_family
+
+    model, tokenizer = load_model(make_family(tmp_path / "llama", "llama"))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    fig = shape_flow(trace_layer(model, ids, layer=1))
+    boxes = {s.name: s for s in fig.layout.shapes if s.type == "rect" and s.name}
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    for a, b in (("q_heads", "q_rot"), ("k_heads", "k_rot"), ("k_rot", "k_shared")):
+        top, low = boxes[a], boxes[b]
+        assert any(x.ay == pytest.approx(top.y1) and x.y == pytest.approx(low.y0) for x in arrows), (a, b)
+    for x in arrows:  # a vertical arrow passes through no box but its two ends
+        if x.ax != x.x:
+            continue
+        lo, hi = sorted((x.ay, x.y))
+        crossed = [n for n, r in boxes.items() if r.x0 < x.x < r.x1 and lo + 1 < r.y0 and r.y1 < hi - 1]
+        assert not crossed, (x.x, lo, hi, crossed)

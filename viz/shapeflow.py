@@ -300,7 +300,8 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
         down(a, b)
     drawn = set()
     for lane in "qkv":
-        chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in ("proj", "view", "heads", "shared")]
+        parts = ("proj", "view", "heads", "rot", "shared")  # rot: rotary positions (Llama), before any sharing
+        chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in parts]
                  if n in boxes]
         for a, b in zip(chain, chain[1:]):
             if (a, b) not in drawn:  # input → qkv_proj is shared by the three lanes
