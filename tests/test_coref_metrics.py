@@ -114,6 +114,21 @@ def test_command_line_on_gap_with_groups_held_out_and_a_second_model(capsys, tmp
     assert "by gender:" in printed and "masculine" in printed and "feminine" in printed
     assert "GAP F1 on" in printed and "baseline nearest" in printed
     assert "held out: L" in printed and "compare: " in printed and "McNemar" in printed
-    header = out_csv.read_text().splitlines()[0].split(",")
-    assert header[7:] == ["ci95_low", "ci95_high", "accuracy_gender=feminine", "accuracy_gender=masculine"] or \
-        header[7:] == ["ci95_low", "ci95_high", "accuracy_gender=masculine", "accuracy_gender=feminine"]
+    import csv
+
+    rows = list(csv.DictReader(out_csv.read_text().splitlines()))
+    header = list(rows[0])
+    assert header[7:10] == ["ci95_low", "ci95_high", "p_vs_best_holm"]
+    assert sorted(header[10:12]) == ["accuracy_gender=feminine", "accuracy_gender=masculine"]
+    assert header[12:] == ["held_out_accuracy", "held_out_ci95_low", "held_out_ci95_high"]
+    assert rows[0]["p_vs_best_holm"] == "" and all(0 <= float(r["p_vs_best_holm"]) <= 1 for r in rows[1:])
+    assert len(rows) == 6 * 12  # every head of the bundled model (the tiny one is only compared)
+    # the held-out columns are each head's accuracy on the other file, scored alone
+    from attention import load_bert
+    from attention.analysis.coref import load_examples, score_heads
+
+    model, tokenizer = load_bert()
+    held = score_heads(model, tokenizer, load_examples(val))
+    for row in rows:
+        assert float(row["held_out_accuracy"]) == pytest.approx(held.accuracy[int(row["layer"]), int(row["head"])],
+                                                                abs=5e-5)

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
+from attention.analysis.coref_cli import csv_text
 from attention.analysis.coref_metrics import heads_against_best
 from viz.coref import flip_grid, head_grid, ranked_heads
 
@@ -179,11 +180,9 @@ def against_best(result) -> None:
 
 
 def accuracy_csv(result) -> str:
-    """Every head, best first, with its exact 95% interval and the number of examples counted."""
-    low, high = result.interval
-    rows = ["layer,head,accuracy,ci95_low,ci95_high,n"] + [
-        f"{l},{h},{a:.4f},{low[l, h]:.4f},{high[l, h]:.4f},{result.n}" for l, h, a in result.ranked()]
-    return "\n".join(rows) + "\n"
+    """Every head, best first, as the command line writes it: accuracy, its exact 95% interval, the
+    McNemar p against the best head (Holm-corrected), per group accuracy."""
+    return csv_text(result)
 
 
 def excluded_table(result) -> None:

@@ -19,22 +19,39 @@ from .coref_metrics import (best_head, compare_models, gap_metrics, heads_agains
                             paired_groups, winogender_bias)
 
 
-def write_csv(result: CorefResult, path: str | os.PathLike) -> None:
-    """Every head, best first: accuracy, counts, baselines, the exact 95% interval, and per group accuracy."""
+def write_csv(result: CorefResult, path: str | os.PathLike, held_out: CorefResult | None = None) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        f.write(csv_text(result, held_out))
+
+
+def csv_text(result: CorefResult, held_out: CorefResult | None = None) -> str:
+    """Every head, best first: accuracy, counts, baselines, the exact 95% interval, the exact McNemar
+    p-value against the best head (Holm-corrected over all the others), per group accuracy, and with
+    `held_out` (the same heads scored on another file) the accuracy and interval there."""
     import csv
+    import io
 
     n = len(result.details)
     low, high = result.interval
     groups = {v: g for v, g in result.by_group.items()}
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["layer", "head", "accuracy", "correct", "examples", "baseline_nearest", "baseline_first",
-                      "ci95_low", "ci95_high"] + [f"accuracy_{result.by}={v}" for v in groups])
-        for layer, head, accuracy in result.ranked():
-            out.writerow([layer, head, f"{accuracy:.4f}", int(round(accuracy * n)), n,
-                          f"{result.baselines['nearest']:.4f}", f"{result.baselines['first']:.4f}",
-                          f"{low[layer, head]:.4f}", f"{high[layer, head]:.4f}"]
-                         + [f"{g.accuracy[layer, head]:.4f}" for g in groups.values()])
+    ranked = result.ranked()
+    against = heads_against_best(result, [(l, h) for l, h, _ in ranked])
+    other = [] if held_out is None else ["held_out_accuracy", "held_out_ci95_low", "held_out_ci95_high"]
+    f = io.StringIO()
+    out = csv.writer(f, lineterminator="\n")
+    out.writerow(["layer", "head", "accuracy", "correct", "examples", "baseline_nearest", "baseline_first",
+                  "ci95_low", "ci95_high", "p_vs_best_holm"] + [f"accuracy_{result.by}={v}" for v in groups]
+                 + other)
+    for rank, (layer, head, accuracy) in enumerate(ranked):
+        row = [layer, head, f"{accuracy:.4f}", int(round(accuracy * n)), n,
+               f"{result.baselines['nearest']:.4f}", f"{result.baselines['first']:.4f}",
+               f"{low[layer, head]:.4f}", f"{high[layer, head]:.4f}", "" if rank == 0 else f"{against[rank][1]:.4g}"]
+        row += [f"{g.accuracy[layer, head]:.4f}" for g in groups.values()]
+        if held_out is not None:
+            h_low, h_high = held_out.interval
+            row += [f"{held_out.accuracy[layer, head]:.4f}", f"{h_low[layer, head]:.4f}", f"{h_high[layer, head]:.4f}"]
+        out.writerow(row)
+    return f.getvalue()
 
 
 def excluded_line(result: CorefResult) -> str:
@@ -166,6 +183,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{c.test.only_a} right only for the first, {c.test.only_b} only for the second, exact McNemar "
               f"p = {c.test.p:.3g}")
     if args.csv:
-        write_csv(result, args.csv)
+        write_csv(result, args.csv, other)
         print(f"all {n_layers * n_heads} heads written to {args.csv}")
     return 0
