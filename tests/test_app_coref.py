@@ -55,8 +55,9 @@ def test_the_picker_names_each_public_sets_source_licence_and_citation(tiny):
     for label, licence, cite in [("Winogender", "MIT", "Rudinger"), ("GAP validation", "Apache License 2.0", "Webster")]:
         at.selectbox(key="coref_set").select(label).run()
         no_errors(at)
-        facts = " ".join(c.value for c in at.caption).replace("\\", "")  # markdown escapes
+        facts = " ".join(c.value for c in at.caption)
         assert licence in facts and cite in facts
+        assert "https://github.com/" in facts and "\\." not in facts  # a plain address, no escapes to show
     assert at.query_params["set"] in ("gapval", ["gapval"])
     assert any("left out" in c.value for c in at.caption)  # passages past the tiny model's 64 positions
 

@@ -183,7 +183,8 @@ def suite_picker() -> Suite | None:
     with right:
         if key in SETS:
             facts = SETS[key]
-            st.caption(plain(f"Source: {facts.source}  \nLicence: {facts.licence}  \nCite: {facts.cite}"))
+            # the project's own text (SETS above), not a visitor's: shown as markdown so its address is a link
+            st.caption(f"Source: {facts.source}  \nLicence: {facts.licence}  \nCite: {facts.cite}")
         else:
             st.file_uploader("A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
                              type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
