@@ -57,7 +57,8 @@ def test_the_picker_names_each_public_sets_source_licence_and_citation(tiny):
         no_errors(at)
         facts = " ".join(c.value for c in at.caption)
         assert licence in facts and cite in facts
-        assert "https://github.com/" in facts and "\\." not in facts  # a plain address, no escapes to show
+        source = next(c.value for c in at.caption if c.value.startswith("Source: "))
+        assert "https://github.com/" in source and "\\" not in source  # a plain address, no escapes to show
     assert at.query_params["set"] in ("gapval", ["gapval"])
     assert any("left out" in c.value for c in at.caption)  # passages past the tiny model's 64 positions
 
