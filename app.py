@@ -14,7 +14,8 @@ from ui.coref import coref_view, strongest_head
 from ui.preload import preload
 from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
 from ui.walk import walk_view
-from ui.views import flow, head_view, input_form, masks, overview, report_button, selectors, sidebar, tokens_strip
+from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
+                      tokens_strip)
 from viz._style import message_figure
 
 log = logging.getLogger("attention-app")
@@ -43,6 +44,8 @@ def main() -> None:
         load_pending_model()
         if not st.session_state.present:
             sidebar()
+        elif st.session_state.get("model_error"):  # no sidebar to say it in
+            st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         model, _ = get_model(st.session_state.source)
     finally:  # loaded, or failed: the placeholder goes either way
         loading.empty()

@@ -11,6 +11,8 @@ from ui.sources import BIN_VAR, DOWNLOADS_VAR, REFUSED, SOURCES_VAR, policy
 
 from test_app import no_errors, start
 
+REFUSED_ON_PAGE = REFUSED + "  \nThe previous model stays in use."
+
 
 @pytest.fixture
 def locked(monkeypatch, tiny_dir):
@@ -84,3 +86,9 @@ def test_the_locked_page_offers_the_list_and_refuses_a_linked_path(locked):
     choice.set_value(str(locked)).run()
     no_errors(at)
     assert any(f"In use: {locked}" in c.value.replace("\\", "") for c in at.sidebar.caption)
+
+
+def test_a_refused_model_is_said_in_presentation_mode_too(locked):
+    at = start(model="/etc", present="1")
+    assert not at.exception
+    assert [e.value for e in at.error] == [REFUSED_ON_PAGE]
