@@ -161,10 +161,6 @@ class Heavy:
             if on_wait is not None:
                 on_wait(waited, HEAVY_WAIT_S)
 
-    @property
-    def busy(self) -> bool:
-        return self.slots._value == 0  # no slot free (for tests and the page)
-
     @contextlib.contextmanager
     def job(self, kind: str):
         """Hold a heavy slot (waiting for one if need be) and yield the job's Deadline."""
