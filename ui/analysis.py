@@ -22,6 +22,7 @@ from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import grid_fits, head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
+from .limits import heavy_guard
 from .layout import column_px, main_px, slots
 from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
@@ -40,15 +41,16 @@ def comparison_sentences(text: str, text_b: str, n_tokens: int) -> list[tuple[st
 
 
 def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
-    def compute():
+    def compute(deadline):
+        progress_ = deadline.wrap(progress)
         maps = []
         for k, (text, text_b) in enumerate(pairs):
             maps.append(get_run(source, text, text_b).attentions)
-            progress(0.2 * (k + 1) / len(pairs), f"Ran {k + 1} of {len(pairs)} sentences")
-        distances = head_distances(maps, progress=lambda done: progress(0.2 + 0.8 * done, "Comparing heads…"))
+            progress_(0.2 * (k + 1) / len(pairs), f"Ran {k + 1} of {len(pairs)} sentences")
+        distances = head_distances(maps, progress=lambda done: progress_(0.2 + 0.8 * done, "Comparing heads…"))
         return distances, embed_heads(distances, heads_per_layer=maps[0].shape[1])
 
-    return store("head-embeddings", 8, 20 * MB).get_or_compute((source, tuple(pairs)), compute)
+    return store("head-embeddings", 8, 20 * MB).get_or_compute_heavy((source, tuple(pairs)), "comparison", compute)
 
 
 def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
@@ -61,11 +63,11 @@ def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarr
 
 def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
     """Attention flow from the input tokens into the positions after `layer` (T, T)."""
-    def compute():
+    def compute(deadline):
         attentions = as_attention_tuple(run.attentions[: layer + 1])
-        return attention_flow(attentions, progress=progress)
+        return attention_flow(attentions, progress=deadline.wrap(progress))
 
-    return store("flows", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
+    return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
@@ -89,15 +91,16 @@ def get_grouped_model(source: str, num_kv_heads: int):
 
 
 def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
-    def compute():
+    def compute(deadline):
         _, tokenizer = get_model(source)
         return run_sentence(get_grouped_model(source, num_kv_heads), tokenizer, text, text_b)
 
-    return store("grouped-runs", 16, 200 * MB).get_or_compute((source, num_kv_heads, text, text_b), compute)
+    return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy((source, num_kv_heads, text, text_b), "gqa",
+                                                                     compute)
 
 
 def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
-    def compute():
+    def compute(deadline):  # one forward pass, no progress to check it at: the slot caps it
         model, tokenizer = get_model(source)
         mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
         for layer, head in heads:
@@ -106,7 +109,8 @@ def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[in
         return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
                       ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer)
 
-    return store("ablations", 16, 200 * MB).get_or_compute((source, text, text_b, heads, mode), compute)
+    return store("ablations", 16, 200 * MB).get_or_compute_heavy((source, text, text_b, heads, mode), "ablation",
+                                                                  compute)
 
 
 def progress_bar(label: str):
@@ -149,8 +153,11 @@ def stats_view(run) -> None:
     st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by multidimensional scaling (as in Clark et al. 2019). "
                "Nearby heads attend alike. Click a point to open the head.")
     bar, update = progress_bar("Comparing heads…")
-    distances, embedding = head_map_embedding(st.session_state.source, pairs, update)
+    with heavy_guard() as outcome:
+        distances, embedding = head_map_embedding(st.session_state.source, pairs, update)
     bar.empty()
+    if not outcome.ok:
+        return
     n_heads = run.n_heads
     index = np.arange(len(embedding.layer))
     names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
@@ -181,8 +188,11 @@ def rollout_view(run) -> None:
             title = f"Rollout through layer {layer}"
         else:
             bar, update = progress_bar(f"Solving {T * T} max-flow problems…")
-            derived = flow_into(st.session_state.source, run, text, text_b, layer, update)
+            with heavy_guard() as outcome:
+                derived = flow_into(st.session_state.source, run, text, text_b, layer, update)
             bar.empty()
+            if not outcome.ok:
+                return
             title = f"Flow into layer {layer}"
             st.caption("Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
                        "position after this layer (row) through the layers' attention graph, capacities the same "
@@ -223,8 +233,11 @@ def ablation_view(run) -> None:
     if not heads:
         st.info("Pick one or more heads to ablate.")
         return
-    result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)),
-                          next(word for word, label in ABLATION_MODES.items() if label == mode))
+    with heavy_guard() as outcome:
+        result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)),
+                              next(word for word, label in ABLATION_MODES.items() if label == mode))
+    if not outcome.ok:
+        return
     st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
                "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
                "the first ablated layer do not change.")
@@ -257,8 +270,10 @@ def efficient_view(run) -> None:
     st.caption(f"Each group of {run.n_heads // kv} consecutive query heads shares one key and one value head, "
                "made by mean-pooling the group's key and value projections (how Ainslie et al. 2023 start "
                "uptraining; no training here). Mean |Δ| of each head's map against the original:")
-    with st.spinner("Converting and running…"):
+    with st.spinner("Converting and running…"), heavy_guard() as outcome:
         grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
+    if not outcome.ok:
+        return
     show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size(), width=main_px()),
          f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))

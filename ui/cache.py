@@ -8,6 +8,7 @@ import ctypes
 import dataclasses
 import itertools
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -30,6 +31,14 @@ torch.set_num_threads(1)
 TOTAL_MAX_BYTES = 600 * MB  # every store's results together
 COMPUTE_SLOTS = 2  # results computed at once (the cores of the machine the targets are set for)
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
+# Heavy computations (attention flow, suite scoring, the head comparison, ablation, GQA conversion)
+# run HEAVY_SLOTS at a time in the whole process, so one visitor's flow cannot starve the room's
+# ordinary requests; another session asking meanwhile waits up to HEAVY_WAIT_S, then is told to try
+# again. Each kind has a time limit, enforced through the progress callback it already takes.
+HEAVY_SLOTS = 1
+HEAVY_WAIT_S = 120
+TIME_LIMITS = {"flow": 60, "suite": 120, "comparison": 60, "ablation": 60, "gqa": 120}  # seconds per kind
+WAIT_POLL_S = 0.5  # how often a waiting session's message is updated
 
 
 def size_of(value: Any) -> int:
@@ -87,6 +96,90 @@ class Budget:
                 self.slots.release()
 
 
+class TooLong(Exception):
+    """A heavy computation ran past its kind's time limit and was stopped (nothing of it is kept)."""
+
+    def __init__(self, kind: str, limit: float):
+        super().__init__(f"{kind} took longer than {limit:g} s and was stopped")
+        self.kind, self.limit = kind, limit
+
+
+class ServerBusy(Exception):
+    """Another session held the server's heavy slot for longer than this one may wait."""
+
+    def __init__(self, waited: float):
+        super().__init__(f"the server stayed busy for {waited:.0f} s")
+        self.waited = waited
+
+
+@dataclasses.dataclass
+class Deadline:
+    kind: str
+    limit: float
+    ends: float
+
+    def check(self) -> None:
+        if time.monotonic() > self.ends:
+            raise TooLong(self.kind, self.limit)
+
+    def wrap(self, progress: Callable | None) -> Callable:
+        """`progress` (or nothing) that first raises TooLong once the deadline has passed."""
+        def checked(*args, **kwargs):
+            self.check()
+            if progress is not None:
+                progress(*args, **kwargs)
+
+        return checked
+
+
+class Heavy:
+    """The server's slots for heavy computations: `slots` at once in the process, one per thread
+    (a session's script runs on one thread at a time, so one per session), reentrant, and always
+    released when the computation ends, fails or is stopped by a rerun."""
+
+    def __init__(self, slots: int):
+        self.slots = threading.BoundedSemaphore(slots)
+        self.local = threading.local()  # depth of this thread's job, and its on_wait callback
+
+    @contextlib.contextmanager
+    def waiting(self, on_wait: Callable[[float, float], None] | None):
+        """Within this block, a job that has to wait calls on_wait(seconds waited, most it will wait)."""
+        before = getattr(self.local, "on_wait", None)
+        self.local.on_wait = on_wait
+        try:
+            yield
+        finally:
+            self.local.on_wait = before
+
+    def acquire(self) -> None:
+        on_wait = getattr(self.local, "on_wait", None)
+        start = time.monotonic()
+        while not self.slots.acquire(timeout=WAIT_POLL_S):
+            waited = time.monotonic() - start
+            if waited >= HEAVY_WAIT_S:
+                raise ServerBusy(waited)
+            if on_wait is not None:
+                on_wait(waited, HEAVY_WAIT_S)
+
+    @contextlib.contextmanager
+    def job(self, kind: str):
+        """Hold a heavy slot (waiting for one if need be) and yield the job's Deadline."""
+        depth = getattr(self.local, "depth", 0)
+        if depth == 0:
+            self.acquire()
+            self.local.deadline = Deadline(kind, TIME_LIMITS[kind], time.monotonic() + TIME_LIMITS[kind])
+        self.local.depth = depth + 1
+        try:
+            yield self.local.deadline
+        finally:
+            self.local.depth = depth
+            if depth == 0:
+                self.slots.release()
+
+
+HEAVY = Heavy(HEAVY_SLOTS)  # one per process, as the model is
+
+
 class BoundedStore:
     """Least recently used results, at most `max_entries` of them and `max_bytes` in all (the newest
     is always kept); with a `budget`, also within the budget's bytes over every store sharing it.
@@ -129,6 +222,16 @@ class BoundedStore:
             with self.budget.slot() if self.budget else contextlib.nullcontext():
                 value = compute()
             self.put(key, value)
+        return value
+
+    def get_or_compute_heavy(self, key, kind: str, compute: Callable[[Deadline], Any], heavy: Heavy | None = None):
+        """As get_or_compute, for a heavy kind: a cached result is returned at once; else it is
+        computed holding the server's heavy slot, within the kind's time limit (compute gets the
+        Deadline, to check through its progress callback). A stopped or failed one is not kept."""
+        value = self.get(key)
+        if value is None:
+            with (heavy or HEAVY).job(kind) as deadline:
+                value = self.get_or_compute(key, lambda: compute(deadline))
         return value
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from attention.analysis.coref import CorefExample, CorefResult, ExampleError, load_examples, score_heads
 
+from .limits import heavy_guard
 from .cache import MB, BoundedStore, get_model, store
 from .state import COREF_SETS
 from .views import plain
@@ -97,11 +98,11 @@ def suite_store() -> BoundedStore:
 
 
 def suite_scores(source: str, suite: Suite, progress=None) -> CorefResult:
-    def compute():
+    def compute(deadline):
         model, tokenizer = get_model(source)
-        return score_heads(model, tokenizer, suite.examples, progress=progress)
+        return score_heads(model, tokenizer, suite.examples, progress=deadline.wrap(progress))
 
-    return suite_store().get_or_compute((source, suite.cache_key), compute)
+    return suite_store().get_or_compute_heavy((source, suite.cache_key), "suite", compute)
 
 
 def is_scored(source: str, suite: Suite) -> bool:
@@ -132,13 +133,16 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
         bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples…")
 
     try:
-        result = suite_scores(source, suite, progress)
+        with heavy_guard() as outcome:
+            result = suite_scores(source, suite, progress)
     except ExampleError as err:  # a word this model's tokenizer splits or joins otherwise
         st.error(f"{plain(suite.name)} cannot be scored with {plain(what)}: {plain(str(err))}")
         return None
     finally:
         bar.empty()
         button.empty()
+    if not outcome.ok:
+        return None
     if result.n == 0:
         st.info(f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
                 + (f" ({plain(excluded_reasons(result))})." if result.excluded else "."))
@@ -168,7 +172,8 @@ def take_upload() -> None:
         st.session_state.coref_upload_error = f"{upload.name}: {err}"
         return
     if len(examples) > MAX_EXAMPLES:
-        st.session_state.coref_upload_error = f"{upload.name} has {len(examples)} examples; at most {MAX_EXAMPLES}."
+        st.session_state.coref_upload_error = (f"{upload.name} has {len(examples):,} examples; a suite may have at "
+                                               f"most {MAX_EXAMPLES:,}.")
         return
     st.session_state.coref_suite = (upload.name, examples, "upload:" + digest(examples))
     st.session_state.coref_set = COREF_SETS["upload"]

@@ -1,0 +1,171 @@
+"""Issue 16's caps: one heavy computation at a time per server, released however it ends; a time
+limit per kind, checked at progress updates, with nothing partial kept; a waiting session told so;
+and every size cap's message naming its limit."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ui.cache as cache
+from ui.cache import BoundedStore, Heavy, ServerBusy, TooLong
+
+from test_app import no_errors, start, submit
+
+
+class Stopped(BaseException):
+    """Stands for Streamlit's stop/rerun exceptions, which are not Exceptions either."""
+
+
+@pytest.fixture
+def quick_wait(monkeypatch):
+    monkeypatch.setattr(cache, "HEAVY_WAIT_S", 0.6)
+    monkeypatch.setattr(cache, "WAIT_POLL_S", 0.1)
+
+
+def free(heavy: Heavy) -> bool:
+    if heavy.slots.acquire(blocking=False):
+        heavy.slots.release()
+        return True
+    return False
+
+
+def test_the_server_slot_is_exclusive_and_a_waiter_gives_up(quick_wait):
+    heavy = Heavy(1)
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        with heavy.job("flow"):
+            holding.set()
+            done.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    waits = []
+    with heavy.waiting(lambda waited, most: waits.append((waited, most))):
+        with pytest.raises(ServerBusy):
+            with heavy.job("flow"):
+                pytest.fail("ran while another job held the slot")
+    assert waits and all(most == 0.6 for _, most in waits)
+    done.set()
+    thread.join()
+    assert free(heavy)
+
+
+def test_the_slot_is_reentrant_and_released_on_error_and_on_stop():
+    heavy = Heavy(1)
+    with heavy.job("comparison"):
+        with heavy.job("flow"):  # a heavy computation inside another: the same slot
+            assert not free(heavy)
+    assert free(heavy)
+    with pytest.raises(RuntimeError):
+        with heavy.job("flow"):
+            raise RuntimeError("boom")
+    assert free(heavy)
+    with pytest.raises(Stopped):
+        with heavy.job("suite"):
+            raise Stopped()
+    assert free(heavy)
+
+
+def test_past_its_deadline_a_computation_raises_and_nothing_is_kept(monkeypatch):
+    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 0.05)
+    heavy, store = Heavy(1), BoundedStore(4, 10**9)
+    seen = []
+
+    def compute(deadline):
+        for k in range(100):
+            time.sleep(0.01)
+            deadline.wrap(seen.append)(k)
+        return np.zeros(3)
+
+    with pytest.raises(TooLong) as err:
+        store.get_or_compute_heavy("key", "flow", compute, heavy=heavy)
+    assert err.value.limit == 0.05 and 0 < len(seen) < 100
+    assert store.get("key") is None and free(heavy)
+    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 60)
+    assert store.get_or_compute_heavy("key", "flow", compute, heavy=heavy) is not None
+
+
+def test_a_flow_past_its_time_limit_is_a_message_and_the_view_stays_usable(monkeypatch):
+    at = start(view="rollout", layer="1")
+    at.radio(key="rollout_kind").set_value("Flow").run()
+    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 0)
+    submit(at, "A short sentence the flow test alone uses.")
+    no_errors(at)
+    assert any("took longer than 0 s and was stopped" in w.value for w in at.warning)
+    assert free(cache.HEAVY)
+    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 60)
+    at.run()
+    no_errors(at)
+    assert not at.warning
+    assert any((f := e.proto.spec) and '"derived"' in f for e in at.get("plotly_chart"))
+
+
+def test_a_waiting_session_is_told_and_then_told_the_server_stayed_busy(monkeypatch, quick_wait):
+    import ui.limits as limits
+
+    shown = []
+    real = limits.waiting_message
+    monkeypatch.setattr(limits, "waiting_message", lambda *a: shown.append(real(*a)) or shown[-1])
+    at = start(view="rollout", layer="2")
+    at.radio(key="rollout_kind").set_value("Flow").run()
+    assert cache.HEAVY.slots.acquire(timeout=5)  # another visitor's job
+    try:
+        submit(at, "Another short sentence only the waiting test uses.")
+    finally:
+        cache.HEAVY.slots.release()
+    no_errors(at)
+    assert shown and shown[0].startswith("Another visitor's computation is running; yours starts when it ends")
+    assert any("stayed busy" in w.value and "Try again" in w.value for w in at.warning)
+    at.run()  # the slot is free again: the flow is drawn
+    no_errors(at)
+    assert not at.warning
+
+
+def test_a_suite_past_its_time_limit_is_a_message(monkeypatch, tiny_dir):
+    from test_app_coref import span_lines, upload
+
+    monkeypatch.setitem(cache.TIME_LIMITS, "suite", 0)
+    at = start(view="coref", coref="suite", model=str(tiny_dir))
+    at, _ = upload(at, span_lines()[:5], name="timed.jsonl")
+    no_errors(at)
+    assert any("took longer than 0 s" in w.value and "smaller suite" in w.value for w in at.warning)
+    assert free(cache.HEAVY)
+
+
+def test_size_caps_name_their_limits(monkeypatch, minilm):
+    import json
+
+    import ui.coref_data as coref_data
+    from attention.inputs import encode
+    from test_app_coref import span_lines
+
+    class Upload:
+        name, size = "big.jsonl", 3 * 1024 * 1024
+
+        def getvalue(self):
+            return "\n".join(json.dumps(r) for r in span_lines()).encode()
+
+    state = _Attrs(coref_upload=Upload())
+    monkeypatch.setattr(coref_data.st, "session_state", state)
+    coref_data.take_upload()
+    assert "files up to 2 MB" in state["coref_upload_error"]
+    Upload.size = 100
+    monkeypatch.setattr(coref_data, "MAX_EXAMPLES", 4)
+    coref_data.take_upload()
+    assert "at most 4" in state["coref_upload_error"] and "has 6 examples" in state["coref_upload_error"]
+    _, tokenizer = minilm
+    enc = encode(tokenizer, "word " * 600, None, max_length=512)
+    assert "512" in enc.notice
+
+
+class _Attrs(dict):
+    def __getattr__(self, name):
+        return self.get(name)
+
+    def __setattr__(self, name, value):
+        self[name] = value
