@@ -44,12 +44,14 @@ def next_view() -> None:
 
 def controls(run) -> None:
     """The view, layer and head in one row above the figure."""
-    view, layer, head, _ = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
+    view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     view.selectbox("View", list(VIEWS.values()), key="view", label_visibility="collapsed")
     layer.selectbox("Layer", range(run.n_layers), key="layer", label_visibility="collapsed",
                     format_func=lambda i: f"Layer {i}")
     head.selectbox("Head", range(run.n_heads), key="head", label_visibility="collapsed",
                    format_func=lambda i: f"Head {i}")
+    with keys_legend:
+        legend()
 
 
 def keys(run) -> None:
@@ -61,3 +63,12 @@ def keys(run) -> None:
         label, shortcut, shown = KEYS[name]
         col.button(ICONS[name], key=f"present_{name}", help=f"{label}: {shown}", on_click=action, args=args,
                    shortcut=shortcut, width="stretch")
+
+
+def legend() -> None:
+    """The keys, small beside the controls: two lines no taller than a select box."""
+    shown = {name: KEYS[name][2] for name in KEYS}
+    st.html('<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
+            f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
+            f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
+            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>')
