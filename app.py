@@ -12,6 +12,7 @@ from ui.cache import LOADED, get_model, get_run
 from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
 from ui.coref import coref_view, strongest_head
 from ui.preload import preload
+from ui.present import controls as present_controls, keys as present_keys
 from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
 from ui.walk import walk_view
 from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
@@ -23,6 +24,8 @@ log = logging.getLogger("attention-app")
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
 html {font-size: 22px;}
+header[data-testid="stHeader"] {display: none;}
+div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 </style>"""
 
 
@@ -31,11 +34,13 @@ def main() -> None:
     init_from_url()
     keep_choices()
     st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's
-    title, switch = st.columns([3, 1])
-    title.title("Attention visualizer")
-    switch.toggle("Presentation mode", key="present")
-    if st.session_state.present:
+    present = bool(st.session_state.get("present"))
+    if present:  # the figure first: the switch goes under it, the page's title goes
         st.html(PRESENTATION_CSS)
+    else:
+        title, switch = st.columns([3, 1])
+        title.title("Attention visualizer")
+        switch.toggle("Presentation mode", key="present")
     loading = st.empty()
     if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
         # a chart now lets the browser fetch and start the chart library while the model loads
@@ -50,9 +55,13 @@ def main() -> None:
     finally:  # loaded, or failed: the placeholder goes either way
         loading.empty()
     preload()
-    input_form()
+    if not present:
+        input_form()
     text, text_b = st.session_state.submitted
     if not text.strip():
+        if present:
+            input_form()
+            st.toggle("Presentation mode", key="present")
         st.info("Type a sentence above and press Run to see its tokens and attention.")
         return
     with st.spinner("Running the model…"):
@@ -64,17 +73,25 @@ def main() -> None:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)
     for notice in st.session_state.url_notices:  # shown once, after the link was read
-        st.info(notice)
+        st.toast(notice) if present else st.info(notice)
     st.session_state.url_notices = []
     if all(run.encoded.special):
         st.info("The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
                 "characters), so only [CLS] and [SEP] remain.")
-    tokens_strip(run)
-    selectors(run)
+    if present:
+        present_controls(run)
+    else:
+        tokens_strip(run)
+        selectors(run)
     views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view, "walk": walk_view}
     views[view_key()](run)
+    if present:  # what is not the figure comes after it
+        present_keys(run)
+        tokens_strip(run)
+        input_form()
+        st.toggle("Presentation mode", key="present")
     report_button(model.load_report.source)
     write_url()
 

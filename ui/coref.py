@@ -15,18 +15,21 @@ from .coref_groups import grouped
 from .coref_measures import measures, second_model
 from .layout import column_px, main_px, slots
 from .state import COREF_MODES, PRESET_COREF, open_clicked_head
-from .views import font_size, is_causal, plain, show
+from .views import figure_slot, font_size, is_causal, plain, present_size, show
 
 # ---- the three modes -------------------------------------------------------------------------------
 
 def coref_view(run) -> None:
+    slot = figure_slot()
     mode = st.segmented_control("Coreference", list(COREF_MODES.values()), key="coref_mode", required=True,
                                 label_visibility="collapsed")
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
-    views[next((word for word, label in COREF_MODES.items() if label == mode), "sentence")](run)
+    chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
+    this_sentence(run, slot) if chosen == "sentence" else views[chosen](run)
 
 
-def this_sentence(run) -> None:
+def this_sentence(run, slot=None) -> None:
+    """``slot``: where the grid goes in presentation mode, above the pickers."""
     enc = run.encoded
     text = st.session_state.submitted[0]
     # words of the first segment: offsets of a pair's second segment point into the other text
@@ -57,10 +60,11 @@ def this_sentence(run) -> None:
     score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
     margin = score.margin
     grid_col, table_col = st.columns([3, 2])
-    with grid_col:
+    size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": column_px([3, 2])}
+    with slot or grid_col:
         show(head_grid(margin, f"attention {words[p]} → {words[answer]} minus the best other candidate",
                        kind="margin", highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
-                       width=column_px([3, 2])),
+                       **size),
              "coref-margin", key="coref_grid", on_select=lambda: open_clicked_head("coref_grid"),
              selection_mode="points")
         st.caption(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "

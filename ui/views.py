@@ -17,6 +17,7 @@ from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
 from .cache import get_batch, get_model, get_run, get_trace
 from .layout import column_px, main_px, slots
+from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy
 from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, choose_model,
                     current_choices, open_clicked_head, pick_step, submit, use_preset, view_key)
@@ -109,7 +110,20 @@ def selectors(run) -> None:
     right.selectbox("Head", range(run.n_heads), key="head")
 
 
+def figure_slot():
+    """Presentation mode: a place for the view's figure above its controls (drawn after them)."""
+    return st.container() if st.session_state.get("present") else None
+
+
+def present_size() -> dict:
+    """The figure's size budget in presentation mode (the first screen); nothing otherwise."""
+    if not st.session_state.get("present"):
+        return {}
+    return {"width": main_px(), "height": figure_height(), "min_label": MIN_PRESENT_LABEL_PX}
+
+
 def head_view(run) -> None:
+    slot = figure_slot()
     a, b, c, d = st.columns(4)
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
     hide = a.checkbox(f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
@@ -120,8 +134,11 @@ def head_view(run) -> None:
     layer, head = st.session_state.layer, st.session_state.head
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
-        fig = viz.head_heatmap(hm.matrix, hm.labels, title=f"Layer {layer}, head {head}", font_size=font_size())
-        show(fig, f"layer{layer}-head{head}")
+        title = None if st.session_state.present else f"Layer {layer}, head {head}"  # the row above says it
+        fig = viz.head_heatmap(hm.matrix, hm.labels, title=title, font_size=font_size(),
+                               **present_size())
+        with slot or st.container():
+            show(fig, f"layer{layer}-head{head}")
     else:
         heads = st.multiselect("Heads to draw", range(run.n_heads), key="line_heads",
                                format_func=lambda h: f"head {h}") or [head]
@@ -142,6 +159,7 @@ def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def overview(run) -> None:
+    slot = figure_slot()
     st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
     if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
@@ -149,11 +167,14 @@ def overview(run) -> None:
         labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
                   for head in range(run.n_heads)}
     fig = viz.overview_grid(run.attentions, run.tokens, labels=labels,
-                            highlight=(st.session_state.layer, st.session_state.head), font_size=font_size())
-    show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
+                            highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
+                            **{k: v for k, v in present_size().items() if k != "min_label"})
+    with slot or st.container():
+        show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
 
 
 def flow(run) -> None:
+    slot = figure_slot()
     text, text_b = st.session_state.submitted
     padded = st.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="flow_padded")
     texts = (text, SHORT_SECOND) if padded else (text,)
@@ -163,23 +184,34 @@ def flow(run) -> None:
         step = FLOW_DEFAULT_STEP
     tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
     fs, spec = font_size(), [3, 2]
+    head = st.session_state.head
+    matrix, rows, cols = head_matrix(trace, step, head)
+    kind = "probs" if step in ("probs", "mask") else "values"
+
+    def tensor(width: int, height: int | None = None):
+        fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
+                             axis_labels(cols, tokens, matrix.shape[1]),
+                             title=f"{trace.step(step).title}, head {head}", font_size=fs, kind=kind,
+                             width=width, height=height)
+        show(fig, f"tensor-{step}")
+
+    if slot is not None:  # presentation: the diagram is taller than a screen, so the tensor comes first
+        with slot:
+            tensor(main_px(), figure_height())
+        show(shape_flow(trace, selected=step, font_size=fs, width=main_px()),
+             "shape-flow", key="flow_chart", on_select=pick_step, selection_mode="points")
+        st.caption("Click a box of the diagram to show its tensor, above, for the selected head.")
+        return
     beside = column_px(spec, 0) >= min_width(fs) and tensor_fits(tokens, fs, column_px(spec, 1))
     if not beside:
-        st.caption(f"At {len(tokens)} tokens{' in presentation mode' if st.session_state.present else ''} the "
+        st.caption(f"At {len(tokens)} tokens the "
                    "diagram and the tensor do not fit side by side: the tensor is drawn under the diagram.")
     left, right = st.columns(spec) if beside else slots(False)
     with left:
         show(shape_flow(trace, selected=step, font_size=fs, width=column_px(spec, 0) if beside else main_px()),
              "shape-flow", key="flow_chart", on_select=pick_step, selection_mode="points")
     with right:
-        head = st.session_state.head
-        matrix, rows, cols = head_matrix(trace, step, head)
-        kind = "probs" if step in ("probs", "mask") else "values"
-        fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
-                             axis_labels(cols, tokens, matrix.shape[1]),
-                             title=f"{trace.step(step).title}, head {head}", font_size=fs, kind=kind,
-                             width=column_px(spec, 1) if beside else main_px())
-        show(fig, f"tensor-{step}")
+        tensor(column_px(spec, 1) if beside else main_px())
         st.caption("Click a box of the diagram to show its tensor for the selected head.")
 
 

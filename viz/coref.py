@@ -38,6 +38,7 @@ def head_grid(
     marked: np.ndarray | None = None,
     font_size: int = 14,
     width: int | None = None,
+    height: int | None = None,
 ) -> go.Figure:
     """One value per head of ``values [n_layers, n_heads]`` as a labelled heatmap.
 
@@ -66,6 +67,9 @@ def head_grid(
     labels = [[_format(v, kind) for v in row] for row in values]
     right = _colorbar_px(font_size)
     cell_px = _fitted_cell_px(n_heads, font_size, width, _left_px(font_size) + right)
+    if height is not None:  # a height budget (presentation mode): cells shrink to fit it too
+        top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
+        cell_px = int(max(MIN_GRID_CELL_PX, min(cell_px, (height - top - 10) // max(n_layers, 1))))
     traces = [_value_heatmap(values, labels, kind, font_size, _cell_font(font_size, cell_px))]
     if marked is not None:
         traces.append(_marks(np.asarray(marked, dtype=bool), cell_px))

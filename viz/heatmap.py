@@ -37,17 +37,23 @@ class Ticks:
     depth: int
 
 
-def row_ticks(labels: Sequence[str], cell_px: float, font_size: int) -> Ticks:
+def _stride(cell_px: float, min_label: int | None) -> int:
+    """Label every k-th cell: their spacing at least ``MIN_TICK_PX``, and room for ``min_label`` px text."""
+    least = max(MIN_TICK_PX, (min_label or 0) / LABEL_FILL)
+    return max(1, int(np.ceil(least / cell_px - 1e-9)))
+
+
+def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
     """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing."""
-    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))
+    stride = _stride(cell_px, min_label)
     size = _fitted_size(cell_px * stride, font_size)
     return Ticks(stride, size, 0, _label_px(labels, size))
 
 
-def column_ticks(labels: Sequence[str], cell_px: float, font_size: int) -> Ticks:
+def column_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
     """Labels along the top or bottom: flat when the longest fits its spacing, else tilted by 45°
     when tilted neighbours stay apart (their gap across the text is spacing · sin 45°), else upright."""
-    stride = max(1, int(np.ceil(MIN_TICK_PX / cell_px)))
+    stride = _stride(cell_px, min_label)
     spacing = cell_px * stride
     size = _fitted_size(spacing, font_size)
     text = _label_px(labels, size) - 10
@@ -73,9 +79,12 @@ def head_heatmap(
     colorscale: str = SEQUENTIAL,
     font_size: int = 14,
     width: int | None = None,
+    height: int | None = None,
+    min_label: int | None = None,
 ) -> go.Figure:
     """Heatmap of one head's map ``[query_pos, key_pos]``, at most ``width`` px wide
-    (default ``FIGURE_PX``).
+    (default ``FIGURE_PX``) and, when given, ``height`` px tall; tick labels of at least
+    ``min_label`` px when given (fewer of them on small cells).
 
     The first query is the top row. Each axis is categorical with one
     "token·i" category per position, so repeated tokens keep their own row
@@ -102,14 +111,16 @@ def head_heatmap(
         zmax=zmax,
         colorbar=dict(title=dict(text="weight"), thickness=14),
     )
-    return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size, width))
+    return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size, width, height=height,
+                                                min_label=min_label))
 
 
 def token_grid_layout(
     queries: list[str], keys: list[str], title: str | None, font_size: int, width: int | None = None,
-    right: int = COLORBAR_PX,
+    right: int = COLORBAR_PX, height: int | None = None, min_label: int | None = None,
 ) -> dict:
-    """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide.
+    """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide
+    and, when given, ``height`` px tall; labels of at least ``min_label`` px when given (a presentation).
 
     ``queries`` and ``keys`` are escaped tokens; the axes' categories are
     their ``position_labels``. Cells shrink to fit ``width`` (see
@@ -123,9 +134,15 @@ def token_grid_layout(
     """
     n_q, n_k = len(queries), len(keys)
     cell_px = grid_cell_px(queries, keys, font_size, width, right)
-    x_ticks, y_ticks = column_ticks(keys, cell_px, font_size), row_ticks(queries, cell_px, font_size)
     axis_title_px = int(font_size * 2)
     title_px = int(font_size * 1.2 * 1.5) + 12 if title else 0
+    for _ in range(6):  # the top labels' depth depends on the cells: shrink until the whole fits ``height``
+        x_ticks = column_ticks(keys, cell_px, font_size, min_label)
+        top = title_px + x_ticks.depth + axis_title_px + 10
+        if height is None or cell_px * n_q + top + 10 <= height:
+            break
+        cell_px = max(0.25, min(cell_px * 0.97, (height - top - 10) / max(n_q, 1)))
+    y_ticks = row_ticks(queries, cell_px, font_size, min_label)
 
     layout = base_layout(font_size, title)
     margin = dict(

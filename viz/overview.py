@@ -64,6 +64,8 @@ def overview_grid(
     zmax: float | None = None,
     title: str | None = None,
     font_size: int = 14,
+    width: int | None = None,
+    height: int | None = None,
 ) -> go.Figure:
     """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
 
@@ -92,6 +94,10 @@ def overview_grid(
     step = cells + 1  # one tile plus its NaN gap, in data units
     centre = (cells - 1) / 2
     tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
+    if width is not None:  # a size budget (presentation mode): the tiles shrink to fit it
+        tile_px = min(tile_px, (width - 140) / n_heads)
+    if height is not None:
+        tile_px = min(tile_px, (height - (110 if title else 70)) / n_layers)
 
     heatmap = go.Heatmap(
         z=tile_maps(pooled),

@@ -363,8 +363,10 @@ def tensor_heatmap(
     font_size: int = 14,
     kind: str = "values",
     width: int | None = None,
+    height: int | None = None,
 ) -> go.Figure:
-    """One 2-D slice of a recorded tensor; rows top to bottom; ``width`` px wide (default ``FIGURE_PX``).
+    """One 2-D slice of a recorded tensor; rows top to bottom; ``width`` px wide (default ``FIGURE_PX``)
+    and, when ``height`` is given, at most that tall (rows thin to fit it).
 
     ``kind="values"``: a diverging scale centred on 0 (Q, K, V, scores, outputs);
     ``kind="probs"``: a sequential [0, 1] scale (probabilities, the mask). −∞ (masked scores)
@@ -395,6 +397,8 @@ def tensor_heatmap(
     x_ticks = _ticks(cols, width - left - right, font_size, across=True)
     row_px = min(28.0, max(3.0, 700 / n_rows))
     top = (2.2 * font_size if title else 0) + x_ticks.pop("label_px") + 10
+    if height is not None:
+        row_px = max(1.0, min(row_px, (height - top - 20) / n_rows))
     layout = base_layout(font_size, escape(title) if title else None)
     layout.update(
         width=width,

@@ -1,0 +1,72 @@
+"""In Chromium at 1280 × 720 with ?present=1: each view's main figure lies wholly on the first screen,
+at least half the window wide, with tick labels of 18 px or more, and the head key steps the head."""
+from __future__ import annotations
+
+import os
+import re
+import time
+from urllib.parse import quote
+
+import pytest
+
+from browser import CHROMIUM, app_server, launch
+from test_browser_state import SIZE, clean, wait_drawn
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+SENTENCE = "The animal didn't cross the street because it was too tired."  # 16 tokens
+LONG = ("The trophy did not fit into the brown suitcase because it was far too large, so the traveller had to "
+        "leave it behind at the hotel and buy a new bag before the long flight home.")  # 41 tokens
+FIRST_FIGURE = """() => {
+    const chart = document.querySelector('[data-testid="stPlotlyChart"]');
+    const box = chart.getBoundingClientRect();
+    const sizes = [...chart.querySelectorAll('.xtick text, .ytick text')]
+        .map(t => parseFloat(getComputedStyle(t).fontSize));
+    return {top: box.top, bottom: box.bottom, width: box.width, ticks: sizes.length, smallest: Math.min(...sizes)};
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        yield chromium, url
+        chromium.close()
+
+
+def address(page) -> str:
+    return page.evaluate("location.href")  # page.url lags behind the app's replaceState
+
+
+def head_in(page) -> int:
+    return int(re.search(r"[?&]head=(\d+)", address(page)).group(1))
+
+
+@pytest.mark.parametrize("view", ["head", "overview", "coref", "flow"])
+@pytest.mark.parametrize("text", [SENTENCE, LONG], ids=["16-tokens", "41-tokens"])
+def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, view, text):
+    chromium, url = browser
+    page = chromium.new_page(viewport=SIZE)
+    coref = "&pronoun=10&candidates=1,8&answer=1" if view == "coref" and text == LONG else ""
+    page.goto(f"{url}/?present=1&view={view}&layer=2&head=3&s={quote(text)}{coref}")
+    wait_drawn(page)
+    clean(page)
+    assert page.evaluate("window.scrollY") == 0
+    fig = page.evaluate(FIRST_FIGURE)
+    assert fig["top"] >= 0 and fig["bottom"] <= SIZE["height"], fig
+    assert fig["width"] >= SIZE["width"] / 2, fig
+    assert fig["ticks"] > 0 and fig["smallest"] >= 18, fig
+    assert head_in(page) == 3
+    page.keyboard.press("Shift+ArrowRight")
+    deadline = time.time() + 60
+    while head_in(page) != 4 and time.time() < deadline:
+        time.sleep(0.2)
+    assert head_in(page) == 4
+    wait_drawn(page)
+    page.keyboard.press("Shift+ArrowDown")
+    while "layer=3" not in address(page) and time.time() < deadline:
+        time.sleep(0.2)
+    assert "layer=3" in address(page)
+    page.close()

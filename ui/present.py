@@ -1,0 +1,74 @@
+"""Presentation mode (``?present=1``): one compact row of controls, the figure sized to the first
+screen of a 1280 × 720 window, and keys to step through heads, layers and views without a mouse."""
+from __future__ import annotations
+
+import streamlit as st
+
+from .state import VIEWS
+
+SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
+TOP_PX = 100  # the page's top padding and the row of controls above the figure
+BOTTOM_PX = 12  # slack under the figure
+MIN_PRESENT_LABEL_PX = 18  # the smallest tick label a room can read: fewer labels rather than smaller
+# (label, shortcut as Streamlit reads it, as shown in the legend): the guided walk's own Left/Right stay free
+KEYS = {
+    "prev_head": ("Previous head", "Shift+Left", "Shift+←"),
+    "next_head": ("Next head", "Shift+Right", "Shift+→"),
+    "prev_layer": ("Previous layer", "Shift+Up", "Shift+↑"),
+    "next_layer": ("Next layer", "Shift+Down", "Shift+↓"),
+    "next_view": ("Next view", "V", "V"),
+}
+ICONS = {"prev_head": ":material/arrow_back: Head", "next_head": ":material/arrow_forward: Head",
+         "prev_layer": ":material/arrow_upward: Layer", "next_layer": ":material/arrow_downward: Layer",
+         "next_view": ":material/skip_next: View"}  # short: each button also shows its key
+
+
+def figure_height(used: int = 0) -> int:
+    """Height left for the view's main figure on the first screen, less ``used`` px above it."""
+    return SCREEN_PX - TOP_PX - BOTTOM_PX - used
+
+
+def step_head(delta: int, n_heads: int) -> None:
+    st.session_state.head = (st.session_state.head + delta) % n_heads
+
+
+def step_layer(delta: int, n_layers: int) -> None:
+    st.session_state.layer = (st.session_state.layer + delta) % n_layers
+
+
+def next_view() -> None:
+    labels = list(VIEWS.values())
+    current = st.session_state.get("view")
+    st.session_state.view = labels[(labels.index(current) + 1) % len(labels)] if current in labels else labels[0]
+
+
+def controls(run) -> None:
+    """The view, layer and head in one row above the figure."""
+    view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
+    view.selectbox("View", list(VIEWS.values()), key="view", label_visibility="collapsed")
+    layer.selectbox("Layer", range(run.n_layers), key="layer", label_visibility="collapsed",
+                    format_func=lambda i: f"Layer {i}")
+    head.selectbox("Head", range(run.n_heads), key="head", label_visibility="collapsed",
+                   format_func=lambda i: f"Head {i}")
+    with keys_legend:
+        legend()
+
+
+def keys(run) -> None:
+    """Under the figure, a button for each step, each on its key; the buttons name their keys."""
+    actions = {"prev_head": (step_head, (-1, run.n_heads)), "next_head": (step_head, (1, run.n_heads)),
+               "prev_layer": (step_layer, (-1, run.n_layers)), "next_layer": (step_layer, (1, run.n_layers)),
+               "next_view": (next_view, ())}
+    for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
+        label, shortcut, shown = KEYS[name]
+        col.button(ICONS[name], key=f"present_{name}", help=f"{label}: {shown}", on_click=action, args=args,
+                   shortcut=shortcut, width="stretch")
+
+
+def legend() -> None:
+    """The keys, small beside the controls: two lines no taller than a select box."""
+    shown = {name: KEYS[name][2] for name in KEYS}
+    st.html('<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
+            f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
+            f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
+            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>')
