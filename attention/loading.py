@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from .config import BertConfig, ConfigError, ModelConfig, read_json
+from .config import ConfigError, ModelConfig, read_json
 from .models import FAMILIES, Family, Transformer
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"

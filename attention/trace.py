@@ -249,7 +249,7 @@ def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: 
         "embedding": f"word + position embeddings, {sizes.get('E')} wide",
         "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
         "block_input": f"hidden states entering layer {layer}",
-        "input": (f"attention_norm(x): normalised before the attention (pre-norm)" if "block_input" in tensors
+        "input": ("attention_norm(x): normalised before the attention (pre-norm)" if "block_input" in tensors
                   else f"hidden states entering layer {layer}"),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from test_app import SENTENCE, heatmaps, no_errors, start, submit
+from test_app import SENTENCE, no_errors, start, submit
 
 VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
 
@@ -134,12 +134,13 @@ def test_the_report_holds_the_figures_of_the_view_in_use():
 
 
 def test_report_page_names_the_view_and_choices():
-    from ui.views import report_facts  # noqa: F401  (the header rows come from the choices in use)
     import viz
 
     at = start(view="head", hide="1", layer="1", head="2")
     figures = at.session_state["page_figures"]
+    details = at.session_state["page_details"]  # the header rows the report button builds from the choices
     facts = [("View", "Head"), ("Layer", "1"), ("Head", "2"), ("Hide [CLS]/[SEP]", "yes")]
-    page = viz.html_report(SENTENCE, "", "model", [(n, f) for n, f in figures], details=facts)
+    assert all(fact in details for fact in facts), details
+    page = viz.html_report(SENTENCE, "", "model", [(n, f) for n, f in figures], details=details)
     for name, value in facts:
         assert re.search(rf"<dt>{re.escape(name)}</dt><dd>{re.escape(value)}</dd>", page.replace("&#x27;", "'"))

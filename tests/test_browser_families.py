@@ -8,7 +8,7 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, app_server, launch
 from families import DECODERS, FAMILIES, make_family
 from test_browser_state import SIZE, clean, wait_drawn
 

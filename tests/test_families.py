@@ -13,7 +13,7 @@ from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
 
-from families import FAMILIES, TASK_CLASSES, make_family, reference
+from families import FAMILIES, make_family, reference
 
 HIDDEN_TOL = dict(atol=1e-5, rtol=0)
 ATTN_TOL = dict(atol=1e-6, rtol=0)

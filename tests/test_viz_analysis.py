@@ -251,7 +251,7 @@ def shown_hovers(fig) -> list[str]:
         template = trace.hovertemplate
         if not template or trace.hoverinfo == "skip":
             continue
-        xs, ys = np.asarray(trace.x if trace.x is not None else [], dtype=object), trace.y
+        xs = np.asarray(trace.x if trace.x is not None else [], dtype=object)
         z = np.asarray(trace.z) if getattr(trace, "z", None) is not None else None
         points = ([(i, j) for i in range(z.shape[0]) for j in range(z.shape[1])] if z is not None
                   else [(None, k) for k in range(len(xs))])

@@ -276,7 +276,7 @@ def report_button(model_name: str) -> None:
     """Download the figures this run drew (the current view), with the sentence and choices written on it."""
     text, text_b = st.session_state.submitted
     figures = [(figure_caption(name, fig), fig) for name, fig in st.session_state.get("page_figures", [])]
-    details = report_facts()
+    details = st.session_state.page_details = report_facts()  # kept beside page_figures: what the report says
 
     def build() -> str:
         return viz.html_report(text, text_b, model_name, figures, details=details)
