@@ -169,3 +169,83 @@ class _Attrs(dict):
 
     def __setattr__(self, name, value):
         self[name] = value
+
+
+# ---- ablation and GQA conversion: progress, and so a time limit ------------------------------------
+
+def test_ablation_reports_progress_and_stops_where_its_caller_raises(minilm):
+    from attention.analysis.ablation import ablate
+
+    model, tokenizer = minilm
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    mask = np.ones((model.config.num_hidden_layers, model.config.num_attention_heads))
+    mask[1, 2] = 0
+    seen = []
+    ablate(model, ids, head_mask=mask, progress=seen.append)
+    assert seen == sorted(seen) and len(seen) == 3 and seen[-1] == 1.0
+
+    def stop_after_the_first_pass(fraction):
+        raise Stopped()
+
+    with pytest.raises(Stopped):  # a raise from the callback ends the work; nothing is returned
+        ablate(model, ids, head_mask=mask, progress=stop_after_the_first_pass)
+
+
+def test_gqa_conversion_reports_each_layer_and_stops_where_its_caller_raises(minilm):
+    from attention.analysis.gqa import to_grouped
+
+    model, _ = minilm
+    n = model.config.num_hidden_layers
+    seen = []
+    to_grouped(model, 3, progress=seen.append)
+    assert seen == [k / n for k in range(n + 1)]
+    calls = []
+
+    def stop_at_the_second_layer(fraction):
+        calls.append(fraction)
+        if len(calls) == 3:
+            raise Stopped()
+
+    with pytest.raises(Stopped):
+        to_grouped(model, 3, progress=stop_at_the_second_layer)
+    assert calls == [0.0, 1 / n, 2 / n]
+    assert model.layers[0].attention.num_kv_heads == model.config.num_attention_heads  # the given model unchanged
+
+
+def test_an_ablation_past_its_time_limit_is_a_message_and_nothing_is_kept(monkeypatch):
+    text = "An ablation the time limit test alone runs."
+    monkeypatch.setitem(cache.TIME_LIMITS, "ablation", 0)
+    at = start(view="ablation", layer="1", head="2")
+    at = submit(at, text)
+    no_errors(at)
+    assert any("took longer than 0 s and was stopped; try a shorter sentence" in w.value for w in at.warning)
+    ablations = cache.store("ablations", 16, 200 * cache.MB)
+    assert not [k for k in ablations.items if k[1] == text]  # nothing partial cached
+    assert free(cache.HEAVY)
+    monkeypatch.setitem(cache.TIME_LIMITS, "ablation", 60)
+    at.run()
+    no_errors(at)
+    assert not at.warning
+    assert [k for k in ablations.items if k[1] == text]
+
+
+def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(monkeypatch):
+    from ui.analysis import get_grouped_model
+
+    text = "A grouped-query run the time limit test alone asks for."
+    get_grouped_model.clear()  # a converted model cached by another test would need no conversion
+    monkeypatch.setitem(cache.TIME_LIMITS, "gqa", 0)
+    at = start(view="efficient")
+    at = submit(at, text)
+    no_errors(at)
+    assert any("took longer than 0 s and was stopped; try a shorter sentence or a smaller model" in w.value
+               for w in at.warning)
+    runs = cache.store("grouped-runs", 16, 200 * cache.MB)
+    assert not [k for k in runs.items if text in k]
+    assert free(cache.HEAVY)
+    monkeypatch.setitem(cache.TIME_LIMITS, "gqa", 120)
+    at.run()
+    no_errors(at)
+    assert not at.warning
+    assert [k for k in runs.items if text in k]
+

@@ -22,7 +22,7 @@ from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import grid_fits, head_heatmap
 
 from .cache import MB, get_model, get_run, get_trace, store
-from .limits import heavy_guard
+from .limits import deadline_check, heavy_guard
 from .layout import column_px, main_px, slots
 from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
@@ -85,9 +85,11 @@ def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)  # a whole model's copy: one at a time
-def get_grouped_model(source: str, num_kv_heads: int):
+def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
+    """The converted model; inside a heavy job its time limit is checked after every layer converted
+    (`_progress`, or else the job's deadline). Stopped, nothing is cached."""
     model, _ = get_model(source)
-    return to_grouped(model, num_kv_heads)
+    return to_grouped(model, num_kv_heads, progress=_progress or deadline_check())
 
 
 def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
@@ -100,14 +102,15 @@ def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
 
 
 def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
-    def compute(deadline):  # one forward pass, no progress to check it at: the slot caps it
+    def compute(deadline):  # the time limit is checked after each of the two forward passes
         model, tokenizer = get_model(source)
         mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
         for layer, head in heads:
             mask[layer, head] = 0.0
         enc = run.encoded
         return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
-                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer)
+                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer,
+                      progress=deadline.wrap(None))
 
     return store("ablations", 16, 200 * MB).get_or_compute_heavy((source, text, text_b, heads, mode), "ablation",
                                                                   compute)

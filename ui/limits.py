@@ -1,6 +1,6 @@
 """How a heavy computation looks on the page: a note while the server's heavy slot is busy with
 another visitor's job, and a message (never a traceback) when the wait or the computation runs
-past its limit. The caps themselves are in ui/cache.py."""
+past its limit. The caps themselves are operator settings (ui/settings.py), used by ui/cache.py."""
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +10,8 @@ import streamlit as st
 from .cache import HEAVY, ServerBusy, TooLong
 
 ADVICE = {"flow": "try a shorter sentence or Rollout", "suite": "try a smaller suite",
-          "comparison": "try again with a shorter sentence", "ablation": "try fewer heads or a shorter sentence",
-          "gqa": "try again later"}
+          "comparison": "try again with a shorter sentence", "ablation": "try a shorter sentence",
+          "gqa": "try a shorter sentence or a smaller model"}
 
 
 def waiting_message(waited: float, most: float) -> str:
@@ -27,6 +27,14 @@ def too_long_message(err: TooLong) -> str:
 def busy_message(err: ServerBusy) -> str:
     return (f"The server stayed busy with other visitors' computations for {err.waited:.0f} s, so yours did not "
             "start. Try again in a moment.")
+
+
+def deadline_check():
+    """A progress callback that raises TooLong once this thread's heavy job is past its time limit;
+    None outside a heavy job. For a computation called inside a job without its Deadline at hand."""
+    if getattr(HEAVY.local, "depth", 0) == 0:
+        return None
+    return HEAVY.local.deadline.wrap(None)
 
 
 class Outcome:

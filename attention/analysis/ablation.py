@@ -7,6 +7,7 @@ an MLM head, the model's guesses for a [MASK] token.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -92,6 +93,7 @@ def ablate(
     mlm_head: MaskedLMHead | None = None,
     tokenizer=None,
     top_k: int = 5,
+    progress: Callable[[float], None] | None = None,
 ) -> AblationResult:
     """Run one sentence (input_ids (1, L)) with all heads, then with `head_mask`'s heads ablated.
 
@@ -99,6 +101,8 @@ def ablate(
     ablation: "zero" or "uniform" (see Transformer.forward). With `mlm_head` (from load_mlm_head)
     and its `tokenizer`, the top_k guesses for the first [MASK] token are compared too.
     Arrays are read-only; padded positions are left out of every measure.
+    `progress`, if given, is called with the fraction done after each forward pass and at the end:
+    a caller with a time limit can stop the work there by raising from it.
     """
     attention_mask = _check_inputs(input_ids, attention_mask, token_type_ids)
     head_mask = model.check_head_mask(head_mask, ablation)  # validated before any forward pass
@@ -109,9 +113,15 @@ def ablate(
     real = attention_mask[0].bool()  # (L,)
     weights = attention_mask[0].double()  # (L,)
 
+    def done(fraction: float) -> None:
+        if progress is not None:
+            progress(fraction)
+
     with torch.inference_mode():
         base = model(input_ids, attention_mask, token_type_ids)
+        done(0.45)
         ablated = model(input_ids, attention_mask, token_type_ids, head_mask=head_mask, ablation=ablation)
+        done(0.9)
         base_maps = _real_maps(base.attentions, real)  # (n_layers, H, n, n)
         ablated_maps = _real_maps(ablated.attentions, real)  # (n_layers, H, n, n)
         hidden_cosine = [  # cosine per real token in float64, then the mean over tokens
@@ -125,6 +135,7 @@ def ablate(
         if mlm_head is not None:
             predictions = _mask_predictions(mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0],
                                             ablated.last_hidden_state[0], top_k)
+    done(1.0)
 
     return AblationResult(
         base_attentions=_frozen(base_maps),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -109,7 +110,8 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
     return new.requires_grad_(requires_grad)
 
 
-def to_grouped(model: Transformer, num_kv_heads: int) -> Transformer:
+def to_grouped(model: Transformer, num_kv_heads: int,
+               progress: Callable[[float], None] | None = None) -> Transformer:
     """A copy of `model` whose every attention layer has `num_kv_heads` key/value heads.
 
     Each key/value head is the mean of the key/value projections (weights and biases) of its group
@@ -119,12 +121,21 @@ def to_grouped(model: Transformer, num_kv_heads: int) -> Transformer:
     given back unchanged for a multiple of its kv_heads; any other number is a ValueError, as is one
     that does not divide the number of heads. The given model is not changed; the copy's config
     says its num_key_value_heads.
+
+    `progress`, if given, is called with the fraction done after the copy and after each layer's
+    conversion: a caller with a time limit can stop the work there by raising from it (the copy
+    made so far is dropped).
     """
     check_kv_heads(model.config.num_attention_heads, num_kv_heads, model.config.kv_heads)
     grouped = copy.deepcopy(model)
     grouped.config = grouped.embeddings.config = dataclasses.replace(model.config, num_key_value_heads=num_kv_heads)
-    for layer in grouped.layers:
+    n = len(grouped.layers)
+    if progress is not None:
+        progress(0.0)
+    for k, layer in enumerate(grouped.layers):
         layer.attention = grouped_attention(layer.attention, num_kv_heads)
+        if progress is not None:
+            progress((k + 1) / n)
     return grouped
 
 
