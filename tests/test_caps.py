@@ -249,3 +249,57 @@ def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(m
     assert not at.warning
     assert [k for k in runs.items if text in k]
 
+
+# ---- the caps as operator settings ------------------------------------------------------------------
+
+def test_the_caps_come_from_the_environment():
+    from ui.settings import read
+
+    values, warnings = read({"ATTENTION_HEAVY_SLOTS": "2", "ATTENTION_HEAVY_WAIT_S": "30",
+                             "ATTENTION_TIME_LIMIT_FLOW": "15.5", "ATTENTION_TIME_LIMIT_GQA": " 300 ",
+                             "ATTENTION_MAX_UPLOAD_MB": "1", "ATTENTION_MAX_EXAMPLES": "100"})
+    assert not warnings
+    assert values["heavy_slots"] == 2 and values["heavy_wait_s"] == 30
+    assert values["limit_flow"] == 15.5 and values["limit_gqa"] == 300 and values["limit_suite"] == 120
+    assert values["max_upload_mb"] == 1 and values["max_examples"] == 100
+    assert read({})[0]["heavy_slots"] == 1 and read({})[0]["limit_ablation"] == 60
+
+
+@pytest.mark.parametrize("var, bad", [("ATTENTION_HEAVY_SLOTS", "0"), ("ATTENTION_HEAVY_SLOTS", "1.5"),
+                                      ("ATTENTION_HEAVY_SLOTS", "two"), ("ATTENTION_TIME_LIMIT_FLOW", "-1"),
+                                      ("ATTENTION_TIME_LIMIT_SUITE", "nan"), ("ATTENTION_TIME_LIMIT_SUITE", "inf"),
+                                      ("ATTENTION_HEAVY_WAIT_S", "1e9"), ("ATTENTION_MAX_UPLOAD_MB", "0.5"),
+                                      ("ATTENTION_MAX_EXAMPLES", "5k")])
+def test_a_bad_value_is_ignored_and_said_in_the_log(var, bad):
+    from ui.settings import SETTINGS, read
+
+    name = next(k for k, s in SETTINGS.items() if s.var == var)
+    values, warnings = read({var: bad})
+    assert values[name] == SETTINGS[name].default
+    assert len(warnings) == 1 and warnings[0].startswith(f"{var}={bad!r} ignored:")
+    assert warnings[0].endswith(f"using the default {SETTINGS[name].default:g}")
+
+
+def test_the_server_uses_the_settings_and_logs_a_bad_one():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    show = ("import ui.cache as c, ui.coref_data as d; print(c.HEAVY.slots._initial_value, c.HEAVY_WAIT_S, "
+            "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
+    set_ = {"ATTENTION_HEAVY_SLOTS": "3", "ATTENTION_HEAVY_WAIT_S": "45", "ATTENTION_TIME_LIMIT_ABLATION": "20",
+            "ATTENTION_MAX_UPLOAD_MB": "1", "ATTENTION_MAX_EXAMPLES": "50"}
+    done = subprocess.run([sys.executable, "-c", show], cwd=root, env={**env, **set_}, capture_output=True, text=True)
+    assert done.stdout.split() == ["3", "45.0", "20.0", str(1024 * 1024), "50"], done.stderr
+    done = subprocess.run([sys.executable, "-c", show], cwd=root, env={**env, "ATTENTION_HEAVY_SLOTS": "lots"},
+                          capture_output=True, text=True)
+    assert done.stdout.split() == ["1", "120.0", "60.0", str(2 * 1024 * 1024), "5000"], done.stderr
+    assert "ATTENTION_HEAVY_SLOTS='lots' ignored: the number of heavy slots must be a whole number" in done.stderr
+    check = [sys.executable, "-m", "ui.settings"]
+    good = subprocess.run(check, cwd=root, env={**env, **set_}, capture_output=True, text=True)
+    assert good.returncode == 0 and "ATTENTION_HEAVY_SLOTS=3\n" in good.stdout
+    bad = subprocess.run(check, cwd=root, env={**env, "ATTENTION_TIME_LIMIT_GQA": "0"}, capture_output=True, text=True)
+    assert bad.returncode == 1 and "ATTENTION_TIME_LIMIT_GQA='0' ignored" in bad.stderr

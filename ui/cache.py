@@ -20,6 +20,7 @@ from attention import load_model
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
+from .settings import HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
 from .sources import policy
 
 MB = 1024 * 1024
@@ -34,10 +35,8 @@ M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 # Heavy computations (attention flow, suite scoring, the head comparison, ablation, GQA conversion)
 # run HEAVY_SLOTS at a time in the whole process, so one visitor's flow cannot starve the room's
 # ordinary requests; another session asking meanwhile waits up to HEAVY_WAIT_S, then is told to try
-# again. Each kind has a time limit, enforced through the progress callback it already takes.
-HEAVY_SLOTS = 1
-HEAVY_WAIT_S = 120
-TIME_LIMITS = {"flow": 60, "suite": 120, "comparison": 60, "ablation": 60, "gqa": 120}  # seconds per kind
+# again. Each kind has a time limit, enforced through the progress callback it takes. The operator
+# may set HEAVY_SLOTS, HEAVY_WAIT_S and TIME_LIMITS (seconds per kind) in the environment: ui/settings.py.
 WAIT_POLL_S = 0.5  # how often a waiting session's message is updated
 
 

@@ -12,12 +12,13 @@ from attention.analysis.coref import CorefExample, CorefResult, ExampleError, lo
 
 from .limits import heavy_guard
 from .cache import MB, BoundedStore, get_model, store
+from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
 from .state import COREF_SETS
 from .views import plain
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-MAX_UPLOAD_BYTES = 2 * 1024 * 1024  # the same limit as .streamlit/config.toml
-MAX_EXAMPLES = 5_000
+# MAX_UPLOAD_BYTES (2 MB, the same limit as .streamlit/config.toml) and MAX_EXAMPLES (5,000) are
+# operator settings: ui/settings.py
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ def take_upload() -> None:
     if upload is None:
         return
     if upload.size > MAX_UPLOAD_BYTES:
-        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / 1e6:.1f} MB; "
-                                               f"files up to {MAX_UPLOAD_BYTES / 1e6:.0f} MB are accepted.")
+        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / MB:.1f} MB; "
+                                               f"files up to {MAX_UPLOAD_BYTES / MB:g} MB are accepted.")
         return
     try:
         examples = load_examples(upload.getvalue())
