@@ -1,6 +1,7 @@
 """A full lecture hall: N browser sessions at once against one app server on loopback.
 
     python bench/load.py [--sessions 8] [--soak 200] [--quick] [--long] [--timeout 60] [--budget 600]
+    python bench/load.py --sessions 16 --hostile [--storm 90] [--think 3] [--control]
 
 One `streamlit run app.py` process and one Chromium with N contexts (N sessions, own cookies). Every
 session opens the app; then all at once each types its own sentence with a marker word no other
@@ -14,6 +15,21 @@ Targets: all sessions served within 10 s (from the moment they press Run to the 
 --soak K, K further submissions (spread over the sessions, one after another in each) grow the
 settled RSS by <= 100 MB (no new submission after --budget seconds). --quick: 3 sessions and a soak
 of 20. --long: every sentence is its marker repeated to 510 tokens, the model's limit.
+
+--hostile: the last 2 of the N sessions are strangers trying to take the server down while the
+other N - 2 submit sentences: one runs a 512-token sentence (the model's limit) through the shape
+flow view with the padded batch, links the same sentence into attention flow (capped at 64 tokens)
+and then asks for the heaviest flow allowed (62 words, all layers' graph); the other uploads a 5 MB
+coreference suite and links locked-out models (?model=/etc, a hub id not in the list). The ordinary
+sessions press Run together as the hostile ones start, then keep submitting, one after another in
+each, until the hostile cases are done (at most --storm seconds). Printed: each hostile case with
+what its visitor saw (the page's messages, and whether an exception box appeared), each ordinary
+session's latencies, the peak server RSS, and whether the server stayed alive (it answers
+/_stcore/health and serves one more submission afterwards). Targets: every ordinary submission
+served within 5 s, no exception box or traceback anywhere, the server alive. Each ordinary
+submission is also split into the server's part (pressing Run -> the last websocket frame it sent
+before the tokens were drawn) and the browser's. --control: the same room with the 2 hostile
+sessions idle, for comparison.
 Exit status: 0 (a missed target prints MISSED), 1 if a session saw another's tokens, 2 if it could not run.
 """
 from __future__ import annotations
@@ -23,6 +39,7 @@ import asyncio
 import contextlib
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
@@ -31,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +58,11 @@ from browser import CHROMIUM, launch, server_process  # noqa: E402
 from ui.sources import SOURCES_VAR  # noqa: E402
 
 ROUND_TARGET_S, RSS_TARGET_MB, GROWTH_TARGET_MB = 10.0, 1536.0, 100.0
+SUBMIT_TARGET_S = 5.0  # --hostile: each ordinary submission, while the hostile sessions run
+HOSTILE_SESSIONS = 2
+UPLOAD_MB = 5  # the hostile suite upload (the app takes 2 MB)
+FLOW_WORDS = 62  # the heaviest attention flow the app computes: 64 positions with [CLS] and [SEP]
+LOCKED_OUT = ["/etc", "gpt2"]  # linked as ?model=...; the server runs locked to the bundled model
 SAMPLE_EVERY_S = 0.2
 # single WordPiece tokens of the uncased vocabulary, none of them a word of the templates
 NOUNS = """zebra otter badger falcon beaver camel donkey eagle heron jaguar moose newt panda parrot penguin
@@ -173,9 +196,16 @@ class RssSampler(threading.Thread):
 
 # ---- one session ----------------------------------------------------------------------------------
 
+# per page: when each websocket frame from the server arrived, and when Run was last clicked
+FRAMES: dict = {}
+LAST_CLICK: dict = {}
+
+
 async def open_session(browser, url: str, timeout_s: float):
     context = await browser.new_context(viewport={"width": 1500, "height": 1100})
     page = await context.new_page()
+    frames = FRAMES[page] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda _: frames.append(time.perf_counter())))
     await page.goto(url, timeout=timeout_s * 1000)
     await page.wait_for_function(HAS_LABEL, arg="animal", polling=100, timeout=timeout_s * 1000)
     return page
@@ -195,7 +225,7 @@ async def submit(page, text: str, marker: str, timeout_s: float, barrier=None) -
         typed = False
     if barrier is not None:
         await barrier.wait()  # the others wait here even if this one could not type
-    start = clicked = time.perf_counter()
+    start = clicked = LAST_CLICK[page] = time.perf_counter()
     try:
         if typed:
             await page.get_by_role("button", name="Run").click(timeout=ms)
@@ -205,6 +235,16 @@ async def submit(page, text: str, marker: str, timeout_s: float, barrier=None) -
     except PlaywrightError:
         pass
     return None, clicked - start
+
+
+def served_s(page, latency: float | None) -> float | None:
+    """Seconds from the last press of Run (`submit`'s start of the click) to the last websocket frame
+    the server sent before the marker was drawn, `latency` seconds after that press: the server's
+    part of it (the rest is the browser delivering the click and drawing the answer)."""
+    clicked = LAST_CLICK.get(page)
+    if latency is None or clicked is None:
+        return None
+    return max((t - clicked for t in FRAMES.get(page, []) if clicked <= t <= clicked + latency), default=None)
 
 
 async def shown(page, words: set[str]) -> list[str]:
@@ -292,6 +332,310 @@ async def soak(pages, words: list[str], first: list[str], foreign: list[set[str]
     await asyncio.gather(*(one_session(i) for i in range(n)))
     return {"latencies": latencies, "wall_s": time.perf_counter() - start, "cpu": meter.since(cpu_start),
             "problems": problems, "notes": notes, "errors": await page_errors(pages)}
+
+
+# ---- strangers: the hostile sessions (--hostile) ---------------------------------------------------
+
+SEEN = """() => ({
+    messages: [...document.querySelectorAll('[data-testid="stAlert"], [data-testid="stToast"]')]
+        .filter(e => e.closest('[data-stale="true"]') === null)
+        .map(e => e.innerText.trim().replace(/\\s+/g, ' ')),
+    uploader: [...document.querySelectorAll('[data-testid="stFileUploader"]')]
+        .map(e => e.innerText.trim().replace(/\\s+/g, ' ')),
+    exceptions: [...document.querySelectorAll('[data-testid="stException"]')]
+        .map(e => e.innerText.trim().replace(/\\s+/g, ' ').slice(0, 300)),
+    traceback: document.body.innerText.includes('Traceback'),
+    charts: CURRENT_CHARTS,
+})""".replace("CURRENT_CHARTS", CURRENT.replace("\n", " ") + ".length")
+
+
+# the shape flow's tensor, drawn for the current run, has `m` among its tick labels
+TENSOR_SHOWS = f"""(m) => {CURRENT}.some(p => (p.querySelector('.gtitle') || {{}}).textContent?.includes(', head ')
+    && [...p.querySelectorAll('.xtick text, .ytick text')].some(t => t.textContent === m))"""
+
+
+async def settle(page, timeout_s: float, first_s: float = 0.5) -> None:
+    """Wait until the page's script run has ended (Streamlit's running indicator is gone)."""
+    await asyncio.sleep(first_s)
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        if await page.locator('[data-testid="stStatusWidget"]').count() == 0:
+            await asyncio.sleep(0.3)  # and stays gone
+            if await page.locator('[data-testid="stStatusWidget"]').count() == 0:
+                return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"the page still ran after {timeout_s:.0f} s")
+
+
+async def visit(page, url: str, timeout_s: float) -> None:
+    await page.goto(url, timeout=timeout_s * 1000)
+    await page.wait_for_selector('[data-testid="stMain"]', timeout=timeout_s * 1000)
+    await settle(page, timeout_s, first_s=1.0)
+
+
+async def hostile_case(page, name: str, action, timeout_s: float, start: float) -> dict:
+    """Run one hostile action and record what its visitor saw."""
+    from playwright.async_api import Error as PlaywrightError
+
+    began = time.perf_counter()
+    failed = None
+    try:
+        await action()
+    except (PlaywrightError, TimeoutError) as err:
+        failed = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+    ended = time.perf_counter()
+    try:
+        seen = await page.evaluate(SEEN)
+    except PlaywrightError as err:
+        seen = {"messages": [], "uploader": [], "exceptions": [], "traceback": False, "charts": 0,
+                "unreadable": str(err).splitlines()[0][:160]}
+    return {"name": name, "from_s": began - start, "to_s": ended - start, "failed": failed, **seen}
+
+
+def big_suite(mb: int) -> Path:
+    """A JSONL coreference suite of well-formed lines, `mb` MB in all."""
+    line = (json.dumps({"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
+                        "candidates": ["trophy", "suitcase"], "answer": "trophy"}) + "\n").encode()
+    path = Path(tempfile.mkstemp(prefix="hostile-suite-", suffix=".jsonl")[1])
+    path.write_bytes(line * (mb * 1024 * 1024 // len(line) + 1))
+    return path
+
+
+async def heavy_stranger(page, url: str, word: str, timeout_s: float, start: float) -> list[dict]:
+    """512 tokens through the shape flow with the padded batch; the same sentence linked into attention
+    flow; then the heaviest flow the app computes."""
+    long_text = (word + " ") * LONG_TOKENS
+    flow_text = " ".join([word] * FLOW_WORDS)
+    steps = []
+
+    async def shape_flow():
+        await page.get_by_label("Sentence", exact=True).fill(long_text, timeout=timeout_s * 1000)
+        await page.get_by_role("button", name="Run").click(timeout=timeout_s * 1000)
+        await page.wait_for_function(TENSOR_SHOWS, arg=word, polling=100, timeout=timeout_s * 1000)
+        await settle(page, timeout_s)
+
+    async def linked_flow():
+        await visit(page, f"{url}/?view=rollout&derived=flow&layer=5&s=" + "+".join(long_text.split()), timeout_s)
+
+    async def heaviest_flow():
+        await visit(page, f"{url}/?view=rollout&derived=flow&layer=5&s=" + "+".join(flow_text.split()), timeout_s)
+
+    steps.append(await hostile_case(page, f"{LONG_TOKENS + 2}-token sentence in the shape flow view, padded batch",
+                                    shape_flow, timeout_s, start))
+    steps.append(await hostile_case(page, f"the same {LONG_TOKENS + 2} tokens linked into attention flow "
+                                    "(?view=rollout&derived=flow)", linked_flow, timeout_s, start))
+    steps.append(await hostile_case(page, f"the heaviest flow offered: {FLOW_WORDS + 2} tokens, last layer",
+                                    heaviest_flow, timeout_s, start))
+    return steps
+
+
+async def upload_stranger(page, url: str, timeout_s: float, start: float) -> list[dict]:
+    """A 5 MB suite upload, then links to models outside the server's list."""
+    suite = big_suite(UPLOAD_MB)
+    steps = []
+
+    async def upload():
+        await page.locator("input[type=file]").set_input_files(str(suite), timeout=timeout_s * 1000)
+        await settle(page, timeout_s, first_s=2.0)
+
+    try:
+        steps.append(await hostile_case(page, f"a {suite.stat().st_size / 1e6:.1f} MB coreference suite uploaded",
+                                        upload, timeout_s, start))
+    finally:
+        suite.unlink()
+    for source in LOCKED_OUT:
+        steps.append(await hostile_case(page, f"a locked-out model linked: ?model={source}",
+                                        lambda s=source: visit(page, f"{url}/?model={s}", timeout_s),
+                                        timeout_s, start))
+    return steps
+
+
+async def storm(pages, hostile, url: str, words: list[str], spare: list[str], foreign: list[set[str]],
+                timeout_s: float, storm_s: float, think_s: float, meter: CpuMeter, control: bool = False) -> dict:
+    """The ordinary sessions press Run together as the hostile ones start, then keep submitting (one
+    after another in each, `think_s` apart) until the hostile sessions are done or `storm_s` has passed."""
+    # the hostile sessions get to where they strike first: the flow view and the upload box
+    if not control:
+        await asyncio.gather(visit(hostile[0], f"{url}/?view=flow&padded=1", timeout_s),
+                             visit(hostile[1], f"{url}/?view=coref&coref=suite&set=upload", timeout_s))
+    n = len(pages)
+    barrier = asyncio.Barrier(n + 1)
+    texts = [sentence(0, w, False) for w in words]
+    first = [asyncio.create_task(submit(p, t, w, timeout_s, barrier)) for p, t, w in zip(pages, texts, words)]
+    await asyncio.wait_for(barrier.wait(), 2 * timeout_s)
+    start, cpu_start = time.perf_counter(), meter.read()
+    if control:  # the same room with the strangers idle, for comparison
+        strangers = asyncio.gather(asyncio.sleep(storm_s))
+    else:
+        strangers = asyncio.gather(heavy_stranger(hostile[0], url, spare[0], timeout_s, start),
+                                   upload_stranger(hostile[1], url, timeout_s, start))
+    per_session: list[list[tuple]] = [[] for _ in range(n)]  # (submitted at, latency, the server's part)
+    problems, notes = [], []
+    queue = iter(spare[1:])
+
+    async def ordinary(i: int) -> None:
+        latency = pressed(*await first[i])
+        per_session[i].append((0.0, latency, served_s(pages[i], latency)))
+        previous = {words[i], *DEFAULT_WORDS}
+        found = await check(pages[i], f"session {i}", words[i], DEFAULT_WORDS, foreign[i])
+        problems.extend(found[0])
+        while not strangers.done() and time.perf_counter() - start < storm_s:
+            await asyncio.sleep(think_s)  # a person reads the figure before typing the next sentence
+            if strangers.done():
+                return
+            word = next(queue, None)
+            if word is None:
+                return
+            at = time.perf_counter() - start
+            latency = pressed(*await submit(pages[i], sentence(len(per_session[i]), word, False), word, timeout_s))
+            per_session[i].append((at, latency, served_s(pages[i], latency)))
+            found = await check(pages[i], f"session {i}", word, previous, foreign[i] - previous - {word})
+            problems.extend(found[0])
+            notes.extend(found[1])
+            previous.add(word)
+
+    await asyncio.gather(*(ordinary(i) for i in range(n)))
+    cases = [] if control else [case for steps in await strangers for case in steps]
+    return {"per_session": per_session, "cases": cases, "wall_s": time.perf_counter() - start,
+            "cpu": meter.since(cpu_start), "problems": problems, "notes": notes,
+            "errors": await page_errors(pages)}
+
+
+def pressed(latency: float | None, click_s: float) -> float | None:
+    """`submit`'s figures as a visitor counts them: from pressing Run (the click's delivery included)."""
+    return None if latency is None else click_s + latency
+
+
+def health(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url + "/_stcore/health", timeout=10) as reply:
+            return f"{reply.status} {reply.read().decode(errors='replace').strip()}"
+    except OSError as err:
+        return f"no answer ({type(err).__name__})"
+
+
+async def hostile_hall(args, url: str, sampler: RssSampler, meter: CpuMeter, proc) -> dict:
+    from playwright.async_api import async_playwright
+
+    words = markers()
+    n, k = args.sessions, args.sessions - HOSTILE_SESSIONS
+    out: dict = {"n": n, "long": False, "load": load_average(), "hostile": True, "think": args.think,
+                 "control": args.control}
+    async with async_playwright() as pw:
+        browser = await launch(pw)
+        out["chromium"] = browser.version
+        start, cpu_start = time.perf_counter(), meter.read()
+        pages = await asyncio.gather(*(open_session(browser, url, 60 + 15 * n) for _ in range(n)))
+        out["open_s"], out["open_cpu"] = time.perf_counter() - start, meter.since(cpu_start)
+        out["open_peak_mb"], out["idle_mb"] = sampler.peak(), await sampler.settled(2.0, 1.0)
+        ordinary, hostile = pages[:k], pages[k:]
+        out["words"], spare = words[:k], words[k:]
+        foreign = [set(words) - {words[i]} for i in range(k)]  # any other marker, whoever submits it
+        start = time.perf_counter()
+        out["storm"] = await storm(ordinary, hostile, url, words[:k], spare, foreign, args.timeout, args.storm,
+                                   args.think, meter, args.control)
+        out["storm_peak_mb"] = sampler.peak(start)
+        out["alive"] = proc.poll() is None
+        out["health"] = health(url)
+        after = words[-1]
+        out["after"] = (after, pressed(*await submit(ordinary[0], sentence(1, after, False), after, args.timeout)))
+        out["after_health"] = health(url)
+        for page in pages:
+            await page.context.close()
+        out["closed_mb"] = await sampler.settled(3.0, 1.0)
+        await browser.close()
+    return out
+
+
+def print_storm(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> int:
+    s, k = out["storm"], out["n"] - HOSTILE_SESSIONS
+    missed = []
+    print(f"machine: {machine()}")
+    print(f"load average (1/5/15 min): {out['load']} at the start, {load_average()} at the end; "
+          "other work on the machine slows every time here")
+    print(f"{out['n']} sessions (one Chromium {out['chromium']}, {out['n']} contexts) against one app server, pid "
+          f"{pid}, on 127.0.0.1, locked to the bundled model: {k} ordinary, {HOSTILE_SESSIONS} hostile")
+    print(f"all sessions opened in {out['open_s']:.1f} s ({out['open_cpu']}); "
+          f"server RSS then {out['idle_mb']:.0f} MB, peak so far {out['open_peak_mb']:.0f} MB")
+    if out["control"]:
+        print(f"\nCONTROL RUN: the {HOSTILE_SESSIONS} hostile sessions stay idle. {s['wall_s']:.1f} s from the "
+              f"moment the {k} ordinary sessions pressed Run together; then each submitted again {out['think']:g} s "
+              "after its last was drawn")
+    else:
+        print(f"\nstorm: {s['wall_s']:.1f} s from the moment the {k} ordinary sessions pressed Run together and the "
+              f"hostile ones struck; then each ordinary session submitted again {out['think']:g} s after its last "
+              "was drawn, until the hostile cases were done")
+    print(f"  {s['cpu']}")
+    if not out["control"]:
+        print("\nhostile cases (seconds from the start of the storm; what the visitor saw):")
+    for case in s["cases"]:
+        print(f"  - {case['name']}: {case['from_s']:.1f} s -> {case['to_s']:.1f} s"
+              + (f"; DID NOT FINISH: {case['failed']}" if case["failed"] else ""))
+        for text in case["messages"]:
+            print(f"      message: {text[:400]}")
+        for text in case["uploader"]:
+            print(f"      upload box: {text[:400]}")
+        if not case["messages"] and not case["uploader"]:
+            print("      message: none")
+        print(f"      figures drawn: {case['charts']}; exception box: "
+              + (f"YES ({len(case['exceptions'])}): {case['exceptions'][0]}" if case["exceptions"] else "none")
+              + ("; a TRACEBACK in the page's text" if case["traceback"] else "; no traceback in the page's text"))
+        if case["failed"] or case["exceptions"] or case["traceback"] or case.get("unreadable"):
+            missed.append(f"hostile case '{case['name']}' did not end in a clear message")
+    print("\nordinary sessions: each submission as pressing Run -> own tokens on own heatmap (s) / pressing Run -> "
+          "the server's last websocket frame before them, as the page received it (s) @ seconds into the storm")
+    every, server = [], []
+    for i, (word, subs) in enumerate(zip(out["words"], s["per_session"])):
+        every += [lat for _, lat, _ in subs]
+        server += [part for _, _, part in subs if part is not None]
+        shown_ = ", ".join(("TIMED OUT" if lat is None else f"{lat:.2f}/" + ("?" if part is None else f"{part:.2f}"))
+                           + f" @{at:.0f}" for at, lat, part in subs)
+        worst = "TIMED OUT" if any(lat is None for _, lat, _ in subs) else f"{max(lat for _, lat, _ in subs):.2f} s"
+        print(f"  session {i:>2} ({word:<8}) {len(subs)} submissions, max {worst}: {shown_}")
+    got = [t for t in every if t is not None]
+    print(f"  all {len(every)} ordinary submissions: median {statistics.median(got):.2f} s, max {max(got):.2f} s"
+          + (f"; {len(every) - len(got)} TIMED OUT" if len(got) < len(every) else ""))
+    if server:
+        print(f"  the server's part (pressing Run -> its last frame before the tokens were drawn): median "
+              f"{statistics.median(server):.2f} s, max {max(server):.2f} s; the rest is the browser drawing")
+    slow = [t for t in every if t is None or t > SUBMIT_TARGET_S]
+    ok = not slow
+    print(f"  target: every ordinary submission <= {SUBMIT_TARGET_S:.0f} s: {verdict(ok)}"
+          + ("" if ok else f" ({len(slow)} of {len(every)} over)"))
+    if not ok:
+        missed.append(f"{len(slow)} of {len(every)} ordinary submissions took over {SUBMIT_TARGET_S:.0f} s")
+    rss_ok = peak_mb <= RSS_TARGET_MB
+    print(f"\npeak server RSS: {out['storm_peak_mb']:.0f} MB in the storm, {peak_mb:.0f} MB over the whole run "
+          f"(target <= {RSS_TARGET_MB:.0f} MB: {verdict(rss_ok)}); {out['closed_mb']:.0f} MB after every session "
+          "closed")
+    if not rss_ok:
+        missed.append(f"peak server RSS {peak_mb:.0f} MB over {RSS_TARGET_MB:.0f} MB")
+    word, latency = out["after"]
+    alive = out["alive"] and out["health"].startswith("200") and latency is not None
+    print(f"server after the storm: process {'running' if out['alive'] else 'GONE'}; /_stcore/health answered "
+          f"{out['health']}; one more submission ('{word}') "
+          + ("TIMED OUT" if latency is None else f"served in {latency:.2f} s")
+          + f"; health then {out['after_health']} (alive: {verdict(alive)})")
+    if not alive:
+        missed.append("the server did not stay alive")
+    leaks = [p for p in s["problems"] if p.startswith("ISOLATION")]
+    print("isolation: " + (f"VIOLATED in {len(leaks)} checks" if leaks else
+                           "every ordinary session showed its own marker and no other session's"))
+    print_problems("problems seen by the ordinary sessions", s["problems"])
+    print("error boxes on the ordinary pages: " + ("none" if not s["errors"] else f"{len(s['errors'])}"))
+    print_problems("error boxes", s["errors"])
+    print("server log: " + ("no errors" if not log_errors else f"{len(log_errors)} error lines"))
+    print_problems("server log", log_errors)
+    missed += [f"problem: {p}" for p in s["problems"]] + [f"error box: {e}" for e in s["errors"]]
+    missed += ["server log has errors"] if log_errors else []
+    print()
+    for line in missed:
+        print(f"MISSED: {line}")
+    print("TARGETS " + ("MISSED" if missed else "met"))
+    if leaks:
+        print("!!! ISOLATION VIOLATED: a session was shown another session's sentence")
+        return 1
+    return 0 if got else 2
 
 
 # ---- reporting ------------------------------------------------------------------------------------
@@ -457,9 +801,19 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds one submission may take")
     ap.add_argument("--long", action="store_true", help=f"sentences of {LONG_TOKENS} tokens instead of short ones")
     ap.add_argument("--budget", type=float, default=600, help="seconds after which the soak submits no more")
+    ap.add_argument("--hostile", action="store_true",
+                    help=f"the last {HOSTILE_SESSIONS} sessions try to take the server down (see above)")
+    ap.add_argument("--storm", type=float, default=90, help="--hostile: seconds the ordinary sessions keep submitting")
+    ap.add_argument("--control", action="store_true", help="--hostile without the hostile cases: the same "
+                    "room, its 2 strangers idle, for --storm seconds (what the ordinary sessions get anyway)")
+    ap.add_argument("--think", type=float, default=3, help="--hostile: seconds between an ordinary session's "
+                    "submissions (the figure read, the next sentence typed)")
     args = ap.parse_args()
     if args.quick:
         args.sessions, args.soak = 3, 20
+    args.hostile = args.hostile or args.control
+    if args.hostile and args.sessions < HOSTILE_SESSIONS + 1:
+        ap.error(f"--hostile needs at least {HOSTILE_SESSIONS + 1} sessions")
     if args.sessions + args.soak > len(markers()):
         ap.error(f"at most {len(markers())} sessions + soak submissions (one marker word each)")
     if not Path(CHROMIUM).exists():
@@ -471,9 +825,14 @@ def main() -> int:
         with open(log_path, "w+b") as log, server_process(log, env={SOURCES_VAR: ""}) as (proc, url):
             sampler = RssSampler(proc.pid)
             sampler.start()
-            out = asyncio.run(hall(args, url, sampler, CpuMeter(proc.pid)))
+            if args.hostile:
+                out = asyncio.run(hostile_hall(args, url, sampler, CpuMeter(proc.pid), proc))
+            else:
+                out = asyncio.run(hall(args, url, sampler, CpuMeter(proc.pid)))
             sampler.stop.set()
             peak = sampler.peak()
+        if args.hostile:
+            return print_storm(out, proc.pid, peak, server_log_errors(log_path))
         return report(out, args, proc.pid, peak, server_log_errors(log_path))
     except Exception as err:  # the benchmark itself could not run
         print(f"cannot run: {type(err).__name__}: {err}")
