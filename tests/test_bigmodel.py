@@ -63,11 +63,19 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
     # what it kept is what the full maps give
     np.testing.assert_allclose(run.pooled, pool_map(full.attentions, cache.POOL_CELLS), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(run.strongest, head_tiles(full.attentions)[1], rtol=1e-5)
-    stats = head_stats(full.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
-    for name, values in stats.items():
-        np.testing.assert_allclose(run.stats[name], values, rtol=1e-5, atol=1e-9, err_msg=name)
     np.testing.assert_allclose(run.head_means, full.attentions.mean(axis=1), rtol=1e-5, atol=1e-7)
     assert (run.n_layers, run.n_heads) == full.attentions.shape[:2]
+
+
+def test_stats_of_a_big_run_are_those_of_its_maps(llama, monkeypatch):
+    _, model, enc, full = llama
+    calls = watch_forward(model, monkeypatch)
+    found = cache.pooled_stats(model, enc, False)
+    stats = head_stats(full.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+    assert set(found) == set(stats)
+    for name, values in stats.items():
+        np.testing.assert_allclose(found[name], values, rtol=1e-5, atol=1e-9, err_msg=name)
+    assert len(calls) == 1 and all(a is None for a in calls[0][1])
 
 
 def test_a_layer_on_demand_runs_the_others_fused(llama, monkeypatch):
@@ -141,6 +149,11 @@ def test_overview_of_32_heads_fits_the_column_and_thins_labels():
     tile = (fig.layout.width - 140) / 32
     assert tile * (int(ticks[1][1:]) - int(ticks[0][1:])) >= len("H31") * 14 * 0.6  # labels do not overlap
     assert len(fig.to_json()) < 1_000_000
+    labelled = overview_figure(pooled, strongest, 512, width=800, labels={(3, 5): "diagonal"})
+    assert not labelled.layout.annotations  # 20 px tiles: not written on, where it would pile up
+    assert labelled.data[1].hovertext[3 * 32 + 5].endswith("<br>diagonal")
+    wide = overview_figure(pooled[:2, :4], strongest[:2, :4], 512, width=800, labels={(1, 2): "diagonal"})
+    assert [a.text for a in wide.layout.annotations] == ["diagonal"]
 
 
 # ---- the app (AppTest) -------------------------------------------------------------------------------

@@ -437,13 +437,18 @@ class PooledRun:
     encoded: Any  # attention.inputs.Encoded
     pooled: np.ndarray  # (n_layers, H, C, C) each map mean-pooled to at most POOL_CELLS a side
     strongest: np.ndarray  # (n_layers, H, 3): query, key and weight of each head's largest entry
-    stats: dict  # attention.analysis.stats.head_stats of every head, (n_layers, H) each
     head_means: np.ndarray | None  # (n_layers, L, L) each layer's head-averaged map, None past HEAD_MEANS_BYTES
     attentions: LayerMaps
 
     @property
     def tokens(self) -> list[str]:
         return self.encoded.tokens
+
+    @property
+    def stats(self) -> dict[str, np.ndarray]:
+        """attention.analysis.stats.head_stats of every head, (n_layers, H) each: one more forward pass,
+        the first time it is asked for (it takes longer than the run itself), then cached."""
+        return get_pooled_stats(*self.attentions.key)
 
     @property
     def n_layers(self) -> int:
@@ -456,26 +461,40 @@ class PooledRun:
 
 def pooled_run(model, enc, key: tuple) -> PooledRun:
     """One forward pass of `enc` that pools each layer's maps as they come and lets them go."""
-    from attention.analysis.stats import head_stats, punctuation_mask
     from viz.overview import head_tiles
 
     c = model.config
     n_layers, H, L = c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)
     keep_means = n_layers * L * L * 4 <= HEAD_MEANS_BYTES
-    pooled, strongest, stats, means = [None] * n_layers, [None] * n_layers, [None] * n_layers, [None] * n_layers
-    punct = punctuation_mask(enc.tokens)
+    pooled, strongest, means = [None] * n_layers, [None] * n_layers, [None] * n_layers
 
     def on_layer(layer: int, maps: np.ndarray) -> None:
         pooled[layer], strongest[layer] = head_tiles(maps, POOL_CELLS)
-        stats[layer] = head_stats(maps[None], enc.special, enc.sequence_ids, punct)
         if keep_means:
             means[layer] = maps.mean(axis=0)
 
     forward_maps(model, enc, key[3], on_layer)
-    return PooledRun(
-        enc, _frozen(np.stack(pooled)), _frozen(np.stack(strongest)),
-        {name: _frozen(np.concatenate([s[name] for s in stats])) for name in stats[0]},
-        _frozen(np.stack(means)) if keep_means else None, LayerMaps(key, n_layers, H, L))
+    return PooledRun(enc, _frozen(np.stack(pooled)), _frozen(np.stack(strongest)),
+                     _frozen(np.stack(means)) if keep_means else None, LayerMaps(key, n_layers, H, L))
+
+
+def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
+    """head_stats of every head, (n_layers, H) each, from one forward pass holding one layer at a time."""
+    from attention.analysis.stats import head_stats, punctuation_mask
+
+    per_layer, punct = {}, punctuation_mask(enc.tokens)
+    forward_maps(model, enc, causal, lambda i, maps: per_layer.setdefault(
+        i, head_stats(maps[None], enc.special, enc.sequence_ids, punct)))
+    layers = [per_layer[i] for i in range(len(per_layer))]
+    return {name: _frozen(np.concatenate([s[name] for s in layers])) for name in layers[0]}
+
+
+def get_pooled_stats(source: str, text: str, text_b: str, causal: bool) -> dict[str, np.ndarray]:
+    def compute():
+        model, enc = _encode_for(source, text, text_b)
+        return pooled_stats(model, enc, causal)
+
+    return store("run-stats", 32, 16 * MB).get_or_compute((source, text, text_b, causal), compute)
 
 
 def layer_maps(model, enc, causal: bool, layer: int) -> np.ndarray:

@@ -15,7 +15,7 @@ from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
-from viz.overview import overview_figure
+from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 
 from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big
 from .layout import column_px, main_px, slots
@@ -173,6 +173,10 @@ def overview(run) -> None:
                   for head in range(run.n_heads)}
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
     highlight = (st.session_state.layer, st.session_state.head)
+    if labels and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) \
+            < LABEL_MIN_TILE_PX:
+        st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its "
+                   "pattern.")
     if is_big(run):  # pooled as the forward pass went: the full maps were never held together
         fig = overview_figure(run.pooled, run.strongest, len(run.tokens), run.tokens, labels=labels,
                               highlight=highlight, font_size=font_size(), **size)

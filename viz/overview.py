@@ -11,6 +11,7 @@ from viz._text import escape, escape_all, head_label
 MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
 CELL_PX, MIN_CELLS = 2.5, 4  # a pooled cell's least width, and the fewest cells a tile has
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
+LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays in the hover)
 
 
 def pool_map(attn: np.ndarray, max_cells: int) -> np.ndarray:
@@ -94,7 +95,7 @@ def overview_grid(
     ``customdata=[layer, head]`` for click selection; its hover names the
     head and its strongest query → key pair (tokens when given, else
     positions). ``labels`` are written small on their tiles, ``highlight``
-    is outlined. The colour range is [0, zmax], zmax defaulting to the
+    is outlined (tiles under LABEL_MIN_TILE_PX keep them in the hover only). The colour range is [0, zmax], zmax defaulting to the
     largest pooled value. ``title`` is plotly markup and is not escaped;
     tokens and labels are. With ``width`` and ``height`` (px) the tiles
     shrink to fit, and the head and layer labels are thinned to stay legible.
@@ -105,7 +106,7 @@ def overview_grid(
             f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}"
         )
     n_layers, n_heads, n_tokens, _ = attentions.shape
-    tile_px = _tile_px(n_layers, n_heads, title, width, height)
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
     pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
     return overview_figure(pooled, strongest, n_tokens, tokens, labels=labels, highlight=highlight, zmax=zmax,
                            title=title, font_size=font_size, width=width, height=height)
@@ -137,7 +138,7 @@ def overview_figure(
     if tokens is not None and len(tokens) != n_tokens:
         raise ValueError(f"{len(tokens)} tokens given for maps over {n_tokens} positions")
     _check_heads(labels or {}, highlight, n_layers, n_heads)
-    tile_px = _tile_px(n_layers, n_heads, title, width, height)
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
     pooled = pool_map(pooled, min(max_cells, _cells_for(tile_px))).astype(np.float32)  # (layers, heads, C, C)
     cells = pooled.shape[-1]
     step = cells + 1  # one tile plus its NaN gap, in data units
@@ -154,14 +155,15 @@ def overview_figure(
     hovers = _tile_hovers(strongest, tokens, n_tokens, labels or {})
     markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers)
     layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size)
+    written = labels if tile_px >= LABEL_MIN_TILE_PX else {}  # too small to write on: the hover says it
     layout.update(
-        annotations=_label_annotations(labels or {}, step, centre, font_size),
+        annotations=_label_annotations(written or {}, step, centre, font_size),
         shapes=[_outline(highlight, step, cells)] if highlight is not None else [],
     )
     return go.Figure([heatmap, markers], layout)
 
 
-def _tile_px(n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None) -> float:
+def tile_px_for(n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None) -> float:
     """A tile's side: GRID_PX across the heads within [MIN_TILE_PX, MAX_TILE_PX], less to fit a budget."""
     tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
     if width is not None:  # a size budget (the page's column, presentation mode): the tiles shrink to fit it
