@@ -221,38 +221,42 @@ def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, f
         raise ValueError(f"expected pooled [H, C, C] for {len(kv_head_of)} heads, got shape {pooled.shape}")
     per_row = max(map(len, groups))
     cells = pooled.shape[-1]
-    step = cells + 1
-    grid = np.full((len(groups) * step - 1, per_row * step - 1), np.nan, dtype=np.float32)
+    left, top = round(font_size * 4.5) + 10, round(font_size * 5) + 20
+    tile_px = float(np.clip(480 / per_row, 40, 90))
+    if width:
+        tile_px = max(20.0, min(tile_px, (width - left - 90) / per_row))
+    label_px = max(9, round(font_size * 0.8))
+    gap = max(1, int(np.ceil(label_px * 1.4 / (tile_px / cells))))  # rows of NaN above each tile, for its name
+    step_x, step_y = cells + 1, cells + gap
+    grid = np.full((len(groups) * step_y, per_row * step_x - 1), np.nan, dtype=np.float32)
     xs, ys, heads = [], [], []
     for row, members in enumerate(groups):
         for col, head in enumerate(members):
-            grid[row * step:row * step + cells, col * step:col * step + cells] = pooled[head]
-            xs.append(col * step + (cells - 1) / 2)
-            ys.append(row * step + (cells - 1) / 2)
+            y0 = row * step_y + gap
+            grid[y0:y0 + cells, col * step_x:col * step_x + cells] = pooled[head]
+            xs.append(col * step_x + (cells - 1) / 2)
+            ys.append(y0 + (cells - 1) / 2)
             heads.append(head)
-    left, top = round(font_size * 4.5) + 10, round(font_size * 5) + 20
-    tile_px = float(np.clip(640 / per_row, 40, 120))
-    if width:
-        tile_px = max(20.0, min(tile_px, (width - left - 90) / per_row))
     hovers = [f"{head_label(layer, h)}, reads key/value head {kv_head_of[h]} with "
               + (", ".join(f"H{o}" for o in groups[kv_head_of[h]] if o != h) or "no other head") for h in heads]
     markers = go.Scatter(x=xs, y=ys, customdata=[[layer, h] for h in heads], hovertext=hovers,
-                         hovertemplate="%{hovertext}<extra></extra>", mode="markers+text",
-                         text=[f"H{h}" for h in heads], textposition="top center",
-                         textfont=dict(size=max(9, round(font_size * 0.8))),
+                         hovertemplate="%{hovertext}<extra></extra>", mode="markers",
                          marker=dict(symbol="square", size=tile_px * 0.8, color="rgba(0,0,0,0)"), showlegend=False)
+    names = [dict(x=x, y=y - (cells - 1) / 2 - 0.5, xref="x", yref="y", yanchor="bottom", text=f"H{h}",
+                  showarrow=False, font=dict(size=label_px)) for x, y, h in zip(xs, ys, heads)]
     heatmap = go.Heatmap(z=grid, colorscale=SEQUENTIAL, zmin=0.0, zmax=float(np.nanmax(grid)) or 1.0,
                          hoverinfo="skip", colorbar=dict(title=dict(text="weight"), thickness=12))
     layout = base_layout(font_size, f"Layer {layer}: query heads by the key/value head they share")
     layout["title"]["subtitle"] = dict(text="the model's own grouping, from its checkpoint",
                                        font=dict(size=font_size))
+    rows_px = len(groups) * tile_px * step_y / cells
     layout.update(
-        width=int(per_row * tile_px + left + 90), height=int(len(groups) * tile_px + top + 10),
-        margin=dict(l=left, r=80, t=top, b=10), clickmode="event+select",
-        xaxis=clean_axis(range=[-1.5, per_row * step - 0.5], constrain="domain", showticklabels=False),
-        yaxis=clean_axis(tickmode="array", tickvals=[r * step + (cells - 1) / 2 for r in range(len(groups))],
-                         ticktext=[f"K/V {g}" for g in range(len(groups))], range=[len(groups) * step - 0.5, -1.5],
-                         scaleanchor="x", scaleratio=1, constrain="domain"),
+        width=int(per_row * tile_px * step_x / cells + left + 90), height=int(rows_px + top + 10),
+        margin=dict(l=left, r=80, t=top, b=10), clickmode="event+select", annotations=names,
+        xaxis=clean_axis(range=[-0.5, per_row * step_x - 1.5], constrain="domain", showticklabels=False),
+        yaxis=clean_axis(tickmode="array", tickvals=[r * step_y + gap + (cells - 1) / 2 for r in range(len(groups))],
+                         ticktext=[f"K/V {g}" for g in range(len(groups))],
+                         range=[len(groups) * step_y - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
     )
     return go.Figure([heatmap, markers], layout)
 
