@@ -13,9 +13,8 @@ from attention.run import head_map
 from attention.trace import head_matrix
 from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
-from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
-
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
+from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
 from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big
 from .layout import column_px, main_px, slots
@@ -155,7 +154,7 @@ def head_view(run) -> None:
 def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per-head statistics of the run's sentence and a pattern label per head (milliseconds)."""
     enc = run.encoded
-    if is_big(run):  # gathered layer by layer as the run went
+    if is_big(run):  # a pass of its own, one layer's maps at a time, cached
         stats = run.stats
     else:
         stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
