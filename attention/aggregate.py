@@ -103,3 +103,36 @@ def merge_labels(tokens: Sequence[str], groups: Sequence[Sequence[int]]) -> list
         rest = [p.removeprefix(WORDPIECE_CONTINUATION) for p in pieces[1:]]
         labels.append(pieces[0] + "".join(rest))
     return labels
+
+
+def pairwise_change(maps: np.ndarray) -> np.ndarray:
+    """Mean absolute difference between every two heads' maps of one layer.
+
+    ``maps`` is ``[H, L, L]``; returns a symmetric ``[H, H]`` float64 array,
+    zeros on the diagonal: entry (i, j) is the mean over all (query, key)
+    cells of ``|maps[i] - maps[j]|``. Rows of a map sum to 1, so a value is
+    at most 2 / L. One head against the rest at a time: at most H - 1 maps
+    of differences are held.
+    """
+    maps = np.asarray(maps, dtype=np.float32)
+    if maps.ndim != 3 or maps.shape[1] != maps.shape[2]:
+        raise ValueError(f"expected one layer's maps [H, L, L], got shape {maps.shape}")
+    n_heads = maps.shape[0]
+    change = np.zeros((n_heads, n_heads))
+    for i in range(n_heads - 1):
+        row = np.abs(maps[i + 1:] - maps[i]).mean(axis=(1, 2), dtype=np.float64)  # (H - i - 1,)
+        change[i, i + 1:] = change[i + 1:, i] = row
+    return change
+
+
+def group_means(change: np.ndarray, groups: Sequence[int]) -> tuple[float, float]:
+    """The mean of ``change [H, H]`` over pairs of distinct heads in the same group, and over pairs in
+    different groups (``groups[h]`` is head h's group); NaN where there are no such pairs."""
+    change, groups = np.asarray(change, dtype=float), np.asarray(groups)
+    if change.ndim != 2 or change.shape != (len(groups), len(groups)):
+        raise ValueError(f"expected change [H, H] for {len(groups)} heads, got shape {change.shape}")
+    same = groups[:, None] == groups[None, :]
+    distinct = ~np.eye(len(groups), dtype=bool)
+    within, across = change[same & distinct], change[~same]
+    return (float(within.mean()) if within.size else float("nan"),
+            float(across.mean()) if across.size else float("nan"))

@@ -13,9 +13,10 @@ from attention.run import head_map
 from attention.trace import head_matrix
 from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
+from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
-from .cache import get_batch, get_model, get_run, get_trace
+from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big
 from .layout import column_px, main_px, slots
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy
@@ -153,7 +154,10 @@ def head_view(run) -> None:
 def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per-head statistics of the run's sentence and a pattern label per head (milliseconds)."""
     enc = run.encoded
-    stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+    if is_big(run):  # a pass of its own, one layer's maps at a time, cached
+        stats = run.stats
+    else:
+        stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
     pair = any(s == 1 for s in enc.sequence_ids)
     return stats, pattern_labels(stats, len(enc.tokens), pair=pair)
 
@@ -166,9 +170,18 @@ def overview(run) -> None:
         patterns = sentence_patterns(run)[1]
         labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
                   for head in range(run.n_heads)}
-    fig = viz.overview_grid(run.attentions, run.tokens, labels=labels,
-                            highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
-                            **{k: v for k, v in present_size().items() if k != "min_label"})
+    size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
+    highlight = (st.session_state.layer, st.session_state.head)
+    if labels and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) \
+            < LABEL_MIN_TILE_PX:
+        st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its "
+                   "pattern.")
+    if is_big(run):  # pooled as the forward pass went: the full maps were never held together
+        fig = overview_figure(run.pooled, run.strongest, len(run.tokens), run.tokens, labels=labels,
+                              highlight=highlight, font_size=font_size(), **size)
+    else:
+        fig = viz.overview_grid(run.attentions, run.tokens, labels=labels, highlight=highlight,
+                                font_size=font_size(), **size)
     with slot or st.container():
         show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
 
@@ -177,6 +190,8 @@ def flow(run) -> None:
     slot = figure_slot()
     text, text_b = st.session_state.submitted
     padded = st.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="flow_padded")
+    if padded and too_big_for_batch(run):
+        padded = False
     texts = (text, SHORT_SECOND) if padded else (text,)
     trace = get_trace(st.session_state.source, texts, "" if padded else text_b, st.session_state.layer)
     step = st.session_state.get("flow_step", FLOW_DEFAULT_STEP)
@@ -219,16 +234,18 @@ def masks(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     texts = (text, text_b or SHORT_SECOND)
-    batch = get_batch(st.session_state.source, texts)
     fs, full = font_size(), main_px()
     st.subheader("Padding mask of a padded batch")
-    st.caption("Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
-               "every query from attending to padding.")
-    show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full), "padding-mask")
-    short = int(np.argmin(batch.mask.sum(1)))
-    show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
-                          title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
-                          font_size=fs, width=full), "padded-attention")
+    if not too_big_for_batch(run):
+        batch = get_batch(st.session_state.source, texts)
+        st.caption("Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
+                   "every query from attending to padding.")
+        show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full),
+             "padding-mask")
+        short = int(np.argmin(batch.mask.sum(1)))
+        show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
+                              title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
+                              font_size=fs, width=full), "padded-attention")
     if is_causal():
         st.subheader("The causal mask")
         st.caption("This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
@@ -252,6 +269,16 @@ def masks(run) -> None:
                               title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
                               font_size=fs, width=width),
              "causal-attention")
+
+
+def too_big_for_batch(run) -> bool:
+    """For a big model's run, say that the padded batch (which keeps every map of two sentences) needs a
+    shorter input, and return True; False for an ordinary run."""
+    if not is_big(run):
+        return False
+    st.info(str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
+        "This view needs", "The padded batch needs") + " The rest of this view reads one layer.")
+    return True
 
 
 def report_facts() -> list[tuple[str, str]]:

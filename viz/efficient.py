@@ -199,3 +199,105 @@ def _panel_layout(fig: go.Figure, tokens: list[int], machine: str, font_size: in
         fig.update_xaxes(type="log", tickmode="array", tickvals=tokens, ticktext=[str(n) for n in tokens],
                          title_text="tokens", showgrid=True, row=1, col=col)
         fig.update_yaxes(type="log", title_text=y_title, showgrid=True, row=1, col=col)
+
+
+def kv_groups(kv_head_of) -> list[list[int]]:
+    """The query heads of each key/value head, in order: ``kv_head_of[h]`` is head h's key/value head."""
+    kv_head_of = [int(g) for g in kv_head_of]
+    if not kv_head_of or sorted(set(kv_head_of)) != list(range(max(kv_head_of) + 1)):
+        raise ValueError(f"expected a key/value head 0 … G-1 per query head, got {kv_head_of}")
+    return [[h for h, g in enumerate(kv_head_of) if g == kv] for kv in range(max(kv_head_of) + 1)]
+
+
+def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, font_size: int = 12,
+                      width: int | None = None) -> go.Figure:
+    """One layer's heads laid out by the key/value head they read: a row per key/value head ("K/V 0", ...),
+    its query heads across, each tile a head's map ``pooled [H, C, C]`` (pool it first: viz.pool_map)
+    named "H5" on top. A transparent marker per tile carries ``customdata=[layer, head]`` for clicks.
+    With ``width`` (px) the tiles shrink to fit it."""
+    pooled = np.asarray(pooled, dtype=np.float32)
+    groups = kv_groups(kv_head_of)
+    if pooled.ndim != 3 or pooled.shape[1] != pooled.shape[2] or pooled.shape[0] != len(kv_head_of):
+        raise ValueError(f"expected pooled [H, C, C] for {len(kv_head_of)} heads, got shape {pooled.shape}")
+    per_row = max(map(len, groups))
+    cells = pooled.shape[-1]
+    left, top = round(font_size * 4.5) + 10, round(font_size * 5) + 20
+    tile_px = float(np.clip(480 / per_row, 40, 90))
+    if width:
+        tile_px = max(20.0, min(tile_px, (width - left - 90) / per_row))
+    label_px = max(9, round(font_size * 0.8))
+    gap = max(1, int(np.ceil(label_px * 1.4 / (tile_px / cells))))  # rows of NaN above each tile, for its name
+    step_x, step_y = cells + 1, cells + gap
+    grid = np.full((len(groups) * step_y, per_row * step_x - 1), np.nan, dtype=np.float32)
+    xs, ys, heads = [], [], []
+    for row, members in enumerate(groups):
+        for col, head in enumerate(members):
+            y0 = row * step_y + gap
+            grid[y0:y0 + cells, col * step_x:col * step_x + cells] = pooled[head]
+            xs.append(col * step_x + (cells - 1) / 2)
+            ys.append(y0 + (cells - 1) / 2)
+            heads.append(head)
+    hovers = [f"{head_label(layer, h)}, reads key/value head {kv_head_of[h]} with "
+              + (", ".join(f"H{o}" for o in groups[kv_head_of[h]] if o != h) or "no other head") for h in heads]
+    markers = go.Scatter(x=xs, y=ys, customdata=[[layer, h] for h in heads], hovertext=hovers,
+                         hovertemplate="%{hovertext}<extra></extra>", mode="markers",
+                         marker=dict(symbol="square", size=tile_px * 0.8, color="rgba(0,0,0,0)"), showlegend=False)
+    names = [dict(x=x, y=y - (cells - 1) / 2 - 0.5, xref="x", yref="y", yanchor="bottom", text=f"H{h}",
+                  showarrow=False, font=dict(size=label_px)) for x, y, h in zip(xs, ys, heads)]
+    heatmap = go.Heatmap(z=grid, colorscale=SEQUENTIAL, zmin=0.0, zmax=float(np.nanmax(grid)) or 1.0,
+                         hoverinfo="skip", colorbar=dict(title=dict(text="weight"), thickness=12))
+    layout = base_layout(font_size, f"Layer {layer}: query heads by the key/value head they share")
+    layout["title"]["subtitle"] = dict(text="the model's own grouping, from its checkpoint",
+                                       font=dict(size=font_size))
+    rows_px = len(groups) * tile_px * step_y / cells
+    layout.update(
+        width=int(per_row * tile_px * step_x / cells + left + 90), height=int(rows_px + top + 10),
+        margin=dict(l=left, r=80, t=top, b=10), clickmode="event+select", annotations=names,
+        xaxis=clean_axis(range=[-0.5, per_row * step_x - 1.5], constrain="domain", showticklabels=False),
+        yaxis=clean_axis(tickmode="array", tickvals=[r * step_y + gap + (cells - 1) / 2 for r in range(len(groups))],
+                         ticktext=[f"K/V {g}" for g in range(len(groups))],
+                         range=[len(groups) * step_y - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
+    )
+    return go.Figure([heatmap, markers], layout)
+
+
+def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: int = 12,
+                       width: int | None = None) -> go.Figure:
+    """Mean |Δ| between every two heads' maps of one layer, ``change [H, H]``, heads in their key/value
+    groups' order, with lines between groups: a group whose heads read the same keys and values shows as
+    a lighter block on the diagonal when they attend alike. Labels are thinned to stay legible."""
+    change = np.asarray(change, dtype=float)
+    groups = kv_groups(kv_head_of)
+    order = [h for members in groups for h in members]
+    n = len(order)
+    if change.shape != (n, n):
+        raise ValueError(f"expected change [H, H] for {n} heads, got shape {change.shape}")
+    z = change[np.ix_(order, order)]
+    hovers = [[f"L{layer} H{a} ↔ H{b}: mean |Δ| = {change[a, b]:.4f}"
+               + (" (same key/value head)" if kv_head_of[a] == kv_head_of[b] else "") for b in order] for a in order]
+    left, top = round(font_size * 3) + 10, round(font_size * 4) + 20
+    side = min(480, max(240, 24 * n))
+    if width:
+        side = min(side, width - left - 110)
+    label_every = max(1, int(np.ceil((len(f"H{n - 1}") * font_size * CHAR_WIDTH + 6) / (side / n))))
+    shown = list(range(0, n, label_every))
+    bounds = np.cumsum([len(m) for m in groups])[:-1] - 0.5
+    lines = [dict(type="line", xref="x", yref="y", x0=b, x1=b, y0=-0.5, y1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
+             for b in bounds] + \
+            [dict(type="line", xref="x", yref="y", y0=b, y1=b, x0=-0.5, x1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
+             for b in bounds]
+    layout = base_layout(font_size, f"Layer {layer}: how far apart every two heads' maps are")
+    layout["title"]["subtitle"] = dict(text="mean |Δ|, heads ordered by key/value head; lines between groups",
+                                       font=dict(size=font_size))
+    layout.update(
+        width=int(side + left + 110), height=int(side + top + 10), margin=dict(l=left, r=100, t=top, b=10),
+        shapes=lines,
+        xaxis=clean_axis(tickmode="array", tickvals=shown, ticktext=[f"H{order[i]}" for i in shown], side="top",
+                         range=[-0.5, n - 0.5], constrain="domain"),
+        yaxis=clean_axis(tickmode="array", tickvals=shown, ticktext=[f"H{order[i]}" for i in shown],
+                         range=[n - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
+    )
+    heatmap = go.Heatmap(z=z, hovertext=hovers, hovertemplate=CHANGE_HOVER, colorscale=SEQUENTIAL, zmin=0.0,
+                         zmax=float(z.max()) or 1.0, colorbar=dict(title=dict(text="mean |Δ|", side="right"),
+                                                                   thickness=12))
+    return go.Figure(heatmap, layout)

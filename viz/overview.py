@@ -9,6 +9,9 @@ from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
 from viz._text import escape, escape_all, head_label
 
 MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
+CELL_PX, MIN_CELLS = 2.5, 4  # a pooled cell's least width, and the fewest cells a tile has
+CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
+LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays in the hover)
 
 
 def pool_map(attn: np.ndarray, max_cells: int) -> np.ndarray:
@@ -54,6 +57,22 @@ def tile_maps(maps: np.ndarray) -> np.ndarray:
     return grid[:-1, :-1]
 
 
+def head_tiles(maps: np.ndarray, max_cells: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """What the overview keeps of ``maps [..., L, L]``: each map mean-pooled to at most ``max_cells``
+    a side (float32), and its strongest entry as ``[query, key, weight]`` (``[..., 3]``, float64).
+
+    A big model's run keeps only these, layer by layer, instead of every full map.
+    """
+    maps = np.asarray(maps)
+    n_tokens = maps.shape[-1]
+    flat = maps.reshape(*maps.shape[:-2], n_tokens * maps.shape[-2])
+    best = flat.argmax(axis=-1)
+    weight = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+    query, key = np.divmod(best, n_tokens)
+    strongest = np.stack([query, key, weight], axis=-1).astype(np.float64)
+    return pool_map(maps, max_cells).astype(np.float32), strongest
+
+
 def overview_grid(
     attentions: np.ndarray,
     tokens: Sequence[str] | None = None,
@@ -70,14 +89,16 @@ def overview_grid(
     """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
 
     Rows are layers ("L0", "L1", ...), columns heads ("H0", ...). Each map
-    is mean-pooled to at most ``max_cells`` square (see ``pool_map``) and
-    all tiles form a single heatmap trace. A transparent marker at each
-    tile centre carries ``customdata=[layer, head]`` for click selection;
-    its hover names the head and its strongest query → key pair (tokens
-    when given, else positions). ``labels`` are written small on their
-    tiles, ``highlight`` is outlined. The colour range is [0, zmax], zmax
-    defaulting to the largest pooled value. ``title`` is plotly markup and
-    is not escaped; tokens and labels are.
+    is mean-pooled to at most ``max_cells`` square (see ``pool_map``), fewer
+    when the tiles are small (about 2.5 px a cell), and all tiles form a
+    single heatmap trace. A transparent marker at each tile centre carries
+    ``customdata=[layer, head]`` for click selection; its hover names the
+    head and its strongest query → key pair (tokens when given, else
+    positions). ``labels`` are written small on their tiles, ``highlight``
+    is outlined (tiles under LABEL_MIN_TILE_PX keep them in the hover only). The colour range is [0, zmax], zmax defaulting to the
+    largest pooled value. ``title`` is plotly markup and is not escaped;
+    tokens and labels are. With ``width`` and ``height`` (px) the tiles
+    shrink to fit, and the head and layer labels are thinned to stay legible.
     """
     attentions = np.asarray(attentions)
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
@@ -85,19 +106,43 @@ def overview_grid(
             f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}"
         )
     n_layers, n_heads, n_tokens, _ = attentions.shape
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
+    pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
+    return overview_figure(pooled, strongest, n_tokens, tokens, labels=labels, highlight=highlight, zmax=zmax,
+                           title=title, font_size=font_size, width=width, height=height)
+
+
+def overview_figure(
+    pooled: np.ndarray,
+    strongest: np.ndarray,
+    n_tokens: int,
+    tokens: Sequence[str] | None = None,
+    max_cells: int = 32,
+    *,
+    labels: Mapping[tuple[int, int], str] | None = None,
+    highlight: tuple[int, int] | None = None,
+    zmax: float | None = None,
+    title: str | None = None,
+    font_size: int = 14,
+    width: int | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """The overview from what ``head_tiles`` keeps: ``pooled [n_layers, n_heads, C, C]`` maps of
+    ``n_tokens`` positions and ``strongest [n_layers, n_heads, 3]``; as ``overview_grid``, whose
+    figure it draws. Tiles smaller than ``C`` × 2.5 px are pooled further (a mean of block means)."""
+    pooled, strongest = np.asarray(pooled), np.asarray(strongest)
+    if pooled.ndim != 4 or pooled.shape[2] != pooled.shape[3] or strongest.shape != (*pooled.shape[:2], 3):
+        raise ValueError(f"expected pooled [n_layers, n_heads, C, C] and strongest [n_layers, n_heads, 3], "
+                         f"got {pooled.shape} and {strongest.shape}")
+    n_layers, n_heads = pooled.shape[:2]
     if tokens is not None and len(tokens) != n_tokens:
         raise ValueError(f"{len(tokens)} tokens given for maps over {n_tokens} positions")
     _check_heads(labels or {}, highlight, n_layers, n_heads)
-
-    pooled = pool_map(attentions, max_cells).astype(np.float32)  # (layers, heads, C, C)
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
+    pooled = pool_map(pooled, min(max_cells, _cells_for(tile_px))).astype(np.float32)  # (layers, heads, C, C)
     cells = pooled.shape[-1]
     step = cells + 1  # one tile plus its NaN gap, in data units
     centre = (cells - 1) / 2
-    tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
-    if width is not None:  # a size budget (presentation mode): the tiles shrink to fit it
-        tile_px = min(tile_px, (width - 140) / n_heads)
-    if height is not None:
-        tile_px = min(tile_px, (height - (110 if title else 70)) / n_layers)
 
     heatmap = go.Heatmap(
         z=tile_maps(pooled),
@@ -107,14 +152,37 @@ def overview_grid(
         hoverinfo="skip",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     )
-    hovers = _tile_hovers(attentions, tokens, labels or {})
+    hovers = _tile_hovers(strongest, tokens, n_tokens, labels or {})
     markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers)
     layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size)
+    written = labels if tile_px >= LABEL_MIN_TILE_PX else {}  # too small to write on: the hover says it
     layout.update(
-        annotations=_label_annotations(labels or {}, step, centre, font_size),
+        annotations=_label_annotations(written or {}, step, centre, font_size),
         shapes=[_outline(highlight, step, cells)] if highlight is not None else [],
     )
     return go.Figure([heatmap, markers], layout)
+
+
+def tile_px_for(n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None) -> float:
+    """A tile's side: GRID_PX across the heads within [MIN_TILE_PX, MAX_TILE_PX], less to fit a budget."""
+    tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
+    if width is not None:  # a size budget (the page's column, presentation mode): the tiles shrink to fit it
+        tile_px = min(tile_px, (width - 140) / n_heads)
+    if height is not None:
+        tile_px = min(tile_px, (height - (110 if title else 70)) / n_layers)
+    return max(tile_px, 4.0)
+
+
+def _cells_for(tile_px: float) -> int:
+    """Cells a side for a tile of ``tile_px``: about CELL_PX each, at least MIN_CELLS (a smaller pooled map
+    is a lighter figure, and a cell narrower than a pixel or two shows nothing more)."""
+    return max(MIN_CELLS, int(tile_px / CELL_PX))
+
+
+def _thin(n: int, spacing_px: float, label_px: float) -> list[int]:
+    """Every k-th of n positions ``spacing_px`` apart, k the least that keeps labels ``label_px`` wide apart."""
+    k = max(1, int(np.ceil(label_px / max(spacing_px, 1e-9))))
+    return list(range(0, n, k))
 
 
 def _tile_markers(
@@ -140,6 +208,8 @@ def _grid_layout(
 ) -> dict:
     """Square tiles, heads labelled on top, layers down the side, layer 0 first."""
     step, centre = cells + 1, (cells - 1) / 2
+    heads = _thin(n_heads, tile_px, len(f"H{n_heads - 1}") * font_size * CHAR_WIDTH + 6)
+    layers = _thin(n_layers, tile_px, font_size * 1.3)
     layout = base_layout(font_size, title)
     layout.update(
         width=int(n_heads * tile_px + 140),
@@ -147,16 +217,16 @@ def _grid_layout(
         clickmode="event+select",
         xaxis=clean_axis(
             tickmode="array",
-            tickvals=[h * step + centre for h in range(n_heads)],
-            ticktext=[f"H{h}" for h in range(n_heads)],
+            tickvals=[h * step + centre for h in heads],
+            ticktext=[f"H{h}" for h in heads],
             side="top",
             range=[-1.5, n_heads * step - 0.5],
             constrain="domain",
         ),
         yaxis=clean_axis(
             tickmode="array",
-            tickvals=[layer * step + centre for layer in range(n_layers)],
-            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            tickvals=[layer * step + centre for layer in layers],
+            ticktext=[f"L{layer}" for layer in layers],
             range=[n_layers * step - 0.5, -1.5],  # reversed: layer 0 on top
             scaleanchor="x",
             scaleratio=1,
@@ -172,17 +242,14 @@ def _check_heads(labels, highlight, n_layers: int, n_heads: int) -> None:
             raise ValueError(f"head ({layer}, {head}) is outside {n_layers} layers × {n_heads} heads")
 
 
-def _tile_hovers(attentions: np.ndarray, tokens, labels) -> list[str]:
-    """One hover text per head, in layer-major order."""
-    n_layers, n_heads, n_tokens, _ = attentions.shape
+def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels) -> list[str]:
+    """One hover text per head, in layer-major order, from each head's [query, key, weight]."""
+    n_layers, n_heads, _ = strongest.shape
     names = escape_all(tokens) if tokens is not None else [str(i) for i in range(n_tokens)]
-    flat = attentions.reshape(n_layers * n_heads, n_tokens * n_tokens)
-    strongest = flat.argmax(axis=1)
     hovers = []
-    for index, best in enumerate(strongest):
+    for index, (query, key, weight) in enumerate(strongest.reshape(n_layers * n_heads, 3)):
         layer, head = divmod(index, n_heads)
-        query, key = divmod(int(best), n_tokens)
-        text = f"{head_label(layer, head)}<br>max {names[query]} → {names[key]}: {flat[index, best]:.3f}"
+        text = f"{head_label(layer, head)}<br>max {names[int(query)]} → {names[int(key)]}: {weight:.3f}"
         if (layer, head) in labels:
             text += f"<br>{escape(labels[layer, head])}"
         hovers.append(text)
