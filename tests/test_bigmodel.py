@@ -228,5 +228,20 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
         if refused:
             said.append(view)
     assert "Overview" not in said and "Head" not in said and "GQA & fused" not in said
-    assert "Rollout & flow" in said  # rollout multiplies every layer's maps
+    assert "Rollout & flow" not in said  # rollout and flow read the head-averaged maps the run keeps
     print("views that ask for a shorter input:", ", ".join(said))
+
+
+def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
+    """Rollout and flow average the heads first: a big run's head-averaged maps give what every map gives."""
+    from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+    from ui.analysis import through_layer
+
+    _, model, enc, full = llama
+    run = cache.pooled_run(model, enc, ("", TEXT, "", False))
+    for layer in range(run.n_layers):
+        expected = as_attention_tuple(full.attentions[: layer + 1])
+        np.testing.assert_allclose(rollout(through_layer(run, layer))[-1, 0], rollout(expected)[-1, 0],
+                                   rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(attention_flow(through_layer(run, 1)), attention_flow(
+        as_attention_tuple(full.attentions[:2])), atol=1e-6)

@@ -56,10 +56,19 @@ def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
     return store("head-embeddings", 8, 20 * MB).get_or_compute_heavy((source, tuple(pairs)), "comparison", compute)
 
 
+def through_layer(run, layer: int) -> tuple:
+    """Layers 0..`layer` as the model's tuple of (1, H, T, T) tensors, for rollout and flow. A big run gives
+    its head-averaged maps as one head each, (1, 1, T, T): both methods average the heads first, so the
+    result is the same without every full map."""
+    if is_big(run) and run.head_means is not None:
+        return as_attention_tuple(run.head_means[: layer + 1, None])  # (layer + 1, 1, T, T)
+    return as_attention_tuple(run.attentions[: layer + 1])
+
+
 def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
     """Rollout through `layer` (T, T), cached: about 0.3 s at 512 tokens."""
     def compute():
-        return rollout(as_attention_tuple(run.attentions[: layer + 1]))[-1, 0].numpy()
+        return rollout(through_layer(run, layer))[-1, 0].numpy()
 
     return store("rollouts", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
 
@@ -67,8 +76,7 @@ def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarr
 def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
     """Attention flow from the input tokens into the positions after `layer` (T, T)."""
     def compute(deadline):
-        attentions = as_attention_tuple(run.attentions[: layer + 1])
-        return attention_flow(attentions, progress=deadline.wrap(progress))
+        return attention_flow(through_layer(run, layer), progress=deadline.wrap(progress))
 
     return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 
