@@ -176,8 +176,10 @@ def test_tensor_heatmap_shows_the_matrix_with_dropped_cells_empty(padded, minilm
     expected = np.where(np.isneginf(matrix), np.nan, matrix)
     np.testing.assert_array_equal(np.asarray(heat.z, dtype=float), expected)
     assert np.isnan(np.asarray(heat.z, dtype=float)[:, 6:]).all()
-    assert "−∞" in heat.customdata[0][10][2] and "−∞" not in heat.customdata[0][2][2]
-    assert list(heat.customdata[0][10][:2]) == ["[CLS]", "[PAD]"]
+    assert heat.customdata is None and heat.text is None  # nothing per cell but the value
+    assert (heat.y[0], heat.x[10]) == ("[CLS]·0", "[PAD]·10")  # each row and column its own category
+    assert heat.hovertemplate == "%{y} · %{x}: %{z:.3f}<extra></extra>" and heat.hoverongaps is False
+    assert np.asarray(heat.z).dtype == np.float32
     assert heat.zmid == 0 and heat.zmin == -heat.zmax
     assert "−∞" in heat.colorbar.title.text
 
@@ -196,10 +198,12 @@ def test_tensor_heatmap_labels_positions_so_repeated_tokens_keep_their_row(trace
     tokens = minilm[1](SENTENCE).tokens()
     assert tokens.count("the") == 2
     fig = tensor_heatmap(head_matrix(trace16, "q_heads", 0)[0], tokens, None, width=400)
-    assert list(fig.layout.yaxis.tickvals) == list(range(16)) and list(fig.layout.yaxis.ticktext) == tokens
+    assert list(fig.layout.yaxis.tickvals) == [f"{t}·{i}" for i, t in enumerate(tokens)]
+    assert list(fig.layout.yaxis.ticktext) == tokens
+    assert len(set(fig.data[0].y)) == 16  # both "the" rows kept
     assert list(fig.layout.xaxis.ticktext)[:3] == ["0", "5", "10"]  # d = 32 indexes, thinned
     wide = tensor_heatmap(head_matrix(trace16, "input", 0)[0], tokens, None)
-    ticks = list(wide.layout.xaxis.tickvals)
+    ticks = [int(v.split("·")[1]) for v in wide.layout.xaxis.tickvals]
     assert 3 <= len(ticks) <= 20 and ticks[0] == 0 and len(set(np.diff(ticks))) == 1
     assert list(wide.layout.xaxis.ticktext) == [str(t) for t in ticks]
 
@@ -269,7 +273,7 @@ def test_tensor_heatmap_fits_its_width_and_keeps_column_labels_apart(n, width, f
                          width=width)
     assert fig.layout.width == width
     plot = width - fig.layout.margin.l - fig.layout.margin.r
-    ticks = list(fig.layout.xaxis.tickvals)
+    ticks = [list(fig.data[0].x).index(v) for v in fig.layout.xaxis.tickvals]  # the labelled positions
     spacing = plot / n * (ticks[1] - ticks[0])
     assert fig.layout.xaxis.tickangle == -45 and 1.2 * font_size <= spacing * 0.71  # tilted, never touching
 
