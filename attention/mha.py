@@ -258,7 +258,8 @@ class MultiHeadAttention(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         keep_map: bool = True,
         rows: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        map_only: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
 
         `rotary` (cos, sin), each (B or 1, L, d) from rotary.rotary_angles, turns q and k by their
@@ -270,6 +271,7 @@ class MultiHeadAttention(nn.Module):
         computed for every query (by the fused attention when nothing is recorded or ablated), and
         the returned probs are (B, H, P, S), those rows of q against every key with the same mask,
         scaling, rotation and shared K/V: the same numbers as the rows of the full map.
+        map_only=True: only the map (or its `rows`) is wanted; no values, no output: returns (None, probs).
 
         `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
         the heads' probabilities after the softmax (see `ablate_heads`).
@@ -298,26 +300,33 @@ class MultiHeadAttention(nn.Module):
         else:
             q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
             k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
-            v = record("v_proj", self.v_proj(value))  # (B, S, G·d)
+            v = None if map_only else record("v_proj", self.v_proj(value))  # (B, S, G·d); a map needs no values
         q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
         k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
-        v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        if v is not None:
+            v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
         if rotary is not None:  # positions enter here, and only here (rotary.py)
             q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)
             k = record("k_rot", rotate(k, *rotary))  # (B, G, S, d)
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
-            v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
+            if v is not None:
+                v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S, device=query.device))
+        if map_only:  # the map's rows (all of them without `rows`) and nothing else
+            q_rows = q if rows is None else pick_rows(q, rows)  # (B, H, L or P, d)
+            mask_rows = mask if mask is None or rows is None else pick_rows(mask, rows)  # (B, 1, L or P or 1, S)
+            probs = attention_probs(q_rows, k, mask_rows, self.scaling, record, head_mask, ablation)
+            return None, probs  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0
         if (not keep_map or rows is not None) and head_mask is None and record is no_record:
             fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=fused_mask, dropout_p=dropout_p,
                                                    scale=self.scaling)  # (B, H, L, d), no map kept
             if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
-                heads = heads.nan_to_num(0.0)
+                heads = heads.nan_to_num(0.0) if heads.requires_grad else heads.nan_to_num_(0.0)
             merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
             if rows is None:
                 return self.o_proj(merged), None

@@ -114,3 +114,30 @@ def test_bad_rows_are_a_clear_error(case):
         model(ids, rows=torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="from 0 to"):
         model(ids, rows=torch.full((2, 1), ids.size(1)))
+
+
+def test_maps_only_stops_at_the_last_kept_map(case, monkeypatch):
+    model, batch, causal = case
+    ids, mask, types = batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
+    rows = some_rows(batch)
+    n = model.config.num_hidden_layers
+    feed_forwards = []
+    for block in model.layers:
+        real = block.feed_forward
+        monkeypatch.setattr(block, "feed_forward", lambda x, real=real: feed_forwards.append(1) or real(x))
+    with torch.inference_mode():
+        picked = model(ids, mask, types, causal=causal, rows=rows)
+        feed_forwards.clear()
+        only = model(ids, mask, types, causal=causal, rows=rows, maps_only=True)
+        assert len(feed_forwards) == n - 1  # the last layer stops at its map
+        first = model(ids, mask, types, causal=causal, maps_for={0}, maps_only=True)
+        nothing = model(ids, mask, types, causal=causal, maps_for=(), maps_only=True)
+        full = model(ids, mask, types, causal=causal)
+    assert only.last_hidden_state is None and len(only.hidden_states) == n
+    for a, b in zip(only.attentions, picked.attentions):
+        assert torch.equal(a, b)
+    for a, b in zip(only.hidden_states, picked.hidden_states):
+        assert torch.equal(a, b)
+    assert first.attentions[1:] == (None,) * (n - 1) and len(first.hidden_states) == 1
+    torch.testing.assert_close(first.attentions[0], full.attentions[0], atol=1e-6, rtol=0)  # a whole map
+    assert nothing.attentions == (None,) * n and len(nothing.hidden_states) == 1

@@ -233,8 +233,10 @@ def score_example(example: CorefExample, attentions: np.ndarray, tokens: list[st
 
 def model_attentions(model, input_ids, attention_mask, token_type_ids, rows=None) -> Iterable[torch.Tensor]:
     """The per-layer attention probabilities of one forward pass of our model: (B, H, L, L) each, or
-    with `rows` (B, P) only those query rows of each map, (B, H, P, L), the rest run fused."""
-    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows).attentions
+    with `rows` (B, P) only those query rows of each map, (B, H, P, L), the rest run fused. Only the
+    maps are computed: the last layer stops at its map (maps_only)."""
+    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows,
+                 maps_only=True).attentions
 
 
 def model_device(model) -> torch.device:

@@ -30,7 +30,7 @@ ACTIVATIONS = {
 
 
 class ModelOutput(NamedTuple):
-    last_hidden_state: torch.Tensor  # (B, L, D)
+    last_hidden_state: torch.Tensor | None  # (B, L, D); None when the forward stopped at a map (maps_only)
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
     attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities (float32 for
     # half weights; (B, H, P, L) when only some query rows are kept); None: not kept
@@ -129,21 +129,27 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
                 head_mask: torch.Tensor | None = None, ablation: str = "zero",
                 rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                keep_map: bool = True, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                keep_map: bool = True, rows: torch.Tensor | None = None,
+                map_only: bool = False) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
-        query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward)."""
+        query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
+        the map: (None, probs), no attention output and no feed-forward block."""
         if self.pre_norm:
             record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
             attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
                                              head_mask=head_mask, ablation=ablation,
-                                             rotary=rotary, keep_map=keep_map,
-                                             rows=rows)  # (B, L, D), (B, H, L or P, L)
+                                             rotary=rotary, keep_map=keep_map, rows=rows,
+                                             map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+            if map_only:
+                return None, probs
             x = x + self.dropout(attended)  # (B, L, D)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
         attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
-                                         ablation=ablation, rotary=rotary, keep_map=keep_map,
-                                         rows=rows)  # (B, L, D), (B, H, L or P, L)
+                                         ablation=ablation, rotary=rotary, keep_map=keep_map, rows=rows,
+                                         map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+        if map_only:
+            return None, probs
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
@@ -168,6 +174,7 @@ class Transformer(nn.Module):
         ablation: str = "zero",
         maps_for=None,
         rows: torch.Tensor | None = None,
+        maps_only: bool = False,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -186,6 +193,10 @@ class Transformer(nn.Module):
         output is computed by torch's fused attention and its entry in `attentions` is (B, H, P, L),
         the probabilities of just those queries (the same numbers as those rows of the full map).
         Rows may repeat; with a head mask or recorders the full map is made and its rows picked.
+        `maps_only=True`: only the kept maps are wanted. The last layer whose map is kept stops at its
+        map (no values, no output, no feed-forward block) and no layer after it runs: their entries in
+        `attentions` are None, `hidden_states` ends with that layer's input, and `last_hidden_state`
+        is None.
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
         """
         B, L = input_ids.shape
@@ -211,16 +222,24 @@ class Transformer(nn.Module):
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
+        n_layers = len(self.layers)
+        last = n_layers - 1  # the last layer to run
+        if maps_only:  # up to the last layer whose map is kept, which stops at its map
+            last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record))  # (B, L, D)
         hidden_states, attentions = [x], []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layers[:last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
             keep_map = maps_for is None or i in maps_for
+            map_only = maps_only and i == last
             x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary,
-                             keep_map, rows if keep_map else None)
-            hidden_states.append(x)
+                             keep_map, rows if keep_map else None, map_only)
             attentions.append(probs)
+            if not map_only:
+                hidden_states.append(x)
+        if maps_only:  # no output: the layers after `last` did not run
+            return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
             x = hidden_states[-1] = self.final_norm(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
