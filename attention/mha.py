@@ -68,15 +68,14 @@ def attention_probs(
     #    scores are softmaxed into a new float32 buffer. A row with no key left softmaxes to NaN
     #    (0/0); such a query attends to nothing.
     in_place = not scores.requires_grad
-    if scores.dtype in HALF:
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32)  # (B, H, L, S) float32
-    else:
-        probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
+    wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
+    probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
     if mask is not None:
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
     if head_mask is not None:  # ablated heads: zero or uniform probabilities
         probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
-    return record("probs", probs)  # (B, H, L, S)
+    probs = record("probs", probs)  # (B, H, L, S)
+    return probs
 
 
 def scaled_dot_product_attention(
