@@ -3,15 +3,22 @@
 config.json's model_type picks the family (attention/models/); `convert_checkpoint` renames the
 checkpoint's tensors with the family's map, and loading then checks that every tensor of the
 model is given exactly once and with the right shape.
+
+The checkpoint is held once, not twice: safetensors files are read tensor by tensor as they are
+renamed, each cast to the asked-for dtype and moved to the asked-for device, and the model is built
+on the meta device (no memory, no random initialisation) and takes those tensors as its own.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections import ChainMap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -36,24 +43,83 @@ class LoadReport:
     weights_file: str
     ignored_keys: tuple[str, ...]  # checkpoint tensors that are not part of the encoder
     weight_names: dict[str, str] = field(default_factory=dict, compare=False)  # ours -> the checkpoint's
+    device: str = "cpu"  # where the weights are
+    dtype: str = "float32"  # the weights' dtype (the kept attention maps are float32 whatever it is)
 
 
-def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor], origins: dict[str, str] | None = None
+# ---- device and precision -------------------------------------------------------------------------
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
+DEVICE_HINT = "use device='cpu', or device='auto' to take a GPU only when there is one"
+
+
+def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:
+    """"cpu" (or None), "cuda", "cuda:N", a torch.device, or "auto": CUDA when torch.cuda.is_available(),
+    else the CPU. A GPU asked for where there is none is a ModelLoadError, not an error deep in torch."""
+    if device is None or device == "cpu":
+        return torch.device("cpu")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ModelLoadError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {device!r}") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ModelLoadError(f"device '{device}' is not supported: only 'cpu' and 'cuda' are")
+    if not torch.cuda.is_available():
+        raise ModelLoadError(f"device '{device}' was asked for, but torch finds no CUDA GPU on this machine "
+                             f"(torch.cuda.is_available() is False): {DEVICE_HINT}")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ModelLoadError(f"device '{device}' was asked for, but this machine has {torch.cuda.device_count()} "
+                             f"CUDA GPU(s): {DEVICE_HINT}")
+    return device
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """None or "float32" (the default), "bfloat16", "float16" (or "fp32", "bf16", "fp16"), the torch
+    dtypes themselves, or "auto": bfloat16 on a GPU that has it (else float16), float32 on the CPU."""
+    if dtype is None:
+        return torch.float32
+    if dtype == "auto":
+        if device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.lower().removeprefix("torch.")]
+    if isinstance(dtype, torch.dtype) and dtype in (torch.float32, torch.bfloat16, torch.float16):
+        return dtype
+    raise ModelLoadError(f"dtype must be 'float32', 'bfloat16', 'float16' or 'auto', not {dtype!r}")
+
+
+def convert_checkpoint(family: Family, checkpoint: Mapping[str, torch.Tensor], origins: dict[str, str] | None = None,
+                       dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
                        ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Rename a checkpoint's tensors to this package's names, as `family` declares them.
 
     Accepts the family's base-model checkpoints and task models whose base model sits under the
-    family's prefix ("bert.", "transformer." ...). Returns (renamed tensors as float32, names of the
-    ignored task-head tensors and buffers). Weights stored (in, out) are transposed; a weight left
-    out because it is tied to a head's (GPT-2's wte and lm_head) is taken from the head. A tensor
-    that is neither part of the model nor a known head, or one given twice, is an error naming it.
-    `origins`, when given, receives each of our names with the checkpoint's name it came from.
+    family's prefix ("bert.", "transformer." ...). Returns (renamed tensors as `dtype` floats on
+    `device`, names of the ignored task-head tensors and buffers). Weights stored (in, out) are
+    transposed; a weight left out because it is tied to a head's (GPT-2's wte and lm_head) is taken
+    from the head. A tensor that is neither part of the model nor a known head, or one given twice,
+    is an error naming it. `origins`, when given, receives each of our names with the checkpoint's
+    name it came from.
+    `checkpoint` may read its tensors lazily (read_checkpoint's safetensors do): each is asked for
+    once, when it is converted, and an ignored one is never read.
     """
     origins = {} if origins is None else origins
     prefix = family.prefix
+
+    def cast(tensor: torch.Tensor) -> torch.Tensor:  # no copy when it is already as asked
+        if tensor.is_floating_point():
+            return tensor.to(device=device, dtype=dtype)
+        return tensor.to(device=device)
+
     prefixed = any(name.startswith(prefix) for name in checkpoint)
     renamed, ignored = {}, []
-    for name, tensor in checkpoint.items():
+    for name in checkpoint:
         inside = not prefixed or name.startswith(prefix)
         key = _OLD_NORM_NAMES.sub(lambda m: "LayerNorm." + {"gamma": "weight", "beta": "bias"}[m.group(1)],
                                   name[len(prefix):] if prefixed and inside else name)
@@ -65,13 +131,14 @@ def convert_checkpoint(family: Family, checkpoint: dict[str, torch.Tensor], orig
             continue
         if target in renamed:
             raise ModelLoadError(f"the checkpoint gives tensor '{target}' twice (the second time as '{name}')")
+        tensor = cast(checkpoint[name])  # read now, one tensor at a time
         if family.is_transposed(key):
             tensor = tensor.t().contiguous()  # (in, out) -> (out, in)
-        renamed[target] = tensor.float() if tensor.is_floating_point() else tensor
+        renamed[target] = tensor
         origins[target] = name
     for ours, head_name in family.tied:
         if ours not in renamed and head_name in checkpoint:
-            renamed[ours] = checkpoint[head_name].float()
+            renamed[ours] = cast(checkpoint[head_name])
             origins[ours] = head_name
     return renamed, ignored
 
@@ -99,10 +166,15 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Te
                                  f"the config needs {tuple(expected[key].shape)}")
 
 
-def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor]) -> None:
-    """Copy every tensor into the model; a missing, extra or mis-shaped one names the key."""
+def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor], assign: bool = False) -> None:
+    """Copy every tensor into the model; a missing, extra or mis-shaped one names the key.
+    With `assign` the model takes the tensors themselves (their dtype and device) instead of copies:
+    for a model built on the meta device, whose every tensor must then be given."""
     check_tensors(tensors, model.state_dict(), unknown_hint=LAYERS_HINT)
-    model.load_state_dict(tensors, strict=True)
+    model.load_state_dict(tensors, strict=True, assign=assign)
+    left = next((name for name, t in chain(model.named_parameters(), model.named_buffers()) if t.is_meta), None)
+    if left is not None:
+        raise ModelLoadError(f"the checkpoint gives no data for '{left}'")
 
 
 LAYERS_HINT = " (does num_hidden_layers in config.json match the weights?)"
@@ -127,11 +199,14 @@ def check_before_building(family: Family, config: ModelConfig, folder: Path, bin
     check_tensors(tensors, expected, unknown_hint=LAYERS_HINT)
 
 
-def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = False) -> tuple[dict[str, torch.Tensor], str]:
+def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = False
+                    ) -> tuple[Mapping[str, torch.Tensor], str]:
     """Read the weights of a folder: safetensors first, else pytorch_model.bin (no pickle code run).
     With `bin_files` False a folder with only .bin weights is refused. With `shapes_only` the
     tensors are empty ones on the meta device, read from the files' headers (safetensors) or maps
-    of them (.bin): their names, shapes and dtypes, nothing of their data in memory."""
+    of them (.bin): their names, shapes and dtypes, nothing of their data in memory.
+    Safetensors weights come as a mapping that reads each tensor from its file when it is asked for
+    (SafetensorsFile): nothing is read up front, and a tensor is in memory once its caller keeps it."""
     safetensors_reader, bin_reader = (_safetensors_shapes, _bin_shapes) if shapes_only else (_read_safetensors,
                                                                                                _read_bin)
     for index_name, reader in (("model.safetensors.index.json", safetensors_reader),
@@ -143,6 +218,8 @@ def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = Fa
                 shards = sorted(set(json.loads((folder / index_name).read_text())["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 raise ModelLoadError(f"{index_name} in {folder} is not a valid weight index") from None
+            if reader is _read_safetensors:  # every shard read lazily, looked up in turn
+                return ChainMap(*(reader(folder / shard) for shard in shards)), index_name
             tensors = {}
             for shard in shards:
                 tensors.update(reader(folder / shard))
@@ -155,13 +232,48 @@ def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = Fa
     raise ModelLoadError(f"no weights in {folder}: expected model.safetensors or pytorch_model.bin")
 
 
-def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+def _read_safetensors(path: Path) -> SafetensorsFile:
+    return SafetensorsFile(path)
 
-    try:
-        return load_file(str(path))
-    except Exception as err:  # the library raises its own error types for a damaged file
-        raise ModelLoadError(f"{path.name} is damaged or not a safetensors file ({err})") from None
+
+class SafetensorsFile(Mapping):
+    """The tensors of one safetensors file, each read from the file when it is asked for.
+
+    Each read gives a new tensor in memory of its own (read with pread, not a view of a mapped file),
+    so a tensor that is converted and dropped is freed, and one that is kept holds only itself.
+    A damaged file is a ModelLoadError, when opened or when a tensor is read.
+    """
+
+    def __init__(self, path: Path):
+        from safetensors import safe_open
+
+        self.path = Path(path)
+        try:
+            try:
+                self._file = safe_open(str(path), framework="pt", device="cpu", backend="pread")
+            except TypeError:  # a safetensors without the pread backend: tensors are views of the mapped file
+                self._file = safe_open(str(path), framework="pt", device="cpu")
+            self._names = tuple(self._file.keys())  # in the file's order
+            self._known = frozenset(self._names)
+        except Exception as err:  # the library raises its own error types for a damaged file
+            raise ModelLoadError(f"{self.path.name} is damaged or not a safetensors file ({err})") from None
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self._known:
+            raise KeyError(name)
+        try:
+            return self._file.get_tensor(name)
+        except Exception as err:
+            raise ModelLoadError(f"{self.path.name} is damaged or not a safetensors file ({err})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 _SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -309,7 +421,8 @@ def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, Mo
         raise ModelLoadError(f"{path}: {err}") from None
 
 
-def load_model(source: str | os.PathLike | None = None, *, downloads: bool = True, bin_files: bool = True):
+def load_model(source: str | os.PathLike | None = None, *, downloads: bool = True, bin_files: bool = True,
+               device: str | torch.device | None = "cpu", dtype: str | torch.dtype | None = None):
     """Load a checkpoint of any supported family into our model. Returns (model, tokenizer).
 
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
@@ -322,30 +435,47 @@ def load_model(source: str | os.PathLike | None = None, *, downloads: bool = Tru
     gradients, and carries a `load_report` saying what was loaded and which tensors were ignored.
     `downloads` False loads a hub id only from the local cache; `bin_files` False refuses
     pytorch_model.bin weights (a server may allow safetensors only).
+
+    `device`: "cpu" (the default), "cuda" or "cuda:N" (a ModelLoadError where there is no CUDA GPU),
+    or "auto": CUDA when torch.cuda.is_available(), else the CPU. Inputs must be on the same device.
+    `dtype`: None (the default) or "float32"; "bfloat16" or "float16" (or the torch dtypes) for
+    half-precision weights, whose attention softmax is still taken in float32 and whose kept maps
+    are float32; "auto": bfloat16 on a GPU (float16 where it has no bfloat16), float32 on the CPU.
+    So the defaults are the CPU in float32; device="auto", dtype="auto" takes a GPU in bfloat16
+    when there is one. Each tensor is cast as it is read, so a half-precision model never holds a
+    float32 copy of its weights.
     """
-    return _load(source, downloads=downloads, bin_files=bin_files)
+    return _load(source, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
 
 
-def load_bert(source: str | os.PathLike | None = None):
+def load_bert(source: str | os.PathLike | None = None, *, device: str | torch.device | None = "cpu",
+              dtype: str | torch.dtype | None = None):
     """Load a BERT checkpoint into our model. Returns (model, tokenizer).
 
     As load_model, but a checkpoint of any other family is refused with a ModelLoadError naming it.
     """
-    return _load(source, "bert")
+    return _load(source, "bert", device=device, dtype=dtype)
 
 
 def _load(source: str | os.PathLike | None, model_type: str | None = None, *, downloads: bool = True,
-          bin_files: bool = True):
+          bin_files: bool = True, device: str | torch.device | None = "cpu", dtype: str | torch.dtype | None = None):
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     folder = resolve_source(source, downloads)
     family, config = read_config(folder, model_type)
     check_before_building(family, config, folder, bin_files)
     checkpoint, weights_file = read_checkpoint(folder, bin_files)
     origins: dict[str, str] = {}
-    tensors, ignored = convert_checkpoint(family, checkpoint, origins)
-    model = Transformer(config)
-    copy_weights(model, tensors)
+    # read, cast and moved one tensor at a time; the checkpoint's reader is then dropped
+    tensors, ignored = convert_checkpoint(family, checkpoint, origins, dtype=dtype, device=device)
+    del checkpoint
+    with torch.device("meta"):  # no memory and no random initialisation: the tensors become the weights
+        model = Transformer(config)
+    copy_weights(model, tensors, assign=True)
+    del tensors
     model.eval().requires_grad_(False)
     tokenizer = load_tokenizer(folder, config.vocab_size)
     model.load_report = LoadReport(DEFAULT_NAME if source is None else str(source), str(folder),
-                                   weights_file, tuple(ignored), origins)
+                                   weights_file, tuple(ignored), origins, str(device),
+                                   str(dtype).removeprefix("torch."))
     return model, tokenizer

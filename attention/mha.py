@@ -24,6 +24,7 @@ from .rotary import rotate
 
 Recorder = Callable[[str, Optional[torch.Tensor]], Optional[torch.Tensor]]
 ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
+HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
 
 
 def no_record(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
@@ -33,6 +34,48 @@ def no_record(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
 def check_ablation(ablation: str) -> None:
     if ablation not in ABLATIONS:
         raise ValueError(f"ablation must be one of {', '.join(map(repr, ABLATIONS))}, got {ablation!r}")
+
+
+def attention_probs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scaling: float | None = None,
+    record: Recorder = no_record,
+    head_mask: torch.Tensor | None = None,
+    ablation: str = "zero",
+) -> torch.Tensor:
+    """softmax(q · kᵀ · scaling + mask): the attention probabilities (B, H, L, S).
+
+    q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. With half-precision
+    q and k (float16, bfloat16) the scores are taken in that precision and the softmax in float32, so
+    the probabilities come back float32.
+    """
+    check_ablation(ablation)
+    if scaling is None:
+        scaling = q.size(-1) ** -0.5
+    # 1. similarity of every query with every key
+    scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
+    # 2. dropped positions get -inf, so softmax gives them exactly zero weight
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
+        else:
+            scores = record("masked_scores", scores + mask)  # (B, H, L, S)
+    # 3. each query's row becomes probabilities over the keys. Without gradients the softmax
+    #    overwrites the scores: one (B, H, L, S) buffer per layer instead of two. Half-precision
+    #    scores are softmaxed into a new float32 buffer. A row with no key left softmaxes to NaN
+    #    (0/0); such a query attends to nothing.
+    in_place = not scores.requires_grad
+    wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
+    probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
+    if mask is not None:
+        probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
+    if head_mask is not None:  # ablated heads: zero or uniform probabilities
+        probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
+    probs = record("probs", probs)  # (B, H, L, S)
+    return probs
 
 
 def scaled_dot_product_attention(
@@ -54,35 +97,28 @@ def scaled_dot_product_attention(
     probabilities and a zero output, never NaN.
     `head_mask` (H,), 1 = keep and 0 = ablate, changes the probabilities after the softmax (see
     `ablate_heads`); the returned probs are the ones used. None leaves every head untouched.
+    Half-precision inputs (float16, bfloat16): the softmax is taken in float32 and the probs are
+    returned float32; the weighted sum casts them back to v's dtype, as transformers' eager does.
     """
-    check_ablation(ablation)
-    if scaling is None:
-        scaling = q.size(-1) ** -0.5
-    # 1. similarity of every query with every key
-    scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
-    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
-    # 2. dropped positions get -inf, so softmax gives them exactly zero weight
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
-        else:
-            scores = record("masked_scores", scores + mask)  # (B, H, L, S)
-    # 3. each query's row becomes probabilities over the keys. Without gradients the softmax
-    #    overwrites the scores: one (B, H, L, S) buffer per layer instead of two. A row with no
-    #    key left softmaxes to NaN (0/0); such a query attends to nothing.
-    in_place = not scores.requires_grad
-    probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)
-    if mask is not None:
-        probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
-    if head_mask is not None:  # ablated heads: zero or uniform probabilities
-        probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
-    probs = record("probs", probs)  # (B, H, L, S)
+    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
         probs = F.dropout(probs, p=dropout_p)
-    # 5. weighted sum of the values
-    output = record("heads", torch.matmul(probs, v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
+    # 5. weighted sum of the values, in their precision
+    output = record("heads", torch.matmul(probs.to(v.dtype), v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
     return output, probs
+
+
+def pick_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x (B or 1, n, L, C) -> (B, n, P, C): the rows `rows` (B, P) of each batch item (e.g. the query
+    rows of q or of a map). An x with a single row (a padding mask, (B, 1, 1, S)) applies to every
+    query, so it is returned as it is."""
+    if x.size(2) == 1:
+        return x
+    B, P = rows.shape
+    x = x.expand(B, -1, -1, -1)  # (B, n, L, C)
+    index = rows[:, None, :, None].expand(B, x.size(1), P, x.size(3))  # (B, n, P, C)
+    return x.gather(2, index)  # (B, n, P, C)
 
 
 def ablate_heads(
@@ -125,13 +161,15 @@ def build_mask(
     query_len: int,
     key_len: int,
     window: int | None = None,
+    device: torch.device | None = None,
 ) -> torch.Tensor | None:
     """Combine a key padding mask, a full mask and causality into one mask for the scores.
     With `window` (causal only) a query sees only the `window` latest keys, itself included (Mistral).
 
     attention_mask is None, a (B, S) key padding mask (1/True keep, 0/False drop), or a boolean
     (True keep) or additive float mask broadcastable to (B, H, L, S). Returns None when nothing
-    is masked, else a boolean or additive mask broadcastable to (B, H, L, S).
+    is masked, else a boolean or additive mask broadcastable to (B, H, L, S). A causal mask is made
+    on `device` (the inputs'), or on attention_mask's when one is given.
     """
     mask = attention_mask
     if mask is not None and mask.dim() == 2:
@@ -141,7 +179,7 @@ def build_mask(
         mask = mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
     if is_causal:
         # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
-        device = None if mask is None else mask.device
+        device = device if mask is None else mask.device
         causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
         causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
         if window is not None:  # and nothing `window` or more keys back
@@ -218,7 +256,9 @@ class MultiHeadAttention(nn.Module):
         ablation: str = "zero",
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         keep_map: bool = True,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        rows: torch.Tensor | None = None,
+        map_only: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
 
         `rotary` (cos, sin), each (B or 1, L, d) from rotary.rotary_angles, turns q and k by their
@@ -226,10 +266,17 @@ class MultiHeadAttention(nn.Module):
         keep_map=False, with nothing recorded and no head ablated, runs torch's fused
         F.scaled_dot_product_attention instead of the explicit steps: no (B, H, L, S) map is kept
         and None is returned in its place.
+        `rows` (B, P), query positions (long), keeps only those rows of the map: the output is still
+        computed for every query (by the fused attention when nothing is recorded or ablated), and
+        the returned probs are (B, H, P, S), those rows of q against every key with the same mask,
+        scaling, rotation and shared K/V: the same numbers as the rows of the full map.
+        map_only=True: only the map (or its `rows`) is wanted; no values, no output: returns (None, probs).
 
         `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
         the heads' probabilities after the softmax (see `ablate_heads`).
-        Returns (output (B, L, D), probs (B, H, L, S)), probs as used, ablated heads included.
+        With half-precision weights the softmax is taken in float32 and the probs are float32.
+        Returns (output (B, L, D), probs (B, H, L, S) or with `rows` (B, H, P, S)), probs as used,
+        ablated heads included.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -237,6 +284,8 @@ class MultiHeadAttention(nn.Module):
         S = key.size(1)
         if value.size(1) != S:
             raise ValueError(f"key and value lengths differ: {S} vs {value.size(1)}")
+        if rows is not None and (rows.dim() != 2 or rows.size(0) != B):
+            raise ValueError(f"rows must be (batch, n_rows) query positions, got {tuple(rows.shape)} for batch {B}")
         record("input", query)  # (B, L, D)
 
         if self.fused_qkv:
@@ -250,29 +299,45 @@ class MultiHeadAttention(nn.Module):
         else:
             q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
             k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
-            v = record("v_proj", self.v_proj(value))  # (B, S, G·d)
+            v = None if map_only else record("v_proj", self.v_proj(value))  # (B, S, G·d); a map needs no values
         q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
         k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
-        v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        if v is not None:
+            v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
         if rotary is not None:  # positions enter here, and only here (rotary.py)
             q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)
             k = record("k_rot", rotate(k, *rotary))  # (B, G, S, d)
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
-            v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
+            if v is not None:
+                v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
 
-        mask = record("mask", build_mask(attention_mask, is_causal, B, L, S))
+        mask = record("mask", build_mask(attention_mask, is_causal, B, L, S, device=query.device))
+        if map_only:  # the map's rows (all of them without `rows`) and nothing else
+            q_rows = q if rows is None else pick_rows(q, rows)  # (B, H, L or P, d)
+            mask_rows = mask if mask is None or rows is None else pick_rows(mask, rows)  # (B, 1, L or P or 1, S)
+            probs = attention_probs(q_rows, k, mask_rows, self.scaling, record, head_mask, ablation)
+            return None, probs  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0
-        if not keep_map and head_mask is None and record is no_record:
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+        if (not keep_map or rows is not None) and head_mask is None and record is no_record:
+            fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=fused_mask, dropout_p=dropout_p,
                                                    scale=self.scaling)  # (B, H, L, d), no map kept
             if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
-                heads = heads.nan_to_num(0.0)
+                heads = heads.nan_to_num(0.0) if heads.requires_grad else heads.nan_to_num_(0.0)
             merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
-            return self.o_proj(merged), None
+            if rows is None:
+                return self.o_proj(merged), None
+            # only the kept rows of the map: those queries against every key, the same mask rows
+            q_rows = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
+            mask_rows = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
+            probs = attention_probs(q_rows, k, mask_rows, self.scaling)  # (B, H, P, S)
+            return self.o_proj(merged), probs
         heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
                                                     head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
+        if rows is not None:  # recorded or ablated: the full map was made, its rows are kept
+            probs = pick_rows(probs, rows)  # (B, H, L, S) -> (B, H, P, S)
         return output, probs

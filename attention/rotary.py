@@ -60,7 +60,10 @@ def rotary_angles(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[t
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin."""
+    """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin.
+
+    cos and sin, computed in float32, are cast to x's dtype first (as transformers does for half weights)."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # (B or 1, L, d)
     half = x.size(-1) // 2
     turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (x1, x2) -> (-x2, x1), (B, n, L, d)
     return x * cos[:, None] + turned * sin[:, None]  # (B, 1, L, d) broadcast over the heads

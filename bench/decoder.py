@@ -2,13 +2,17 @@
 LlamaModel returning every layer's maps, same random weights, same inputs.
 
     python bench/decoder.py [--lengths 256 1024] [--repeats 5] [--threads 2] [--layer 4]
+                            [--device auto|cpu|cuda] [--dtype auto|float32|bfloat16|float16]
 
 The shape is Llama-3.2-1B's scaled down for a CPU: head width 64, 4 query heads per key/value
 head, llama3 rope scaling, a feed-forward 4x the width; but 512 wide (1B: 2048), 8 layers (16),
 8 query and 2 key/value heads (32 and 8), a 1000-token vocabulary (128256). Ours is run with
 `maps_for={layer}`: that layer's maps, every other layer through torch's fused attention.
 Prints per length the median time per forward and the peak memory of one forward, each in a fresh
-process (peak RSS above the process's resident size just before the call), and ours / theirs.
+process (on the CPU: peak RSS above the process's resident size just before the call; on a GPU: peak
+allocated GPU memory above what was allocated before it), and ours / theirs.
+By default (auto) both run on CUDA in bfloat16 when a GPU is present (ours keeps its maps in float32,
+transformers' eager returns bfloat16 ones), else on the CPU in float32; the first line says which.
 """
 from __future__ import annotations
 
@@ -33,8 +37,23 @@ SHAPE = dict(vocab_size=1000, hidden_size=512, num_hidden_layers=8, num_attentio
                                   high_freq_factor=4.0, original_max_position_embeddings=2048))
 
 
-def model_pair():
-    """transformers' eager LlamaModel with random weights, and ours converted from its tensors."""
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device_and_dtype(device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
+    """"auto": CUDA in bfloat16 when a GPU is present, else the CPU in float32."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch finds no CUDA GPU on this machine (use --device cpu or auto)")
+    if dtype == "auto":
+        dtype = "bfloat16" if device == "cuda" else "float32"
+    return torch.device(device), DTYPES[dtype]
+
+
+def model_pair(device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32):
+    """transformers' eager LlamaModel with random weights, and ours converted from its tensors, both on
+    `device` in `dtype`."""
     from transformers import LlamaConfig, LlamaModel
 
     torch.manual_seed(0)
@@ -42,27 +61,40 @@ def model_pair():
     family = FAMILIES["llama"]
     ours = Transformer(family.read_config(theirs.config.to_dict())).eval()
     copy_weights(ours, convert_checkpoint(family, theirs.state_dict())[0])
-    return ours, theirs
+    return ours.to(device=device, dtype=dtype), theirs.to(device=device, dtype=dtype)
 
 
 def forwards(ours, theirs, length: int, layer: int):
+    device = next(ours.parameters()).device
     ids = torch.randint(0, SHAPE["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
+    ids = ids.to(device)
     mask = torch.ones_like(ids)
 
+    def done(maps: torch.Tensor) -> torch.Tensor:  # a GPU's work is finished before the clock stops
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return maps
+
     def run_ours():
-        return ours(ids, mask, maps_for={layer}).attentions[layer]
+        return done(ours(ids, mask, maps_for={layer}).attentions[layer])
 
     def run_theirs():
-        return theirs(ids, attention_mask=mask, output_attentions=True).attentions[layer]
+        return done(theirs(ids, attention_mask=mask, output_attentions=True).attentions[layer])
 
     return {"ours": run_ours, "theirs": run_theirs}
 
 
-def peak_in_child(which: str, length: int, threads: int, layer: int) -> dict:
+def peak_in_child(which: str, length: int, threads: int, layer: int, device: torch.device,
+                  dtype: torch.dtype) -> dict:
     torch.set_num_threads(threads)
-    fn = forwards(*model_pair(), length, layer)[which]
+    fn = forwards(*model_pair(device, dtype), length, layer)[which]
     with torch.inference_mode():
         fn()  # lazy set-up is not the call's memory
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            baseline = torch.cuda.memory_allocated(device)
+            fn()
+            return {"peak_mb": (torch.cuda.max_memory_allocated(device) - baseline) / 2 ** 20}
         if not _reset_peak():
             return {"peak_mb": float("nan")}
         baseline = _status_mb("VmRSS")
@@ -70,9 +102,9 @@ def peak_in_child(which: str, length: int, threads: int, layer: int) -> dict:
         return {"peak_mb": _status_mb("VmHWM") - baseline}
 
 
-def measure_peak(which: str, length: int, threads: int, layer: int) -> float:
+def measure_peak(which: str, length: int, threads: int, layer: int, device: torch.device, dtype: torch.dtype) -> float:
     command = [sys.executable, __file__, "--child", which, "--lengths", str(length), "--threads", str(threads),
-               "--layer", str(layer)]
+               "--layer", str(layer), "--device", str(device), "--dtype", str(dtype).removeprefix("torch.")]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
@@ -83,26 +115,36 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layer", type=int, default=4, help="the layer whose maps ours keeps")
+    parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
+                        help="the weights' dtype; auto: bfloat16 on a GPU, float32 on the CPU")
     parser.add_argument("--child", choices=["ours", "theirs"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    device, dtype = pick_device_and_dtype(args.device, args.dtype)
     if args.child:
-        print(json.dumps(peak_in_child(args.child, args.lengths[0], args.threads, args.layer)))
+        print(json.dumps(peak_in_child(args.child, args.lengths[0], args.threads, args.layer, device, dtype)))
         return
     torch.set_num_threads(args.threads)
-    ours, theirs = model_pair()
+    ours, theirs = model_pair(device, dtype)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} threads"
+    memory = "peak GPU memory allocated" if device.type == "cuda" else "peak RSS"
     print(f"Llama-3.2-1B-like, scaled down: {SHAPE['hidden_size']} wide, {SHAPE['num_hidden_layers']} layers, "
           f"{SHAPE['num_attention_heads']} heads / {SHAPE['num_key_value_heads']} K/V heads of 64; "
-          f"{args.threads} threads; ours keeps layer {args.layer}'s maps, transformers eager all of them")
+          f"ours keeps layer {args.layer}'s maps, transformers eager all of them")
+    print(f"device: {device} ({where}); weights {str(dtype).removeprefix('torch.')}; memory: {memory}")
     print(f"{'tokens':>6}  {'ours s':>8}  {'theirs s':>8}  {'time ratio':>10}  {'ours MB':>8}  {'theirs MB':>9}  "
           f"{'memory ratio':>12}")
     for length in args.lengths:
         fns = forwards(ours, theirs, length, args.layer)
         with torch.inference_mode():
-            torch.testing.assert_close(fns["ours"](), fns["theirs"](), atol=1e-5, rtol=0)  # the same map
+            # the same map: to float32's precision, or to a half dtype's rounding of probabilities (<= 1)
+            atol = 1e-5 if dtype == torch.float32 else 2e-2
+            torch.testing.assert_close(fns["ours"]().float(), fns["theirs"]().float(), atol=atol, rtol=0)
             mine, ref = interleaved_medians([fns["ours"], fns["theirs"]], args.repeats)
-        peak_ours, peak_theirs = (measure_peak(w, length, args.threads, args.layer) for w in ("ours", "theirs"))
+        peak_ours, peak_theirs = (measure_peak(w, length, args.threads, args.layer, device, dtype)
+                                  for w in ("ours", "theirs"))
         print(f"{length:>6}  {mine:>8.3f}  {ref:>8.3f}  {mine / ref:>10.2f}  {peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
-              f"{peak_ours / peak_theirs:>12.2f}")
+              f"{peak_ours / peak_theirs if peak_theirs else float('nan'):>12.2f}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
+from ..mha import pick_rows
 from .coref_examples import (CorefExample, ExampleError, load_examples, parse_example,  # noqa: F401
                              parse_examples)
 from .coref_stats import clopper_pearson
@@ -230,9 +231,17 @@ def score_example(example: CorefExample, attentions: np.ndarray, tokens: list[st
     return ExampleScore(example, tokens, located, scores, None if answer is None else right_heads(scores, answer))
 
 
-def model_attentions(model, input_ids, attention_mask, token_type_ids) -> Iterable[torch.Tensor]:
-    """The per-layer (B, H, L, L) attention probabilities of one forward pass."""
-    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).attentions
+def model_attentions(model, input_ids, attention_mask, token_type_ids, rows=None) -> Iterable[torch.Tensor]:
+    """The per-layer attention probabilities of one forward pass of our model: (B, H, L, L) each, or
+    with `rows` (B, P) only those query rows of each map, (B, H, P, L), the rest run fused. Only the
+    maps are computed: the last layer stops at its map (maps_only)."""
+    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows,
+                 maps_only=True).attentions
+
+
+def model_device(model) -> torch.device:
+    """Where the model's weights are (the inputs go there too)."""
+    return next(model.parameters()).device
 
 
 def token_limit(model, tokenizer) -> int:
@@ -253,18 +262,18 @@ def buckets(lengths: dict[int, int], batch_size: int, token_budget: int) -> list
     return batches
 
 
-def reduce_layer(maps: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """One layer's maps to pronoun -> candidate attention: the mean of the pronoun pieces' rows, the sum of
-    each candidate's columns. maps (B, H, S, S); rows (B, P) the pronoun's pieces (repeated to P) with
-    weights (B, P) 1/|pronoun| (0 on repeats); cols (B, S, K) ones on each candidate's pieces."""
-    B = maps.shape[0]
-    picked = maps[torch.arange(B)[:, None], :, rows]  # (B, P, H, S): only the pronoun's rows
-    from_pronoun = (picked * weights[:, :, None, None]).sum(dim=1)  # (B, H, S)
+def reduce_layer(picked: torch.Tensor, weights: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """One layer's pronoun rows to pronoun -> candidate attention: the mean of the pronoun pieces' rows, the
+    sum of each candidate's columns. picked (B, H, P, S) the rows of the pronoun's pieces (repeated to P)
+    with weights (B, P) 1/|pronoun| (0 on repeats); cols (B, S, K) ones on each candidate's pieces."""
+    from_pronoun = (weights[:, None, None, :] @ picked).squeeze(2)  # (B,1,1,P) x (B,H,P,S) -> (B,H,S)
     return from_pronoun @ cols  # (B,H,S) x (B,S,K) -> (B,H,K)
 
 
 def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forward, pad_id: int) -> np.ndarray:
-    """(b, n_layers, H, K) pronoun -> candidate attention for a batch, keeping one layer's maps at a time."""
+    """(b, n_layers, H, K) pronoun -> candidate attention for a batch. With our model (`forward` is
+    model_attentions) only the pronoun pieces' rows of each map are computed; another `forward` returns
+    full maps, whose rows are picked one layer at a time."""
     S = max(len(enc["input_ids"][i]) for i in chunk)
     K = max(len(located[i].candidates) for i in chunk)
     P = max(len(located[i].pronoun) for i in chunk)
@@ -283,13 +292,20 @@ def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forw
         weights[r, :len(pronoun)] = 1.0 / len(pronoun)
         for k, pieces in enumerate(located[i].candidates):
             cols[r, pieces, k] = 1.0
+    device = model_device(model)
+    ids, mask, rows, weights, cols = (t.to(device) for t in (ids, mask, rows, weights, cols))
+    types = None if types is None else types.to(device)
     with torch.inference_mode():
-        maps = list(forward(model, ids, mask, types))
+        if forward is model_attentions:
+            maps = list(model_attentions(model, ids, mask, types, rows=rows))  # (B, H, P, S) each
+        else:
+            maps = list(forward(model, ids, mask, types))  # (B, H, S, S) each
         reduced = []
         for layer in range(len(maps)):
-            reduced.append(reduce_layer(maps[layer].float(), rows, weights, cols))
-            maps[layer] = None  # this layer's full maps are no longer held
-    return torch.stack(reduced, dim=1).numpy()  # (b, n_layers, H, K)
+            picked = maps[layer] if forward is model_attentions else pick_rows(maps[layer], rows)  # (B, H, P, S)
+            reduced.append(reduce_layer(picked.float(), weights, cols))
+            maps[layer] = None  # this layer's maps are no longer held
+    return torch.stack(reduced, dim=1).cpu().numpy()  # (b, n_layers, H, K)
 
 
 def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int = 32,
@@ -299,7 +315,8 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
 
     `by` names a field (e.g. "gender"): `result.by_group` then maps each of its values to the result on
     that subset alone. `forward(model, input_ids, attention_mask, token_type_ids)` returns the per-layer
-    attention maps (by default the model's own; the benchmark passes transformers')."""
+    (B, H, L, L) attention maps (the benchmark passes transformers'); by default (model_attentions) our
+    model computes only the pronoun's rows of each map and runs its attention fused."""
     if not examples:
         raise ExampleError("no examples to score")
     limit = token_limit(model, tokenizer)

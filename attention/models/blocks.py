@@ -30,14 +30,25 @@ ACTIVATIONS = {
 
 
 class ModelOutput(NamedTuple):
-    last_hidden_state: torch.Tensor  # (B, L, D)
+    last_hidden_state: torch.Tensor | None  # (B, L, D); None when the forward stopped at a map (maps_only)
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
-    attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities; None: not kept
+    attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities (float32 for
+    # half weights; (B, H, P, L) when only some query rows are kept); None: not kept
+
+
+class RMSNorm(nn.RMSNorm):
+    """x / sqrt(mean(x²) + eps) · weight, the mean taken in float32 and the normalised x cast back to
+    the input's dtype before the weight multiplies it (as transformers' LlamaRMSNorm, for half weights)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = x.float()  # (B, L, D) float32
+        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)  # (B, L, D)
+        return self.weight * normed.to(x.dtype)
 
 
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
     if config.norm == "rms_norm":
-        return nn.RMSNorm(width, eps=config.layer_norm_eps)
+        return RMSNorm(width, eps=config.layer_norm_eps)
     return nn.LayerNorm(width, eps=config.layer_norm_eps)
 
 
@@ -118,19 +129,27 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
                 head_mask: torch.Tensor | None = None, ablation: str = "zero",
                 rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                keep_map: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                keep_map: bool = True, rows: torch.Tensor | None = None,
+                map_only: bool = False) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
-        `rotary` (cos, sin) turns q and k by position (rotary.py)."""
+        `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
+        query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
+        the map: (None, probs), no attention output and no feed-forward block."""
         if self.pre_norm:
             record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
             attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
                                              head_mask=head_mask, ablation=ablation,
-                                             rotary=rotary, keep_map=keep_map)  # (B, L, D), (B, H, L, L)
+                                             rotary=rotary, keep_map=keep_map, rows=rows,
+                                             map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+            if map_only:
+                return None, probs
             x = x + self.dropout(attended)  # (B, L, D)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
         attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
-                                         ablation=ablation, rotary=rotary,
-                                         keep_map=keep_map)  # (B, L, D), (B, H, L, L)
+                                         ablation=ablation, rotary=rotary, keep_map=keep_map, rows=rows,
+                                         map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+        if map_only:
+            return None, probs
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
@@ -154,6 +173,8 @@ class Transformer(nn.Module):
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
         maps_for=None,
+        rows: torch.Tensor | None = None,
+        maps_only: bool = False,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -168,6 +189,14 @@ class Transformer(nn.Module):
         `maps_for`, a collection of layer indices, keeps the attention maps of those layers only:
         every other layer runs torch's fused attention and its entry in `attentions` is None
         (None: every layer's map, the default).
+        `rows` (B, P), long query positions, keeps only those rows of each kept map: every layer's
+        output is computed by torch's fused attention and its entry in `attentions` is (B, H, P, L),
+        the probabilities of just those queries (the same numbers as those rows of the full map).
+        Rows may repeat; with a head mask or recorders the full map is made and its rows picked.
+        `maps_only=True`: only the kept maps are wanted. The last layer whose map is kept stops at its
+        map (no values, no output, no feed-forward block) and no layer after it runs: their entries in
+        `attentions` are None, `hidden_states` ends with that layer's input, and `last_hidden_state`
+        is None.
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
         """
         B, L = input_ids.shape
@@ -178,24 +207,39 @@ class Transformer(nn.Module):
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
         is_causal = causal or self.config.causal
-        mask = build_mask(attention_mask, is_causal, B, L, L)  # (B,1,1,L), (1,1,L,L), both or None
+        if rows is not None:
+            rows = torch.as_tensor(rows, dtype=torch.long, device=input_ids.device)
+            if rows.dim() != 2 or rows.size(0) != B:
+                raise ValueError(f"rows must be (batch, n_rows) = ({B}, P) query positions, got {tuple(rows.shape)}")
+            if rows.numel() and not bool(((rows >= 0) & (rows < L)).all()):
+                raise ValueError(f"rows must be query positions from 0 to {L - 1}")
+        device = input_ids.device
+        mask = build_mask(attention_mask, is_causal, B, L, L, device=device)  # (B,1,1,L), (1,1,L,L), both or None
         window, window_mask = self.config.sliding_window, mask
         if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
-            window_mask = build_mask(attention_mask, True, B, L, L, window)  # (B or 1, 1, L, L)
+            window_mask = build_mask(attention_mask, True, B, L, L, window, device)  # (B or 1, 1, L, L)
         rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
+        n_layers = len(self.layers)
+        last = n_layers - 1  # the last layer to run
+        if maps_only:  # up to the last layer whose map is kept, which stops at its map
+            last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record))  # (B, L, D)
         hidden_states, attentions = [x], []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layers[:last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
             keep_map = maps_for is None or i in maps_for
+            map_only = maps_only and i == last
             x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary,
-                             keep_map)
-            hidden_states.append(x)
+                             keep_map, rows if keep_map else None, map_only)
             attentions.append(probs)
+            if not map_only:
+                hidden_states.append(x)
+        if maps_only:  # no output: the layers after `last` did not run
+            return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
             x = hidden_states[-1] = self.final_norm(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
