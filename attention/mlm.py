@@ -96,8 +96,10 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
     (or its family has no masked-LM head, as GPT-2).
 
     Strict: every tensor of the head must be there with the config's shape, and nothing else under
-    the head's names; a checkpoint decoder weight must equal the word embeddings (tied).
-    Any failure is a ModelLoadError naming the tensor. The head is in eval mode, without gradients.
+    the head's names; a checkpoint decoder weight must equal the word embeddings (tied), once cast to
+    their dtype (a model loaded in bfloat16 holds its embeddings so).
+    Any failure is a ModelLoadError naming the tensor. The head is in eval mode, without gradients,
+    in the model's dtype and on its device.
     """
     report = getattr(model, "load_report", None)
     if report is None:
@@ -116,8 +118,9 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
         tensors["bias"] = decoder_bias
     word_embeddings = model.embeddings.word_embeddings
     decoder_weight = tensors.pop("decoder.weight", None)
-    if decoder_weight is not None and (decoder_weight.shape != word_embeddings.weight.shape
-                                       or not torch.equal(decoder_weight, word_embeddings.weight)):
+    embeddings = word_embeddings.weight  # (V, E), in the model's dtype, on its device
+    if decoder_weight is not None and (decoder_weight.shape != embeddings.shape or not torch.equal(
+            decoder_weight.to(dtype=embeddings.dtype, device=embeddings.device), embeddings)):
         raise ModelLoadError(f"'{names.root}{names.decoder}.weight' differs from the word embeddings: "
                              "only MLM heads tied to the embeddings are supported")
 
@@ -125,14 +128,16 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
     expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
     check_tensors(tensors, expected, what="the checkpoint's MLM head",
                   name_of=lambda key: _checkpoint_name(key, names))
+    head.to(dtype=embeddings.dtype, device=embeddings.device)  # load_state_dict casts the float32 tensors
     head.tie_to(word_embeddings)
     head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)
     return head.eval().requires_grad_(False)
 
 
 def mask_probabilities(head: MaskedLMHead, hidden: torch.Tensor) -> torch.Tensor:
-    """Probabilities over the vocabulary (V,) for one position's last hidden state (D,)."""
-    return torch.softmax(head(hidden), dim=-1)  # (D,) -> (V,)
+    """Probabilities over the vocabulary (V,) for one position's last hidden state (D,), float32
+    whatever the head's dtype (a bfloat16 softmax over a large vocabulary would round them)."""
+    return torch.softmax(head(hidden), dim=-1, dtype=torch.float32)  # (D,) -> (V,)
 
 
 def check_top_k(top_k: int, head: MaskedLMHead) -> None:
@@ -162,7 +167,8 @@ def predict_masked(
 
     input_ids, attention_mask, token_type_ids (1, L) as for the model; `head_mask` (n_layers, H)
     and `ablation` ablate heads as in Transformer.forward. Returns (token id, probability) pairs,
-    most probable first; probabilities are the softmax over the whole vocabulary.
+    most probable first; probabilities are the softmax over the whole vocabulary. The inputs are
+    sent to the model's device.
     """
     B, L = input_ids.shape
     if B != 1:
@@ -170,6 +176,9 @@ def predict_masked(
     if isinstance(position, bool) or not isinstance(position, numbers.Integral) or not 0 <= position < L:
         raise ValueError(f"position must be an integer from 0 to {L - 1}, got {position!r}")
     check_top_k(top_k, head)
+    device = next(model.parameters()).device
+    input_ids, attention_mask, token_type_ids = (None if t is None else t.to(device)
+                                                 for t in (input_ids, attention_mask, token_type_ids))
     with torch.inference_mode():
         out = model(input_ids, attention_mask, token_type_ids, head_mask=head_mask, ablation=ablation)
         probs = mask_probabilities(head, out.last_hidden_state[0, int(position)])  # (V,)

@@ -122,7 +122,10 @@ class Trace:
 
 def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, layer: int = 0) -> Trace:
-    """Run the model once and record every step of layer `layer`'s attention."""
+    """Run the model once and record every step of layer `layer`'s attention.
+
+    The inputs are sent to the model's device; each recorded tensor is kept as a CPU copy in the
+    model's dtype (head_matrix and the views read them as float32)."""
     n_layers = len(model.layers)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
@@ -130,14 +133,16 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
 
     def recorder(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
         caller = sys._getframe(1)
-        kept = None if tensor is None else tensor.detach().clone().cpu()
+        kept = None if tensor is None else tensor.detach().to("cpu", copy=True)  # a copy, from the GPU too
         records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
         return tensor
 
+    device = next(model.parameters()).device
+    inputs = [None if t is None else t.to(device) for t in (input_ids, attention_mask, token_type_ids)]
     with torch.inference_mode():
-        model(input_ids, attention_mask, token_type_ids, recorders={layer: recorder})
+        model(*inputs, recorders={layer: recorder})
     scaling = float(model.layers[layer].attention.scaling)
-    types = None if token_type_ids is None else token_type_ids.detach().clone().cpu()
+    types = None if token_type_ids is None else token_type_ids.detach().to("cpu", copy=True)
     report = getattr(model, "load_report", None)
     return _build(layer, records, scaling, types, weight_names(getattr(report, "weight_names", {}), layer))
 
@@ -411,7 +416,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         kv = head // (H // G)
         columns = [t[:, head * d:(head + 1) * d], t[:, Q + kv * d:Q + (kv + 1) * d],
                    t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
-        return torch.cat(columns, dim=1).float().numpy(), "L", "3·d"
+        return torch.cat(columns, dim=1).float().cpu().numpy(), "L", "3·d"
     if name.endswith("_proj"):
         matrix, axes = t[:, own * d:(own + 1) * d], (step.dims[1], "d")
     elif name.endswith("_view"):
@@ -420,7 +425,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         matrix, axes = t[own], step.dims[2:]
     else:  # input, merged, output
         matrix, axes = t, step.dims[1:]
-    return matrix.float().numpy(), axes[0], axes[1]
+    return matrix.float().cpu().numpy(), axes[0], axes[1]
 
 
 def _mask_matrix(mask: torch.Tensor | None, trace: Trace, head: int, batch: int) -> np.ndarray:
@@ -429,4 +434,4 @@ def _mask_matrix(mask: torch.Tensor | None, trace: Trace, head: int, batch: int)
         return np.ones((L, S), dtype=np.float32)
     keep = mask if mask.dtype == torch.bool else mask != float("-inf")
     full = keep.expand(trace.B, trace.H, L, S) if keep.dim() == 4 else keep.expand(L, S)
-    return (full[batch, head] if full.dim() == 4 else full).float().numpy()
+    return (full[batch, head] if full.dim() == 4 else full).float().cpu().numpy()

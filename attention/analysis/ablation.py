@@ -41,7 +41,7 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 def _real_maps(attentions: tuple[torch.Tensor, ...], real: torch.Tensor) -> np.ndarray:
     """Batch item 0 of each layer's (B, H, L, L) maps, real tokens only: (n_layers, H, n, n) float32."""
     maps = torch.stack([a[0] for a in attentions])  # (n_layers, H, L, L)
-    return maps[:, :, real][:, :, :, real].float().numpy()  # (n_layers, H, n, n)
+    return maps[:, :, real][:, :, :, real].float().cpu().numpy()  # (n_layers, H, n, n)
 
 
 def _pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -100,11 +100,16 @@ def ablate(
     head_mask (n_layers, H), bool or float: 1 keeps a head, 0 ablates it; None ablates nothing.
     ablation: "zero" or "uniform" (see Transformer.forward). With `mlm_head` (from load_mlm_head)
     and its `tokenizer`, the top_k guesses for the first [MASK] token are compared too.
-    Arrays are read-only; padded positions are left out of every measure.
+    Arrays are read-only; padded positions are left out of every measure. The inputs are sent to the
+    model's device; the maps come back as float32 numpy arrays whatever the model's dtype, and the
+    cosines are taken in float64.
     `progress`, if given, is called with the fraction done after each forward pass and at the end:
     a caller with a time limit can stop the work there by raising from it.
     """
     attention_mask = _check_inputs(input_ids, attention_mask, token_type_ids)
+    device = next(model.parameters()).device
+    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+    token_type_ids = None if token_type_ids is None else token_type_ids.to(device)
     head_mask = model.check_head_mask(head_mask, ablation)  # validated before any forward pass
     if mlm_head is not None:
         if tokenizer is None:

@@ -51,12 +51,14 @@ def check_kv_heads(num_heads: int, num_kv_heads: int, kv_heads: int | None = Non
 def pool_kv_rows(tensor: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
     """Mean of each group's rows of a key or value projection weight (H·d, D) or bias (H·d,).
 
-    Group g holds query heads g·H/G ... (g+1)·H/G - 1. Returns (G·d, D) or (G·d,).
+    Group g holds query heads g·H/G ... (g+1)·H/G - 1. Returns (G·d, D) or (G·d,), in the tensor's
+    dtype and on its device; a half-precision mean is taken in float32 and rounded once.
     """
     group = num_heads // num_kv_heads
     head_dim = tensor.size(0) // num_heads
     rows = tensor.reshape(num_kv_heads, group, head_dim, *tensor.shape[1:])  # (G, H/G, d[, D])
-    return rows.mean(dim=1).reshape(num_kv_heads * head_dim, *tensor.shape[1:])  # (G·d[, D])
+    mean = rows.mean(dim=1, dtype=torch.float32 if rows.dtype in (torch.bfloat16, torch.float16) else None)
+    return mean.to(tensor.dtype).reshape(num_kv_heads * head_dim, *tensor.shape[1:])  # (G·d[, D])
 
 
 def _per_query_head(tensor: torch.Tensor, attention: MultiHeadAttention) -> torch.Tensor:
@@ -120,7 +122,7 @@ def to_grouped(model: Transformer, num_kv_heads: int,
     already grouped (config.kv_heads < num_heads) is grouped further into unions of its groups, or
     given back unchanged for a multiple of its kv_heads; any other number is a ValueError, as is one
     that does not divide the number of heads. The given model is not changed; the copy's config
-    says its num_key_value_heads.
+    says its num_key_value_heads. The copy keeps the model's dtype and device.
 
     `progress`, if given, is called with the fraction done after the copy and after each layer's
     conversion: a caller with a time limit can stop the work there by raising from it (the copy

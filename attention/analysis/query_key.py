@@ -43,8 +43,8 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
     k_name = next(name for name in ("k_shared", "k_rot", "k_heads") if name in trace)
     k_all = trace.step(k_name).tensor[0]  # (H, S, d)
     scores_all = trace.step("scores").tensor[0]  # (H, L, S)
-    q = q_all[head, query].float().numpy()  # (d,)
-    k = k_all[head].float().numpy()  # (S, d)
+    q = q_all[head, query].float().cpu().numpy()  # (d,)
+    k = k_all[head].float().cpu().numpy()  # (S, d)
     return QueryKey(
         layer=trace.layer,
         head=int(head),
@@ -52,8 +52,8 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
         q=q,
         k=k,
         product=q[None, :] * k,  # (1, d) * (S, d) -> (S, d)
-        scores=scores_all[head, query].float().numpy(),  # (S,)
-        probs=trace.step("probs").tensor[0, head, query].float().numpy(),  # (S,)
+        scores=scores_all[head, query].float().cpu().numpy(),  # (S,)
+        probs=trace.step("probs").tensor[0, head, query].float().cpu().numpy(),  # (S,)
         scaling=float(trace.scaling),
     )
 
