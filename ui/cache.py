@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import dataclasses
 import itertools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -16,13 +17,15 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention import load_model
-from attention.run import run_padded_batch, run_sentence
+from attention import ModelLoadError, load_model
+from attention.loading import resolve_device
+from attention.run import model_device, run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
-from .settings import HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
+from .settings import DEVICE, DTYPE, HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
 from .sources import policy
 
+log = logging.getLogger("attention-app")
 MB = 1024 * 1024
 USES = itertools.count()  # one clock for every store's "last use", so stores sharing a budget compare
 # Each computation runs on one core and COMPUTE_SLOTS run at once: on a small machine that also draws
@@ -260,9 +263,36 @@ def store(name: str, max_entries: int, max_bytes: int) -> BoundedStore:
 LOADED: set[str] = set()  # sources this process has loaded (a hint for the page, not a cache)
 
 
-@st.cache_resource(max_entries=2, show_spinner=False)
 def _load_model(source: str, downloads: bool, bin_files: bool):
-    return load_model(source or None, downloads=downloads, bin_files=bin_files)
+    """The model on the operator's device in the operator's dtype (ATTENTION_DEVICE, ATTENTION_DTYPE:
+    the CPU in float32 unless a GPU is asked for). A device this machine does not have is said on the
+    page, in one sentence, where the model would be, and the page stops there: no model can load."""
+    try:
+        device = str(resolve_device(DEVICE))  # "auto" settled once here, so the cache key is the real device
+    except ModelLoadError as err:
+        reason = str(err).split(" was asked for, but ", 1)[-1].split(": use device=", 1)[0]
+        message = (f"This server is set to run the model on '{DEVICE}' (`ATTENTION_DEVICE`), but {reason}: "
+                   "set `ATTENTION_DEVICE=cpu`, or `auto` to use a GPU only when there is one, and restart it.")
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        if get_script_run_ctx(suppress_warning=True) is not None:
+            log.error(message)
+            st.error(message)
+            st.stop()
+        raise ModelLoadError(message) from None
+    return _load_on_device(source, downloads, bin_files, device, DTYPE)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
+    return load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+
+
+def precision_caption(report) -> str:
+    """", bfloat16 weights on cuda:0": where and in what dtype a model runs, for its caption; nothing
+    for the CPU in float32 (the default)."""
+    device, dtype = getattr(report, "device", "cpu"), getattr(report, "dtype", "float32")
+    return "" if (device, dtype) == ("cpu", "float32") else f", {dtype} weights on {device}"
 
 
 def get_model(source: str):
@@ -354,7 +384,7 @@ def layer_hooks(model, on_layer: Callable[[int, np.ndarray], None]):
             x, probs = output
             if probs is None or threading.get_ident() != owner:
                 return None  # a fused layer (no map), or another session's forward pass
-            on_layer(index, probs[0].float().numpy())
+            on_layer(index, probs[0].float().cpu().numpy())  # float32 on the CPU, whatever the model's
             return x, None
 
         return hook
@@ -370,8 +400,10 @@ def layer_hooks(model, on_layer: Callable[[int, np.ndarray], None]):
 def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
     """One forward pass of `enc` calling on_layer(layer, (H, L, L) maps) for each layer in `layers` (all
     when None); the other layers run torch's fused attention and make no map."""
+    device = model_device(model)
+    inputs = [None if t is None else t.to(device) for t in (enc.input_ids, enc.attention_mask, enc.token_type_ids)]
     with torch.inference_mode(), layer_hooks(model, on_layer):
-        model(enc.input_ids, enc.attention_mask, enc.token_type_ids, causal=causal, maps_for=layers)
+        model(*inputs, causal=causal, maps_for=layers)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -9,10 +9,15 @@
     ATTENTION_TIME_LIMIT_GQA=120         seconds one grouped-query conversion and run may take
     ATTENTION_MAX_UPLOAD_MB=2            the largest coreference suite file taken, in MB
     ATTENTION_MAX_EXAMPLES=5000          the most examples an uploaded suite may have
+    ATTENTION_DEVICE=cpu                 where the model runs: cpu, auto (a CUDA GPU when there is one), cuda, cuda:N
+    ATTENTION_DTYPE=auto                 the weights' dtype: auto (bfloat16 on a GPU, float32 on the CPU), float32,
+                                         bfloat16 or float16; the attention maps are float32 whatever it is
 
 They are read once, when the server first imports this module. A value that is not a number in
-its range is not used: the default stands and the server log says which variable was ignored and
-why (the page never shows it). `python -m ui.settings` prints the settings the environment gives
+its range (for the device and dtype, not one of the words taken) is not used: the default stands
+and the server log says which variable was ignored and why (the page never shows it). A GPU is
+used only when ATTENTION_DEVICE asks for one; a GPU asked for that the machine lacks is said on
+the page, in one sentence, where the model would be. `python -m ui.settings` prints the settings the environment gives
 and exits with status 1 if any value would be ignored: a check to run before starting a server.
 """
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Mapping
@@ -54,6 +60,37 @@ class Setting:
                                   f"{self.high:g}; using the default {default:g}")
         return value, None
 
+    def show(self, value) -> str:
+        return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A setting that is one of a few words (case and surrounding spaces do not matter)."""
+    var: str
+    default: str
+    choices: tuple[str, ...]  # the words taken, as they are used
+    means: str
+    aliases: tuple[tuple[str, str], ...] = ()  # other spellings taken: (spelling, the word it stands for)
+    pattern: str | None = None  # a regular expression of more values taken as they are (e.g. cuda:N)
+    described: str | None = None  # the values taken, in words, when there is a pattern
+
+    def read(self, env: Mapping[str, str]) -> tuple[str, str | None]:
+        """The value the environment gives (or the default) and, if it gave a bad one, why it was ignored."""
+        raw = env.get(self.var)
+        if raw is None or not raw.strip():
+            return self.default, None
+        word = raw.strip().lower()
+        word = dict(self.aliases).get(word, word)
+        if word in self.choices or (self.pattern is not None and re.fullmatch(self.pattern, word)):
+            return word, None
+        taken = self.described or ", ".join(self.choices)
+        return self.default, (f"{self.var}={raw!r} ignored: {self.means} must be one of {taken}; "
+                              f"using the default {self.default}")
+
+    def show(self, value) -> str:
+        return str(value)
+
 
 SETTINGS = {
     "heavy_slots": Setting("ATTENTION_HEAVY_SLOTS", 1, 1, 64, True, "the number of heavy slots"),
@@ -63,10 +100,15 @@ SETTINGS = {
        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120))},
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),
+    # where and in what precision the model runs: a GPU only when the operator asks for one
+    "device": Choice("ATTENTION_DEVICE", "cpu", ("cpu", "auto", "cuda"), "the device", pattern=r"cuda:\d+",
+                     described="cpu, auto, cuda or cuda:N"),
+    "dtype": Choice("ATTENTION_DTYPE", "auto", ("auto", "float32", "bfloat16", "float16"), "the weights' dtype",
+                    aliases=(("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("half", "float16"))),
 }
 
 
-def read(env: Mapping[str, str] | None = None) -> tuple[dict[str, float], list[str]]:
+def read(env: Mapping[str, str] | None = None) -> tuple[dict[str, float | str], list[str]]:
     """Every setting's value from `env` (the process's environment by default), and the warnings for
     the values ignored."""
     env = os.environ if env is None else env
@@ -88,13 +130,15 @@ HEAVY_WAIT_S = VALUES["heavy_wait_s"]
 TIME_LIMITS = {kind: VALUES[f"limit_{kind}"] for kind in HEAVY_KINDS}  # seconds per kind
 MAX_UPLOAD_BYTES = int(VALUES["max_upload_mb"] * 1024 * 1024)
 MAX_EXAMPLES = int(VALUES["max_examples"])
+DEVICE = VALUES["device"]  # passed to attention.load_model: "cpu", "auto", "cuda" or "cuda:N"
+DTYPE = VALUES["dtype"]  # "auto" (bfloat16 on a GPU, float32 on the CPU), "float32", "bfloat16" or "float16"
 
 
 def main() -> int:
     for name, setting in SETTINGS.items():
         ignored = any(w.startswith(setting.var + "=") for w in WARNINGS)
         taken = setting.var in os.environ and os.environ[setting.var].strip() and not ignored
-        shown = f"{VALUES[name]:g}" + ("" if taken else " (default)")
+        shown = setting.show(VALUES[name]) + ("" if taken else " (default)")
         shown += " (the value given is ignored)" if ignored else ""
         print(f"{setting.var}={shown}")
     return 1 if WARNINGS else 0  # the ignored values were logged to stderr on import

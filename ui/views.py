@@ -16,7 +16,7 @@ from viz.masks import causal_legend_px
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
-from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big
+from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big, precision_caption
 from .layout import column_px, main_px, slots
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy
@@ -58,7 +58,7 @@ def sidebar() -> None:
         c = model.config
         st.caption(f"In use: {plain(model.load_report.source)} — {c.model_type}"
                    f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
-                   f"{c.num_attention_heads} heads, width {c.hidden_size}")
+                   f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}")
         rules = policy()
         if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
             choices = ["", *rules.allowed]
