@@ -186,6 +186,8 @@ def test_coreference_picks_winogender_and_groups_it_by_gender(page):
     pick(page, "Group by", "gender")
     chart_text(page, "accuracy, gender = female")
     page.wait_for_function("() => document.body.innerText.includes('Paired by')", timeout=60_000)
+    # the URL is written at the end of the run, after the figures
+    page.wait_for_function("() => location.search.includes('by=gender')", timeout=30_000)
     assert "set=winogender" in page.url and "by=gender" in page.url
     assert page.locator('[data-testid="stException"]').count() == 0
 
