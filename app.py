@@ -12,7 +12,7 @@ from ui.cache import LOADED, get_model, get_run
 from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
 from ui.coref import coref_view, strongest_head
 from ui.preload import preload
-from ui.present import controls as present_controls, keys as present_keys
+from ui.present import controls as present_controls, keys as present_keys, link_control, show_link
 from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
 from ui.walk import walk_view
 from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
@@ -87,13 +87,17 @@ def main() -> None:
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view, "walk": walk_view}
     views[view_key()](run)
+    link = None
     if present:  # what is not the figure comes after it
         present_keys(run)
+        link = link_control()
         tokens_strip(run)
         input_form()
         st.toggle("Presentation mode", key="present")
     report_button(model.load_report.source)
     write_url()
+    if link is not None:  # the link as written just now
+        show_link(link)
 
 
 try:
