@@ -36,7 +36,10 @@ from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
 SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
-TARGETS = {"cold_s": 10.0, "overview_s": {16: 0.5, 252: 2.0}, "overview_mb": {252: 5.0}}
+# the issue "Speed a speaker feels": the first heatmap within 4 s of starting the server, and the head
+# view and the overview of 512 tokens within 1 s of the click each
+TARGETS = {"cold_s": 4.0, "head_s": {512: 1.0}, "overview_s": {16: 0.5, 252: 2.0, 512: 1.0},
+           "overview_mb": {252: 5.0}}
 # ---- inputs ------------------------------------------------------------------------------
 
 # ---- our app -----------------------------------------------------------------------------
@@ -251,14 +254,16 @@ def time_ratio(ours: float | None, case: bertviz.Case) -> str:
     return f"< {ours / case.at_least_s:.4f}" if case.at_least_s else "—"
 
 
-def missed_targets(app: AppResult) -> list[str]:
+def missed_targets(app: AppResult, sizes=SIZES) -> list[str]:
+    """Targets missed among those this run measures (`sizes`: --quick leaves out 512 tokens)."""
     missed = []
     if app.cold_s is None or app.cold_s > TARGETS["cold_s"]:
-        missed.append(f"cold start {cell(app.cold_s, '.1f', 'not measured')} s, target <= {TARGETS['cold_s']:g} s")
-    for n, limit in TARGETS["overview_s"].items():
-        seconds = app.overview.get(n, (None,) * 3)[0]
-        if seconds is None or seconds > limit:
-            missed.append(f"overview at {n} tokens {cell(seconds, '.2f', 'not measured')} s, target <= {limit:g} s")
+        missed.append(f"cold start {cell(app.cold_s, '.2f', 'not measured')} s, target <= {TARGETS['cold_s']:g} s")
+    for view, key in (("head", "head_s"), ("overview", "overview_s")):
+        for n, limit in TARGETS[key].items():
+            seconds = getattr(app, view).get(n, (None,) * 3)[0]
+            if n in sizes and (seconds is None or seconds > limit):
+                missed.append(f"{view} at {n} tokens {cell(seconds, '.2f', 'not measured')} s, target <= {limit:g} s")
     for n, limit in TARGETS["overview_mb"].items():
         size = app.overview.get(n, (None,) * 3)[1]
         if size is None or size / 1e6 >= limit:
@@ -344,7 +349,7 @@ def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None
                 print(f"bertviz at {case.tokens} tokens: {'* ' if case.skipped else ''}{case.outcome}")
     for error in dict.fromkeys(app.errors):
         print(f"problem: {error}")
-    missed = missed_targets(app)
+    missed = missed_targets(app, sizes)
     for line in missed:
         print(f"TARGET MISSED: {line}")
     if not missed:
