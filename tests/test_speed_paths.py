@@ -32,6 +32,9 @@ thread = preload.start_warm_up()
 assert preload.start_warm_up() is None  # once per process
 blocked_at_once = not preload.ready() and not preload._lock.acquire(blocking=False)
 errors, waited = [], []
+figure = preload.loading_figure()  # a page draws it at once: plotly must find pandas whole by then
+lazy_whole_with_figure = all(m in sys.modules and not getattr(sys.modules[m].__spec__, "_initializing", False)
+                             for m in preload.LAZY_MODULES) and hasattr(sys.modules["pandas"], "Series")
 
 def session():  # a script run arriving while the process warms up
     try:
@@ -51,7 +54,7 @@ thread.join(timeout=300)
 from ui.cache import LOADED, MB, store
 from ui.state import DEFAULT_SENTENCE
 print(json.dumps({
-    "blocked_at_once": blocked_at_once, "errors": errors, "waited": waited,
+    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
     "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],
@@ -66,6 +69,7 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["blocked_at_once"], "a session could slip in before the warm-up took the lock"
     assert found["errors"] == [] and found["waited"] == [True] * 8
+    assert found["lazy_whole_with_figure"], "the loading figure came before pandas was wholly imported"
     assert found["loaded"] == [""] and found["default_run"] and found["loading_figure"]
     assert found["modules"] == []
 

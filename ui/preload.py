@@ -49,7 +49,8 @@ def ready() -> bool:
 
 
 def loading_figure():
-    """The "Loading the model…" figure, built by the warm-up thread (None without a warm-up)."""
+    """The "Loading the model…" figure, built by the warm-up thread once LAZY_MODULES are imported
+    (None without a warm-up): a page may draw it while the warm-up goes on."""
     if _started:
         _loading_ready.wait(timeout=30)
     return _loading_figure
@@ -80,12 +81,15 @@ def _warm_up() -> None:
     global _done, _loading_figure
     try:
         try:
+            # first what plotly peeks at while it builds a figure (a half-imported pandas breaks it), so
+            # that the page can draw the loading figure while the rest is imported
+            _import(LAZY_MODULES)
             from viz._style import message_figure
 
             _loading_figure = message_figure("Loading the model…")
         finally:
             _loading_ready.set()
-        _import(LAZY_MODULES + PAGE_MODULES)
+        _import(PAGE_MODULES)
         from ui.cache import get_model, get_run
         from ui.state import DEFAULT_SENTENCE
 
