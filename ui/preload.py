@@ -18,11 +18,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import sys
 import threading
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
 # the page's own modules (app.py imports them inside main): torch, scipy.stats and the figures
 PAGE_MODULES = ("ui.cache", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
+# While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
+# browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
+SWITCH_S = 0.0005
+_SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
 _started = False
@@ -72,6 +77,7 @@ def start_warm_up() -> threading.Thread | None:
         _lock.release()
         return None
     _started = True  # the lock stays taken, so no session slips in before the thread: it releases it
+    sys.setswitchinterval(SWITCH_S)
     thread = threading.Thread(target=_warm_up, name="warm-up", daemon=True)
     thread.start()
     return thread
@@ -99,6 +105,7 @@ def _warm_up() -> None:
         log.warning("warming up failed", exc_info=True)
     finally:
         _done = True
+        sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
 
 
