@@ -28,7 +28,9 @@ import logging; logging.disable(logging.WARNING)
 from ui import preload
 
 assert "torch" not in sys.modules and "pandas" not in sys.modules  # the page's modules wait for the warm-up
+before = sys.getswitchinterval()
 thread = preload.start_warm_up()
+switch_during = sys.getswitchinterval()
 assert preload.start_warm_up() is None  # once per process
 blocked_at_once = not preload.ready() and not preload._lock.acquire(blocking=False)
 errors, waited = [], []
@@ -54,6 +56,7 @@ thread.join(timeout=300)
 from ui.cache import LOADED, MB, store
 from ui.state import DEFAULT_SENTENCE
 print(json.dumps({
+    "switch": [before, switch_during, sys.getswitchinterval()],
     "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
@@ -72,6 +75,8 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     assert found["lazy_whole_with_figure"], "the loading figure came before pandas was wholly imported"
     assert found["loaded"] == [""] and found["default_run"] and found["loading_figure"]
     assert found["modules"] == []
+    before, during, after = found["switch"]
+    assert during < before and after == before  # the server's thread gets the GIL promptly meanwhile
 
 
 def test_without_a_server_preload_imports_the_lazy_modules_itself():
