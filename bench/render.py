@@ -4,6 +4,7 @@
 
 One run measures:
   - cold start: `streamlit run app.py` started fresh, until the first attention heatmap is drawn;
+    and, on another fresh server, from opening the page LATE_VISIT_S after it answered to that heatmap;
   - for about 16, 252 and 512 tokens, in the Head view and then in the Overview: from the click on
     Run to a settled page (status widget gone, the view's charts redrawn with the new input and
     painted), and the bytes the page received over the websocket for it. Every measured input is
@@ -36,6 +37,7 @@ from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
 SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
+LATE_VISIT_S = 6  # a speaker starts the server, then opens the page: the server warms up meanwhile
 # the issue "Speed a speaker feels": the first heatmap within 4 s of starting the server, and the head
 # view and the overview of 512 tokens within 1 s of the click each
 TARGETS = {"cold_s": 4.0, "head_s": {512: 1.0}, "overview_s": {16: 0.5, 252: 2.0, 512: 1.0},
@@ -138,6 +140,7 @@ def submit(page, frames: Frames, text: str, view: str, labels: dict) -> tuple[fl
 class AppResult:
     cold_s: float | None = None
     cold_script_s: float | None = None  # until the first script run ended
+    late_s: float | None = None  # page opened LATE_VISIT_S after the server answered: opening to the heatmap
     switch_s: float | None = None
     head: dict[int, tuple[float, int, float]] = field(default_factory=dict)  # tokens: (s, bytes, drawing s)
     overview: dict[int, tuple[float, int, float]] = field(default_factory=dict)
@@ -182,6 +185,25 @@ def run_app(texts: dict[str, dict[int, list[str]]], n_layers: int, n_heads: int,
             for n, variants in texts["overview"].items():
                 measure_submit(page, frames, variants, "overview", labels, n, result)
             browser.close()  # before the server stops, or the page reports its reconnection attempts
+        late_visit(pw, labels, result)
+
+
+def late_visit(pw, labels: dict, result: AppResult) -> None:
+    """A fresh server, its page opened LATE_VISIT_S after it answers: seconds from opening the page to
+    the first heatmap drawn (what a speaker who starts the server, then the browser, waits)."""
+    frames = Frames()
+    browser = launch(pw)
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.on("websocket", frames.attach)
+    with app_server(timeout=COLD_TIMEOUT) as url:
+        time.sleep(LATE_VISIT_S)
+        start = time.perf_counter()
+        page.goto(url)
+        wait_view(page, frames, "head", labels, start, fresh=False, timeout_s=COLD_TIMEOUT)
+        wait_painted(page, COLD_TIMEOUT)
+        result.late_s = time.perf_counter() - start
+        progress(f"page opened {LATE_VISIT_S} s after the server started: heatmap after {result.late_s:.1f} s")
+        browser.close()
 
 
 def measure_submit(page, frames: Frames, variants: list[str], view: str, labels: dict, n: int,
@@ -328,6 +350,8 @@ def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None
     print(f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s "
           f"(first script run ended at {cell(app.cold_script_s, '.2f')} s); "
           f"Head -> Overview switch at {sizes[-1]} tokens: {cell(app.switch_s, '.2f')} s")
+    print(f"page opened {LATE_VISIT_S} s after the server answered (it warms up meanwhile), to the first heatmap "
+          f"drawn: {cell(app.late_s, '.2f')} s")
     print()
     print("\n".join(table(sizes, app, cases)))
     print("s: click on Run to a settled, painted page (ours); page load to the model view drawn and painted "
