@@ -1,6 +1,12 @@
 """Attention visualizer: type a sentence, see its WordPiece tokens and what every head attends to.
 
 The page's outline; its parts are in ui/, the computing in attention/, the figures in viz/.
+
+`streamlit run app.py` finds `app` below (an st.App, made only when this file is imported as a
+module, not when Streamlit runs it as the page): its lifespan starts warming the process up (torch,
+the model, the default sentence; ui/preload.py) as the server starts, while the first browser is
+still loading the page. The page's modules are imported in `main`, after `preload` has waited for
+that, so no two threads import them at once.
 """
 from __future__ import annotations
 
@@ -8,18 +14,11 @@ import logging
 
 import streamlit as st
 
-from ui.cache import LOADED, get_model, get_run
-from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
-from ui.coref import coref_view, strongest_head
-from ui.preload import preload
-from ui.present import controls as present_controls, keys as present_keys
-from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
-from ui.walk import walk_view
-from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
-                      tokens_strip)
-from viz._style import message_figure
+from ui import preload
 
 log = logging.getLogger("attention-app")
+if __name__ != "__main__":  # imported by `streamlit run app.py`'s server; Streamlit runs the page as __main__
+    app = st.App(__file__, lifespan=preload.lifespan)
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
@@ -31,6 +30,24 @@ div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 
 def main() -> None:
     st.set_page_config(page_title="Attention visualizer", layout="wide")
+    warming = None
+    if not preload.ready() and preload.loading_figure() is not None:  # the server is still warming up
+        # a chart now lets the browser fetch and start the chart library while the model loads
+        warming = st.empty()
+        warming.plotly_chart(preload.loading_figure(), key="warming", config={"staticPlot": True})
+    preload.preload()
+    if warming is not None:
+        warming.empty()
+    from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
+    from ui.cache import LOADED, get_model, get_run
+    from ui.coref import coref_view, strongest_head
+    from ui.present import controls as present_controls, keys as present_keys, link_control, show_link
+    from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
+    from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
+                          tokens_strip)
+    from ui.walk import walk_view
+    from viz._style import message_figure
+
     init_from_url()
     keep_choices()
     st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's
@@ -54,7 +71,6 @@ def main() -> None:
         model, _ = get_model(st.session_state.source)
     finally:  # loaded, or failed: the placeholder goes either way
         loading.empty()
-    preload()
     if not present:
         input_form()
     text, text_b = st.session_state.submitted
@@ -87,18 +103,23 @@ def main() -> None:
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view, "walk": walk_view}
     views[view_key()](run)
+    link = None
     if present:  # what is not the figure comes after it
         present_keys(run)
+        link = link_control()
         tokens_strip(run)
         input_form()
         st.toggle("Presentation mode", key="present")
     report_button(model.load_report.source)
     write_url()
+    if link is not None:  # the link as written just now
+        show_link(link)
 
 
-try:
-    main()
-except Exception:  # no traceback on the page; the server log keeps it
-    log.exception("unexpected error while drawing the page")
-    st.error("Something went wrong while drawing this view. Your sentence is kept: try another view or "
-             "sentence, or reload the page.")
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:  # no traceback on the page; the server log keeps it
+        log.exception("unexpected error while drawing the page")
+        st.error("Something went wrong while drawing this view. Your sentence is kept: try another view or "
+                 "sentence, or reload the page.")

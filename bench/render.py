@@ -4,6 +4,7 @@
 
 One run measures:
   - cold start: `streamlit run app.py` started fresh, until the first attention heatmap is drawn;
+    and, on another fresh server, from opening the page LATE_VISIT_S after it answered to that heatmap;
   - for about 16, 252 and 512 tokens, in the Head view and then in the Overview: from the click on
     Run to a settled page (status widget gone, the view's charts redrawn with the new input and
     painted), and the bytes the page received over the websocket for it. Every measured input is
@@ -36,7 +37,11 @@ from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
 SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
-TARGETS = {"cold_s": 10.0, "overview_s": {16: 0.5, 252: 2.0}, "overview_mb": {252: 5.0}}
+LATE_VISIT_S = 6  # a speaker starts the server, then opens the page: the server warms up meanwhile
+# the issue "Speed a speaker feels": the first heatmap within 4 s of starting the server, and the head
+# view and the overview of 512 tokens within 1 s of the click each
+TARGETS = {"cold_s": 4.0, "head_s": {512: 1.0}, "overview_s": {16: 0.5, 252: 2.0, 512: 1.0},
+           "overview_mb": {252: 5.0}}
 # ---- inputs ------------------------------------------------------------------------------
 
 # ---- our app -----------------------------------------------------------------------------
@@ -135,6 +140,7 @@ def submit(page, frames: Frames, text: str, view: str, labels: dict) -> tuple[fl
 class AppResult:
     cold_s: float | None = None
     cold_script_s: float | None = None  # until the first script run ended
+    late_s: float | None = None  # page opened LATE_VISIT_S after the server answered: opening to the heatmap
     switch_s: float | None = None
     head: dict[int, tuple[float, int, float]] = field(default_factory=dict)  # tokens: (s, bytes, drawing s)
     overview: dict[int, tuple[float, int, float]] = field(default_factory=dict)
@@ -179,6 +185,25 @@ def run_app(texts: dict[str, dict[int, list[str]]], n_layers: int, n_heads: int,
             for n, variants in texts["overview"].items():
                 measure_submit(page, frames, variants, "overview", labels, n, result)
             browser.close()  # before the server stops, or the page reports its reconnection attempts
+        late_visit(pw, labels, result)
+
+
+def late_visit(pw, labels: dict, result: AppResult) -> None:
+    """A fresh server, its page opened LATE_VISIT_S after it answers: seconds from opening the page to
+    the first heatmap drawn (what a speaker who starts the server, then the browser, waits)."""
+    frames = Frames()
+    browser = launch(pw)
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.on("websocket", frames.attach)
+    with app_server(timeout=COLD_TIMEOUT) as url:
+        time.sleep(LATE_VISIT_S)
+        start = time.perf_counter()
+        page.goto(url)
+        wait_view(page, frames, "head", labels, start, fresh=False, timeout_s=COLD_TIMEOUT)
+        wait_painted(page, COLD_TIMEOUT)
+        result.late_s = time.perf_counter() - start
+        progress(f"page opened {LATE_VISIT_S} s after the server started: heatmap after {result.late_s:.1f} s")
+        browser.close()
 
 
 def measure_submit(page, frames: Frames, variants: list[str], view: str, labels: dict, n: int,
@@ -251,14 +276,16 @@ def time_ratio(ours: float | None, case: bertviz.Case) -> str:
     return f"< {ours / case.at_least_s:.4f}" if case.at_least_s else "—"
 
 
-def missed_targets(app: AppResult) -> list[str]:
+def missed_targets(app: AppResult, sizes=SIZES) -> list[str]:
+    """Targets missed among those this run measures (`sizes`: --quick leaves out 512 tokens)."""
     missed = []
     if app.cold_s is None or app.cold_s > TARGETS["cold_s"]:
-        missed.append(f"cold start {cell(app.cold_s, '.1f', 'not measured')} s, target <= {TARGETS['cold_s']:g} s")
-    for n, limit in TARGETS["overview_s"].items():
-        seconds = app.overview.get(n, (None,) * 3)[0]
-        if seconds is None or seconds > limit:
-            missed.append(f"overview at {n} tokens {cell(seconds, '.2f', 'not measured')} s, target <= {limit:g} s")
+        missed.append(f"cold start {cell(app.cold_s, '.2f', 'not measured')} s, target <= {TARGETS['cold_s']:g} s")
+    for view, key in (("head", "head_s"), ("overview", "overview_s")):
+        for n, limit in TARGETS[key].items():
+            seconds = getattr(app, view).get(n, (None,) * 3)[0]
+            if n in sizes and (seconds is None or seconds > limit):
+                missed.append(f"{view} at {n} tokens {cell(seconds, '.2f', 'not measured')} s, target <= {limit:g} s")
     for n, limit in TARGETS["overview_mb"].items():
         size = app.overview.get(n, (None,) * 3)[1]
         if size is None or size / 1e6 >= limit:
@@ -323,6 +350,8 @@ def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None
     print(f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s "
           f"(first script run ended at {cell(app.cold_script_s, '.2f')} s); "
           f"Head -> Overview switch at {sizes[-1]} tokens: {cell(app.switch_s, '.2f')} s")
+    print(f"page opened {LATE_VISIT_S} s after the server answered (it warms up meanwhile), to the first heatmap "
+          f"drawn: {cell(app.late_s, '.2f')} s")
     print()
     print("\n".join(table(sizes, app, cases)))
     print("s: click on Run to a settled, painted page (ours); page load to the model view drawn and painted "
@@ -344,7 +373,7 @@ def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None
                 print(f"bertviz at {case.tokens} tokens: {'* ' if case.skipped else ''}{case.outcome}")
     for error in dict.fromkeys(app.errors):
         print(f"problem: {error}")
-    missed = missed_targets(app)
+    missed = missed_targets(app, sizes)
     for line in missed:
         print(f"TARGET MISSED: {line}")
     if not missed:

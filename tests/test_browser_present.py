@@ -70,3 +70,22 @@ def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, v
         time.sleep(0.2)
     assert "layer=3" in address(page)
     page.close()
+
+
+def test_copy_link_shows_this_heads_address_as_text(browser):
+    chromium, url = browser
+    page = chromium.new_page(viewport=SIZE)
+    page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
+    wait_drawn(page)
+    page.keyboard.press("Shift+ArrowRight")
+    deadline = time.time() + 60
+    while head_in(page) != 4 and time.time() < deadline:
+        time.sleep(0.2)
+    wait_drawn(page)
+    page.get_by_role("button", name="Copy link to this head").click()
+    code = page.locator('[data-testid="stCode"]').first
+    code.wait_for(timeout=30_000)
+    shown = code.inner_text().strip()
+    assert shown.startswith(f"{url}/?") and "head=4" in shown and "layer=2" in shown, shown
+    assert shown.split("?", 1)[1] == address(page).split("?", 1)[1]  # the address bar's own query
+    page.close()

@@ -2,6 +2,8 @@
 views, and the figures sized for the first screen of a 1280 × 720 window."""
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import numpy as np
 
 from test_app import SENTENCE, heatmaps, no_errors, start
@@ -61,3 +63,17 @@ def test_a_height_budget_thins_the_labels_rather_than_shrinking_them():
         assert len(axis.tickvals) < 60
     plain = head_heatmap(np.full((60, 60), 1 / 60), tokens, font_size=14)
     assert plain.layout.height > 600  # no budget: as before
+
+
+def test_the_link_to_this_head_is_shown_as_plain_text_and_follows_the_keys():
+    text = "<b>bold</b> & [a](javascript:x) *it*"
+    at = start(present="1", view="head", layer="1", head="2", s=text)
+    no_errors(at)
+    [link] = [c.value for c in at.code]
+    query = parse_qs(urlsplit(link).query)
+    assert query["layer"] == ["1"] and query["head"] == ["2"] and query["view"] == ["head"]
+    assert query["s"] == [text] and query["present"] == ["1"]
+    press(at, "next_head")
+    [link] = [c.value for c in at.code]
+    assert parse_qs(urlsplit(link).query)["head"] == ["3"]
+    assert not [c for c in start(view="head", s=text).code]  # only in presentation mode

@@ -45,7 +45,7 @@ def seen(fig):
 
 def test_head_view_starts_on_the_chosen_layer_and_head_and_menus_switch_maps():
     attn = random_maps(3, 4, len(TOKENS), len(TOKENS))
-    fig = viz.head_view(attn, TOKENS, layer=1, heads=[2, 3])
+    fig = viz.head_view(attn, TOKENS, layer=1, heads=2)
     assert isinstance(fig, go.Figure)
     [shown] = seen(fig)
     np.testing.assert_array_equal(shown.z, attn[1, 2])
@@ -60,6 +60,36 @@ def test_head_view_starts_on_the_chosen_layer_and_head_and_menus_switch_maps():
             np.testing.assert_array_equal(shown.z, attn[layer, head])
             assert shown.hoverinfo == "all" and "L%d H%d" % (layer, head) in shown.hovertemplate
             assert all(t.hoverinfo == "skip" for t in fig.data if t.opacity == 0)
+
+
+def test_several_heads_start_on_their_overlay_as_in_bertviz():
+    attn = random_maps(3, 4, len(TOKENS), len(TOKENS))
+    fig = viz.head_view(attn, TOKENS, layer=1, heads=[3, 1])
+    [shown] = seen(fig)
+    np.testing.assert_array_equal(shown.z, np.maximum(attn[1, 3], attn[1, 1]))
+    np.testing.assert_array_equal(shown.customdata, np.where(attn[1, 3] >= attn[1, 1], 3, 1))
+    assert shown.name == "L1 H3 + H1 (max)" and "(H%{customdata})" in shown.hovertemplate
+    assert menu(fig, "Head").buttons[0].label == "H3 + H1 (max)" and menu(fig, "Head").active == 0
+    select(fig, "Layer", "Layer 2")
+    [shown] = seen(fig)
+    np.testing.assert_array_equal(shown.z, np.maximum(attn[2, 3], attn[2, 1]))
+    select(fig, "Head", "Head 1")  # each head alone, then back to the overlay
+    [shown] = seen(fig)
+    np.testing.assert_array_equal(shown.z, attn[2, 1])
+    select(fig, "Head", "H3 + H1 (max)")
+    assert seen(fig)[0].name == "L2 H3 + H1 (max)"
+    assert [b.label for b in menu(viz.head_view(attn, TOKENS, heads=[2]), "Head").buttons][0] == "Head 0"
+    with pytest.raises(ValueError, match="heads 0–3"):
+        viz.head_view(attn, TOKENS, heads=[1, 4])
+
+
+def test_overlay_of_large_views_is_compact_and_names_its_heads():
+    attn = random_maps(6, 12, 128, 128)
+    fig = viz.head_view(attn, [f"t{i}" for i in range(128)], layer=5, heads=[0, 11])
+    [shown] = seen(fig)
+    assert shown.z.dtype == np.uint8 and shown.customdata.dtype == np.uint8
+    np.testing.assert_allclose(decode(shown.z), np.maximum(attn[5, 0], attn[5, 11]), atol=0.005 + 1e-6)
+    assert set(np.unique(shown.customdata)) == {0, 11}
 
 
 def test_head_view_accepts_every_layout_of_attentions():
@@ -272,6 +302,29 @@ def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
         np.testing.assert_allclose(np.array(z) / 100, attn[4, 7, 3], atol=0.005 + 1e-6)
         browser.close()
     assert all(url.startswith("file:") for url in requests)
+
+
+def test_overlay_hover_names_the_head_in_chromium(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import launch
+
+    attn = random_maps(2, 4, 6, 6, seed=4)
+    path = tmp_path / "overlay.html"
+    viz.head_view(attn, list("abcdef"), layer=1, heads=[2, 0]).write_html(path, include_plotlyjs=True)
+    shown_js = """() => { const d = document.querySelector('.js-plotly-plot')._fullData;
+        const t = d.find(t => t.visible === true && t.opacity !== 0);
+        return [t.name, Array.from(t.customdata[3]), Array.from(t.z[3])]; }"""
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".js-plotly-plot .heatmaplayer image", timeout=30_000)
+        name, heads, weights = page.evaluate(shown_js)
+        browser.close()
+    assert name == "L1 H2 + H0 (max)"
+    assert heads == np.where(attn[1, 2, 3] >= attn[1, 0, 3], 2, 0).tolist()
+    np.testing.assert_allclose(weights, np.maximum(attn[1, 2, 3], attn[1, 0, 3]), rtol=1e-6)
 
 
 # ---- the docs notebook ------------------------------------------------------

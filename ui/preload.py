@@ -1,34 +1,117 @@
-"""Modules the views import only when first needed (they slow the app's start), imported once per
-process, under one lock, before any view is drawn.
+"""What the first page waits for, done once per process, under one lock, before any view is drawn:
+the page's modules, the modules the views import only when first needed, and (when the server
+starts) the bundled model and the default sentence's run.
 
 Two sessions opening their first views at once would otherwise import pandas (a table, the head
 comparison) or scipy (attention flow) from two script threads together, and one of them can be
-handed a half-initialised module. Here the first script run imports them while the others wait;
-every later run finds them done and goes straight on.
+handed a half-initialised module (plotly itself peeks at a half-imported pandas while it builds a
+figure). Here one thread imports them while the others wait; every later run finds them done and
+goes straight on.
+
+`streamlit run app.py` serves app.py's `st.App`, whose `lifespan` calls `start_warm_up` as the
+server starts: a thread then does all of the above (torch, the model, the first run: seconds) while
+the first browser is still loading the page, and the first script run waits for it in `preload`.
+Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+import sys
 import threading
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
+# the page's own modules (app.py imports them inside main): torch, scipy.stats and the figures
+PAGE_MODULES = ("ui.cache", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
+# While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
+# browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
+SWITCH_S = 0.0005
+_SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
+_started = False
+_loading_figure = None  # built first, so the page can show it while the rest is warmed
+_loading_ready = threading.Event()
 log = logging.getLogger("attention-app")
 
 
 def preload() -> None:
-    """Import LAZY_MODULES once; callers arriving meanwhile wait until it is done."""
+    """Import LAZY_MODULES once (or wait for the warm-up to finish); callers arriving meanwhile wait."""
     global _done
     if _done:
         return
     with _lock:
         if _done:
             return
-        for name in LAZY_MODULES:
-            try:
-                importlib.import_module(name)
-            except ImportError:  # the view that needs it says so when it is asked for
-                log.warning("could not import %s", name)
+        _import(LAZY_MODULES)
         _done = True
+
+
+def ready() -> bool:
+    """Whether `preload` returns at once."""
+    return _done
+
+
+def loading_figure():
+    """The "Loading the model…" figure, built by the warm-up thread once LAZY_MODULES are imported
+    (None without a warm-up): a page may draw it while the warm-up goes on."""
+    if _started:
+        _loading_ready.wait(timeout=30)
+    return _loading_figure
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_app):
+    """st.App's lifespan: the warm-up starts with the server and the server does not wait for it."""
+    start_warm_up()
+    yield
+
+
+def start_warm_up() -> threading.Thread | None:
+    """Start the warm-up thread, once per process; it holds the lock until it is done."""
+    global _started
+    if not _lock.acquire(blocking=False):  # a script run is importing: nothing left to warm ahead of it
+        return None
+    if _started or _done:
+        _lock.release()
+        return None
+    _started = True  # the lock stays taken, so no session slips in before the thread: it releases it
+    sys.setswitchinterval(SWITCH_S)
+    thread = threading.Thread(target=_warm_up, name="warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_up() -> None:
+    global _done, _loading_figure
+    try:
+        try:
+            # first what plotly peeks at while it builds a figure (a half-imported pandas breaks it), so
+            # that the page can draw the loading figure while the rest is imported
+            _import(LAZY_MODULES)
+            from viz._style import message_figure
+
+            _loading_figure = message_figure("Loading the model…")
+        finally:
+            _loading_ready.set()
+        _import(PAGE_MODULES)
+        from ui.cache import get_model, get_run
+        from ui.state import DEFAULT_SENTENCE
+
+        get_model("")  # refused by a server whose model list leaves out the bundled one: then nothing to warm
+        get_run("", DEFAULT_SENTENCE, "")
+    except Exception:  # the page meets the same failure and says so
+        log.warning("warming up failed", exc_info=True)
+    finally:
+        _done = True
+        sys.setswitchinterval(_SWITCH_BEFORE)
+        _lock.release()
+
+
+def _import(names) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the view that needs it says so when it is asked for
+            log.warning("could not import %s", name)

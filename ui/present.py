@@ -2,6 +2,8 @@
 screen of a 1280 × 720 window, and keys to step through heads, layers and views without a mouse."""
 from __future__ import annotations
 
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
 import streamlit as st
 
 from .state import VIEWS
@@ -72,3 +74,23 @@ def legend() -> None:
             f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
             f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
             f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>')
+
+
+def link_control():
+    """Under the keys, a control that opens to this page's link as plain text, with Streamlit's own copy
+    button; fill it with ``show_link`` once the page's address is written (``ui.state.write_url``)."""
+    return st.popover(":material/link: Copy link to this head")
+
+
+def page_link() -> str:
+    """This page's address as the browser has it after this run: the app's URL (``st.context.url``,
+    without its query) and the query parameters that name the view, layer, head and sentence."""
+    base = urlsplit(st.context.url or "")
+    address = urlunsplit((base.scheme, base.netloc, base.path or ("/" if base.netloc else ""), "", ""))
+    return f"{address}?{urlencode(st.query_params.to_dict())}"
+
+
+def show_link(control) -> None:
+    with control:
+        st.caption("This view, layer and head, with the sentence: the copy icon copies it.")
+        st.code(page_link(), language=None, wrap_lines=True)

@@ -35,10 +35,19 @@ def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None,
     A seq2seq model gives ``encoder_attention``, ``decoder_attention`` and ``cross_attention`` with
     ``encoder_tokens`` and ``decoder_tokens`` instead: each kind is a panel, the same layer and head
     shown in all. ``sentence_b_start`` (the first token of sentence B) draws a divider and adds a
-    menu that zooms onto one block ("A → B": A's tokens attending to B's). ``layer`` and ``heads``
-    (an int or a list, whose first is shown) choose the first map; ``include_layers`` limits the
-    layer menu. Maps go as float32, or as whole percents (uint8) when ``compact`` or when float32
-    would pass ``FLOAT32_BUDGET`` (see ``viz._maps``). Tokens are escaped; ``title`` is plotly markup.
+    menu that zooms onto one block ("A → B": A's tokens attending to B's). ``layer`` chooses the
+    first layer shown and ``include_layers`` limits the layer menu.
+
+    ``heads`` is one head (shown first) or a list of heads. Where bertviz overlays the lines of every
+    listed head, each in its own colour, a list of two or more heads here starts on their overlay:
+    one map whose every cell is the largest weight any of the listed heads gives it (a cell that one
+    of them attends to stands out, as a line of that head's colour does in bertviz), on the same
+    colour scale as a single head, and its hover names the head the weight came from
+    ("... : 0.42 (H3)"). The overlay is the Head menu's first entry ("H2 + H3 (max)"), so the menu
+    still opens each head alone and comes back to the overlay; the Layer menu moves it to another layer.
+
+    Maps go as float32, or as whole percents (uint8) when ``compact`` or when float32 would pass
+    ``FLOAT32_BUDGET`` (see ``viz._maps``). Tokens are escaped; ``title`` is plotly markup.
     """
     attentions = attention if attentions is None else attentions
     views = panels(attentions, tokens, encoder_attention=encoder_attention, decoder_attention=decoder_attention,
@@ -47,43 +56,80 @@ def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None,
     layers = chosen_layers(views, include_layers)
     n_heads = max(p.n_heads for p in views)
     first_layer = layers[0] if layer is None else int(layer)
-    first_head = _first_head(heads)
-    if first_layer not in layers or not 0 <= first_head < n_heads:
-        raise ValueError(f"layer {first_layer}, head {first_head} is not among layers {layers}, heads 0–{n_heads - 1}")
+    listed = _listed_heads(heads)
+    first_head = listed[0]
+    if first_layer not in layers or not all(0 <= h < n_heads for h in listed):
+        raise ValueError(f"layer {first_layer}, heads {', '.join(map(str, listed))} are not among layers {layers}, "
+                         f"heads 0–{n_heads - 1}")
+    overlay = listed if len(listed) > 1 else []
     if sentence_b_start is not None and len(views) > 1:
         raise ValueError("sentence_b_start is for one sequence's attention, not an encoder-decoder's")
 
-    n_cells = sum(p.maps[0, 0].size * p.n_heads for p in views for i in layers if i < p.n_layers)
+    n_cells = sum(p.maps[0, 0].size * (p.n_heads + bool(overlay)) for p in views for i in layers if i < p.n_layers)
     compact = is_compact(n_cells, compact)
-    traces, shown = [], []  # shown: the (layer, head) of each trace, in order
+    traces, shown = [], []  # shown: the (layer, head) of each trace, in order; OVERLAY for the listed heads'
     for index, panel in enumerate(views):
         for i in (i for i in layers if i < panel.n_layers):
             for h in range(panel.n_heads):
                 traces.append(_map_trace(panel, index, i, h, compact))
                 shown.append((i, h))
+            if overlay and all(h < panel.n_heads for h in overlay):
+                traces.append(_overlay_trace(panel, index, i, overlay, compact))
+                shown.append((i, OVERLAY))
     fig = go.Figure(traces, _layout(views, title, font_size, width))
     fig.update_layout(coloraxis=colour_axis(compact, SEQUENTIAL))
     blocks = pair_blocks(len(views[0].queries), sentence_b_start) if len(views) == 1 else {}
     menus = [_menu("Layer", [(f"Layer {i}", _layer_args(shown, i)) for i in layers], layers.index(first_layer)),
-             _menu("Head", [(f"Head {h}", _head_args(shown, h)) for h in range(n_heads)], first_head)]
+             _menu("Head", [(_overlay_name(overlay), _head_args(shown, OVERLAY))] * bool(overlay)
+                   + [(f"Head {h}", _head_args(shown, h)) for h in range(n_heads)],
+                   0 if overlay else first_head)]
     if len(blocks) > 1:
         menus.append(_menu("Sentences", [(name, _zoom_args(*block)) for name, block in blocks.items()], 0,
                            method="relayout"))
         fig.update_layout(shapes=_dividers(sentence_b_start, len(views[0].queries)))
     fig.update_layout(updatemenus=_placed(menus, fig.layout))
-    _apply_per_trace(fig, _layer_args(shown, first_layer)[0] | _head_args(shown, first_head)[0])
+    _apply_per_trace(fig, _layer_args(shown, first_layer)[0] | _head_args(shown, OVERLAY if overlay else first_head)[0])
     return fig
 
 
-def _first_head(heads) -> int:
+OVERLAY = -1  # the "head" of a trace that overlays the listed heads
+
+
+def _listed_heads(heads) -> list[int]:
+    """The heads asked for, in order, each once: [0] when none is given."""
     if heads is None:
-        return 0
+        return [0]
     if isinstance(heads, (int, np.integer)):
-        return int(heads)
-    heads = list(heads)
+        return [int(heads)]
+    heads = list(dict.fromkeys(int(h) for h in heads))
     if not heads:
         raise ValueError("heads is empty: give a head or a list of heads")
-    return int(heads[0])
+    return heads
+
+
+def _overlay_name(heads: Sequence[int]) -> str:
+    return " + ".join(f"H{h}" for h in heads) + " (max)"
+
+
+def _overlay_trace(panel: Panel, index: int, layer: int, heads: Sequence[int], compact: bool) -> go.Heatmap:
+    """The listed heads of one layer in one map: each cell the largest of their weights, its hover naming
+    the head that gives it."""
+    maps = panel.maps[layer, list(heads)]  # (k, L, S)
+    strongest = np.argmax(maps, axis=0)
+    suffix = "" if index == 0 else str(index + 1)
+    where = f"{panel.name} " if panel.name else ""
+    name = f"{where}L{layer} {_overlay_name(heads)}"
+    return go.Heatmap(
+        z=encode(np.take_along_axis(maps, strongest[None], axis=0)[0], compact),
+        customdata=np.asarray(heads, dtype=np.uint8 if max(heads) < 256 else np.int32)[strongest],
+        x=position_labels(panel.keys),
+        y=position_labels(panel.queries),
+        xaxis=f"x{suffix}",
+        yaxis=f"y{suffix}",
+        coloraxis="coloraxis",
+        hovertemplate=f"{name}<br>%{{y}} → %{{x}}: {hover_weight(compact)} (H%{{customdata}})<extra></extra>",
+        name=name,
+    )
 
 
 def _map_trace(panel: Panel, index: int, layer: int, head: int, compact: bool) -> go.Heatmap:

@@ -1,0 +1,88 @@
+"""The paths the first page takes: `streamlit run app.py` serves an st.App whose lifespan warms the
+process up (the page's modules, the model, the default sentence) before the first browser has
+loaded the page, and sessions arriving meanwhile wait for it instead of importing alongside it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from streamlit.web.server.app_discovery import discover_asgi_app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_streamlit_run_finds_the_app_with_the_warm_up_lifespan():
+    found = discover_asgi_app(ROOT / "app.py")
+    assert found.is_asgi_app and found.import_string == "app:app"
+    source = (ROOT / "app.py").read_text()
+    assert "lifespan=preload.lifespan" in source
+
+
+WARM_UP = r"""
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import logging; logging.disable(logging.WARNING)
+from ui import preload
+
+assert "torch" not in sys.modules and "pandas" not in sys.modules  # the page's modules wait for the warm-up
+before = sys.getswitchinterval()
+thread = preload.start_warm_up()
+switch_during = sys.getswitchinterval()
+assert preload.start_warm_up() is None  # once per process
+blocked_at_once = not preload.ready() and not preload._lock.acquire(blocking=False)
+errors, waited = [], []
+figure = preload.loading_figure()  # a page draws it at once: plotly must find pandas whole by then
+lazy_whole_with_figure = all(m in sys.modules and not getattr(sys.modules[m].__spec__, "_initializing", False)
+                             for m in preload.LAZY_MODULES) and hasattr(sys.modules["pandas"], "Series")
+
+def session():  # a script run arriving while the process warms up
+    try:
+        preload.preload()
+        waited.append(preload.ready())
+        import pandas
+        pandas.DataFrame({"a": [1]})  # whole, not half-initialised
+    except Exception as err:
+        errors.append(repr(err))
+
+sessions = [threading.Thread(target=session) for _ in range(8)]
+for s in sessions:
+    s.start()
+for s in sessions:
+    s.join(timeout=300)
+thread.join(timeout=300)
+from ui.cache import LOADED, MB, store
+from ui.state import DEFAULT_SENTENCE
+print(json.dumps({
+    "switch": [before, switch_during, sys.getswitchinterval()],
+    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
+    "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
+    "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
+    "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],
+}))
+"""
+
+
+def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
+    done = subprocess.run([sys.executable, "-c", WARM_UP, str(ROOT)], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["blocked_at_once"], "a session could slip in before the warm-up took the lock"
+    assert found["errors"] == [] and found["waited"] == [True] * 8
+    assert found["lazy_whole_with_figure"], "the loading figure came before pandas was wholly imported"
+    assert found["loaded"] == [""] and found["default_run"] and found["loading_figure"]
+    assert found["modules"] == []
+    before, during, after = found["switch"]
+    assert during < before and after == before  # the server's thread gets the GIL promptly meanwhile
+
+
+def test_without_a_server_preload_imports_the_lazy_modules_itself():
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from ui import preload; preload.preload(); "
+              "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "None", "True", "False"]
