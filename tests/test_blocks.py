@@ -56,3 +56,26 @@ def test_no_bias_grouped_pre_norm_causal_model_runs():
 def test_undeclared_options_are_refused(change, message):
     with pytest.raises(ConfigError, match=message):
         ModelConfig(**{**LLAMA_LIKE, **change})
+
+
+def test_embedding_tables_are_random_on_the_cpu_and_left_empty_on_meta():
+    from attention.models.blocks import embedding_table
+
+    torch.manual_seed(0)
+    table = embedding_table(50, 16, padding_idx=3)
+    assert table.weight.requires_grad and table.padding_idx == 3
+    assert torch.all(table.weight[3] == 0) and 0.8 < table.weight.std().item() < 1.2  # as torch initialises
+    with torch.device("meta"):
+        assert embedding_table(10 ** 9, 4096).weight.device.type == "meta"  # no data, whatever the size
+
+
+def test_loading_does_not_pay_for_initialising_meta_tensors():
+    """normal_ on a meta tensor imports torch._dynamo (about a second at every start): the checks before
+    building and the build itself must not call it."""
+    import subprocess
+    import sys
+
+    code = "import sys, attention; attention.load_model(None); print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -63,16 +63,28 @@ def position_ids(config: ModelConfig, input_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(real, counted, config.pad_token_id)  # (B, L)
 
 
+def embedding_table(rows: int, width: int, padding_idx: int | None = None) -> nn.Embedding:
+    """nn.Embedding(rows, width), randomly initialised as torch does, except on the meta device (a model
+    built to check a checkpoint's shapes, or to take its tensors): there it is left empty, since every
+    weight comes from the checkpoint and normal_ on a meta tensor costs a second of imports."""
+    weight = torch.empty(rows, width)  # (rows, width), on the device in use
+    if weight.device.type != "meta":
+        nn.init.normal_(weight)
+        if padding_idx is not None:
+            weight.data[padding_idx].zero_()
+    return nn.Embedding(rows, width, padding_idx=padding_idx, _weight=weight)
+
+
 class Embeddings(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
         E = config.embedding_width
-        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.word_embeddings = embedding_table(config.vocab_size, E, padding_idx=config.pad_token_id)
         if config.position_embedding_type == "absolute":  # rotary positions turn q and k instead (mha.py)
-            self.position_embeddings = nn.Embedding(config.max_position_embeddings + config.position_offset, E)
+            self.position_embeddings = embedding_table(config.max_position_embeddings + config.position_offset, E)
         if config.type_vocab_size:
-            self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+            self.token_type_embeddings = embedding_table(config.type_vocab_size, E)
         if config.embedding_norm:
             self.LayerNorm = make_norm(config, E)
         if E != config.hidden_size:
