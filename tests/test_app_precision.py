@@ -192,13 +192,13 @@ def test_the_device_and_dtype_settings_take_their_words():
     values, warnings = read({"ATTENTION_DEVICE": " CUDA:1 ", "ATTENTION_DTYPE": "bf16"})
     assert not warnings and values["device"] == "cuda:1" and values["dtype"] == "bfloat16"
     values, warnings = read({})
-    assert not warnings and values["device"] == "cpu" and values["dtype"] == "auto"  # the CPU in float32
+    assert not warnings and values["device"] == "auto" and values["dtype"] == "auto"  # a GPU if any, else the CPU
     assert read({"ATTENTION_DEVICE": "auto", "ATTENTION_DTYPE": "FLOAT16"})[0]["dtype"] == "float16"
 
 
 @pytest.mark.parametrize("var, bad, default", [
-    ("ATTENTION_DTYPE", "int8", "auto"), ("ATTENTION_DTYPE", "bf-16", "auto"), ("ATTENTION_DEVICE", "gpu", "cpu"),
-    ("ATTENTION_DEVICE", "cuda:x", "cpu"), ("ATTENTION_DEVICE", "mps", "cpu")])
+    ("ATTENTION_DTYPE", "int8", "auto"), ("ATTENTION_DTYPE", "bf-16", "auto"), ("ATTENTION_DEVICE", "gpu", "auto"),
+    ("ATTENTION_DEVICE", "cuda:x", "auto"), ("ATTENTION_DEVICE", "mps", "auto")])
 def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
     from ui.settings import read
 
@@ -214,7 +214,7 @@ def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     show = "import ui.cache as c; print(c.DEVICE, c.DTYPE)"
     done = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env={**env, "ATTENTION_DTYPE": "int8"},
                           capture_output=True, text=True)
-    assert done.stdout.split() == ["cpu", "auto"], done.stderr
+    assert done.stdout.split() == ["auto", "auto"], done.stderr
     assert "ATTENTION_DTYPE='int8' ignored: the weights' dtype must be one of" in done.stderr
     done = subprocess.run([sys.executable, "-c", show], cwd=ROOT,
                           env={**env, "ATTENTION_DTYPE": "bf16", "ATTENTION_DEVICE": "cuda:0"},
@@ -222,4 +222,4 @@ def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     assert done.stdout.split() == ["cuda:0", "bfloat16"] and "ignored" not in done.stderr, done.stderr
     check = subprocess.run([sys.executable, "-m", "ui.settings"], cwd=ROOT, env={**env, "ATTENTION_DEVICE": "gpu"},
                            capture_output=True, text=True)
-    assert check.returncode == 1 and "ATTENTION_DEVICE=cpu (default) (the value given is ignored)" in check.stdout
+    assert check.returncode == 1 and "ATTENTION_DEVICE=auto (default) (the value given is ignored)" in check.stdout

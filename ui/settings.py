@@ -9,15 +9,16 @@
     ATTENTION_TIME_LIMIT_GQA=120         seconds one grouped-query conversion and run may take
     ATTENTION_MAX_UPLOAD_MB=2            the largest coreference suite file taken, in MB
     ATTENTION_MAX_EXAMPLES=5000          the most examples an uploaded suite may have
-    ATTENTION_DEVICE=cpu                 where the model runs: cpu, auto (a CUDA GPU when there is one), cuda, cuda:N
+    ATTENTION_DEVICE=auto                where the model runs: auto (a CUDA GPU when there is one, else the CPU),
+                                         cpu, cuda, cuda:N
     ATTENTION_DTYPE=auto                 the weights' dtype: auto (bfloat16 on a GPU, float32 on the CPU), float32,
                                          bfloat16 or float16; the attention maps are float32 whatever it is
 
 They are read once, when the server first imports this module. A value that is not a number in
 its range (for the device and dtype, not one of the words taken) is not used: the default stands
-and the server log says which variable was ignored and why (the page never shows it). A GPU is
-used only when ATTENTION_DEVICE asks for one; a GPU asked for that the machine lacks is said on
-the page, in one sentence, where the model would be. `python -m ui.settings` prints the settings the environment gives
+and the server log says which variable was ignored and why (the page never shows it). A CUDA GPU
+is used when torch finds one (ATTENTION_DEVICE=cpu keeps the model off it); a GPU asked for by name
+that the machine lacks is said on the page, in one sentence, where the model would be. `python -m ui.settings` prints the settings the environment gives
 and exits with status 1 if any value would be ignored: a check to run before starting a server.
 """
 from __future__ import annotations
@@ -101,7 +102,7 @@ SETTINGS = {
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),
     # where and in what precision the model runs: a GPU only when the operator asks for one
-    "device": Choice("ATTENTION_DEVICE", "cpu", ("cpu", "auto", "cuda"), "the device", pattern=r"cuda:\d+",
+    "device": Choice("ATTENTION_DEVICE", "auto", ("cpu", "auto", "cuda"), "the device", pattern=r"cuda:\d+",
                      described="cpu, auto, cuda or cuda:N"),
     "dtype": Choice("ATTENTION_DTYPE", "auto", ("auto", "float32", "bfloat16", "float16"), "the weights' dtype",
                     aliases=(("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("half", "float16"))),
