@@ -22,7 +22,7 @@ import sys
 import threading
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
-# the page's own modules (app.py imports them inside main): torch, scipy.stats and the figures
+# the page's own modules (app.py imports them inside main): torch and the figures
 PAGE_MODULES = ("ui.cache", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+# scipy.stats is imported where it is used: it takes half a second, and the app's first page needs none of it
 
 
 def clopper_pearson(k, n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -19,6 +20,8 @@ def clopper_pearson(k, n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndar
     k = np.asarray(k, dtype=float)
     if n == 0:
         return np.full(k.shape, np.nan), np.full(k.shape, np.nan)
+    from scipy import stats
+
     alpha = 1 - level
     with np.errstate(invalid="ignore"):
         low = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
@@ -48,6 +51,8 @@ def mcnemar_exact(a, b) -> McNemar:
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired records need the same 1-D shape, got {a.shape} and {b.shape}")
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
+    from scipy import stats
+
     p = 1.0 if only_a + only_b == 0 else float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
     return McNemar(only_a, only_b, len(a), min(p, 1.0))
 
