@@ -192,6 +192,25 @@ def test_coreference_picks_winogender_and_groups_it_by_gender(page):
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
+def test_stop_interrupts_the_scoring_of_gap(page):
+    """GAP development (2000 passages) is scored for tens of seconds: Stop ends it at the next progress
+    update, and the view says so and offers to start again."""
+    fresh(page, "?view=coref&coref=suite")
+    pick(page, "Examples to score", "GAP development")
+    page.wait_for_function("() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)",
+                           timeout=120_000)
+    page.get_by_role("button", name="Stop scoring").click()
+    started = time.monotonic()
+    page.wait_for_function("() => document.body.innerText.includes('was stopped')", timeout=30_000)
+    stopped_after = time.monotonic() - started
+    assert stopped_after < 15, stopped_after  # at the next progress update, not at the end of the 2000
+    assert not re.search(r"Scoring .*of 2000 examples", page.inner_text("body"))  # no progress goes on
+    page.wait_for_timeout(2000)
+    assert "was stopped" in page.inner_text("body")
+    assert page.get_by_role("button", name="Score it").count() == 1  # to start it again
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
 # ---- hostile input, as a room of people would type it ----------------------------------------------
 
 HOSTILE = {
