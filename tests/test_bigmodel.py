@@ -245,3 +245,20 @@ def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
                                    rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(attention_flow(through_layer(run, 1)), attention_flow(
         as_attention_tuple(full.attentions[:2])), atol=1e-6)
+
+
+@pytest.mark.parametrize("heads, kv_heads, width", [(4, 2, 800), (4, 1, 800), (32, 8, 800), (4, 2, 300)])
+def test_the_grouping_figures_titles_are_never_cut(heads, kv_heads, width):
+    """A few heads make a narrow figure: it widens for its title and subtitle (drawn from the plot's left
+    edge), or wraps them where the column is narrower than they are."""
+    from viz.efficient import CHAR_WIDTH, gqa_groups_figure, head_change_matrix
+
+    kv = [h // (heads // kv_heads) for h in range(heads)]
+    for fig in (gqa_groups_figure(np.random.rand(heads, 8, 8), kv, 1, width=width),
+                head_change_matrix(np.random.rand(heads, heads), kv, 1, width=width)):
+        layout = fig.layout
+        assert layout.width <= max(width, 240 + layout.margin.l + 110)
+        for text, size in ((layout.title.text, layout.title.font.size), (layout.title.subtitle.text,
+                                                                        layout.title.subtitle.font.size)):
+            widest = max(len(line) for line in text.split("<br>"))
+            assert layout.margin.l + widest * size * CHAR_WIDTH <= layout.width, text

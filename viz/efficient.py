@@ -1,6 +1,7 @@
 """Efficient-attention figures: how sharing key/value heads moves each head's map, and what the
 fused kernel saves against explicit attention (time and peak memory per sequence length)."""
 
+import textwrap
 from collections.abc import Mapping
 
 import numpy as np
@@ -209,6 +210,26 @@ def kv_groups(kv_head_of) -> list[list[int]]:
     return [[h for h, g in enumerate(kv_head_of) if g == kv] for kv in range(max(kv_head_of) + 1)]
 
 
+def _room_for_titles(layout: dict, width: int | None, widest: int = 800) -> dict:
+    """Make a narrow figure wide enough for its title and subtitle, which start at the plot's left edge,
+    so neither is cut; past ``width`` (or ``widest``) px they wrap instead, and the top grows for the
+    extra lines."""
+    fs, left = layout["font"]["size"], layout["margin"]["l"]
+    most = width or widest
+    title, subtitle = layout["title"], layout["title"]["subtitle"]
+    needed, extra = layout["width"], 0.0
+    for part, size in ((title, round(fs * 1.2)), (subtitle, subtitle["font"]["size"])):
+        chars = max(10, int((most - left - 10) / (size * CHAR_WIDTH)))
+        lines = textwrap.wrap(part["text"], chars) or [""]
+        part["text"] = "<br>".join(lines)
+        extra += (len(lines) - 1) * size * 1.3
+        needed = max(needed, round(left + max(map(len, lines)) * size * CHAR_WIDTH + 10))
+    layout["width"] = int(min(max(layout["width"], needed), max(layout["width"], most)))
+    layout["margin"]["t"] = int(layout["margin"]["t"] + extra)
+    layout["height"] = int(layout["height"] + extra)
+    return layout
+
+
 def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, font_size: int = 12,
                       width: int | None = None) -> go.Figure:
     """One layer's heads laid out by the key/value head they read: a row per key/value head ("K/V 0", ...),
@@ -258,7 +279,7 @@ def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, f
                          ticktext=[f"K/V {g}" for g in range(len(groups))],
                          range=[len(groups) * step_y - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
     )
-    return go.Figure([heatmap, markers], layout)
+    return go.Figure([heatmap, markers], _room_for_titles(layout, width))
 
 
 def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: int = 12,
@@ -300,4 +321,4 @@ def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: in
     heatmap = go.Heatmap(z=z, hovertext=hovers, hovertemplate=CHANGE_HOVER, colorscale=SEQUENTIAL, zmin=0.0,
                          zmax=float(z.max()) or 1.0, colorbar=dict(title=dict(text="mean |Δ|", side="right"),
                                                                    thickness=12))
-    return go.Figure(heatmap, layout)
+    return go.Figure(heatmap, _room_for_titles(layout, width))
