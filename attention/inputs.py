@@ -6,6 +6,12 @@ from dataclasses import dataclass
 import torch
 
 
+def on_model_device(model, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """The tensors moved to where the model's weights are (None stays None): a model's inputs."""
+    device = next(model.parameters()).device
+    return tuple(None if t is None else t.to(device) for t in tensors)
+
+
 @dataclass(frozen=True)
 class Encoded:
     input_ids: torch.Tensor  # (1, L)

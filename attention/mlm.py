@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .config import ModelConfig
+from .inputs import on_model_device
 from .loading import ModelLoadError, check_tensors, read_checkpoint
 from .models import FAMILIES, Transformer
 from .models.blocks import ACTIVATIONS
@@ -176,9 +177,7 @@ def predict_masked(
     if isinstance(position, bool) or not isinstance(position, numbers.Integral) or not 0 <= position < L:
         raise ValueError(f"position must be an integer from 0 to {L - 1}, got {position!r}")
     check_top_k(top_k, head)
-    device = next(model.parameters()).device
-    input_ids, attention_mask, token_type_ids = (None if t is None else t.to(device)
-                                                 for t in (input_ids, attention_mask, token_type_ids))
+    input_ids, attention_mask, token_type_ids = on_model_device(model, input_ids, attention_mask, token_type_ids)
     with torch.inference_mode():
         out = model(input_ids, attention_mask, token_type_ids, head_mask=head_mask, ablation=ablation)
         probs = mask_probabilities(head, out.last_hidden_state[0, int(position)])  # (V,)

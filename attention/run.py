@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from .aggregate import drop_special, merge_labels, merge_word_pieces
-from .inputs import Encoded, encode
+from .inputs import Encoded, encode, on_model_device
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class SentenceRun:
         return self.attentions.shape[1]
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
+def read_only(array: np.ndarray) -> np.ndarray:
+    """The array itself, no longer writable: results shared by every session are not changed in place."""
     array.setflags(write=False)
     return array
 
@@ -44,25 +45,15 @@ def stack_attentions(attentions, batch: int = 0) -> np.ndarray:
         out[layer] = attentions[layer][batch].float().cpu().numpy()  # from the GPU too
         if isinstance(attentions, list):
             attentions[layer] = None
-    return _frozen(out)
-
-
-def model_device(model) -> torch.device:
-    """Where the model's weights are: the inputs are sent there."""
-    return next(model.parameters()).device
-
-
-def _to(tensor: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-    return None if tensor is None else tensor.to(device)
+    return read_only(out)
 
 
 def run_sentence(model, tokenizer, text: str, text_b: str | None = None, causal: bool = False) -> SentenceRun:
     """Tokenize (truncating at the model's positions, with a notice) and run the model once, on its device."""
     enc = encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
-    device = model_device(model)
     with torch.inference_mode():
-        attentions = list(model(_to(enc.input_ids, device), _to(enc.attention_mask, device),
-                                _to(enc.token_type_ids, device), causal=causal).attentions)
+        inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
+        attentions = list(model(*inputs, causal=causal).attentions)
     return SentenceRun(enc, stack_attentions(attentions))
 
 
@@ -106,11 +97,10 @@ def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
     """Several sentences in one padded batch, as the model sees them."""
     limit = model.config.max_position_embeddings
     batch = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
-    device = model_device(model)
     with torch.inference_mode():
-        out = model(_to(batch["input_ids"], device), _to(batch["attention_mask"], device),
-                    _to(batch.get("token_type_ids"), device))
+        out = model(*on_model_device(model, batch["input_ids"], batch["attention_mask"],
+                                     batch.get("token_type_ids")))
     tokens = [batch.tokens(i) for i in range(len(texts))]
-    stacked = _frozen(torch.stack(out.attentions).float().cpu().numpy())  # (n_layers, B, H, S, S)
+    stacked = read_only(torch.stack(out.attentions).float().cpu().numpy())  # (n_layers, B, H, S, S)
     return PaddedBatch([f"sentence {i + 1}" for i in range(len(texts))], tokens,
-                       _frozen(batch["attention_mask"].numpy().copy()), stacked)
+                       read_only(batch["attention_mask"].numpy().copy()), stacked)

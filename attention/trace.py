@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .inputs import on_model_device
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TITLES = {
@@ -137,8 +139,7 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
         records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
         return tensor
 
-    device = next(model.parameters()).device
-    inputs = [None if t is None else t.to(device) for t in (input_ids, attention_mask, token_type_ids)]
+    inputs = on_model_device(model, input_ids, attention_mask, token_type_ids)
     with torch.inference_mode():
         model(*inputs, recorders={layer: recorder})
     scaling = float(model.layers[layer].attention.scaling)

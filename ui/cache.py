@@ -19,7 +19,8 @@ import torch
 
 from attention import ModelLoadError, load_model
 from attention.loading import resolve_device
-from attention.run import model_device, run_padded_batch, run_sentence
+from attention.inputs import on_model_device
+from attention.run import read_only, run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
 from .settings import DEVICE, DTYPE, HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
@@ -400,15 +401,9 @@ def layer_hooks(model, on_layer: Callable[[int, np.ndarray], None]):
 def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
     """One forward pass of `enc` calling on_layer(layer, (H, L, L) maps) for each layer in `layers` (all
     when None); the other layers run torch's fused attention and make no map."""
-    device = model_device(model)
-    inputs = [None if t is None else t.to(device) for t in (enc.input_ids, enc.attention_mask, enc.token_type_ids)]
+    inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
     with torch.inference_mode(), layer_hooks(model, on_layer):
         model(*inputs, causal=causal, maps_for=layers)
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
 
 
 class LayerMaps:
@@ -505,8 +500,8 @@ def pooled_run(model, enc, key: tuple) -> PooledRun:
             means[layer] = maps.mean(axis=0)
 
     forward_maps(model, enc, key[3], on_layer)
-    return PooledRun(enc, _frozen(np.stack(pooled)), _frozen(np.stack(strongest)),
-                     _frozen(np.stack(means)) if keep_means else None, LayerMaps(key, n_layers, H, L))
+    return PooledRun(enc, read_only(np.stack(pooled)), read_only(np.stack(strongest)),
+                     read_only(np.stack(means)) if keep_means else None, LayerMaps(key, n_layers, H, L))
 
 
 def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
@@ -517,7 +512,7 @@ def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
     forward_maps(model, enc, causal, lambda i, maps: per_layer.setdefault(
         i, head_stats(maps[None], enc.special, enc.sequence_ids, punct)))
     layers = [per_layer[i] for i in range(len(per_layer))]
-    return {name: _frozen(np.concatenate([s[name] for s in layers])) for name in layers[0]}
+    return {name: read_only(np.concatenate([s[name] for s in layers])) for name in layers[0]}
 
 
 def get_pooled_stats(source: str, text: str, text_b: str, causal: bool) -> dict[str, np.ndarray]:
@@ -532,14 +527,14 @@ def layer_maps(model, enc, causal: bool, layer: int) -> np.ndarray:
     """One layer's maps (H, L, L), from a forward pass in which every other layer runs fused."""
     kept = {}
     forward_maps(model, enc, causal, lambda i, maps: kept.setdefault(i, maps.copy()), layers={layer})
-    return _frozen(kept[layer])
+    return read_only(kept[layer])
 
 
 def layer_selection(model, enc, causal: bool, index: tuple) -> np.ndarray:
     """``maps[:, *index]`` of every layer, (n_layers, ...), from one forward pass holding one layer at a time."""
     kept = {}
     forward_maps(model, enc, causal, lambda i, maps: kept.setdefault(i, np.array(maps[index])))
-    return _frozen(np.stack([kept[i] for i in range(len(kept))]))
+    return read_only(np.stack([kept[i] for i in range(len(kept))]))
 
 
 def _encode_for(source: str, text: str, text_b: str):

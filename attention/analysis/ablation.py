@@ -14,8 +14,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
+from ..run import read_only
 
 
 class MaskPredictions(NamedTuple):
@@ -31,11 +33,6 @@ class AblationResult(NamedTuple):
     hidden_cosine: np.ndarray  # (n_layers + 1,): mean over tokens of cosine(base, ablated) per hidden state
     embedding_cosine: float  # cosine of the mean-pooled (attention-mask-weighted) last hidden states
     predictions: MaskPredictions | None  # when an MLM head is given and the input has a [MASK] token
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
 
 
 def _real_maps(attentions: tuple[torch.Tensor, ...], real: torch.Tensor) -> np.ndarray:
@@ -107,9 +104,7 @@ def ablate(
     a caller with a time limit can stop the work there by raising from it.
     """
     attention_mask = _check_inputs(input_ids, attention_mask, token_type_ids)
-    device = next(model.parameters()).device
-    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-    token_type_ids = None if token_type_ids is None else token_type_ids.to(device)
+    input_ids, attention_mask, token_type_ids = on_model_device(model, input_ids, attention_mask, token_type_ids)
     head_mask = model.check_head_mask(head_mask, ablation)  # validated before any forward pass
     if mlm_head is not None:
         if tokenizer is None:
@@ -143,10 +138,10 @@ def ablate(
     done(1.0)
 
     return AblationResult(
-        base_attentions=_frozen(base_maps),
-        ablated_attentions=_frozen(ablated_maps),
-        attention_change=_frozen(np.abs(base_maps - ablated_maps).mean(axis=(2, 3))),  # (n_layers, H)
-        hidden_cosine=_frozen(np.array(hidden_cosine)),
+        base_attentions=read_only(base_maps),
+        ablated_attentions=read_only(ablated_maps),
+        attention_change=read_only(np.abs(base_maps - ablated_maps).mean(axis=(2, 3))),  # (n_layers, H)
+        hidden_cosine=read_only(np.array(hidden_cosine)),
         embedding_cosine=embedding_cosine,
         predictions=predictions,
     )

@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
+from ..inputs import on_model_device
 from ..mha import pick_rows
 from .coref_examples import (CorefExample, ExampleError, load_examples, parse_example,  # noqa: F401
                              parse_examples)
@@ -239,11 +240,6 @@ def model_attentions(model, input_ids, attention_mask, token_type_ids, rows=None
                  maps_only=True).attentions
 
 
-def model_device(model) -> torch.device:
-    """Where the model's weights are (the inputs go there too)."""
-    return next(model.parameters()).device
-
-
 def token_limit(model, tokenizer) -> int:
     limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
     return int(limit or tokenizer.model_max_length)
@@ -292,9 +288,7 @@ def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forw
         weights[r, :len(pronoun)] = 1.0 / len(pronoun)
         for k, pieces in enumerate(located[i].candidates):
             cols[r, pieces, k] = 1.0
-    device = model_device(model)
-    ids, mask, rows, weights, cols = (t.to(device) for t in (ids, mask, rows, weights, cols))
-    types = None if types is None else types.to(device)
+    ids, mask, types, rows, weights, cols = on_model_device(model, ids, mask, types, rows, weights, cols)
     with torch.inference_mode():
         if forward is model_attentions:
             maps = list(model_attentions(model, ids, mask, types, rows=rows))  # (B, H, P, S) each
