@@ -244,6 +244,16 @@ class MultiHeadAttention(nn.Module):
         x = record(f"{name}_view", x.view(B, T, n_heads, self.head_dim))  # (B, T, n, d)
         return record(f"{name}_heads", x.transpose(1, 2))  # (B, n, T, d)
 
+    def map_rows(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor | None,
+                 record: Recorder = no_record, head_mask: torch.Tensor | None = None,
+                 ablation: str = "zero") -> torch.Tensor:
+        """The map of the queries `rows` (B, P) against every key, with their rows of the mask: (B, H, P, S),
+        the same numbers as those rows of the full map; every query's, (B, H, L, S), when rows is None."""
+        if rows is not None:
+            q = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
+            mask = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
+        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation)
+
     def forward(
         self,
         query: torch.Tensor,
@@ -315,10 +325,7 @@ class MultiHeadAttention(nn.Module):
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S, device=query.device))
         if map_only:  # the map's rows (all of them without `rows`) and nothing else
-            q_rows = q if rows is None else pick_rows(q, rows)  # (B, H, L or P, d)
-            mask_rows = mask if mask is None or rows is None else pick_rows(mask, rows)  # (B, 1, L or P or 1, S)
-            probs = attention_probs(q_rows, k, mask_rows, self.scaling, record, head_mask, ablation)
-            return None, probs  # (B, H, L or P, S)
+            return None, self.map_rows(q, k, mask, rows, record, head_mask, ablation)  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0
         if (not keep_map or rows is not None) and head_mask is None and record is no_record:
             fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
@@ -329,11 +336,7 @@ class MultiHeadAttention(nn.Module):
             merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
             if rows is None:
                 return self.o_proj(merged), None
-            # only the kept rows of the map: those queries against every key, the same mask rows
-            q_rows = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
-            mask_rows = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
-            probs = attention_probs(q_rows, k, mask_rows, self.scaling)  # (B, H, P, S)
-            return self.o_proj(merged), probs
+            return self.o_proj(merged), self.map_rows(q, k, mask, rows)  # only the kept rows: (B, H, P, S)
         heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
                                                     head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
