@@ -14,6 +14,11 @@ def test_every_view_draws_for_the_family(tmp_path, family):
     at = start(model=str(folder), s=SENTENCE, layer="1", head="2")
     no_errors(at)
     assert any(f"— {family}" in c.value for c in at.sidebar.caption)
+    every_view_draws(at)
+
+
+def every_view_draws(at) -> None:
+    """Each view in turn, and each coreference mode, draws a figure and shows no error."""
     for view in at.segmented_control(key="view").options:
         at.segmented_control(key="view").set_value(view).run()
         no_errors(at)

@@ -23,6 +23,7 @@ from attention.run import run_sentence
 
 from conftest import ROOT, make_tiny
 from families import make_family
+from test_app_families import every_view_draws as each_view_draws
 from test_app import decode, head_figure, no_errors, start, submit
 
 # bfloat16 keeps 8 bits of mantissa: a map computed from bfloat16 weights (its softmax in float32) is
@@ -54,14 +55,7 @@ def views(at) -> list[str]:
 
 def every_view_draws(at) -> None:
     assert len(views(at)) == 11
-    for view in views(at):
-        at.segmented_control(key="view").set_value(view).run()
-        no_errors(at)
-        assert at.get("plotly_chart"), view
-        if view == "Coreference":
-            for mode in at.segmented_control(key="coref_mode").options:
-                at.segmented_control(key="coref_mode").set_value(mode).run()
-                no_errors(at)
+    each_view_draws(at)
 
 
 def caption_of(at) -> str:

@@ -116,34 +116,30 @@ def _overlay_trace(panel: Panel, index: int, layer: int, heads: Sequence[int], c
     the head that gives it."""
     maps = panel.maps[layer, list(heads)]  # (k, L, S)
     strongest = np.argmax(maps, axis=0)
-    suffix = "" if index == 0 else str(index + 1)
-    where = f"{panel.name} " if panel.name else ""
-    name = f"{where}L{layer} {_overlay_name(heads)}"
-    return go.Heatmap(
-        z=encode(np.take_along_axis(maps, strongest[None], axis=0)[0], compact),
-        customdata=np.asarray(heads, dtype=np.uint8 if max(heads) < 256 else np.int32)[strongest],
-        x=position_labels(panel.keys),
-        y=position_labels(panel.queries),
-        xaxis=f"x{suffix}",
-        yaxis=f"y{suffix}",
-        coloraxis="coloraxis",
-        hovertemplate=f"{name}<br>%{{y}} → %{{x}}: {hover_weight(compact)} (H%{{customdata}})<extra></extra>",
-        name=name,
-    )
+    return _panel_heatmap(panel, index, f"L{layer} {_overlay_name(heads)}",
+                          np.take_along_axis(maps, strongest[None], axis=0)[0], compact, " (H%{customdata})",
+                          np.asarray(heads, dtype=np.uint8 if max(heads) < 256 else np.int32)[strongest])
 
 
 def _map_trace(panel: Panel, index: int, layer: int, head: int, compact: bool) -> go.Heatmap:
+    return _panel_heatmap(panel, index, head_label(layer, head), panel.maps[layer, head], compact)
+
+
+def _panel_heatmap(panel: Panel, index: int, what: str, z: np.ndarray, compact: bool, hover_tail: str = "",
+                   customdata: np.ndarray | None = None) -> go.Heatmap:
+    """One map of a panel (the ``index``-th, on its own axes), named "<panel> <what>" in its hover."""
     suffix = "" if index == 0 else str(index + 1)
-    where = f"{panel.name} " if panel.name else ""
+    name = f"{panel.name} {what}" if panel.name else what
     return go.Heatmap(
-        z=encode(panel.maps[layer, head], compact),
+        z=encode(z, compact),
+        customdata=customdata,
         x=position_labels(panel.keys),
         y=position_labels(panel.queries),
         xaxis=f"x{suffix}",
         yaxis=f"y{suffix}",
         coloraxis="coloraxis",
-        hovertemplate=f"{where}{head_label(layer, head)}<br>%{{y}} → %{{x}}: {hover_weight(compact)}<extra></extra>",
-        name=f"{where}{head_label(layer, head)}",
+        hovertemplate=f"{name}<br>%{{y}} → %{{x}}: {hover_weight(compact)}{hover_tail}<extra></extra>",
+        name=name,
     )
 
 
