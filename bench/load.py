@@ -514,6 +514,17 @@ def health(url: str) -> str:
         return f"no answer ({type(err).__name__})"
 
 
+async def open_hall(browser, url: str, n: int, out: dict, sampler: RssSampler, meter: CpuMeter) -> list:
+    """n sessions opened at once; `out` gets the browser's version, the time and CPU it took and the server's
+    memory then (peak, and settled when idle)."""
+    out["chromium"] = browser.version
+    start, cpu_start = time.perf_counter(), meter.read()
+    pages = await asyncio.gather(*(open_session(browser, url, 60 + 15 * n) for _ in range(n)))
+    out["open_s"], out["open_cpu"] = time.perf_counter() - start, meter.since(cpu_start)
+    out["open_peak_mb"], out["idle_mb"] = sampler.peak(), await sampler.settled(2.0, 1.0)
+    return pages
+
+
 async def hostile_hall(args, url: str, sampler: RssSampler, meter: CpuMeter, proc) -> dict:
     from playwright.async_api import async_playwright
 
@@ -523,11 +534,7 @@ async def hostile_hall(args, url: str, sampler: RssSampler, meter: CpuMeter, pro
                  "control": args.control}
     async with async_playwright() as pw:
         browser = await launch(pw)
-        out["chromium"] = browser.version
-        start, cpu_start = time.perf_counter(), meter.read()
-        pages = await asyncio.gather(*(open_session(browser, url, 60 + 15 * n) for _ in range(n)))
-        out["open_s"], out["open_cpu"] = time.perf_counter() - start, meter.since(cpu_start)
-        out["open_peak_mb"], out["idle_mb"] = sampler.peak(), await sampler.settled(2.0, 1.0)
+        pages = await open_hall(browser, url, n, out, sampler, meter)
         ordinary, hostile = pages[:k], pages[k:]
         out["words"], spare = words[:k], words[k:]
         foreign = [set(words) - {words[i]} for i in range(k)]  # any other marker, whoever submits it
@@ -690,11 +697,7 @@ async def hall(args, url: str, sampler: RssSampler, meter: CpuMeter) -> dict:
     out: dict = {"n": n, "long": args.long, "load": load_average()}
     async with async_playwright() as pw:
         browser = await launch(pw)
-        out["chromium"] = browser.version
-        start, cpu_start = time.perf_counter(), meter.read()
-        pages = await asyncio.gather(*(open_session(browser, url, 60 + 15 * n) for _ in range(n)))
-        out["open_s"], out["open_cpu"] = time.perf_counter() - start, meter.since(cpu_start)
-        out["open_peak_mb"], out["idle_mb"] = sampler.peak(), await sampler.settled(2.0, 1.0)
+        pages = await open_hall(browser, url, n, out, sampler, meter)
         start = time.perf_counter()
         out["words"], soak_words = words[:n], words[n:n + args.soak]
         owned = [{words[i], *soak_words[i::n]} for i in range(n)]  # each session's markers
