@@ -94,8 +94,9 @@ def overview_grid(
     single heatmap trace. A transparent marker at each tile centre carries
     ``customdata=[layer, head]`` for click selection; its hover names the
     head and its strongest query → key pair (tokens when given, else
-    positions). ``labels`` are written small on their tiles, ``highlight``
-    is outlined (tiles under LABEL_MIN_TILE_PX keep them in the hover only). The colour range is [0, zmax], zmax defaulting to the
+    positions). ``labels`` are written small on their tiles (tiles under
+    LABEL_MIN_TILE_PX keep them in the hover only), ``highlight`` is
+    outlined. The colour range is [0, zmax], zmax defaulting to the
     largest pooled value. ``title`` is plotly markup and is not escaped;
     tokens and labels are. With ``width`` and ``height`` (px) the tiles
     shrink to fit, and the head and layer labels are thinned to stay legible.
