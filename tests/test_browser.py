@@ -210,6 +210,19 @@ def test_stop_interrupts_the_scoring_of_gap(page):
     assert page.get_by_role("button", name="Score it").count() == 1  # to start it again
     assert page.locator('[data-testid="stException"]').count() == 0
 
+    # started again, it stops again
+    page.get_by_role("button", name="Score it").click()
+    page.wait_for_function("() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)",
+                           timeout=120_000)
+    page.get_by_role("button", name="Stop scoring").click()
+    started = time.monotonic()
+    page.wait_for_function("() => document.body.innerText.includes('was stopped')", timeout=30_000)
+    assert time.monotonic() - started < 15
+    page.wait_for_timeout(2000)
+    assert not re.search(r"Scoring .*of 2000 examples", page.inner_text("body"))
+    assert page.get_by_role("button", name="Score it").count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0
+
 
 # ---- hostile input, as a room of people would type it ----------------------------------------------
 

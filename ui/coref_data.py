@@ -121,8 +121,11 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
     The stop button is Streamlit's own: clicking it asks for a rerun, which interrupts this script at
     its next progress update; the rerun finds `coref_stopped` set and offers to start again."""
     if st.session_state.get("coref_stopped") == (source, suite.cache_key) and not is_scored(source, suite):
-        st.info(f"Scoring {plain(suite.name)} with {plain(what)} was stopped.")
-        if st.button("Score it", key=f"rescore-{suite.cache_key}-{what}"):
+        # In a container of their own: drawn where "Stop scoring" is drawn next, "Score it" would be
+        # reused for it in the browser, and the first click on Stop after a restart would be lost.
+        stopped = st.container()
+        stopped.info(f"Scoring {plain(suite.name)} with {plain(what)} was stopped.")
+        if stopped.button("Score it", key=f"rescore-{suite.cache_key}-{what}"):
             st.session_state.coref_stopped = None
             st.rerun()
         return None
