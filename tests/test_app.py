@@ -189,6 +189,28 @@ def test_long_input_is_truncated_with_a_notice():
     assert any("512" in w.value for w in at.warning)
 
 
+def strip_charts(at: AppTest) -> list[dict]:
+    """The token strip: the chart whose traces include the pieces' texts."""
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    return [s for s in specs if any(t.get("name") == "piece" for t in s["data"])]
+
+
+def test_a_long_inputs_strip_waits_in_a_closed_expander_until_opened():
+    at = start()
+    assert len(strip_charts(at)) == 1 and not at.expander  # a sentence's strip is drawn as it is
+    submit(at, "word " * 200)  # 202 pieces
+    no_errors(at)
+    (box,) = at.expander
+    assert "202 pieces" in box.label
+    assert strip_charts(at) == [] and head_figure(at)  # the view is drawn, the strip is not
+    at.session_state["show_strip"] = True  # opened
+    at.run()
+    no_errors(at)
+    (strip,) = strip_charts(at)
+    assert [t["name"] for t in strip["data"] if t.get("mode") == "text"] == ["piece", "position"]  # compact
+    assert at.query_params["strip"] == "1"  # the link keeps it open
+
+
 def test_bad_model_source_keeps_the_previous_model(tmp_path):
     at = start()
     at.text_input(key="model_input").input(str(tmp_path / "nowhere"))

@@ -11,7 +11,7 @@ import pytest
 
 import viz
 from viz._style import KEEP, PADDING, SEGMENT_A, SEGMENT_B, SPECIAL
-from viz.tokens import ROW_PX
+from viz.tokens import COMPACT_ABOVE, POSITION_EVERY, ROW_PX
 
 # A sentence pair as the tokenizer gives it: pieces, ids, token types, special flags.
 PAIR = ["[CLS]", "the", "cat", "is", "play", "##ing", "[SEP]", "it", "<b>", "naps", "[SEP]"]
@@ -141,6 +141,23 @@ def test_token_strip_at_512_tokens_is_light_and_fast():
     assert size < 400_000 and elapsed < 1.5
     assert len(fig.data) <= 9  # one trace per colour, legend and text kind, not per token
     assert len(named(fig, "piece").text) == n
+
+
+def test_a_long_inputs_strip_is_compact_ids_in_the_hover_every_tenth_position():
+    n = COMPACT_ABOVE + 72
+    tokens = ["[CLS]"] + [f"w{i % 50}" for i in range(n - 2)] + ["[SEP]"]
+    ids = list(range(1000, 1000 + n))
+    full = viz.token_strip(tokens, ids, [0] * n, [i in (0, n - 1) for i in range(n)], compact=False)
+    fig = viz.token_strip(tokens, ids, [0] * n, [i in (0, n - 1) for i in range(n)])  # compact by length
+    assert [t.name for t in fig.data if t.mode == "text"] == ["piece", "position"]  # no id line
+    assert list(named(fig, "position").text) == [str(i) for i in range(0, n, POSITION_EVERY)]
+    assert list(named(full, "position").text) == [str(i) for i in range(n)]
+    assert len(named(fig, "piece").text) == n
+    assert named(fig, "piece").hovertext[7] == f"position 7: {tokens[7]} (id 1007, segment A)"  # id kept
+    assert fig.layout.height < 0.85 * full.layout.height  # no id line in any box
+    assert any(f"every {POSITION_EVERY}th box" in a.text for a in fig.layout.annotations)
+    short = strip_pair()
+    assert [t.name for t in short.data if t.mode == "text"] == ["piece", "id", "position"]
 
 
 def test_token_strip_font_size_and_checks():

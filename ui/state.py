@@ -124,6 +124,7 @@ PARAMS = [
     _param("layer", "layer", "layer", 0, _number, always=True),
     _param("head", "head", "head", 0, _number, always=True),
     _param("present", "present", "presentation mode", False, _FLAG),
+    _param("show_strip", "strip", "token strip of a long input", False, _FLAG),
     _param("draw", "draw", "draw as", DRAW_MODES["heatmap"], _choice(DRAW_MODES), ("head",)),
     _param("line_heads", "heads", "heads drawn as lines", [], _LIST, ("head",)),
     _param("hide_special", "hide", "hide [CLS]/[SEP]", False, _FLAG, ("head",)),

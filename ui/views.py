@@ -15,6 +15,7 @@ from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
+from viz.tokens import COMPACT_ABOVE
 
 from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big, precision_caption
 from .layout import column_px, main_px, slots
@@ -96,12 +97,23 @@ def _input_widgets() -> None:
 
 
 def tokens_strip(run) -> None:
+    """The strip of the input's pieces. A long input's strip (more than COMPACT_ABOVE pieces: a
+    thousand pixels of boxes at 512) waits in a closed expander, drawn only once it is opened, so
+    the view's figure is not pushed below it; the figure's axes and hovers name every token."""
     enc = run.encoded
     if enc.notice:
         st.warning(enc.notice)
+    n = len(enc.tokens)
+    place = st.container()
+    if n > COMPACT_ABOVE:
+        place = st.expander(f"Token strip: {n} pieces", key="show_strip",
+                            on_change="rerun")
+        if not place.open:
+            return
     fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
                           font_size=font_size())
-    show(fig, "tokens")
+    with place:
+        show(fig, "tokens")
 
 
 def selectors(run) -> None:

@@ -7,6 +7,11 @@ is drawn in pixel units (one data unit is one pixel), so text and boxes
 keep their sizes whatever the number of tokens. All boxes of one colour are
 one filled trace, and pieces, ids and positions one text trace each: a
 figure has at most six traces, however long the input.
+
+A long input (more than ``COMPACT_ABOVE`` pieces) gets a compact strip: no id
+line (the hover still gives each id) and a position above every
+``POSITION_EVERY``-th box only: the boxes are lower and narrower, and the
+browser draws about a third of the texts.
 """
 
 from collections.abc import Sequence
@@ -29,6 +34,10 @@ KINDS = {  # kind: (name in the colour key, (fill, outline))
     "special": ("[CLS] / [SEP]", SPECIAL),
 }
 CAPTION = "above each box: position · in it: the piece and its vocabulary id"
+COMPACT_ABOVE = 128  # pieces; a longer input gets the compact strip
+POSITION_EVERY = 10  # in the compact strip, the boxes numbered
+COMPACT_CAPTION = (f"above every {POSITION_EVERY}th box: position · in it: the piece · "
+                   "hover a box for its vocabulary id")
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class Sizes:
     """Pixel sizes derived from the font size."""
 
     font: int
+    ids: bool = True  # a line for the vocabulary id in each box
 
     @property
     def small(self) -> int:
@@ -47,7 +57,7 @@ class Sizes:
 
     @property
     def box_h(self) -> float:
-        return self.font * 1.35 + self.small * 1.3 + self.pad
+        return self.font * 1.35 + (self.small * 1.3 if self.ids else 0) + self.pad
 
     @property
     def label_h(self) -> float:  # the position number above a box
@@ -65,13 +75,16 @@ def token_strip(
     special: Sequence[bool],
     font_size: int = 14,
     per_row: int | None = None,
+    compact: bool | None = None,
 ) -> go.Figure:
     """The pieces as boxes in reading order, wrapping to rows.
 
     ``segments`` holds the token type of each piece (0 for A, 1 for B) and
     ``special`` marks [CLS] / [SEP]. Rows wrap between words at ``ROW_PX``
     pixels, or after every ``per_row`` pieces when given. Hover reads
-    "position i: piece (id N, segment A)". Pieces are escaped.
+    "position i: piece (id N, segment A)". Pieces are escaped. ``compact``
+    (default: more than ``COMPACT_ABOVE`` pieces) leaves the ids to the hover
+    and numbers every ``POSITION_EVERY``-th box only.
     """
     n = len(tokens)
     if not (len(ids) == len(segments) == len(special) == n):
@@ -81,7 +94,8 @@ def token_strip(
         )
     if per_row is not None and per_row < 1:
         raise ValueError(f"per_row must be at least 1, got {per_row}")
-    sizes = Sizes(font_size)
+    compact = n > COMPACT_ABOVE if compact is None else compact
+    sizes = Sizes(font_size, ids=not compact)
     pieces = [escape(t) for t in tokens]
     widths = np.array([_box_width(p, i, sizes) for p, i in zip(pieces, ids)])
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
@@ -95,24 +109,25 @@ def token_strip(
         mask = np.array([k == kind for k in kinds], dtype=bool)
         if mask.any():
             traces.append(_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours))
-    traces += [
-        _text("piece", centre_x, top + sizes.pad / 2 + sizes.font * 0.7,
-              _show_pieces(pieces, attached), sizes.font, "#1a1a1a",
-              hovers=_hovers(pieces, ids, segments, special)),
-        _text("id", centre_x, top + sizes.box_h - sizes.pad / 2 - sizes.small * 0.65,
-              [str(i) for i in ids], sizes.small, "#555555"),
-        _text("position", centre_x, top - sizes.label_h / 2, [str(i) for i in range(n)],
-              sizes.small, "#8a8a8a"),
-    ]
+    traces.append(_text("piece", centre_x, top + sizes.pad / 2 + sizes.font * 0.7,
+                        _show_pieces(pieces, attached), sizes.font, "#1a1a1a",
+                        hovers=_hovers(pieces, ids, segments, special)))
+    if sizes.ids:
+        traces.append(_text("id", centre_x, top + sizes.box_h - sizes.pad / 2 - sizes.small * 0.65,
+                            [str(i) for i in ids], sizes.small, "#555555"))
+    numbered = np.arange(0, n, POSITION_EVERY if compact else 1)
+    traces.append(_text("position", centre_x[numbered], top[numbered] - sizes.label_h / 2,
+                        [str(i) for i in numbered], sizes.small, "#8a8a8a"))
     n_rows = int(row.max()) + 1 if n else 1
     present = [kind for kind in KINDS if kind in kinds]
-    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present))
+    caption = COMPACT_CAPTION if compact else CAPTION
+    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption))
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
-    """Wide enough for the piece, its id and its position number."""
+    """Wide enough for the piece, its id (when shown) and its position number."""
     piece_px = len(piece) * sizes.font * CHAR_WIDTH
-    id_px = len(str(token_id)) * sizes.small * CHAR_WIDTH
+    id_px = len(str(token_id)) * sizes.small * CHAR_WIDTH if sizes.ids else 0
     return float(max(piece_px, id_px, sizes.font * 1.2) + 2 * sizes.pad)
 
 
@@ -223,7 +238,7 @@ def colour_key(kinds: Sequence[str]) -> str:
     return "   ".join(f'<span style="color:{KINDS[kind][1][1]}">■</span> {KINDS[kind][0]}' for kind in kinds)
 
 
-def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str]) -> dict:
+def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], caption: str = CAPTION) -> dict:
     """One data unit per pixel: the plot area is exactly the strip's size."""
     legend_px = round(sizes.font * 2.6)
     caption_px = round(sizes.small * 2.2)
@@ -235,7 +250,7 @@ def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str]) 
         height=int(np.ceil(height)) + 2 * EDGE_PX + legend_px + caption_px,
         margin=dict(l=10, r=10, t=legend_px, b=caption_px),
         annotations=[
-            dict(text=CAPTION, x=0, xref="paper", xanchor="left", y=0, yref="paper",
+            dict(text=caption, x=0, xref="paper", xanchor="left", y=0, yref="paper",
                  yanchor="top", yshift=-4, showarrow=False,
                  font=dict(size=sizes.small, color="#6b6b6b")),
             dict(text=colour_key(kinds), x=0, xref="paper", xanchor="left", y=1, yref="paper",
