@@ -96,3 +96,36 @@ def test_compute_slots_bound_concurrent_computations_and_allow_nesting():
         t.join(timeout=10)
     assert not any(t.is_alive() for t in threads)  # no deadlock
     assert peak[0] == 2 and len(outer.items) == 6
+
+
+def test_a_small_computation_does_not_wait_for_the_slots_a_long_one_holds():
+    import time
+
+    from ui.cache import Budget
+
+    budget = Budget(max_bytes=10**9, slots=1)
+    store_ = BoundedStore(50, 10**9, budget)
+    release = threading.Event()
+    long_one = threading.Thread(target=store_.get_or_compute, args=("long", lambda: (release.wait(10), np.ones(1))[1]))
+    long_one.start()
+    time.sleep(0.1)  # the long one holds the only slot
+    done = []
+    small = threading.Thread(target=lambda: done.append(store_.get_or_compute("short", lambda: np.ones(1), small=True)))
+    small.start()
+    small.join(timeout=2)
+    ordinary = threading.Thread(target=lambda: done.append(store_.get_or_compute("other", lambda: np.ones(1))))
+    ordinary.start()
+    ordinary.join(timeout=0.5)
+    assert len(done) == 1 and ordinary.is_alive()  # the small one went ahead; a slotted one waits
+    release.set()
+    long_one.join(timeout=5)
+    ordinary.join(timeout=5)
+    assert len(done) == 2
+
+
+def test_a_sentence_is_a_small_run_and_a_long_input_is_not(minilm):
+    from ui.cache import is_small_run, token_bound
+
+    assert token_bound("It was.", "Ünïcode") == len("It was.") + len("Ünïcode".encode()) + 4
+    assert is_small_run("", "The animal didn't cross the street because it was too tired.")
+    assert not is_small_run("", "word " * 100)  # up to 504 tokens: 6 x 12 maps of 504 x 504 are 73 MB

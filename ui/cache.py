@@ -35,6 +35,7 @@ USES = itertools.count()  # one clock for every store's "last use", so stores sh
 torch.set_num_threads(1)
 TOTAL_MAX_BYTES = 600 * MB  # every store's results together
 COMPUTE_SLOTS = 2  # results computed at once (the cores of the machine the targets are set for)
+SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 # Heavy computations (attention flow, suite scoring, the head comparison, ablation, GQA conversion)
 # run HEAVY_SLOTS at a time in the whole process, so one visitor's flow cannot starve the room's
@@ -219,10 +220,13 @@ class BoundedStore:
             if self.budget:
                 self.budget.evict(keep=(self, key))
 
-    def get_or_compute(self, key, compute: Callable[[], Any]):
+    def get_or_compute(self, key, compute: Callable[[], Any], small: bool = False):
+        """The stored value of `key`, or compute() in one of the budget's compute slots and kept. A
+        `small` computation (a short sentence's run) goes ahead without a slot: its buffers are small,
+        and a room's ordinary submissions must not queue behind a long one holding the slots."""
         value = self.get(key)
         if value is None:
-            with self.budget.slot() if self.budget else contextlib.nullcontext():
+            with self.budget.slot() if self.budget and not small else contextlib.nullcontext():
                 value = compute()
             self.put(key, value)
         return value
@@ -317,7 +321,20 @@ def get_run(source: str, text: str, text_b: str, causal: bool = False):
             return pooled_run(model, enc, (source, text, text_b, causal))
         return run_sentence(model, tokenizer, text, text_b, causal=causal)
 
-    return store("runs", 32, 400 * MB).get_or_compute((source, text, text_b, causal), compute)
+    return store("runs", 32, 400 * MB).get_or_compute((source, text, text_b, causal), compute,
+                                                      small=is_small_run(source, text, text_b))
+
+
+def token_bound(*texts: str) -> int:
+    """At most how many tokens `texts` make together: every token covers at least one byte of the
+    UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens."""
+    return sum(len(t.encode()) for t in texts) + 4
+
+
+def is_small_run(source: str, text: str, text_b: str = "") -> bool:
+    """Whether every map of this input, at the most tokens it can make, is within SMALL_RUN_BYTES."""
+    c = get_model(source)[0].config
+    return maps_bytes(c.num_hidden_layers, c.num_attention_heads, token_bound(text, text_b)) <= SMALL_RUN_BYTES
 
 
 def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
