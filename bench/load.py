@@ -17,7 +17,7 @@ settled RSS by <= 100 MB (no new submission after --budget seconds). --quick: 3 
 of 20. --long: every sentence is its marker repeated to 510 tokens, the model's limit.
 
 --hostile: the last 2 of the N sessions are strangers trying to take the server down while the
-other N - 2 submit sentences (the strangers in a second Chromium, as on laptops of their own): one runs a 512-token sentence (the model's limit) through the shape
+other N - 2 submit sentences: one runs a 512-token sentence (the model's limit) through the shape
 flow view with the padded batch, links the same sentence into attention flow (capped at 64 tokens)
 and then asks for the heaviest flow allowed (62 words, all layers' graph); the other uploads a 5 MB
 coreference suite and links locked-out models (?model=/etc, a hub id not in the list). The ordinary
@@ -392,13 +392,21 @@ async def hostile_case(page, name: str, action, timeout_s: float, start: float) 
     return {"name": name, "from_s": began - start, "to_s": ended - start, "failed": failed, **seen}
 
 
-def big_suite(mb: int) -> Path:
-    """A JSONL coreference suite of well-formed lines, `mb` MB in all."""
-    line = (json.dumps({"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
-                        "candidates": ["trophy", "suitcase"], "answer": "trophy"}) + "\n").encode()
-    path = Path(tempfile.mkstemp(prefix="hostile-suite-", suffix=".jsonl")[1])
-    path.write_bytes(line * (mb * 1024 * 1024 // len(line) + 1))
-    return path
+SUITE_LINE = json.dumps({"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
+                         "candidates": ["trophy", "suitcase"], "answer": "trophy"}) + "\n"
+# The stranger's browser makes the file itself and drops it on the upload box, as a laptop picks one from
+# its own disk: handed over by Playwright, 5 MB would cross the one browser process every page of the
+# room goes through, and hold up their websocket frames for seconds (a cost of this bench, not the server's).
+DROP_SUITE = """([line, mb]) => {
+    const file = new File([line.repeat(Math.ceil(mb * 1024 * 1024 / line.length))], "hostile-suite.jsonl",
+                          {type: "application/jsonl"});
+    const input = document.querySelector('input[type=file]');
+    const files = new DataTransfer();
+    files.items.add(file);
+    input.files = files.files;
+    input.dispatchEvent(new Event("change", {bubbles: true}));
+    return file.size;
+}"""
 
 
 async def heavy_stranger(page, url: str, word: str, timeout_s: float, start: float) -> list[dict]:
@@ -431,18 +439,16 @@ async def heavy_stranger(page, url: str, word: str, timeout_s: float, start: flo
 
 async def upload_stranger(page, url: str, timeout_s: float, start: float) -> list[dict]:
     """A 5 MB suite upload, then links to models outside the server's list."""
-    suite = big_suite(UPLOAD_MB)
     steps = []
+    size = -(-UPLOAD_MB * 1024 * 1024 // len(SUITE_LINE)) * len(SUITE_LINE)  # bytes of the file, as made below
 
     async def upload():
-        await page.locator("input[type=file]").set_input_files(str(suite), timeout=timeout_s * 1000)
+        await page.locator("input[type=file]").wait_for(state="attached", timeout=timeout_s * 1000)
+        made = await page.evaluate(DROP_SUITE, [SUITE_LINE, UPLOAD_MB])
+        assert made == size, (made, size)
         await settle(page, timeout_s, first_s=2.0)
 
-    try:
-        steps.append(await hostile_case(page, f"a {suite.stat().st_size / 1e6:.1f} MB coreference suite uploaded",
-                                        upload, timeout_s, start))
-    finally:
-        suite.unlink()
+    steps.append(await hostile_case(page, f"a {size / 1e6:.1f} MB coreference suite uploaded", upload, timeout_s, start))
     for source in LOCKED_OUT:
         steps.append(await hostile_case(page, f"a locked-out model linked: ?model={source}",
                                         lambda s=source: visit(page, f"{url}/?model={s}", timeout_s),
@@ -514,14 +520,12 @@ def health(url: str) -> str:
         return f"no answer ({type(err).__name__})"
 
 
-async def open_hall(browser, url: str, n: int, out: dict, sampler: RssSampler, meter: CpuMeter,
-                    strangers=None, n_strangers: int = 0) -> list:
-    """n sessions opened at once, the last `n_strangers` of them in the `strangers` browser; `out` gets the
-    browser's version, the time and CPU it took and the server's memory then (peak, and settled when idle)."""
+async def open_hall(browser, url: str, n: int, out: dict, sampler: RssSampler, meter: CpuMeter) -> list:
+    """n sessions opened at once; `out` gets the browser's version, the time and CPU it took and the server's
+    memory then (peak, and settled when idle)."""
     out["chromium"] = browser.version
     start, cpu_start = time.perf_counter(), meter.read()
-    pages = await asyncio.gather(*(open_session(strangers if i >= n - n_strangers else browser, url, 60 + 15 * n)
-                                   for i in range(n)))
+    pages = await asyncio.gather(*(open_session(browser, url, 60 + 15 * n) for _ in range(n)))
     out["open_s"], out["open_cpu"] = time.perf_counter() - start, meter.since(cpu_start)
     out["open_peak_mb"], out["idle_mb"] = sampler.peak(), await sampler.settled(2.0, 1.0)
     return pages
@@ -535,10 +539,8 @@ async def hostile_hall(args, url: str, sampler: RssSampler, meter: CpuMeter, pro
     out: dict = {"n": n, "long": False, "load": load_average(), "hostile": True, "think": args.think,
                  "control": args.control}
     async with async_playwright() as pw:
-        # the strangers in a Chromium of their own, as on their own laptops: the room's browser process does
-        # not carry their 5 MB upload (through it, every page's websocket frames waited for it)
-        browser, strangers = await launch(pw), await launch(pw)
-        pages = await open_hall(browser, url, n, out, sampler, meter, strangers, HOSTILE_SESSIONS)
+        browser = await launch(pw)
+        pages = await open_hall(browser, url, n, out, sampler, meter)
         ordinary, hostile = pages[:k], pages[k:]
         out["words"], spare = words[:k], words[k:]
         foreign = [set(words) - {words[i]} for i in range(k)]  # any other marker, whoever submits it
@@ -555,7 +557,6 @@ async def hostile_hall(args, url: str, sampler: RssSampler, meter: CpuMeter, pro
             await page.context.close()
         out["closed_mb"] = await sampler.settled(3.0, 1.0)
         await browser.close()
-        await strangers.close()
     return out
 
 
@@ -565,8 +566,7 @@ def print_storm(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> i
     print(f"machine: {machine()}")
     print(f"load average (1/5/15 min): {out['load']} at the start, {load_average()} at the end; "
           "other work on the machine slows every time here")
-    print(f"{out['n']} sessions (Chromium {out['chromium']}: one browser with {k} contexts for the room, another "
-          f"with {HOSTILE_SESSIONS} for the strangers) against one app server, pid "
+    print(f"{out['n']} sessions (one Chromium {out['chromium']}, {out['n']} contexts) against one app server, pid "
           f"{pid}, on 127.0.0.1, locked to the bundled model: {k} ordinary, {HOSTILE_SESSIONS} hostile")
     print(f"all sessions opened in {out['open_s']:.1f} s ({out['open_cpu']}); "
           f"server RSS then {out['idle_mb']:.0f} MB, peak so far {out['open_peak_mb']:.0f} MB")
