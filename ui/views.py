@@ -104,12 +104,12 @@ def tokens_strip(run) -> None:
     if enc.notice:
         st.warning(enc.notice)
     n = len(enc.tokens)
-    place = st.container()
     if n > COMPACT_ABOVE:
-        place = st.expander(f"Token strip: {n} pieces", key="show_strip",
-                            on_change="rerun")
+        place = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
         if not place.open:
             return
+    else:
+        place = st.container()
     fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
                           font_size=font_size())
     with place:
