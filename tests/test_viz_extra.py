@@ -160,6 +160,17 @@ def test_a_long_inputs_strip_is_compact_ids_in_the_hover_every_tenth_position():
     assert [t.name for t in short.data if t.mode == "text"] == ["piece", "id", "position"]
 
 
+def test_token_strip_wraps_within_the_width_it_is_given():
+    words = [("walk", 1), ("##ing", 2), ("dogs", 3), ("un", 4), ("##believ", 5), ("##ably", 6)] * 40
+    tokens, ids = [w for w, _ in words], [i for _, i in words]
+    for width in (500, 766):
+        fig = viz.token_strip(tokens, ids, [0] * len(tokens), [False] * len(tokens), width=width)
+        assert fig.layout.width <= width  # never shrunk to fit its column, so boxes keep their text's size
+        assert max(right for _, (_, right, _, _) in boxes(fig)) <= fig.layout.xaxis.range[1]
+    wide = viz.token_strip(tokens, ids, [0] * len(tokens), [False] * len(tokens))
+    assert wide.layout.width > 766  # by default rows wrap at ROW_PX
+
+
 def test_token_strip_font_size_and_checks():
     assert strip_pair(font_size=22).layout.font.size == 22
     assert named(strip_pair(font_size=22), "piece").textfont.size == 22

@@ -26,6 +26,11 @@ def main_px() -> int:
     return PAGE_PX - sidebar - 2 * PADDING_REM * rem_px() - SCROLLBAR_PX
 
 
+def expander_px() -> int:
+    """Width inside an expander across the main column: 1 rem of padding and a 1 px border each side."""
+    return main_px() - 2 * (rem_px() + 1)
+
+
 def column_px(spec: int | list[int], index: int = 0) -> int:
     """Width of column ``index`` of ``st.columns(spec)`` in the main column."""
     weights = [1] * spec if isinstance(spec, int) else list(spec)

@@ -18,7 +18,7 @@ from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 from viz.tokens import COMPACT_ABOVE
 
 from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big, precision_caption
-from .layout import column_px, main_px, slots
+from .layout import column_px, expander_px, main_px, slots
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy
 from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, choose_model,
@@ -111,7 +111,7 @@ def tokens_strip(run) -> None:
     else:
         place = st.container()
     fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                          font_size=font_size())
+                          font_size=font_size(), width=expander_px() if n > COMPACT_ABOVE else main_px())
     with place:
         show(fig, "tokens")
 

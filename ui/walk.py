@@ -102,7 +102,7 @@ def walk_view(run) -> None:
     if step.title == "Tokens":
         enc = run.encoded
         show(viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                             font_size=font_size()), "walk-tokens")
+                             font_size=font_size(), width=main_px()), "walk-tokens")
     elif step.names:
         draw_tensors(trace, step.names, head, run.tokens)
     else:

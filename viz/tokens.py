@@ -26,6 +26,8 @@ from viz._text import escape
 ROW_PX = 1000  # widest row before wrapping
 GAP_PX = 6  # between boxes of different words
 EDGE_PX = 2  # around the strip, so outlines at its edges are not clipped
+FRAME_PX = 20  # the figure's left and right margins together
+MIN_ROW_PX = 200  # rows never wrap narrower than this, whatever the width given
 CHAR_WIDTH = 0.62  # average glyph width as a fraction of the font size
 CONTINUATION = "##"
 KINDS = {  # kind: (name in the colour key, (fill, outline))
@@ -76,6 +78,7 @@ def token_strip(
     font_size: int = 14,
     per_row: int | None = None,
     compact: bool | None = None,
+    width: int | None = None,
 ) -> go.Figure:
     """The pieces as boxes in reading order, wrapping to rows.
 
@@ -84,7 +87,10 @@ def token_strip(
     pixels, or after every ``per_row`` pieces when given. Hover reads
     "position i: piece (id N, segment A)". Pieces are escaped. ``compact``
     (default: more than ``COMPACT_ABOVE`` pieces) leaves the ids to the hover
-    and numbers every ``POSITION_EVERY``-th box only.
+    and numbers every ``POSITION_EVERY``-th box only. ``width``: the most
+    pixels the figure may take (its column), rows wrapping within it; by
+    default rows wrap at ``ROW_PX``. Drawn wider than its column, the figure
+    would be shrunk to fit and its boxes with it, but not its text.
     """
     n = len(tokens)
     if not (len(ids) == len(segments) == len(special) == n):
@@ -101,7 +107,8 @@ def token_strip(
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
     kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
 
-    left, row = _place(widths, attached, per_row)
+    row_px = ROW_PX if width is None else max(MIN_ROW_PX, width - 2 * EDGE_PX - FRAME_PX)
+    left, row = _place(widths, attached, per_row, row_px)
     top = row * sizes.row_h + sizes.label_h  # (n,) top edge of each box
     centre_x = left + widths / 2
     traces = []
@@ -121,7 +128,8 @@ def token_strip(
     n_rows = int(row.max()) + 1 if n else 1
     present = [kind for kind in KINDS if kind in kinds]
     caption = COMPACT_CAPTION if compact else CAPTION
-    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption))
+    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption,
+                                     width))
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
@@ -139,7 +147,7 @@ def _kind(segment: int, special: bool) -> str:
     return "special" if special else ("B" if segment else "A")
 
 
-def _place(widths: np.ndarray, attached: np.ndarray, per_row: int | None):
+def _place(widths: np.ndarray, attached: np.ndarray, per_row: int | None, row_px: float = ROW_PX):
     """Left edge (px) and row of each box.
 
     A continuation piece has no gap before it. Wrapping happens between
@@ -156,7 +164,7 @@ def _place(widths: np.ndarray, attached: np.ndarray, per_row: int | None):
             wrap = count == per_row
         else:
             need = widths[i] if attached[i] else gaps[i] + word_px[i]
-            wrap = x > 0 and x + need > ROW_PX
+            wrap = x > 0 and x + need > row_px
         if wrap:
             x, r, count = 0.0, r + 1, 0
         elif x > 0:
@@ -238,15 +246,18 @@ def colour_key(kinds: Sequence[str]) -> str:
     return "   ".join(f'<span style="color:{KINDS[kind][1][1]}">■</span> {KINDS[kind][0]}' for kind in kinds)
 
 
-def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], caption: str = CAPTION) -> dict:
-    """One data unit per pixel: the plot area is exactly the strip's size."""
+def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], caption: str = CAPTION,
+            most_px: int | None = None) -> dict:
+    """One data unit per pixel: the plot area is exactly the strip's size (within ``most_px`` in all)."""
     legend_px = round(sizes.font * 2.6)
     caption_px = round(sizes.small * 2.2)
     width = max(content_px, sizes.font * 30)  # room for the legend on one line
+    if most_px is not None:
+        width = max(content_px, min(width, most_px - 2 * EDGE_PX - FRAME_PX))
     height = n_rows * sizes.row_h
     layout = base_layout(sizes.font)
     layout.update(
-        width=int(np.ceil(width)) + 2 * EDGE_PX + 20,
+        width=int(np.ceil(width)) + 2 * EDGE_PX + FRAME_PX,
         height=int(np.ceil(height)) + 2 * EDGE_PX + legend_px + caption_px,
         margin=dict(l=10, r=10, t=legend_px, b=caption_px),
         annotations=[
