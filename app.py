@@ -89,7 +89,10 @@ def main() -> None:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)
     for notice in st.session_state.url_notices:  # shown once, after the link was read
-        st.toast(notice) if present else st.info(notice)
+        if present:
+            st.toast(notice)
+        else:
+            st.info(notice)
     st.session_state.url_notices = []
     if all(run.encoded.special):
         st.info("The sentence has no characters the tokenizer keeps (only spaces, invisible or control "

@@ -83,6 +83,7 @@ def test_default_sentence_opens_the_head_that_sends_it_to_animal(default_run):
     assert fig["layout"]["xaxis"]["ticktext"] == tokens
     assert any(f"Opened layer {layer}, head {head}" in i.value and "animal" in i.value for i in at.info)
     assert str(at.query_params["layer"]).strip("[]'") == str(layer)
+    assert not at.get("help") and not at.code  # nothing written by accident (a bare expression's value)
 
 
 def test_a_link_with_a_head_opens_that_head():
@@ -208,6 +209,7 @@ def test_a_long_inputs_strip_waits_in_a_closed_expander_until_opened():
     no_errors(at)
     (strip,) = strip_charts(at)
     assert [t["name"] for t in strip["data"] if t.get("mode") == "text"] == ["piece", "position"]  # compact
+    assert strip["layout"]["width"] <= 1280 - 300 - 160 - 20 - 34  # fits the expander at 1280 px: never shrunk
     assert at.query_params["strip"] == "1"  # the link keeps it open
 
 
