@@ -99,7 +99,7 @@ def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
     wait_settled(page)
     page.get_by_text("Renormalise rows").click()
     wait_settled(page)
-    page.get_by_text("Merge word pieces into words").click()
+    page.get_by_text("Merge word pieces", exact=True).click()
     wait_settled(page)
     page.get_by_text("Lines", exact=True).click()
     wait_settled(page)

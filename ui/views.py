@@ -142,7 +142,7 @@ def head_view(run) -> None:
     hide = a.checkbox(f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
                       key="hide_special", disabled=not specials)
     renormalize = b.checkbox("Renormalise rows", key="renormalize", disabled=not hide)
-    merge = c.checkbox("Merge word pieces into words", key="merge_words")
+    merge = c.checkbox("Merge word pieces", key="merge_words", help="Each word one row and one column")
     mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
     layer, head = st.session_state.layer, st.session_state.head
     if mode == DRAW_MODES["heatmap"]:
