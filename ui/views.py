@@ -104,14 +104,15 @@ def tokens_strip(run) -> None:
     if enc.notice:
         st.warning(enc.notice)
     n = len(enc.tokens)
-    if n > COMPACT_ABOVE:
+    folded = n > COMPACT_ABOVE
+    if folded:
         place = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
         if not place.open:
             return
     else:
         place = st.container()
     fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                          font_size=font_size(), width=expander_px() if n > COMPACT_ABOVE else main_px())
+                          font_size=font_size(), width=expander_px() if folded else main_px())
     with place:
         show(fig, "tokens")
 

@@ -107,7 +107,8 @@ def token_strip(
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
     kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
 
-    row_px = ROW_PX if width is None else max(MIN_ROW_PX, width - 2 * EDGE_PX - FRAME_PX)
+    room = None if width is None else width - 2 * EDGE_PX - FRAME_PX  # the strip's own pixels, edges aside
+    row_px = ROW_PX if room is None else max(MIN_ROW_PX, room)
     left, row = _place(widths, attached, per_row, row_px)
     top = row * sizes.row_h + sizes.label_h  # (n,) top edge of each box
     centre_x = left + widths / 2
@@ -129,7 +130,7 @@ def token_strip(
     present = [kind for kind in KINDS if kind in kinds]
     caption = COMPACT_CAPTION if compact else CAPTION
     return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption,
-                                     width))
+                                     room))
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
@@ -247,13 +248,14 @@ def colour_key(kinds: Sequence[str]) -> str:
 
 
 def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], caption: str = CAPTION,
-            most_px: int | None = None) -> dict:
-    """One data unit per pixel: the plot area is exactly the strip's size (within ``most_px`` in all)."""
+            room: float | None = None) -> dict:
+    """One data unit per pixel: the plot area is exactly the strip's size (the legend's room within
+    ``room`` px, the most the strip may take)."""
     legend_px = round(sizes.font * 2.6)
     caption_px = round(sizes.small * 2.2)
     width = max(content_px, sizes.font * 30)  # room for the legend on one line
-    if most_px is not None:
-        width = max(content_px, min(width, most_px - 2 * EDGE_PX - FRAME_PX))
+    if room is not None:
+        width = max(content_px, min(width, room))
     height = n_rows * sizes.row_h
     layout = base_layout(sizes.font)
     layout.update(
