@@ -22,7 +22,7 @@ def test_streamlit_run_finds_the_app_with_the_warm_up_lifespan():
 
 
 WARM_UP = r"""
-import json, sys, threading, time
+import gc, json, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import logging; logging.disable(logging.WARNING)
 from ui import preload
@@ -31,6 +31,7 @@ assert "torch" not in sys.modules and "pandas" not in sys.modules  # the page's 
 before = sys.getswitchinterval()
 thread = preload.start_warm_up()
 switch_during = sys.getswitchinterval()
+collecting_during = gc.isenabled()
 assert preload.start_warm_up() is None  # once per process
 blocked_at_once = not preload.ready() and not preload._lock.acquire(blocking=False)
 errors, waited = [], []
@@ -53,14 +54,17 @@ for s in sessions:
 for s in sessions:
     s.join(timeout=300)
 thread.join(timeout=300)
-from ui.cache import LOADED, MB, store
+from ui.cache import LOADED, MB, get_model, store
 from ui.state import DEFAULT_SENTENCE
+watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 print(json.dumps({
     "switch": [before, switch_during, sys.getswitchinterval()],
     "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
     "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],
+    "collecting": [collecting_during, gc.isenabled()], "frozen": gc.get_freeze_count(),
+    "torch_watched": id(vars(sys.modules["torch"])) in watched, "model_watched": id(get_model("")[0]) in watched,
 }))
 """
 
@@ -77,6 +81,10 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     assert found["modules"] == []
     before, during, after = found["switch"]
     assert during < before and after == before  # the server's thread gets the GIL promptly meanwhile
+    # no collections while it imports; then what the imports made is frozen out of later full
+    # collections, and the model (which the cache may drop) is still the collector's
+    assert found["collecting"] == [False, True]
+    assert found["frozen"] > 100_000 and not found["torch_watched"] and found["model_watched"]
 
 
 def test_without_a_server_preload_imports_the_lazy_modules_itself():
