@@ -8,9 +8,9 @@ The shape is Llama-3.2-1B's scaled down for a CPU: head width 64, 4 query heads 
 head, llama3 rope scaling, a feed-forward 4x the width; but 512 wide (1B: 2048), 8 layers (16),
 8 query and 2 key/value heads (32 and 8), a 1000-token vocabulary (128256). Ours is run with
 `maps_for={layer}`: that layer's maps, every other layer through torch's fused attention.
-Prints per length the median time per forward and the peak memory of one forward, each in a fresh
-process (on the CPU: peak RSS above the process's resident size just before the call; on a GPU: peak
-allocated GPU memory above what was allocated before it), and ours / theirs.
+Prints per length the median time per forward (seconds; milliseconds on a GPU) and the peak memory of
+one forward, each in a fresh process (on the CPU: peak RSS above the process's resident size just before
+the call; on a GPU: peak allocated GPU memory above what was allocated before it), and ours / theirs.
 By default (auto) both run on CUDA in bfloat16 when a GPU is present (ours keeps its maps in float32,
 transformers' eager returns bfloat16 ones), else on the CPU in float32; the first line says which.
 """
@@ -132,8 +132,10 @@ def main() -> None:
           f"{SHAPE['num_attention_heads']} heads / {SHAPE['num_key_value_heads']} K/V heads of 64; "
           f"ours keeps layer {args.layer}'s maps, transformers eager all of them")
     print(f"device: {device} ({where}); weights {str(dtype).removeprefix('torch.')}; memory: {memory}")
-    print(f"{'tokens':>6}  {'ours s':>8}  {'theirs s':>8}  {'time ratio':>10}  {'ours MB':>8}  {'theirs MB':>9}  "
-          f"{'memory ratio':>12}")
+    # a GPU's forward takes milliseconds: seconds to three places would show one significant digit
+    unit, scale, places = ("ms", 1000, 2) if device.type == "cuda" else ("s", 1, 3)
+    print(f"{'tokens':>6}  {'ours ' + unit:>8}  {'theirs ' + unit:>8}  {'time ratio':>10}  {'ours MB':>8}  "
+          f"{'theirs MB':>9}  {'memory ratio':>12}")
     for length in args.lengths:
         fns = forwards(ours, theirs, length, args.layer)
         with torch.inference_mode():
@@ -143,7 +145,8 @@ def main() -> None:
             mine, ref = interleaved_medians([fns["ours"], fns["theirs"]], args.repeats)
         peak_ours, peak_theirs = (measure_peak(w, length, args.threads, args.layer, device, dtype)
                                   for w in ("ours", "theirs"))
-        print(f"{length:>6}  {mine:>8.3f}  {ref:>8.3f}  {mine / ref:>10.2f}  {peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
+        print(f"{length:>6}  {mine * scale:>8.{places}f}  {ref * scale:>8.{places}f}  {mine / ref:>10.2f}  "
+              f"{peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
               f"{peak_ours / peak_theirs if peak_theirs else float('nan'):>12.2f}")
 
 
