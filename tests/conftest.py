@@ -1,6 +1,7 @@
 """Shared fixtures: the bundled MiniLM and a tiny random BERT checkpoint written to a temp folder."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,10 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+# The app tests compare the page with float32 runs on the CPU; on a machine with a GPU, ATTENTION_DEVICE's
+# default (auto) would put the app's model there in bfloat16. Set it to run them on the GPU
+# (tests/test_cuda.py puts its models there itself).
+os.environ.setdefault("ATTENTION_DEVICE", "cpu")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
