@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -49,7 +50,8 @@ class MaskedLMHead(nn.Module):
     def __init__(self, config: ModelConfig, activation: str | None = None):
         super().__init__()
         self.transform = PredictionTransform(config, activation)
-        self.decoder = nn.Linear(config.embedding_width, config.vocab_size, bias=False)
+        # its weight is the word embeddings' (tie_to): made on the meta device, it takes no memory meanwhile
+        self.decoder = nn.Linear(config.embedding_width, config.vocab_size, bias=False, device="meta")
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def tie_to(self, word_embeddings: nn.Embedding) -> None:
@@ -75,14 +77,14 @@ def _checkpoint_name(key: str, names: MaskedLMNames) -> str:
     return names.root + key
 
 
-def _head_tensors(checkpoint: dict[str, torch.Tensor], names: MaskedLMNames) -> dict[str, torch.Tensor]:
+def _head_tensors(checkpoint: Mapping[str, torch.Tensor], names: MaskedLMNames) -> dict[str, torch.Tensor]:
     """The checkpoint's tensors under `names.root`, under the head's names (decoder's as "decoder.*"),
-    as float32; a name under the root that is no part of the head is kept as it is (an error later)."""
+    as float32; a name under the root that is no part of the head is kept as it is (an error later).
+    Only those are read from the files: the model's own weights stay on disk."""
     parts = _parts(names)
     tensors = {}
-    for name, tensor in checkpoint.items():
-        if not name.startswith(names.root):
-            continue
+    for name in [n for n in checkpoint if n.startswith(names.root)]:
+        tensor = checkpoint[name]
         key = re.sub(r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}", name[len(names.root):])
         for theirs, ours in parts.items():
             if key == theirs or key.startswith(theirs + "."):
@@ -129,8 +131,8 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
     expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
     check_tensors(tensors, expected, what="the checkpoint's MLM head",
                   name_of=lambda key: _checkpoint_name(key, names))
+    head.tie_to(word_embeddings)  # first: the meta decoder weight could not be moved
     head.to(dtype=embeddings.dtype, device=embeddings.device)  # load_state_dict casts the float32 tensors
-    head.tie_to(word_embeddings)
     head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)
     return head.eval().requires_grad_(False)
 
