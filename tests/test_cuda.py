@@ -25,6 +25,7 @@ from attention.trace import head_matrix, trace_layer
 
 from conftest import ROOT, make_tiny
 from families import CONFIGS, make_family
+from test_precision import check_fused_layers_and_kept_rows
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
 
@@ -146,27 +147,10 @@ def test_bin_and_sharded_checkpoints_load_onto_the_gpu(tmp_path, how):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", ["llama", "bert"])
 def test_fused_layers_and_kept_rows_on_the_gpu(folders, family, dtype):
-    """maps_for and rows (big runs, coreference scoring) run torch's fused attention on the GPU: the kept rows
-    are those of the full map, the hidden states those of the fused run."""
-    ours, tokenizer = load_model(folders[family], device="cuda", dtype=dtype)
-    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    ids, mask = on_model_device(ours, batch["input_ids"], batch["attention_mask"])
-    rows = torch.tensor([[0, 2], [1, 1]])  # on the CPU: the model moves them to its device
-    with torch.inference_mode():
-        full = ours(ids, mask)
-        fused = ours(ids, mask, maps_for=())
-        picked = ours(ids, mask, rows=rows)
-        one_full = [ours(ids, mask, maps_for={i}).attentions[i] for i in range(ours.config.num_hidden_layers)]
-    assert fused.attentions == (None,) * ours.config.num_hidden_layers
-    keep = mask.bool()
-    assert worst(fused.hidden_states, full.hidden_states, keep) <= (1e-5 if dtype == "float32" else 0.05)
-    for a, f in zip(picked.hidden_states, fused.hidden_states):
-        torch.testing.assert_close(a, f, atol=0, rtol=0)
-    rows = rows.to(ids.device)
-    for a, f in zip(picked.attentions, one_full):
-        assert a.device.type == "cuda" and a.dtype == f.dtype == torch.float32
-        expected = torch.stack([f[b][:, rows[b]] for b in range(2)])  # (B, H, P, S)
-        torch.testing.assert_close(a, expected, atol=1e-6, rtol=0)
+    """maps_for and rows (big runs, coreference scoring) run torch's fused attention on the GPU."""
+    model, tokenizer = load_model(folders[family], device="cuda", dtype=dtype)
+    assert on_gpu(model)
+    check_fused_layers_and_kept_rows(model, tokenizer, hidden_tol=1e-5 if dtype == "float32" else 0.05)
 
 
 # ---- what the app computes with a GPU model (ui/cache.py, ui/analysis.py, ui/coref_data.py) -------------

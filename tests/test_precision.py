@@ -6,6 +6,7 @@ import torch
 
 import attention.loading as loading
 from attention import ModelLoadError, load_model
+from attention.inputs import on_model_device
 from attention.run import run_padded_batch
 
 from families import make_family, reference
@@ -79,11 +80,13 @@ def test_the_same_weights_in_float32_are_told_apart(folder):
     assert worst(mine.hidden_states, theirs.hidden_states, batch["attention_mask"].bool()) > HIDDEN_TOL
 
 
-def test_fused_layers_and_kept_rows_in_bfloat16(folder):
-    ours, tokenizer = load_model(folder, dtype="bfloat16")
+def check_fused_layers_and_kept_rows(ours, tokenizer, hidden_tol: float) -> None:
+    """maps_for and rows (big runs, coreference scoring) run torch's fused attention: the kept rows are those
+    of the full map, in float32 and on the model's device; the fused run's hidden states are the explicit
+    run's within `hidden_tol` and exactly the rows' run's. tests/test_cuda.py runs it on a GPU."""
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    rows = torch.tensor([[0, 2], [1, 1]])
+    ids, mask = on_model_device(ours, batch["input_ids"], batch["attention_mask"])
+    rows = torch.tensor([[0, 2], [1, 1]])  # on the CPU: the model moves them to its device
     with torch.no_grad():
         full = ours(ids, mask)
         fused = ours(ids, mask, maps_for=())
@@ -91,14 +94,18 @@ def test_fused_layers_and_kept_rows_in_bfloat16(folder):
         # layer i's full map after the same fused layers before it: the same inputs as the rows' run
         one_full = [ours(ids, mask, maps_for={i}).attentions[i] for i in range(ours.config.num_hidden_layers)]
     assert fused.attentions == (None,) * ours.config.num_hidden_layers
-    keep = mask.bool()
-    assert worst(fused.hidden_states, full.hidden_states, keep) <= 0.05  # fused and explicit bfloat16 sums
+    assert worst(fused.hidden_states, full.hidden_states, mask.bool()) <= hidden_tol
     for a, f in zip(picked.hidden_states, fused.hidden_states):
         assert torch.equal(a, f)
+    rows = rows.to(ids.device)
     for a, f in zip(picked.attentions, one_full):
-        assert a.dtype == f.dtype == torch.float32
+        assert a.device == ids.device and a.dtype == f.dtype == torch.float32
         expected = torch.stack([f[b][:, rows[b]] for b in range(2)])  # (B, H, P, S)
         torch.testing.assert_close(a, expected, atol=1e-6, rtol=0)
+
+
+def test_fused_layers_and_kept_rows_in_bfloat16(folder):
+    check_fused_layers_and_kept_rows(*load_model(folder, dtype="bfloat16"), hidden_tol=0.05)  # bfloat16 sums
 
 
 def test_padded_batch_views_read_half_models(folder):
