@@ -25,7 +25,7 @@ from attention.trace import head_matrix, trace_layer
 
 from conftest import ROOT, make_tiny
 from families import CONFIGS, make_family
-from test_precision import check_fused_layers_and_kept_rows
+from test_precision import check_fused_layers_and_kept_rows, worst
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
 
@@ -63,18 +63,6 @@ def their_model(folder, dtype: torch.dtype):
     from transformers import AutoModel
 
     return AutoModel.from_pretrained(str(folder), attn_implementation="eager", dtype=dtype).to("cuda").eval()
-
-
-def worst(ours, theirs, keep, maps=False, relative=False) -> float:
-    """max |Δ| over the real positions (and, for maps, the real keys) of every layer; `relative`: each
-    layer's max |Δ| over its largest |value| (transformers')."""
-    out = 0.0
-    for a, r in zip(ours, theirs):
-        for b, k in enumerate(keep):
-            x, y = (a[b][:, k][:, :, k], r[b][:, k][:, :, k]) if maps else (a[b, k], r[b, k])
-            difference = (x.float() - y.float()).abs().max().item()
-            out = max(out, difference / y.float().abs().max().item() if relative else difference)
-    return out
 
 
 # ---- the model itself -----------------------------------------------------------------------------

@@ -42,13 +42,15 @@ def run_both(folder, dtype):
     return ours, batch["attention_mask"].bool(), mine, theirs
 
 
-def worst(ours, theirs, keep, maps=False):
-    """max |Δ| over the real positions (and, for maps, the real keys) of every layer."""
+def worst(ours, theirs, keep, maps=False, relative=False) -> float:
+    """max |Δ| over the real positions (and, for maps, the real keys) of every layer; `relative`: each
+    layer's max |Δ| over its largest |value| (theirs)."""
     out = 0.0
     for a, r in zip(ours, theirs):
         for b, k in enumerate(keep):
             x, y = (a[b][:, k][:, :, k], r[b][:, k][:, :, k]) if maps else (a[b, k], r[b, k])
-            out = max(out, (x.float() - y.float()).abs().max().item())
+            difference = (x.float() - y.float()).abs().max().item()
+            out = max(out, difference / y.float().abs().max().item() if relative else difference)
     return out
 
 

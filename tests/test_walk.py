@@ -36,7 +36,7 @@ def test_every_step_draws_the_recorded_tensor_of_the_chosen_head(minilm):
             for name in ("scores", "probs", "q_proj", "heads", "merged"):
                 if title.startswith(trace.step(name).title + " ["):
                     expected = head_matrix(trace, name, 1)[0]
-                    np.testing.assert_allclose(decode(fig["data"][0]["z"]), expected, atol=1e-5, rtol=1e-6)
+                    np.testing.assert_allclose(decode(fig["data"][0]["z"]), expected, atol=1e-5)
         assert str(at.query_params.get("walk", "0")).strip("[]'") == str(len(titles) - 1)  # 0 is not written
         forward = next(b for b in at.button if b.key == "walk_next")
         if forward.disabled:
