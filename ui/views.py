@@ -111,10 +111,14 @@ def tokens_strip(run) -> None:
             return
     else:
         place = st.container()
-    fig = viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                          font_size=font_size(), width=expander_px() if folded else main_px())
     with place:
-        show(fig, "tokens")
+        show(strip_figure(enc, expander_px() if folded else main_px()), "tokens")
+
+
+def strip_figure(enc, width: int):
+    """The token strip of an encoded input, its rows wrapped within `width` px (its column)."""
+    return viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
+                           font_size=font_size(), width=width)
 
 
 def selectors(run) -> None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-import viz
 from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
@@ -20,7 +19,7 @@ from viz.shapeflow import tensor_heatmap
 from .cache import get_trace
 from .coref import strongest_head
 from .layout import main_px
-from .views import axis_labels, font_size, is_causal, show
+from .views import axis_labels, font_size, is_causal, show, strip_figure
 
 
 @dataclass(frozen=True)
@@ -100,9 +99,7 @@ def walk_view(run) -> None:
     if step.says:
         st.caption(step.says.format(**facts))
     if step.title == "Tokens":
-        enc = run.encoded
-        show(viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                             font_size=font_size(), width=main_px()), "walk-tokens")
+        show(strip_figure(run.encoded, main_px()), "walk-tokens")
     elif step.names:
         draw_tensors(trace, step.names, head, run.tokens)
     else:
