@@ -3,6 +3,7 @@ limit per kind, checked at progress updates, with nothing partial kept; a waitin
 and every size cap's message naming its limit."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -303,3 +304,49 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
     assert good.returncode == 0 and "ATTENTION_HEAVY_SLOTS=3\n" in good.stdout
     bad = subprocess.run(check, cwd=root, env={**env, "ATTENTION_TIME_LIMIT_GQA": "0"}, capture_output=True, text=True)
     assert bad.returncode == 1 and "ATTENTION_TIME_LIMIT_GQA='0' ignored" in bad.stderr
+
+
+def priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(not cache.may_raise_priority(0), reason="this process may not set a thread's priority back")
+def test_a_computation_that_takes_a_slot_runs_at_a_lower_priority_and_a_small_one_does_not():
+    """A long input's run (or any computation that takes a slot, heavy jobs included) runs BIG_NICE
+    steps below the page, so a room's short sentences get the cores first; then the thread is as it was,
+    after an error too. A short sentence's run stays at the page's priority."""
+    store, heavy, seen = BoundedStore(8, 10**9), Heavy(1), {}
+    before = priority()
+
+    def compute(name):
+        def inner():
+            seen[name] = priority()
+            return np.zeros(3)
+        return inner
+
+    store.get_or_compute("long", compute("long"))
+    store.get_or_compute("short", compute("short"), small=True)
+    store.get_or_compute_heavy("flow", "flow", lambda deadline: compute("flow")(), heavy=heavy)
+    store.get_or_compute("outer", lambda: (store.get_or_compute("inner", compute("inner")), compute("outer")())[1])
+    assert seen == {"long": before + cache.BIG_NICE, "short": before, "flow": before + cache.BIG_NICE,
+                    "inner": before + cache.BIG_NICE, "outer": before + cache.BIG_NICE}  # nested: lowered once
+    assert priority() == before
+
+    def fails():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        store.get_or_compute("fails", fails)
+    assert priority() == before
+
+
+def test_where_the_priority_cannot_be_set_back_it_is_left_alone_and_the_log_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(cache, "may_raise_priority", lambda nice: False)
+    monkeypatch.setattr(cache, "NOTED", [])
+    before, seen = priority(), []
+    store = BoundedStore(4, 10**9)
+    store.get_or_compute("a", lambda: seen.append(priority()) or np.zeros(1))
+    store.get_or_compute("b", lambda: seen.append(priority()) or np.zeros(1))
+    assert seen == [before, before] and priority() == before
+    said = [r.getMessage() for r in caplog.records if "priority" in r.getMessage()]
+    assert len(said) == 1 and "ulimit -e 20" in said[0]
