@@ -311,10 +311,12 @@ def priority() -> int:
 
 
 @pytest.mark.skipif(not cache.may_raise_priority(0), reason="this process may not set a thread's priority back")
-def test_a_computation_that_takes_a_slot_runs_at_a_lower_priority_and_a_small_one_does_not():
+@pytest.mark.parametrize("steps", [cache.BIG_NICE, 7])  # 7: below the cap of 19, so lowering twice would show
+def test_a_computation_that_takes_a_slot_runs_at_a_lower_priority_and_a_small_one_does_not(monkeypatch, steps):
     """A long input's run (or any computation that takes a slot, heavy jobs included) runs BIG_NICE
     steps below the page, so a room's short sentences get the cores first; then the thread is as it was,
     after an error too. A short sentence's run stays at the page's priority."""
+    monkeypatch.setattr(cache, "BIG_NICE", steps)
     store, heavy, seen = BoundedStore(8, 10**9), Heavy(1), {}
     before = priority()
 
