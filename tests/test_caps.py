@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import torch
 import pytest
 
 import ui.cache as cache
@@ -310,19 +311,33 @@ def priority() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
+def in_a_kernel(elements: int) -> int:
+    """The thread's priority while a torch kernel runs on a tensor of `elements` (apply_ calls back into
+    Python from inside the kernel, once per element)."""
+    seen = []
+    torch.zeros(elements).apply_(lambda x: seen.append(priority()) or x)
+    return seen[0]
+
+
 @pytest.mark.skipif(not cache.may_raise_priority(0), reason="this process may not set a thread's priority back")
 @pytest.mark.parametrize("steps", [cache.BIG_NICE, 7])  # 7: below the cap of 19, so lowering twice would show
-def test_a_computation_that_takes_a_slot_runs_at_a_lower_priority_and_a_small_one_does_not(monkeypatch, steps):
-    """A long input's run (or any computation that takes a slot, heavy jobs included) runs BIG_NICE
-    steps below the page, so a room's short sentences get the cores first; then the thread is as it was,
-    after an error too. A short sentence's run stays at the page's priority."""
+def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_and_its_python_does_not(
+        monkeypatch, steps):
+    """A long input's run (or any computation that takes a slot, heavy jobs included) runs its torch
+    kernels on big tensors BIG_NICE steps below the page, so a room's short sentences get the cores
+    first; its Python, and kernels on small tensors, stay at the page's priority, as does all of a short
+    sentence's run. Afterwards the thread is as it was, after an error too."""
     monkeypatch.setattr(cache, "BIG_NICE", steps)
+    monkeypatch.setattr(cache, "LOW_ELEMENTS", 8)
     store, heavy, seen = BoundedStore(8, 10**9), Heavy(1), {}
     before = priority()
 
     def compute(name):
         def inner():
-            seen[name] = priority()
+            seen[name] = (priority(), in_a_kernel(8), in_a_kernel(4))
+            other = threading.Thread(target=lambda: seen.setdefault(f"{name}, another session", in_a_kernel(8)))
+            other.start()
+            other.join()
             return np.zeros(3)
         return inner
 
@@ -330,16 +345,18 @@ def test_a_computation_that_takes_a_slot_runs_at_a_lower_priority_and_a_small_on
     store.get_or_compute("short", compute("short"), small=True)
     store.get_or_compute_heavy("flow", "flow", lambda deadline: compute("flow")(), heavy=heavy)
     store.get_or_compute("outer", lambda: (store.get_or_compute("inner", compute("inner")), compute("outer")())[1])
-    assert seen == {"long": before + cache.BIG_NICE, "short": before, "flow": before + cache.BIG_NICE,
-                    "inner": before + cache.BIG_NICE, "outer": before + cache.BIG_NICE}  # nested: lowered once
-    assert priority() == before
+    low = (before, before + cache.BIG_NICE, before)
+    assert {k: v for k, v in seen.items() if "another" not in k} == {
+        "long": low, "short": (before, before, before), "flow": low, "inner": low, "outer": low}  # nested: once
+    assert {v for k, v in seen.items() if "another" in k} == {before}  # other threads' kernels: not lowered
+    assert priority() == before and in_a_kernel(8) == before
 
     def fails():
-        raise RuntimeError("boom")
+        torch.zeros(8).apply_(lambda x: 1 / 0)
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ZeroDivisionError):
         store.get_or_compute("fails", fails)
-    assert priority() == before
+    assert priority() == before and in_a_kernel(8) == before
 
 
 def test_where_the_priority_cannot_be_set_back_it_is_left_alone_and_the_log_says_so(monkeypatch, caplog):
@@ -347,8 +364,9 @@ def test_where_the_priority_cannot_be_set_back_it_is_left_alone_and_the_log_says
     monkeypatch.setattr(cache, "NOTED", [])
     before, seen = priority(), []
     store = BoundedStore(4, 10**9)
-    store.get_or_compute("a", lambda: seen.append(priority()) or np.zeros(1))
-    store.get_or_compute("b", lambda: seen.append(priority()) or np.zeros(1))
+    monkeypatch.setattr(cache, "LOW_ELEMENTS", 1)
+    store.get_or_compute("a", lambda: seen.append(in_a_kernel(4)) or np.zeros(1))
+    store.get_or_compute("b", lambda: seen.append(in_a_kernel(4)) or np.zeros(1))
     assert seen == [before, before] and priority() == before
     said = [r.getMessage() for r in caplog.records if "priority" in r.getMessage()]
     assert len(said) == 1 and "ulimit -e 20" in said[0]
