@@ -12,6 +12,7 @@ from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.query_key import query_key
 from attention.run import run_sentence
 from attention.trace import trace_layer
+from ui.workers import flow_workers
 
 from test_app import SENTENCE, decode, no_errors, start, submit
 
@@ -49,8 +50,11 @@ def test_head_stats_table_and_patterns_on_the_overview(minilm):
     assert set(np.unique(labels)) <= written
 
 
-def test_rollout_and_flow_beside_raw_attention(minilm):
+def test_rollout_and_flow_beside_raw_attention(minilm, monkeypatch):
     model, tokenizer = minilm
+    solved, workers = [], flow_workers()
+    real = workers.solve_rows
+    monkeypatch.setattr(workers, "solve_rows", lambda *args: solved.append(args[1]) or real(*args))
     run = run_sentence(model, tokenizer, SENTENCE)
     at = start(view="rollout", layer="3")
     no_errors(at)
@@ -65,6 +69,7 @@ def test_rollout_and_flow_beside_raw_attention(minilm):
     [derived] = traces_named(at, "derived")
     flow = attention_flow(as_attention_tuple(run.attentions[:4]))
     np.testing.assert_allclose(decode(derived["z"]), flow, atol=1e-6)
+    assert len(solved) == 1 and len(solved[0]) == len(flow)  # in a worker process (ui/workers.py): every row
 
 
 def test_flow_above_its_limit_is_explained_not_run():

@@ -28,6 +28,7 @@ from .limits import deadline_check, heavy_guard
 from .layout import column_px, main_px, slots
 from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
 from .views import font_size, plain, sentence_patterns, show
+from .workers import flow_workers
 
 FUSED_BENCH = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
 CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools longer maps to this many cells
@@ -76,7 +77,8 @@ def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarr
 def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
     """Attention flow from the input tokens into the positions after `layer` (T, T)."""
     def compute(deadline):
-        return attention_flow(through_layer(run, layer), progress=deadline.wrap(progress))
+        return attention_flow(through_layer(run, layer), progress=deadline.wrap(progress),
+                              solve_rows=flow_workers().solve_rows)
 
     return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 

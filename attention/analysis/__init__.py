@@ -6,6 +6,7 @@
   coref_metrics   GAP F1, Winogender's gender gap, the held-out best head, model against model
   stats      per-head statistics and pattern labels; heads compared across sentences
   rollout    attention through the layers: rollout and attention flow
+  maxflow    attention flow's max-flow problems, here or in a worker process (numpy and scipy only)
   query_key  one head's query and key vectors for one token, from a recorded forward pass
   ablation   switch heads off and measure what changes
   gqa        the model converted to grouped-query attention, and how much each map moves

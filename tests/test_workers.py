@@ -1,0 +1,64 @@
+"""Attention flow solved in a worker process (ui/workers.py): the same numbers, at the lowest priority,
+stopped with the computation that asked for it."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from attention.analysis.rollout import attention_flow
+from ui.workers import WORKER_NICE, FlowWorkers
+
+
+def random_attentions(n_layers=3, heads=2, T=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.softmax(torch.randn(1, heads, T, T, generator=g), dim=-1) for _ in range(n_layers))
+
+
+@pytest.fixture
+def workers():
+    pool = FlowWorkers(keep=1)
+    yield pool
+    for proc in pool.idle:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_worker_solves_the_same_flows_at_the_lowest_priority_and_is_kept_for_the_next(workers):
+    attentions = random_attentions()
+    here = attention_flow(attentions, layers="all")
+    there = attention_flow(attentions, layers="all", solve_rows=workers.solve_rows)
+    np.testing.assert_array_equal(there, here)
+    assert workers.started == 1 and len(workers.idle) == 1
+    worker = workers.idle[0]
+    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == WORKER_NICE
+    other = random_attentions(n_layers=2, T=5, seed=1)
+    np.testing.assert_array_equal(attention_flow(other, solve_rows=workers.solve_rows), attention_flow(other))
+    assert workers.started == 1 and workers.idle == [worker]  # the same process answered
+
+
+def test_a_flow_stopped_midway_stops_its_worker_and_the_next_flow_gets_a_new_one(workers):
+    attentions = random_attentions()
+    rows = []
+
+    def progress(done):
+        rows.append(done)
+        if len(rows) == 2:
+            raise TimeoutError("stopped")
+
+    with pytest.raises(TimeoutError):
+        attention_flow(attentions, progress=progress, solve_rows=workers.solve_rows)
+    assert workers.started == 1 and workers.idle == []  # stopped, not kept with unread answers
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
+                                  attention_flow(attentions))
+    assert workers.started == 2
+
+
+def test_where_no_worker_can_start_the_flow_is_solved_in_this_thread(workers, monkeypatch):
+    def cannot(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr("ui.workers.subprocess.Popen", cannot)
+    attentions = random_attentions(T=6)
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
+                                  attention_flow(attentions))
