@@ -62,3 +62,20 @@ def test_where_no_worker_can_start_the_flow_is_solved_in_this_thread(workers, mo
     attentions = random_attentions(T=6)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
                                   attention_flow(attentions))
+
+
+def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(workers, monkeypatch, caplog):
+    import subprocess
+    import sys
+
+    def broken(self):  # a worker that cannot import what it needs, say
+        self.started += 1
+        return subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    monkeypatch.setattr(FlowWorkers, "start", broken)
+    attentions = random_attentions(T=6)
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
+                                  attention_flow(attentions))
+    assert workers.started == 1 and workers.idle == []
+    assert any("its worker stopped" in r.getMessage() for r in caplog.records)

@@ -9,6 +9,7 @@ priority, which needs no privilege. Only numbers cross its pipes.
 """
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from attention.analysis import maxflow
 
 from .settings import HEAVY_SLOTS
 
+log = logging.getLogger(__name__)
 WORKER_NICE = 19  # the lowest priority: the worker takes the cores the room's requests leave
 
 
@@ -36,8 +38,8 @@ class FlowWorkers:
         self.started = 0  # worker processes started so far
 
     def start(self) -> subprocess.Popen:
-        # -I: the worker's folder is not put on its path, so it imports numpy and scipy only
-        proc = subprocess.Popen([sys.executable, "-I", str(Path(maxflow.__file__)), "--nice", str(WORKER_NICE)],
+        # -P: the worker's folder is not put on its path, so it imports numpy and scipy only
+        proc = subprocess.Popen([sys.executable, "-P", str(Path(maxflow.__file__)), "--nice", str(WORKER_NICE)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.started += 1
         return proc
@@ -59,20 +61,28 @@ class FlowWorkers:
 
     def solve_rows(self, capacity: np.ndarray, rows: list[tuple[int, int]]) -> Iterator[np.ndarray]:
         """maxflow.flow_rows, solved by a worker: each row as it comes. Stopped early (a time limit, a
-        rerun), the worker is stopped too, as it would go on solving rows no one reads."""
+        rerun), the worker is stopped too, as it would go on solving rows no one reads. Where no worker
+        can start, or one stops before its first answer, the rows are solved in this thread."""
         try:
             proc = self.take()
-        except OSError:  # no process can be started here: solve them in this thread
+        except OSError as err:
+            log.warning("attention flow is solved in the server's process: no worker process starts (%s)", err)
             yield from maxflow.flow_rows(capacity, rows)
             return
-        answered = False
+        answered = 0
         try:
             maxflow.send_request(proc.stdin, capacity, rows)
             for _ in rows:
-                yield maxflow.read_row(proc.stdout, capacity.shape[1])
-            answered = True
-        finally:
+                row = maxflow.read_row(proc.stdout, capacity.shape[1])
+                answered += 1
+                yield row
+        except OSError as err:
             if answered:
+                raise
+            log.warning("attention flow is solved in the server's process: its worker stopped (%s)", err)
+            yield from maxflow.flow_rows(capacity, rows)
+        finally:
+            if answered == len(rows):
                 self.give_back(proc)
             else:
                 stop(proc)
