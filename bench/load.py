@@ -669,8 +669,9 @@ def print_storm(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> i
         print(f"  the server's part (pressing Run -> its last frame before the tokens were drawn): median "
               f"{statistics.median(server):.2f} s, max {max(server):.2f} s; the rest is the browser drawing")
     if DRIVER_LAG:
-        print(f"  (times by the page's clock: this driver heard of a drawn answer a median {statistics.median(DRIVER_LAG):.2f} s, "
-              f"at most {max(DRIVER_LAG):.2f} s, after the page made the frame showing it)")
+        print(f"  (times by the page's clock: this driver heard of a drawn answer a median "
+              f"{statistics.median(DRIVER_LAG):.2f} s, at most {max(DRIVER_LAG):.2f} s, after the page made the "
+              "frame showing it)")
     slow = [t for t in every if t is None or t > SUBMIT_TARGET_S]
     ok = not slow
     print(f"  target: every ordinary submission <= {SUBMIT_TARGET_S:.0f} s: {verdict(ok)}"

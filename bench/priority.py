@@ -107,7 +107,8 @@ def main() -> int:
     cache.BIG_NICE = args.nice
     torch.set_num_threads(1)
     model, tokenizer = load_model(None)
-    print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}; "
+    print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"torch {torch.__version__}; "
           f"{args.busy} busy processes, {args.ordinary} short-sentence threads, {args.seconds:.0f} s per mode, "
           f"nice {args.nice}")
     for mode in args.modes.split(","):

@@ -266,9 +266,9 @@ def may_raise_priority(nice: int) -> bool:
 @contextlib.contextmanager
 def low_priority():
     """For the block, each torch kernel this thread runs on a big CPU tensor runs BIG_NICE nice steps
-    lower; the Python between them stays at the page's priority (`KernelsLow`). Only where the priority can be set back
-    (`may_raise_priority`): the thread goes on to draw the page and serves the session's next runs.
-    Elsewhere the block runs at the page's priority, and the server log says so once."""
+    lower; the Python between them stays at the page's priority (`KernelsLow`). Only where the priority
+    can be set back (`may_raise_priority`): the thread goes on to draw the page and serves the session's
+    next runs. Elsewhere the block runs at the page's priority, and the server log says so once."""
     if getattr(LOWERED, "on", False):  # inside another such block: lowered once is enough
         yield
         return
@@ -297,9 +297,10 @@ class KernelsLow(TorchFunctionMode):
     and the thread is back at `page` when it returns. A kernel runs without the interpreter lock; the
     Python between kernels holds it, and so do calls that convert to or from Python objects. A thread
     that holds the lock at a low priority holds up every session's Python until busy cores let it run
-    again (a priority inversion: stalls of about 2 s in bench/priority.py). So the Python, the conversions and
-    the small calls stay at the page's priority, and the priority is changed by `set_priority`, which
-    lets go of the lock first: Linux reschedules a thread the moment it lowers its own priority."""
+    again (a priority inversion: stalls of about 2 s in bench/priority.py). So the Python, the
+    conversions and the small calls stay at the page's priority, and the priority is changed by
+    `set_priority`, which lets go of the lock first: Linux reschedules a thread the moment it lowers its
+    own priority."""
 
     def __init__(self, thread: int, page: int, low: int):
         super().__init__()
@@ -335,7 +336,7 @@ def cpu_elements(args, kwargs) -> int:
 
 def set_priority(thread: int, nice: int) -> None:
     """setpriority(2) for one thread, called without the interpreter lock (ctypes lets go of it)."""
-    if SETPRIORITY(PRIO_PROCESS, thread, nice) != 0:
+    if SETPRIORITY(os.PRIO_PROCESS, thread, nice) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
@@ -350,7 +351,6 @@ def _libc_setpriority():
 
 
 SETPRIORITY = _libc_setpriority()
-PRIO_PROCESS = getattr(os, "PRIO_PROCESS", 0)
 LOWERED = threading.local()  # whether this thread is in a low_priority block
 NOTED: list[bool] = []  # the server log has said that priorities cannot be set back
 
