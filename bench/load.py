@@ -50,6 +50,7 @@ slowest submission went from 5.6 s to 4.3 s). So the benchmark turns autogroup o
 may (root) and sets it back after; elsewhere it runs as the machine is, puts the strangers' group at the
 lowest group priority (allowed to anyone), and says so. A server serving a room alone is one group: its
 priorities work the same either way.
+
 Exit status: 0 (a missed target prints MISSED), 1 if a session saw another's tokens, 2 if it could not run.
 """
 from __future__ import annotations
