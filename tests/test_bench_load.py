@@ -1,4 +1,6 @@
-"""The load bench's rig: Linux's autogroup is off for its run where it may be, and back as it was after."""
+"""The load bench's rig: Linux's autogroup off for its run where it may be, and back as it was after; the
+laptops that stand for most of its room, and what they check."""
+import asyncio
 import sys
 from pathlib import Path
 
@@ -49,3 +51,36 @@ def test_autogroup_left_as_it_is_when_it_is_off_missing_or_not_ours_to_change(mo
         assert setting.value == value
     assert setting.value == value and setting.writes == []
     assert says in line
+
+
+def test_chart_words_are_the_traces_and_tick_labels_not_the_template():
+    spec = {"data": [{"type": "heatmap", "x": ["[CLS]·0", "zebra·1"], "hovertemplate": "%{y} → %{x}"}],
+            "layout": {"xaxis": {"ticktext": ["[CLS]", "otter"]}, "template": {"layout": {"title": "gold"}},
+                       "title": {"text": "Layer 3, head 1"}}}
+    words = load.chart_words(spec)
+    assert {"zebra", "otter", "[CLS]"} <= words
+    assert "gold" not in words and "0" in words
+
+
+def test_a_laptop_submits_the_sentence_form_and_reads_its_heatmap_and_a_foreign_word():
+    """The load bench's protocol client against the real app: it finds the sentence form, its press of
+    Run brings a heatmap with its own marker, and its checks catch a marker that is not its own."""
+    from browser import app_server
+
+    async def visit(url: str) -> tuple:
+        laptop = load.Laptop(url)
+        await laptop.open(120)
+        try:
+            opened = list(laptop.heatmap)
+            shown, _ = await laptop.submit("The zebra didn't cross the road.", "zebra", 60)
+            return opened, shown, list(laptop.heatmap), laptop.check("s", "zebra", {"otter"}), \
+                laptop.check("s", "otter", {"zebra"}), laptop.errors
+        finally:
+            await laptop.close()
+
+    with app_server() as url:
+        opened, shown, heatmap, clean, caught, errors = asyncio.run(visit(url))
+    assert "animal" in opened and "zebra" not in opened  # the default sentence, then its own
+    assert shown is not None and shown > 0 and "zebra" in heatmap
+    assert clean == [] and errors == []
+    assert len(caught) == 2 and "not on its heatmap" in caught[0] and caught[1].startswith("ISOLATION VIOLATED")
