@@ -491,11 +491,13 @@ class Laptop:
 
     async def submit(self, text: str, marker: str, timeout_s: float, barrier=None) -> tuple[float | None, float]:
         """`submit`'s answer for a laptop: (press of Run -> the heatmap showing `marker`, 0.0)."""
+        from websockets.exceptions import WebSocketException
+
         if barrier is not None:
             await barrier.wait()
         try:
             shown, _ = await asyncio.wait_for(self.run(text, marker), timeout_s)
-        except (asyncio.TimeoutError, OSError) as err:
+        except (asyncio.TimeoutError, OSError, WebSocketException) as err:  # its connection closed, say
             self.errors.append(f"no answer: {type(err).__name__}")
             return None, 0.0
         return shown, 0.0

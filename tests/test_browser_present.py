@@ -53,6 +53,8 @@ def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, v
     page.goto(f"{url}/?present=1&view={view}&layer=2&head=3&s={quote(text)}{coref}")
     wait_drawn(page)
     clean(page)
+    # a page's chart code comes as a chunk of its own, which can arrive after the run has ended
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .xtick text', timeout=60_000)
     assert page.evaluate("window.scrollY") == 0
     fig = page.evaluate(FIRST_FIGURE)
     assert fig["top"] >= 0 and fig["bottom"] <= SIZE["height"], fig
