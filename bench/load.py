@@ -352,10 +352,8 @@ def served_s(page, latency: float | None) -> float | None:
     """Seconds from the last press of Run (`submit`'s start of the click) to the last websocket frame
     the server sent before this driver heard that the marker was drawn: the server's part of it (the
     rest is the browser delivering the click and drawing the answer). Frames are timed as this driver
-    hears of them, so on a loaded machine this part can come out later than the drawing. For a `Laptop`,
-    the whole of it."""
-    if isinstance(page, Laptop):
-        return latency
+    hears of them, so on a loaded machine this part can come out later than the drawing. None for a
+    `Laptop`, whose whole answer is the server's."""
     clicked, heard = LAST_CLICK.get(page), HEARD.get(page)
     if latency is None or clicked is None or heard is None:
         return None
@@ -444,9 +442,9 @@ class Laptop:
         if missing:
             raise RuntimeError(f"the app's page has no {' or '.join(sorted(missing))} widget")
 
-    async def run(self, text: str | None, marker: str | None) -> tuple[float | None, float]:
-        """One script run: opening the app (text None) or the sentence form submitted with `text`. Returns
-        the seconds to the heatmap showing `marker` (None if it did not) and to the run's end."""
+    async def run(self, text: str | None, marker: str | None) -> float | None:
+        """One script run, read to its end: opening the app (text None) or the sentence form submitted with
+        `text`. Returns the seconds to the heatmap showing `marker` (None if it did not)."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -466,7 +464,7 @@ class Laptop:
             msg.ParseFromString(await self.ws.recv())
             kind = msg.WhichOneof("type")
             if kind == "script_finished":
-                return shown, time.perf_counter() - start
+                return shown
             if kind != "delta" or msg.delta.WhichOneof("type") != "new_element":
                 continue
             element = msg.delta.new_element
@@ -496,7 +494,7 @@ class Laptop:
         if barrier is not None:
             await barrier.wait()
         try:
-            shown, _ = await asyncio.wait_for(self.run(text, marker), timeout_s)
+            shown = await asyncio.wait_for(self.run(text, marker), timeout_s)
         except (asyncio.TimeoutError, OSError, WebSocketException) as err:  # its connection closed, say
             self.errors.append(f"no answer: {type(err).__name__}")
             return None, 0.0
@@ -891,7 +889,7 @@ def print_storm(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> i
     for i, (word, kind, subs) in enumerate(zip(out["words"], kinds, s["per_session"])):
         every += [lat for _, lat, _ in subs]
         (answers if kind == "laptop" else pages).extend(lat for _, lat, _ in subs)
-        server += [part for _, _, part in subs if part is not None and kind == "page"]
+        server += [part for _, _, part in subs if part is not None]
         shown_ = ", ".join(("TIMED OUT" if lat is None else f"{lat:.2f}" + ("" if kind == "laptop" else "/" + (
             "?" if part is None else f"{part:.2f}"))) + f" @{at:.0f}" for at, lat, part in subs)
         worst = "TIMED OUT" if any(lat is None for _, lat, _ in subs) else f"{max(lat for _, lat, _ in subs):.2f} s"
@@ -1025,7 +1023,7 @@ async def hall(args, url: str, sampler: RssSampler, meter: CpuMeter) -> dict:
             out["soak_peak_mb"] = sampler.peak(start)
             out["after_mb"] = await sampler.settled()
         for page in pages:
-            await (page.close() if isinstance(page, Laptop) else page.context.close())
+            await page.context.close()
         out["closed_mb"] = await sampler.settled(5.0, 2.0)
         await browser.close()
     return out
