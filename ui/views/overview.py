@@ -34,4 +34,5 @@ def draw(run) -> None:
         fig = viz.overview_grid(run.attentions, run.tokens, labels=labels, highlight=highlight,
                                 font_size=font_size(), **size)
     with slot or st.container():
-        show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"), selection_mode="points")
+        show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"),
+             selection_mode="points")

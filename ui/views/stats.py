@@ -43,8 +43,9 @@ def draw(run) -> None:
     over = (f"this sentence and the {len(pairs) - 1} examples" if len(run.tokens) <= COMPARE_MAX_TOKENS else
             f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
             "a long time, so it is left out)")
-    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by multidimensional scaling (as in Clark et al. 2019). "
-               "Nearby heads attend alike. Click a point to open the head.")
+    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by "
+               "multidimensional scaling (as in Clark et al. 2019). Nearby heads attend alike. Click a point to open "
+               "the head.")
     bar, update = progress_bar("Comparing heads…")
     with heavy_guard() as outcome:
         _, embedding = head_map_embedding(st.session_state.source, pairs, update)
