@@ -39,7 +39,7 @@ VIEWS = (
          ("coref", "pronoun", "candidates", "answer", "pair", "set", "by", "ga", "gb", "vs")),
     View("stats", "Head stats", "ui.views.stats.draw", True),
     View("rollout", "Rollout & flow", "ui.views.rollout.draw", True, ("derived",)),
-    View("qk", "Query·key", "ui.analysis.query_key_view", False, ("query",)),
+    View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
     View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation")),
     View("efficient", "GQA & fused", "ui.views.efficient.draw", True, ("kv",)),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk",)),

@@ -1,4 +1,5 @@
-"""The query·key view, drawn from the recorded forward pass of the chosen layer."""
+"""The Query·key view: for one query token of the chosen head, its query vector, every key vector, their
+product, the scaled score and the softmax probability, from the recorded forward pass."""
 from __future__ import annotations
 
 import streamlit as st
@@ -6,11 +7,11 @@ import streamlit as st
 from attention.analysis.query_key import query_key
 from viz.analysis import query_key_figure
 
-from .cache import get_trace
-from .page import font_size, show
+from ..cache import get_trace
+from ..page import font_size, show
 
 
-def query_key_view(run) -> None:
+def draw(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     options = list(range(len(run.tokens)))
