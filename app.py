@@ -38,14 +38,21 @@ def main() -> None:
     preload.preload()
     if warming is not None:
         warming.empty()
-    from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
+    from ui import registry
     from ui.cache import LOADED, get_model, get_run
-    from ui.coref import coref_view, strongest_head
-    from ui.present import controls as present_controls, keys as present_keys, link_control, show_link
-    from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
-    from ui.views import (flow, head_view, input_form, masks, overview, plain, report_button, selectors, sidebar,
-                          tokens_strip)
-    from ui.walk import walk_view
+    from ui.computations import strongest_head
+    from ui.controls import input_form, sidebar
+    from ui.page import plain, report_button, selectors, tokens_strip
+    from ui.present import controls as present_controls
+    from ui.present import keys as present_keys
+    from ui.present import link_control, show_link
+    from ui.state import (
+        clamp_selection,
+        init_from_url,
+        keep_choices,
+        load_pending_model,
+        write_url,
+    )
     from viz._style import message_figure
 
     init_from_url()
@@ -102,10 +109,7 @@ def main() -> None:
     else:
         tokens_strip(run)
         selectors(run)
-    views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
-             "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
-             "efficient": efficient_view, "walk": walk_view}
-    views[view_key()](run)
+    registry.by_label(st.session_state.view).function()(run)
     link = None
     if present:  # what is not the figure comes after it
         present_keys(run)

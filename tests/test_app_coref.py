@@ -168,7 +168,7 @@ def test_a_second_model_is_compared_and_a_bad_one_is_a_message(tiny, tiny_dir, t
 def test_the_built_in_suite_with_the_bundled_model_has_intervals_and_groups(minilm):
     from attention.analysis.coref import load_examples
     from attention.analysis.coref_stats import clopper_pearson
-    from ui.coref import accuracy_csv
+    from ui.views.coref import accuracy_csv
 
     at = start(view="coref", coref="suite", by="cue")
     no_errors(at)

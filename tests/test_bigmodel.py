@@ -235,7 +235,7 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
 def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
     """Rollout and flow average the heads first: a big run's head-averaged maps give what every map gives."""
     from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
-    from ui.analysis import through_layer
+    from ui.computations import through_layer
 
     _, model, enc, full = llama
     run = cache.pooled_run(model, enc, ("", TEXT, "", False))

@@ -232,7 +232,7 @@ def test_an_ablation_past_its_time_limit_is_a_message_and_nothing_is_kept(monkey
 
 
 def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(monkeypatch):
-    from ui.analysis import get_grouped_model
+    from ui.computations import get_grouped_model
 
     text = "A grouped-query run the time limit test alone asks for."
     get_grouped_model.clear()  # a converted model cached by another test would need no conversion

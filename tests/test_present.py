@@ -8,7 +8,7 @@ import numpy as np
 
 from test_app import SENTENCE, heatmaps, no_errors, start
 from ui.present import KEYS
-from ui.state import VIEWS
+from ui.registry import named
 from viz.heatmap import head_heatmap
 
 
@@ -34,7 +34,7 @@ def test_buttons_step_the_head_the_layer_and_the_view():
     press(at, "prev_layer")  # wraps round
     assert at.session_state.layer == 5
     press(at, "next_view")
-    assert at.session_state.view == VIEWS["overview"] and at.query_params["view"] == "overview"
+    assert at.session_state.view == named("overview").label and at.query_params["view"] == "overview"
     no_errors(at)
 
 

@@ -12,9 +12,9 @@ from attention.analysis.coref import CorefExample, CorefResult, ExampleError, lo
 
 from .limits import heavy_guard
 from .cache import MB, BoundedStore, get_model, store
+from .page import plain
 from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
 from .state import COREF_SETS
-from .views import plain
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 # MAX_UPLOAD_BYTES (2 MB, the same limit as .streamlit/config.toml) and MAX_EXAMPLES (5,000) are

@@ -10,8 +10,8 @@ from attention.analysis.coref_metrics import best_head, paired_groups
 from viz.coref import head_grid
 
 from .layout import column_px, main_px, slots
+from .page import font_size, plain, show
 from .state import NO_GROUPING, open_clicked_head
-from .views import font_size, plain, show
 
 SKIP = {"id", "url", "source", "text", "split"}  # identifiers and provenance, not groups
 MAX_GROUPS = 60  # Winogender's occupations

@@ -12,8 +12,8 @@ from attention.analysis.coref_metrics import compare_models, gap_metrics, held_o
 from .cache import get_model
 from .coref_data import SETS, Suite, scores_or_message, set_examples
 from .coref_groups import draw_grids
+from .page import plain
 from .state import COREF_SETS
-from .views import plain
 
 
 def measures(result: CorefResult, suite: Suite) -> None:

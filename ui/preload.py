@@ -24,9 +24,12 @@ import logging
 import sys
 import threading
 
+from . import registry
+
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
-# the page's own modules (app.py imports them inside main): torch and the figures
-PAGE_MODULES = ("ui.cache", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
+# the page's own modules (app.py imports them inside main, the views' on first use): torch and the figures
+PAGE_MODULES = ("ui.cache", "ui.state", "ui.page", "ui.controls", "ui.computations",
+                *dict.fromkeys(v.module for v in registry.VIEWS), "ui.present", "viz")
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
 SWITCH_S = 0.0005

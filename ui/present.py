@@ -6,7 +6,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
 
-from .state import VIEWS
+from . import registry
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -39,15 +39,13 @@ def step_layer(delta: int, n_layers: int) -> None:
 
 
 def next_view() -> None:
-    labels = list(VIEWS.values())
-    current = st.session_state.get("view")
-    st.session_state.view = labels[(labels.index(current) + 1) % len(labels)] if current in labels else labels[0]
+    st.session_state.view = registry.following(st.session_state.get("view"))
 
 
 def controls(run) -> None:
     """The view, layer and head in one row above the figure."""
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
-    view.selectbox("View", list(VIEWS.values()), key="view", label_visibility="collapsed")
+    view.selectbox("View", registry.labels(), key="view", label_visibility="collapsed")
     layer.selectbox("Layer", range(run.n_layers), key="layer", label_visibility="collapsed",
                     format_func=lambda i: f"Layer {i}")
     head.selectbox("Head", range(run.n_heads), key="head", label_visibility="collapsed",

@@ -15,6 +15,7 @@ import streamlit as st
 
 from attention import ModelLoadError
 
+from . import registry
 from .cache import get_model
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -34,9 +35,6 @@ PRESET_COREF = {
     "The trophy doesn't fit in the suitcase because it is too small.": ("it", ["trophy", "suitcase"], "suitcase"),
 }
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
-VIEWS = {"head": "Head", "overview": "Overview", "flow": "Shape flow", "masks": "Masks", "coref": "Coreference",
-         "stats": "Head stats", "rollout": "Rollout & flow", "qk": "Query·key", "ablation": "Ablation",
-         "efficient": "GQA & fused", "walk": "Guided walk"}
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
 COREF_SETS = {"builtin": "Built-in", "winogender": "Winogender", "gapdev": "GAP development",
               "gapval": "GAP validation", "upload": "Upload"}
@@ -45,7 +43,7 @@ DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
 ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
 MAX_URL_TEXT = 20_000  # longer sentences are not carried in (or restored from) the URL
-FLOW_DEFAULT_STEP = "probs"
+SHAPEFLOW_DEFAULT_STEP = "probs"
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -107,50 +105,50 @@ class Param:
     default: Any  # not written to the URL (unless `always`); None: no default
     write: Callable[[Any], str]
     read: Callable[[str], Any]  # raises ValueError for a value it cannot take
-    views: tuple[str, ...] = ()  # views whose page it changes (all when empty)
-    always: bool = False
+    always: bool = False  # written even at its default (which views read it: ui/registry.py)
 
 
-def _param(key, name, label, default, codec, views=(), always=False) -> Param:
+def _param(key, name, label, default, codec, always=False) -> Param:
     write, read = codec if isinstance(codec, tuple) else (str, codec)
-    return Param(key, name, label, default, write, read, views, always)
+    return Param(key, name, label, default, write, read, always)
 
 
 _FLAG = (lambda v: "1" if v else "0", _flag)
 _LIST = (lambda v: ",".join(map(str, v)), _numbers)
 _PAIRS = (lambda v: ",".join(f"{layer}.{head}" for layer, head in v), _heads)
 PARAMS = [
-    _param("view", "view", "view", VIEWS["head"], _choice(VIEWS), always=True),
+    _param("view", "view", "view", registry.DEFAULT.label, registry.url_codec(), always=True),
     _param("layer", "layer", "layer", 0, _number, always=True),
     _param("head", "head", "head", 0, _number, always=True),
     _param("present", "present", "presentation mode", False, _FLAG),
     _param("show_strip", "strip", "token strip of a long input", False, _FLAG),
-    _param("draw", "draw", "draw as", DRAW_MODES["heatmap"], _choice(DRAW_MODES), ("head",)),
-    _param("line_heads", "heads", "heads drawn as lines", [], _LIST, ("head",)),
-    _param("hide_special", "hide", "hide [CLS]/[SEP]", False, _FLAG, ("head",)),
-    _param("renormalize", "renorm", "renormalise rows", True, _FLAG, ("head",)),
-    _param("merge_words", "merge", "merge word pieces", False, _FLAG, ("head",)),
-    _param("overview_patterns", "patterns", "pattern labels", False, _FLAG, ("overview",)),
-    _param("flow_padded", "padded", "padded batch", False, _FLAG, ("flow",)),
-    _param("flow_step", "step", "step", FLOW_DEFAULT_STEP, _name, ("flow",)),
-    _param("coref_mode", "coref", "coreference mode", COREF_MODES["sentence"], _choice(COREF_MODES), ("coref",)),
-    _param("coref_pronoun", "pronoun", "pronoun (word index)", None, _number, ("coref",)),
-    _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST, ("coref",)),
-    _param("coref_answer", "answer", "answer (word index)", None, _number, ("coref",)),
-    _param("coref_pair", "pair", "twin sentences", 0, _number, ("coref",)),
-    _param("coref_set", "set", "coreference examples", COREF_SETS["builtin"], _choice(COREF_SETS), ("coref",)),
-    _param("coref_by", "by", "group by", NO_GROUPING, _text, ("coref",)),
-    _param("coref_group_a", "ga", "group A", None, _text, ("coref",)),
-    _param("coref_group_b", "gb", "group B", None, _text, ("coref",)),
-    _param("coref_compare", "vs", "second model", "", _text, ("coref",)),
-    _param("rollout_kind", "derived", "beside the raw map", DERIVED["rollout"], _choice(DERIVED), ("rollout",)),
-    _param("qk_query", "query", "query token", 0, _number, ("qk",)),
-    _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS, ("ablation",)),
-    _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES), ("ablation",)),
-    _param("gqa_kv", "kv", "key/value heads", None, _number, ("efficient",)),
-    _param("walk_step", "walk", "step of the walk", 0, _number, ("walk",)),
+    _param("draw", "draw", "draw as", DRAW_MODES["heatmap"], _choice(DRAW_MODES)),
+    _param("line_heads", "heads", "heads drawn as lines", [], _LIST),
+    _param("hide_special", "hide", "hide [CLS]/[SEP]", False, _FLAG),
+    _param("renormalize", "renorm", "renormalise rows", True, _FLAG),
+    _param("merge_words", "merge", "merge word pieces", False, _FLAG),
+    _param("overview_patterns", "patterns", "pattern labels", False, _FLAG),
+    _param("shapeflow_padded", "padded", "padded batch", False, _FLAG),
+    _param("shapeflow_step", "step", "step", SHAPEFLOW_DEFAULT_STEP, _name),
+    _param("coref_mode", "coref", "coreference mode", COREF_MODES["sentence"], _choice(COREF_MODES)),
+    _param("coref_pronoun", "pronoun", "pronoun (word index)", None, _number),
+    _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST),
+    _param("coref_answer", "answer", "answer (word index)", None, _number),
+    _param("coref_pair", "pair", "twin sentences", 0, _number),
+    _param("coref_set", "set", "coreference examples", COREF_SETS["builtin"], _choice(COREF_SETS)),
+    _param("coref_by", "by", "group by", NO_GROUPING, _text),
+    _param("coref_group_a", "ga", "group A", None, _text),
+    _param("coref_group_b", "gb", "group B", None, _text),
+    _param("coref_compare", "vs", "second model", "", _text),
+    _param("rollout_kind", "derived", "beside the raw map", DERIVED["rollout"], _choice(DERIVED)),
+    _param("qk_query", "query", "query token", 0, _number),
+    _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS),
+    _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES)),
+    _param("gqa_kv", "kv", "key/value heads", None, _number),
+    _param("walk_step", "walk", "step of the walk", 0, _number),
     _param("source", "model", "model", "", (str, str)),
 ]
+registry.check_params(p.name for p in PARAMS)
 
 
 def init_from_url() -> None:
@@ -176,7 +174,7 @@ def init_from_url() -> None:
             st.session_state[p.key] = p.read(params[p.name])
         except ValueError as err:
             if p.name == "view":
-                notices.append(f"Unknown view in the link; showing {VIEWS['head']}.")
+                notices.append(f"Unknown view in the link; showing {registry.DEFAULT.label}.")
             else:
                 default = p.write(p.default) if p.default not in (None, "", []) else "the default"
                 notices.append(f"The link's {p.name} is {err}; using {default}.")
@@ -196,21 +194,19 @@ def keep_choices() -> None:
     for p in PARAMS:
         if p.key in st.session_state:
             st.session_state[p.key] = st.session_state[p.key]
-    if st.session_state.get("view") not in VIEWS.values():
-        st.session_state.view = VIEWS["head"]
+    if st.session_state.get("view") not in registry.labels():
+        st.session_state.view = registry.DEFAULT.label
 
 
 def view_key() -> str:
     """The chosen view's short name ("head", "overview", ...), as in the URL."""
-    label = st.session_state.get("view")
-    return next((k for k, v in VIEWS.items() if v == label), "head")
+    return registry.by_label(st.session_state.get("view")).key
 
 
 def current_choices() -> list[tuple[Param, Any]]:
     """The choices that shape the page of the chosen view, with their values."""
-    view = view_key()
-    return [(p, st.session_state[p.key]) for p in PARAMS
-            if p.key in st.session_state and (not p.views or view in p.views)]
+    reads = registry.SHARED + registry.by_label(st.session_state.get("view")).reads
+    return [(p, st.session_state[p.key]) for p in PARAMS if p.key in st.session_state and p.name in reads]
 
 
 def write_url() -> None:
@@ -249,7 +245,7 @@ def submit() -> None:
 
 def open_head(layer: int, head: int) -> None:
     st.session_state.layer, st.session_state.head = int(layer), int(head)
-    st.session_state.view = VIEWS["head"]
+    st.session_state.view = registry.named("head").label
 
 
 def open_clicked_head(chart_key: str, text: str | None = None) -> None:
@@ -261,14 +257,6 @@ def open_clicked_head(chart_key: str, text: str | None = None) -> None:
             if text is not None:
                 st.session_state.text, st.session_state.text_b = text, ""
                 st.session_state.submitted = (text, "")
-            return
-
-
-def pick_step() -> None:
-    for point in st.session_state.flow_chart.selection.get("points", []):
-        data = point.get("customdata")
-        if data:
-            st.session_state.flow_step = data[0] if isinstance(data, (list, tuple)) else data
             return
 
 

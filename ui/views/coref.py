@@ -5,21 +5,27 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attention.analysis.coref import CorefExample, ExampleError, flipping_heads, score_example, twin_pairs, word_spans
+from attention.analysis.coref import (
+    CorefExample,
+    flipping_heads,
+    score_example,
+    twin_pairs,
+    word_spans,
+)
 from attention.analysis.coref_cli import csv_text
 from attention.analysis.coref_metrics import heads_against_best
 from viz.coref import flip_grid, head_grid, ranked_heads
 
-from .coref_data import excluded_reasons, scores_or_message, suite_picker
-from .coref_groups import grouped
-from .coref_measures import measures, second_model
-from .layout import column_px, main_px, slots
-from .state import COREF_MODES, PRESET_COREF, open_clicked_head
-from .views import figure_slot, font_size, is_causal, plain, present_size, show
+from ..coref_data import excluded_reasons, scores_or_message, suite_picker
+from ..coref_groups import grouped
+from ..coref_measures import measures, second_model
+from ..layout import column_px, main_px, slots
+from ..page import figure_slot, font_size, is_causal, plain, present_size, show
+from ..state import COREF_MODES, PRESET_COREF, open_clicked_head
 
 # ---- the three modes -------------------------------------------------------------------------------
 
-def coref_view(run) -> None:
+def draw(run) -> None:
     slot = figure_slot()
     mode = st.segmented_control("Coreference", list(COREF_MODES.values()), key="coref_mode", required=True,
                                 label_visibility="collapsed")
@@ -86,27 +92,6 @@ def causal_note() -> None:
                    "after the pronoun gets no attention and these scores can only pick an earlier one.")
 
 
-def strongest_head(run, text: str) -> tuple[int, int, str] | None:
-    """For an example the app offers with a known antecedent: the head that attends most from the
-    pronoun to it, found on this model's run, and a sentence saying so. None for other sentences."""
-    if text not in PRESET_COREF:
-        return None
-    pronoun, candidates, answer = PRESET_COREF[text]
-    enc = run.encoded
-    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
-    example = CorefExample(text, pronoun, tuple(candidates), answer)
-    try:
-        score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
-    except ExampleError:  # a tokenizer that splits the words otherwise
-        return None
-    to_answer = score.attention[..., example.answer_index]  # (n_layers, H)
-    layer, head = np.unravel_index(int(np.argmax(to_answer)), to_answer.shape)
-    others = np.delete(score.attention[layer, head], example.answer_index)
-    return int(layer), int(head), (
-        f"Opened layer {layer}, head {head}: of all {to_answer.size} heads it sends “{pronoun}” to "
-        f"“{answer}” most strongly ({to_answer[layer, head]:.2f}; the other candidate gets {others.max():.2f}).")
-
-
 def prefill(text: str, words: list[str]) -> None:
     """Pre-fill pronoun, candidates and answer once per sentence for the app's examples."""
     if st.session_state.get("coref_prefilled") == text:
@@ -136,7 +121,6 @@ def suite(run) -> None:
         return
     name, examples = suite.name, suite.examples
     causal_note()
-    n_layers, n_heads = result.accuracy.shape
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
     st.caption(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "

@@ -16,10 +16,10 @@ from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
-from .cache import get_trace
-from .coref import strongest_head
-from .layout import main_px
-from .views import axis_labels, font_size, is_causal, show, strip_figure
+from ..cache import get_trace
+from ..computations import strongest_head
+from ..layout import main_px
+from ..page import axis_labels, font_size, is_causal, show, strip_figure
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def step_to(delta: int, count: int) -> None:
     st.session_state.walk_step = min(max(int(st.session_state.get("walk_step", 0)) + delta, 0), count - 1)
 
 
-def walk_view(run) -> None:
+def draw(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     trace = get_trace(st.session_state.source, (text,), text_b, layer)

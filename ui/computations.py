@@ -1,0 +1,165 @@
+"""The computations the views share, cached per model and input in the bounded stores (ui/cache.py):
+statistics and patterns, the head comparison, rollout and attention flow, ablation, the grouped-query
+conversion, the masked-LM head, and the head an example's pronoun is sent from."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attention import ModelLoadError
+from attention.aggregate import pairwise_change
+from attention.analysis.ablation import ablate
+from attention.analysis.coref import CorefExample, ExampleError, score_example
+from attention.analysis.gqa import to_grouped
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+from attention.analysis.stats import (
+    embed_heads,
+    head_distances,
+    head_stats,
+    pattern_labels,
+    punctuation_mask,
+)
+from attention.mlm import MaskedLMHead, load_mlm_head
+from attention.run import run_sentence
+from viz.overview import pool_map
+
+from .cache import MB, get_model, get_run, is_big, store
+from .limits import deadline_check
+from .state import PRESET_COREF, PRESETS
+from .workers import flow_workers
+
+CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools longer maps to this many cells
+COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
+
+
+def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-head statistics of the run's sentence and a pattern label per head (milliseconds)."""
+    enc = run.encoded
+    if is_big(run):  # a pass of its own, one layer's maps at a time, cached
+        stats = run.stats
+    else:
+        stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+    pair = any(s == 1 for s in enc.sequence_ids)
+    return stats, pattern_labels(stats, len(enc.tokens), pair=pair)
+
+
+def comparison_sentences(text: str, text_b: str, n_tokens: int) -> list[tuple[str, str]]:
+    """The examples the app offers and the submitted sentence, unless it is longer than
+    COMPARE_MAX_TOKENS: the set the heads are compared over."""
+    pairs = [p for p in PRESETS.values() if p != (text, text_b)]
+    return ([(text, text_b)] if n_tokens <= COMPARE_MAX_TOKENS else []) + pairs
+
+
+def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
+    def compute(deadline):
+        progress_ = deadline.wrap(progress)
+        maps = []
+        for k, (text, text_b) in enumerate(pairs):
+            maps.append(get_run(source, text, text_b).attentions)
+            progress_(0.2 * (k + 1) / len(pairs), f"Ran {k + 1} of {len(pairs)} sentences")
+        distances = head_distances(maps, progress=lambda done: progress_(0.2 + 0.8 * done, "Comparing heads…"))
+        return distances, embed_heads(distances, heads_per_layer=maps[0].shape[1])
+
+    return store("head-embeddings", 8, 20 * MB).get_or_compute_heavy((source, tuple(pairs)), "comparison", compute)
+
+
+def through_layer(run, layer: int) -> tuple:
+    """Layers 0..`layer` as the model's tuple of (1, H, T, T) tensors, for rollout and flow. A big run gives
+    its head-averaged maps as one head each, (1, 1, T, T): both methods average the heads first, so the
+    result is the same without every full map."""
+    if is_big(run) and run.head_means is not None:
+        return as_attention_tuple(run.head_means[: layer + 1, None])  # (layer + 1, 1, T, T)
+    return as_attention_tuple(run.attentions[: layer + 1])
+
+
+def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
+    """Rollout through `layer` (T, T), cached: about 0.3 s at 512 tokens."""
+    def compute():
+        return rollout(through_layer(run, layer))[-1, 0].numpy()
+
+    return store("rollouts", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
+
+
+def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
+    """Attention flow from the input tokens into the positions after `layer` (T, T)."""
+    def compute(deadline):
+        return attention_flow(through_layer(run, layer), progress=deadline.wrap(progress),
+                              solve_rows=flow_workers().solve_rows)
+
+    return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
+    """The checkpoint's masked-LM head, or None and why not (no head, or one that does not load)."""
+    model, _ = get_model(source)
+    try:
+        head = load_mlm_head(model)
+    except ModelLoadError as err:
+        return None, f"This checkpoint's masked-LM head does not load, so there are no [MASK] guesses: {err}"
+    if head is None:
+        return None, ("This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
+                      "compare. Load one that has (for example bert-base-uncased) to see them.")
+    return head, None
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)  # a whole model's copy: one at a time
+def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
+    """The converted model; inside a heavy job its time limit is checked after every layer converted
+    (`_progress`, or else the job's deadline). Stopped, nothing is cached."""
+    model, _ = get_model(source)
+    return to_grouped(model, num_kv_heads, progress=_progress or deadline_check())
+
+
+def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
+    def compute(deadline):
+        _, tokenizer = get_model(source)
+        return run_sentence(get_grouped_model(source, num_kv_heads), tokenizer, text, text_b)
+
+    return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy((source, num_kv_heads, text, text_b), "gqa",
+                                                                     compute)
+
+
+def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
+    def compute(deadline):  # the time limit is checked after each of the two forward passes
+        model, tokenizer = get_model(source)
+        mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
+        for layer, head in heads:
+            mask[layer, head] = 0.0
+        enc = run.encoded
+        return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
+                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer,
+                      progress=deadline.wrap(None))
+
+    return store("ablations", 16, 200 * MB).get_or_compute_heavy((source, text, text_b, heads, mode), "ablation",
+                                                                  compute)
+
+
+def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
+    """Mean |Δ| between every two heads' maps of one layer (H, H), cached: maps longer than
+    CHANGE_MAX_CELLS tokens are pooled to that many cells a side first."""
+    def compute():
+        return pairwise_change(pool_map(run.attentions[layer], CHANGE_MAX_CELLS))
+
+    return store("head-changes", 32, 8 * MB).get_or_compute((source, text, text_b, layer), compute)
+
+
+def strongest_head(run, text: str) -> tuple[int, int, str] | None:
+    """For an example the app offers with a known antecedent: the head that attends most from the
+    pronoun to it, found on this model's run, and a sentence saying so. None for other sentences."""
+    if text not in PRESET_COREF:
+        return None
+    pronoun, candidates, answer = PRESET_COREF[text]
+    enc = run.encoded
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
+    example = CorefExample(text, pronoun, tuple(candidates), answer)
+    try:
+        score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    except ExampleError:  # a tokenizer that splits the words otherwise
+        return None
+    to_answer = score.attention[..., example.answer_index]  # (n_layers, H)
+    layer, head = np.unravel_index(int(np.argmax(to_answer)), to_answer.shape)
+    others = np.delete(score.attention[layer, head], example.answer_index)
+    return int(layer), int(head), (
+        f"Opened layer {layer}, head {head}: of all {to_answer.size} heads it sends “{pronoun}” to "
+        f"“{answer}” most strongly ({to_answer[layer, head]:.2f}; the other candidate gets {others.max():.2f}).")

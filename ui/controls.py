@@ -1,0 +1,55 @@
+"""The page's inputs: the model in the sidebar, and the sentence form with its examples."""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from .cache import get_model, precision_caption
+from .page import plain
+from .sources import policy
+from .state import PRESETS, ask_for_model, choose_model, submit, use_preset
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        st.header("Model")
+        model, _ = get_model(st.session_state.source)
+        c = model.config
+        st.caption(f"In use: {plain(model.load_report.source)} — {c.model_type}"
+                   f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
+                   f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}")
+        rules = policy()
+        if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
+            choices = ["", *rules.allowed]
+            if st.session_state.get("model_choice") not in choices:
+                st.session_state.model_choice = st.session_state.source if st.session_state.source in choices else ""
+            st.selectbox("Model", choices, key="model_choice", on_change=choose_model,
+                         format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)")
+        else:
+            with st.form("model_form"):
+                st.text_input("Checkpoint folder or hub id", key="model_input",
+                              placeholder="empty: the bundled all-MiniLM-L6-v2")
+                st.form_submit_button("Load model", on_click=ask_for_model)
+        if st.session_state.get("model_error"):
+            st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
+        ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
+        if ignored:
+            st.caption("Task-head tensors, not used by these views: " + plain(", ".join(ignored)))
+
+
+def input_form() -> None:
+    if st.session_state.present:  # the figure is the point; the form folds away
+        with st.expander("Sentence and examples"):
+            _input_widgets()
+    else:
+        _input_widgets()
+
+
+def _input_widgets() -> None:
+    st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
+                 on_change=use_preset)
+    with st.form("sentence_form"):
+        st.text_area("Sentence", key="text", height=90)
+        st.text_input("Second sentence (segment B, optional)", key="text_b")
+        st.form_submit_button("Run", type="primary", on_click=submit)

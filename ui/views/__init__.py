@@ -1,0 +1,1 @@
+"""One module per view, each with its `draw(run)`; ui/registry.py lists them."""

@@ -1,0 +1,38 @@
+"""The Overview: every head of every layer as a thumbnail; a click opens the head."""
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
+
+from ..cache import is_big
+from ..computations import sentence_patterns
+from ..layout import main_px
+from ..page import figure_slot, font_size, present_size, show
+from ..state import open_clicked_head
+
+
+def draw(run) -> None:
+    slot = figure_slot()
+    st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
+    labels = None
+    if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
+        patterns = sentence_patterns(run)[1]
+        labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
+                  for head in range(run.n_heads)}
+    size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
+    highlight = (st.session_state.layer, st.session_state.head)
+    if labels and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) \
+            < LABEL_MIN_TILE_PX:
+        st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its "
+                   "pattern.")
+    if is_big(run):  # pooled as the forward pass went: the full maps were never held together
+        fig = overview_figure(run.pooled, run.strongest, len(run.tokens), run.tokens, labels=labels,
+                              highlight=highlight, font_size=font_size(), **size)
+    else:
+        fig = viz.overview_grid(run.attentions, run.tokens, labels=labels, highlight=highlight,
+                                font_size=font_size(), **size)
+    with slot or st.container():
+        show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"),
+             selection_mode="points")

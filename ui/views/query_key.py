@@ -1,0 +1,27 @@
+"""The Query·key view: for one query token of the chosen head, its query vector, every key vector, their
+product, the scaled score and the softmax probability, from the recorded forward pass."""
+from __future__ import annotations
+
+import streamlit as st
+
+from attention.analysis.query_key import query_key
+from viz.analysis import query_key_figure
+
+from ..cache import get_trace
+from ..page import font_size, show
+
+
+def draw(run) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+    options = list(range(len(run.tokens)))
+    st.session_state.setdefault("qk_query", 0)
+    if st.session_state.qk_query not in options:
+        st.session_state.qk_query = 0
+    query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
+    trace = get_trace(st.session_state.source, (text,), text_b, layer)
+    qk = query_key(trace, head, query)
+    st.caption(f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "
+               f"every key vector, their elementwise product, the scaled score (sum of the product × "
+               f"{qk.scaling:.4f}) and the softmax probability per key.")
+    show(query_key_figure(qk, run.tokens, font_size=font_size()), f"query-key-l{layer}-h{head}")

@@ -1,0 +1,60 @@
+"""The Head stats view: per-head statistics and patterns of this sentence, and every head laid out by
+how alike its maps are across sentences; a row or a point opens the head."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from viz.analysis import head_scatter, stats_frame
+
+from ..computations import (
+    COMPARE_MAX_TOKENS,
+    comparison_sentences,
+    head_map_embedding,
+    sentence_patterns,
+)
+from ..limits import heavy_guard
+from ..page import font_size, progress_bar, show
+from ..state import open_clicked_head, open_head
+
+
+def open_selected_row(frame_key: str, frame) -> None:
+    rows = st.session_state[frame_key].selection.get("rows", [])
+    if rows:
+        open_head(frame.iloc[rows[0]]["layer"], frame.iloc[rows[0]]["head"])
+
+
+def draw(run) -> None:
+    stats, labels = sentence_patterns(run)
+    st.caption("Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
+               "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
+               "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
+               "vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when previous+self+next get ≥ 0.5, block when a pair's "
+               "queries keep ≥ 0.8 within their sentence, broad when entropy ≥ 0.7 of a uniform row's, else "
+               "heterogeneous.")
+    frame = stats_frame(stats, labels)
+    counts = {name: int((labels == name).sum()) for name in np.unique(labels)}
+    st.write("Patterns: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    st.dataframe(frame, hide_index=True, key="stats_table", on_select=lambda: open_selected_row("stats_table", frame),
+                 selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
+
+    st.subheader("Heads compared across sentences")
+    pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))
+    over = (f"this sentence and the {len(pairs) - 1} examples" if len(run.tokens) <= COMPARE_MAX_TOKENS else
+            f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
+            "a long time, so it is left out)")
+    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by "
+               "multidimensional scaling (as in Clark et al. 2019). Nearby heads attend alike. Click a point to open "
+               "the head.")
+    bar, update = progress_bar("Comparing heads…")
+    with heavy_guard() as outcome:
+        _, embedding = head_map_embedding(st.session_state.source, pairs, update)
+    bar.empty()
+    if not outcome.ok:
+        return
+    n_heads = run.n_heads
+    index = np.arange(len(embedding.layer))
+    names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
+    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size())
+    show(fig, "head-embedding", key="embedding_chart", on_select=lambda: open_clicked_head("embedding_chart"),
+         selection_mode="points")
