@@ -9,7 +9,8 @@ with the server and lowers its own priority, which needs no privilege.
 The workers are one `ProcessPoolExecutor` per server process, started when first needed; a visitor's
 clear_cache does not reach it. They start from a forkserver, not by forking the server (whose torch
 threads a fork would copy in the middle of their work), and this module imports neither torch nor
-streamlit, so a worker holds numpy and scipy only (about 60 MB).
+streamlit, so a worker holds numpy and scipy: 61 MB under `python -m streamlit run`, 102 MB under the
+`streamlit` command, whose script multiprocessing has each worker import as its main module.
 """
 from __future__ import annotations
 
