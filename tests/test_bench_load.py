@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import load  # noqa: E402
+import _rig
+import _room
 
 
 class Setting:
@@ -30,11 +31,10 @@ class Setting:
 
 def test_autogroup_is_off_inside_the_run_and_back_on_after_it_even_when_the_run_fails(monkeypatch):
     setting = Setting("1")
-    monkeypatch.setattr(load, "AUTOGROUP", setting)
-    with pytest.raises(RuntimeError):
-        with load.machine_wide_priorities() as line:
-            assert setting.value == "0"
-            raise RuntimeError("the bench could not run")
+    monkeypatch.setattr(_rig, "AUTOGROUP", setting)
+    with pytest.raises(RuntimeError), _rig.machine_wide_priorities() as line:
+        assert setting.value == "0"
+        raise RuntimeError("the bench could not run")
     assert setting.value == "1" and setting.writes == ["0", "1"]
     assert "turned off for this run" in line
 
@@ -46,8 +46,8 @@ def test_autogroup_is_off_inside_the_run_and_back_on_after_it_even_when_the_run_
 ])
 def test_autogroup_left_as_it_is_when_it_is_off_missing_or_not_ours_to_change(monkeypatch, value, writable, says):
     setting = Setting(value, writable)
-    monkeypatch.setattr(load, "AUTOGROUP", setting)
-    with load.machine_wide_priorities() as line:
+    monkeypatch.setattr(_rig, "AUTOGROUP", setting)
+    with _rig.machine_wide_priorities() as line:
         assert setting.value == value
     assert setting.value == value and setting.writes == []
     assert says in line
@@ -57,7 +57,7 @@ def test_chart_words_are_the_traces_and_tick_labels_not_the_template():
     spec = {"data": [{"type": "heatmap", "x": ["[CLS]·0", "zebra·1"], "hovertemplate": "%{y} → %{x}"}],
             "layout": {"xaxis": {"ticktext": ["[CLS]", "otter"]}, "template": {"layout": {"title": "gold"}},
                        "title": {"text": "Layer 3, head 1"}}}
-    words = load.chart_words(spec)
+    words = _room.chart_words(spec)
     assert {"zebra", "otter", "[CLS]"} <= words
     assert "gold" not in words and "0" in words
 
@@ -68,11 +68,11 @@ def test_a_laptop_submits_the_sentence_form_and_reads_its_heatmap_and_a_foreign_
     from browser import app_server
 
     async def visit(url: str) -> tuple:
-        laptop = load.Laptop(url)
+        laptop = _room.Laptop(url)
         await laptop.open(120)
         try:
             opened = list(laptop.heatmap)
-            shown, _ = await laptop.submit("The zebra didn't cross the road.", "zebra", 60)
+            shown = await laptop.submit("The zebra didn't cross the road.", "zebra", 60)
             return opened, shown, list(laptop.heatmap), laptop.check("s", "zebra", {"otter"}), \
                 laptop.check("s", "otter", {"zebra"}), laptop.errors
         finally:

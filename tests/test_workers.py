@@ -1,4 +1,4 @@
-"""Attention flow solved in a worker process (ui/workers.py): the same numbers, at the lowest priority,
+"""Attention flow solved in worker processes (ui/workers.py): the same numbers, at the lowest priority,
 stopped with the computation that asked for it."""
 import os
 
@@ -17,11 +17,10 @@ def random_attentions(n_layers=3, heads=2, T=9, seed=0):
 
 @pytest.fixture
 def workers():
-    pool = FlowWorkers(keep=1)
+    pool = FlowWorkers(workers=1, chunk_rows=1)
     yield pool
-    for proc in pool.idle:
-        proc.kill()
-        proc.wait()
+    if pool.pool is not None:
+        pool.pool.shutdown(cancel_futures=True)
 
 
 def test_a_worker_solves_the_same_flows_at_the_lowest_priority_and_is_kept_for_the_next(workers):
@@ -29,26 +28,31 @@ def test_a_worker_solves_the_same_flows_at_the_lowest_priority_and_is_kept_for_t
     here = attention_flow(attentions, layers="all")
     there = attention_flow(attentions, layers="all", solve_rows=workers.solve_rows)
     np.testing.assert_array_equal(there, here)
-    assert workers.started == 1 and len(workers.idle) == 1
-    worker = workers.idle[0]
-    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == WORKER_NICE
+    assert workers.started == 1 and workers.pool is not None
+    pool = workers.pool
+    worker = pool.submit(os.getpid).result()
+    assert pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == WORKER_NICE
     other = random_attentions(n_layers=2, T=5, seed=1)
     np.testing.assert_array_equal(attention_flow(other, solve_rows=workers.solve_rows), attention_flow(other))
-    assert workers.started == 1 and workers.idle == [worker]  # the same process answered
+    assert workers.started == 1 and workers.pool is pool  # the same process answered
+    assert pool.submit(os.getpid).result() == worker
 
 
 def test_a_flow_stopped_midway_stops_its_worker_and_the_next_flow_gets_a_new_one(workers):
-    attentions = random_attentions()
-    rows = []
+    attentions = random_attentions(T=40)  # 40 rows: the worker is still on them when the flow stops
+    rows, pools = [], []
 
     def progress(done):
         rows.append(done)
+        pools.append(workers.pool)
         if len(rows) == 2:
             raise TimeoutError("stopped")
 
     with pytest.raises(TimeoutError):
         attention_flow(attentions, progress=progress, solve_rows=workers.solve_rows)
-    assert workers.started == 1 and workers.idle == []  # stopped, not kept with unread answers
+    assert workers.started == 1 and workers.pool is None  # stopped, not kept with unread answers
+    with pytest.raises(RuntimeError):  # shut down: it takes no more work
+        pools[0].submit(os.getpid)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
                                   attention_flow(attentions))
     assert workers.started == 2
@@ -58,24 +62,17 @@ def test_where_no_worker_can_start_the_flow_is_solved_in_this_thread(workers, mo
     def cannot(*args, **kwargs):
         raise OSError("no processes here")
 
-    monkeypatch.setattr("ui.workers.subprocess.Popen", cannot)
+    monkeypatch.setattr("ui.workers.ProcessPoolExecutor", cannot)
     attentions = random_attentions(T=6)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
                                   attention_flow(attentions))
 
 
-def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(workers, monkeypatch, caplog):
-    import subprocess
-    import sys
-
-    def broken(self):  # a worker that cannot import what it needs, say
-        self.started += 1
-        return subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-    monkeypatch.setattr(FlowWorkers, "start", broken)
+def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(workers, monkeypatch, caplog, tmp_path):
+    # a worker that cannot import what it needs
+    monkeypatch.setattr("ui.workers.MAXFLOW", tmp_path / "maxflow.py")
     attentions = random_attentions(T=6)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
                                   attention_flow(attentions))
-    assert workers.started == 1 and workers.idle == []
+    assert workers.started == 1 and workers.pool is None
     assert any("its worker stopped" in r.getMessage() for r in caplog.records)

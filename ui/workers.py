@@ -3,102 +3,147 @@
 scipy's maximum_flow keeps Python's interpreter lock while it runs, and the heaviest flow the app offers
 runs thousands of them (about 7 s here). In the server's process that would hold up every other
 session's Python; lowering the thread's priority would make it worse, as a thread that waits for a core
-while it holds the lock holds up everyone (ui/cache.py's KernelsLow). A worker process
-(attention/analysis/maxflow.py, run as a script) shares no lock with the server and lowers its own
-priority, which needs no privilege. Only numbers cross its pipes.
+while it holds the lock holds up everyone (ui/cache.py's KernelsLow). A worker process shares no lock
+with the server and lowers its own priority, which needs no privilege.
+
+The workers are one `ProcessPoolExecutor` per server process, started when first needed; a visitor's
+clear_cache does not reach it. They start from a forkserver, not by forking the server (whose torch
+threads a fork would copy in the middle of their work), and this module imports neither torch nor
+streamlit, so a worker holds numpy and scipy: 61 MB under `python -m streamlit run`, 102 MB under the
+`streamlit` command, whose script multiprocessing has each worker import as its main module.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
-import subprocess
-import sys
+import multiprocessing
+import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import streamlit as st
-
-from attention.analysis import maxflow
-
-from .settings import HEAVY_SLOTS
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
-WORKER_NICE = 19  # the lowest priority: the worker takes the cores the room's requests leave
+WORKER_NICE = 19  # the lowest priority: the workers take the cores the room's requests leave
+# A flow's rows go to the workers this many at a time (about 0.4 s at 64 tokens here): a flow stopped
+# midway cancels the chunks not yet begun, and its workers stop within about a chunk.
+CHUNK_ROWS = 4
+# Loaded by its path in a worker: imported as attention.analysis.maxflow it would bring the attention
+# package and torch (1.2 s and 225 MB against 0.4 s and 60 MB for numpy and scipy).
+MAXFLOW = Path(__file__).resolve().parent.parent / "attention" / "analysis" / "maxflow.py"
+_maxflow = None  # in a worker: attention/analysis/maxflow.py, loaded by start_worker
+
+
+def start_worker(maxflow_path: str) -> None:
+    """A worker's initializer: its priority lowered, then maxflow.py and scipy loaded. Should this fail,
+    the pool breaks and the flow is solved in the server's thread."""
+    global _maxflow
+    os.nice(WORKER_NICE)
+    spec = importlib.util.spec_from_file_location("maxflow", maxflow_path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module at {maxflow_path}")
+    _maxflow = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_maxflow)
+    import scipy.sparse.csgraph  # noqa: F401  (before the first flow asks)
+
+
+def solve(capacity: np.ndarray, rows: list[tuple[int, int]]) -> list[np.ndarray]:
+    """In a worker: maxflow.flow_rows for `rows`, all of them."""
+    return list(_maxflow.flow_rows(capacity, rows))
 
 
 class FlowWorkers:
-    """Worker processes for attention flow, started when first needed; up to `keep` idle ones are kept
-    for the next flow (each holds numpy and scipy, about 60 MB)."""
+    """The server's pool of flow workers, started when first needed and replaced where a stopped flow
+    leaves its workers busy with rows no one reads."""
 
-    def __init__(self, keep: int):
-        self.keep = keep
-        self.idle: list[subprocess.Popen] = []
+    def __init__(self, workers: int, chunk_rows: int = CHUNK_ROWS):
+        self.workers, self.chunk_rows = workers, chunk_rows
+        self.pool: ProcessPoolExecutor | None = None
         self.lock = threading.Lock()
-        self.started = 0  # worker processes started so far
+        self.started = 0  # pools started so far
 
-    def start(self) -> subprocess.Popen:
-        # -P: the worker's folder is not put on its path, so it imports numpy and scipy only
-        proc = subprocess.Popen([sys.executable, "-P", str(Path(maxflow.__file__)), "--nice", str(WORKER_NICE)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.started += 1
-        return proc
-
-    def take(self) -> subprocess.Popen:
+    def executor(self) -> ProcessPoolExecutor:
         with self.lock:
-            while self.idle:
-                proc = self.idle.pop()
-                if proc.poll() is None:
-                    return proc
-        return self.start()
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"),
+                                                initializer=start_worker, initargs=(str(MAXFLOW),))
+                self.started += 1
+            return self.pool
 
-    def give_back(self, proc: subprocess.Popen) -> None:
+    def submit(self, capacity: np.ndarray, chunks: list) -> tuple[ProcessPoolExecutor, list[Future]]:
+        pool = self.executor()
+        return pool, [pool.submit(solve, capacity, chunk) for chunk in chunks]
+
+    def replace(self, pool: ProcessPoolExecutor) -> None:
+        """Shut `pool` down, its work not yet begun cancelled; the next flow starts a new one."""
         with self.lock:
-            if proc.poll() is None and len(self.idle) < self.keep:
-                self.idle.append(proc)
-                return
-        stop(proc)
+            if self.pool is pool:
+                self.pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self, pool: ProcessPoolExecutor, futures: list[Future]) -> None:
+        """A flow stopped midway: its chunks not yet begun are cancelled; where a worker is still on one,
+        the pool is replaced rather than left to finish rows before the next flow's."""
+        for future in futures:
+            future.cancel()
+        if not all(future.done() for future in futures):
+            self.replace(pool)
 
     def solve_rows(self, capacity: np.ndarray, rows: list[tuple[int, int]]) -> Iterator[np.ndarray]:
-        """maxflow.flow_rows, solved by a worker: each row as it comes. Stopped early (a time limit, a
-        rerun), the worker is stopped too, as it would go on solving rows no one reads. Where no worker
-        can start, or one stops before its first answer, the rows are solved in this thread."""
+        """maxflow.flow_rows, solved by the workers: each row as its chunk comes. Stopped early (a time
+        limit, a rerun), the chunks not begun are cancelled. Where no worker starts, or the pool breaks
+        before its first answer, the rows are solved in this thread."""
+        chunks = [rows[k:k + self.chunk_rows] for k in range(0, len(rows), self.chunk_rows)]
         try:
-            proc = self.take()
-        except OSError as err:
-            log.warning("attention flow is solved in the server's process: no worker process starts (%s)", err)
-            yield from maxflow.flow_rows(capacity, rows)
+            pool, futures = self.submit(capacity, chunks)
+        except (OSError, RuntimeError) as err:  # RuntimeError: the pool broke, or was shut down meanwhile
+            if self.pool is not None and isinstance(err, BrokenProcessPool):
+                self.replace(self.pool)
+            yield from in_this_thread(capacity, rows, f"no worker process starts ({err})")
             return
         answered = 0
         try:
-            maxflow.send_request(proc.stdin, capacity, rows)
-            for _ in rows:
-                row = maxflow.read_row(proc.stdout, capacity.shape[1])
+            for k in range(len(chunks)):
+                try:
+                    answer = futures[k].result()
+                except CancelledError:  # another flow's stop replaced the pool: the rest goes to the new one
+                    pool, futures[k:] = self.submit(capacity, chunks[k:])
+                    answer = futures[k].result()
+                except BrokenProcessPool as err:
+                    if answered:
+                        raise
+                    self.replace(pool)
+                    yield from in_this_thread(capacity, rows, f"its worker stopped ({err})")
+                    return
+                yield from answer
                 answered += 1
-                yield row
-        except OSError as err:
-            if answered:
-                raise
-            log.warning("attention flow is solved in the server's process: its worker stopped (%s)", err)
-            yield from maxflow.flow_rows(capacity, rows)
         finally:
-            if answered == len(rows):
-                self.give_back(proc)
-            else:
-                stop(proc)
+            if answered < len(chunks):
+                self.stop(pool, futures)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.kill()
-    proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
-        try:
-            pipe.close()
-        except OSError:  # the pipe broke with the process
-            pass
+def in_this_thread(capacity: np.ndarray, rows: list[tuple[int, int]], why: str) -> Iterator[np.ndarray]:
+    from attention.analysis.maxflow import flow_rows
+
+    log.warning("attention flow is solved in the server's process: %s", why)
+    yield from flow_rows(capacity, rows)
 
 
-@st.cache_resource(show_spinner=False)
+_workers: FlowWorkers | None = None
+_workers_lock = threading.Lock()
+
+
 def flow_workers() -> FlowWorkers:
-    """One set per server: as many idle workers kept as flows may run at once."""
-    return FlowWorkers(HEAVY_SLOTS)
+    """The server's flow workers, one pool per process: as many workers as flows may run at once."""
+    global _workers
+    with _workers_lock:
+        if _workers is None:
+            from .settings import HEAVY_SLOTS
+
+            _workers = FlowWorkers(HEAVY_SLOTS)
+        return _workers
