@@ -39,7 +39,9 @@ def main() -> None:
     if warming is not None:
         warming.empty()
     from ui.analysis import ablation_view, efficient_view, query_key_view, rollout_view, stats_view
-    from ui.cache import LOADED, get_model, get_run
+    from attention.bigrun import NeedsSmallerInput
+    from ui.models import LOADED, get_model
+    from ui.runs import get_run
     from ui.coref import coref_view, strongest_head
     from ui.present import controls as present_controls, keys as present_keys, link_control, show_link
     from ui.state import clamp_selection, init_from_url, keep_choices, load_pending_model, view_key, write_url
@@ -105,7 +107,10 @@ def main() -> None:
     views = {"head": head_view, "overview": overview, "flow": flow, "masks": masks, "coref": coref_view,
              "stats": stats_view, "rollout": rollout_view, "qk": query_key_view, "ablation": ablation_view,
              "efficient": efficient_view, "walk": walk_view}
-    views[view_key()](run)
+    try:
+        views[view_key()](run)
+    except NeedsSmallerInput as err:  # a big run's view that reads every map at once
+        st.info(str(err))
     link = None
     if present:  # what is not the figure comes after it
         present_keys(run)

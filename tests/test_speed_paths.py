@@ -54,7 +54,8 @@ for s in sessions:
 for s in sessions:
     s.join(timeout=300)
 thread.join(timeout=300)
-from ui.cache import LOADED, MB, get_model, store
+from ui.models import LOADED, get_model
+from ui.stores import MB, store
 from ui.state import DEFAULT_SENTENCE
 watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 print(json.dumps({

@@ -11,6 +11,7 @@ import streamlit as st
 
 from attention import ModelLoadError
 from attention.analysis.ablation import ablate
+from attention.bigrun import NeedsSmallerInput, is_big
 from attention.analysis.rollout import FLOW_MAX_TOKENS, as_attention_tuple, attention_flow, rollout
 from attention.analysis.stats import embed_heads, head_distances
 from attention.analysis.gqa import kv_head_options, map_change, to_grouped
@@ -23,7 +24,9 @@ from viz.efficient import fused_panel, gqa_change_grid, gqa_groups_figure, head_
 from viz.overview import pool_map
 from viz.heatmap import grid_fits, head_heatmap
 
-from .cache import MB, NeedsSmallerInput, get_model, get_run, get_trace, is_big, store
+from .models import get_model
+from .runs import get_run, get_trace
+from .stores import MB, kept, store
 from .limits import deadline_check, heavy_guard
 from .layout import column_px, main_px, slots
 from .state import ABLATION_MODES, PRESETS, open_clicked_head, open_head
@@ -83,7 +86,7 @@ def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) ->
     return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 
 
-@st.cache_resource(max_entries=2, show_spinner=False)
+@kept(max_entries=2)
 def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
     """The checkpoint's masked-LM head, or None and why not (no head, or one that does not load)."""
     model, _ = get_model(source)
@@ -97,7 +100,7 @@ def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
     return head, None
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)  # a whole model's copy: one at a time
+@kept(max_entries=1)  # a whole model's copy: one at a time
 def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
     """The converted model; inside a heavy job its time limit is checked after every layer converted
     (`_progress`, or else the job's deadline). Stopped, nothing is cached."""

@@ -13,7 +13,8 @@ server starts: a thread then does all of the above (torch, the model, the first 
 the first browser is still loading the page, and the first script run waits for it in `preload`.
 The garbage collector is off while the thread imports (its passes would find nothing to free), and
 what the imports made is then frozen out of its sight.
-Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself.
+Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
+(and sets torch's threads: `one_thread_per_computation`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import threading
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
 # the page's own modules (app.py imports them inside main): torch and the figures
-PAGE_MODULES = ("ui.cache", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
+PAGE_MODULES = ("ui.runs", "ui.state", "ui.views", "ui.coref", "ui.analysis", "ui.walk", "ui.present", "viz")
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
 SWITCH_S = 0.0005
@@ -48,6 +49,7 @@ def preload() -> None:
         if _done:
             return
         _import(LAZY_MODULES)
+        one_thread_per_computation()
         _done = True
 
 
@@ -102,9 +104,11 @@ def _warm_up() -> None:
         finally:
             _loading_ready.set()
         _import(PAGE_MODULES)
+        one_thread_per_computation()
         from transformers import AutoTokenizer  # noqa: F401  (what loading the model imports first)
 
-        from ui.cache import get_model, get_run
+        from ui.models import get_model
+        from ui.runs import get_run
         from ui.state import DEFAULT_SENTENCE
 
         # what start-up imported stays: every later full collection (a pause of ~0.2 s for every
@@ -121,6 +125,16 @@ def _warm_up() -> None:
         gc.enable()
         sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
+
+
+def one_thread_per_computation() -> None:
+    """Each computation runs on one core and a few (ui/stores.py's COMPUTE_SLOTS) run at once: on a small
+    machine that also draws pages, two threads per forward pass mostly wait for each other (a 16-token
+    submission took 0.2-0.3 s of script time with two, 0.05-0.1 s with one). Set before any model runs,
+    so every thread has it: by the warm-up, or by the first script run where there is none."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _import(names) -> None:

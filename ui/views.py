@@ -9,6 +9,7 @@ import streamlit as st
 
 import viz
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
+from attention.bigrun import NeedsSmallerInput, is_big
 from attention.run import head_map
 from attention.trace import head_matrix
 from viz.heatmap import grid_fits
@@ -17,7 +18,8 @@ from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 from viz.tokens import COMPACT_ABOVE
 
-from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, is_big, precision_caption
+from .models import get_model, precision_caption
+from .runs import get_batch, get_run, get_trace
 from .layout import column_px, expander_px, main_px, slots
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy

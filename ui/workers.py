@@ -3,7 +3,7 @@
 scipy's maximum_flow keeps Python's interpreter lock while it runs, and the heaviest flow the app offers
 runs thousands of them (about 7 s here). In the server's process that would hold up every other
 session's Python; lowering the thread's priority would make it worse, as a thread that waits for a core
-while it holds the lock holds up everyone (ui/cache.py's KernelsLow). A worker process
+while it holds the lock holds up everyone (ui/priority.py's KernelsLow). A worker process
 (attention/analysis/maxflow.py, run as a script) shares no lock with the server and lowers its own
 priority, which needs no privilege. Only numbers cross its pipes.
 """
@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import streamlit as st
 
 from attention.analysis import maxflow
 
 from .settings import HEAVY_SLOTS
+from .stores import kept
 
 log = logging.getLogger(__name__)
 WORKER_NICE = 19  # the lowest priority: the worker takes the cores the room's requests leave
@@ -98,7 +98,7 @@ def stop(proc: subprocess.Popen) -> None:
             pass
 
 
-@st.cache_resource(show_spinner=False)
+@kept()
 def flow_workers() -> FlowWorkers:
     """One set per server: as many idle workers kept as flows may run at once."""
     return FlowWorkers(HEAVY_SLOTS)
