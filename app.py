@@ -50,6 +50,7 @@ def main() -> None:
     from ui.walk import walk_view
     from viz._style import message_figure
 
+    preload.one_thread_per_computation()  # before any model runs; done already where the server warmed up
     init_from_url()
     keep_choices()
     st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's

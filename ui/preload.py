@@ -14,7 +14,7 @@ the first browser is still loading the page, and the first script run waits for 
 The garbage collector is off while the thread imports (its passes would find nothing to free), and
 what the imports made is then frozen out of its sight.
 Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
-(and sets torch's threads: `one_thread_per_computation`).
+(the page then sets torch's threads: `one_thread_per_computation`).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ _SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
 _started = False
+_one_thread = False  # torch set to one thread per computation
 _loading_figure = None  # built first, so the page can show it while the rest is warmed
 _loading_ready = threading.Event()
 log = logging.getLogger("attention-app")
@@ -49,7 +50,6 @@ def preload() -> None:
         if _done:
             return
         _import(LAZY_MODULES)
-        one_thread_per_computation()
         _done = True
 
 
@@ -131,10 +131,14 @@ def one_thread_per_computation() -> None:
     """Each computation runs on one core and a few (ui/stores.py's COMPUTE_SLOTS) run at once: on a small
     machine that also draws pages, two threads per forward pass mostly wait for each other (a 16-token
     submission took 0.2-0.3 s of script time with two, 0.05-0.1 s with one). Set before any model runs,
-    so every thread has it: by the warm-up, or by the first script run where there is none."""
+    so every thread has it: by the warm-up, or by the page (app.py) where there is none. Once per process."""
+    global _one_thread
+    if _one_thread:
+        return
     import torch
 
     torch.set_num_threads(1)
+    _one_thread = True
 
 
 def _import(names) -> None:
