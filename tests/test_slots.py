@@ -166,3 +166,21 @@ def test_the_stopped_jobs_remembered_are_bounded(monkeypatch):
         with pytest.raises(TooLong), heavy.job("flow", key) as deadline:
             deadline.check()
     assert [stop[1] for stop in heavy.stopped] == ["b", "c"]
+
+
+def test_a_sessions_second_job_is_a_message_on_the_page(monkeypatch):
+    from test_app import no_errors, start, submit
+
+    at = start(view="rollout", layer="2")
+    at.radio(key="rollout_kind").set_value("Flow").run()
+    monkeypatch.setattr(slots, "session_id", lambda: "this session")
+    slots.HEAVY.sessions.add("this session")  # the session's earlier run's thread still waits for the slot
+    try:
+        submit(at, "A sentence only the second-job test uses.")
+    finally:
+        slots.HEAVY.sessions.discard("this session")
+    no_errors(at)
+    assert any(w.value.startswith("Your previous computation is still running") for w in at.warning)
+    at.run()  # that job has ended: the flow is drawn
+    no_errors(at)
+    assert not at.warning
