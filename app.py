@@ -39,7 +39,9 @@ def main() -> None:
     if warming is not None:
         warming.empty()
     from ui import registry
-    from ui.cache import LOADED, get_model, get_run
+    from attention.bigrun import NeedsSmallerInput
+    from ui.models import LOADED, get_model
+    from ui.runs import get_run
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
     from ui.page import plain, report_button, selectors, tokens_strip
@@ -55,6 +57,7 @@ def main() -> None:
     )
     from viz._style import message_figure
 
+    preload.one_thread_per_computation()  # before any model runs; done already where the server warmed up
     init_from_url()
     keep_choices()
     st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's
@@ -109,7 +112,10 @@ def main() -> None:
     else:
         tokens_strip(run)
         selectors(run)
-    registry.by_label(st.session_state.view).function()(run)
+    try:
+        registry.by_label(st.session_state.view).function()(run)
+    except NeedsSmallerInput as err:  # a big run's view that reads every map at once
+        st.info(str(err))
     link = None
     if present:  # what is not the figure comes after it
         present_keys(run)

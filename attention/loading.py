@@ -36,6 +36,15 @@ class ModelLoadError(ValueError):
     """A model that cannot be loaded; the message is one sentence a person can act on."""
 
 
+class DeviceUnavailable(ModelLoadError):
+    """A GPU asked for that this machine does not have: `device` as asked for, and `reason`, why not
+    (a clause, e.g. "torch finds no CUDA GPU on this machine (...)")."""
+
+    def __init__(self, device: str, reason: str):
+        super().__init__(f"device '{device}' was asked for, but {reason}: {DEVICE_HINT}")
+        self.device, self.reason = device, reason
+
+
 @dataclass(frozen=True)
 class LoadReport:
     source: str  # what was asked for, or DEFAULT_NAME
@@ -70,11 +79,10 @@ def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:
     if device.type != "cuda":
         raise ModelLoadError(f"device '{device}' is not supported: only 'cpu' and 'cuda' are")
     if not torch.cuda.is_available():
-        raise ModelLoadError(f"device '{device}' was asked for, but torch finds no CUDA GPU on this machine "
-                             f"(torch.cuda.is_available() is False): {DEVICE_HINT}")
+        raise DeviceUnavailable(str(device), "torch finds no CUDA GPU on this machine "
+                                "(torch.cuda.is_available() is False)")
     if device.index is not None and device.index >= torch.cuda.device_count():
-        raise ModelLoadError(f"device '{device}' was asked for, but this machine has {torch.cuda.device_count()} "
-                             f"CUDA GPU(s): {DEVICE_HINT}")
+        raise DeviceUnavailable(str(device), f"this machine has {torch.cuda.device_count()} CUDA GPU(s)")
     return device
 
 

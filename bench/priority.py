@@ -11,8 +11,8 @@ were done. Modes for the long thread:
 
   none     no long thread: what the short runs get anyway
   page     the long thread at the page's priority
-  thread   the whole long thread `--nice` steps lower (ui/cache.py before its KernelsLow)
-  kernels  ui/cache.py's low_priority(): its torch kernels `--nice` steps lower, its Python not
+  thread   the whole long thread `--nice` steps lower (ui/priority.py before its KernelsLow)
+  kernels  ui/priority.py's low_priority(): its torch kernels `--nice` steps lower, its Python not
 
 A thread set back while it holds Python's interpreter lock holds up every thread in the process until
 the busy cores let it run (a priority inversion); `thread` shows such stalls, `kernels` is meant not to
@@ -37,9 +37,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from attention import load_model
-from attention.run import run_padded_batch, run_sentence
-from ui import cache
+import ui.priority as priority  # noqa: E402
+from attention import load_model  # noqa: E402
+from attention.run import run_padded_batch, run_sentence  # noqa: E402
 
 LONG_TEXT = "walrus " * 510  # 512 positions with [CLS] and [SEP], the bundled model's limit
 
@@ -62,7 +62,7 @@ def one_mode(mode: str, model, tokenizer, args) -> str:
         while not stop.is_set():
             if mode == "thread":
                 os.setpriority(os.PRIO_PROCESS, me, args.nice)
-            with cache.low_priority() if mode == "kernels" else contextlib.nullcontext():
+            with priority.low_priority() if mode == "kernels" else contextlib.nullcontext():
                 run_sentence(model, tokenizer, LONG_TEXT)
                 run_padded_batch(model, tokenizer, [LONG_TEXT, "a walrus"])
             if mode == "thread":
@@ -102,10 +102,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--busy", type=int, default=12, help="processes spinning on the cores (the browsers)")
     ap.add_argument("--ordinary", type=int, default=4, help="threads running short sentences")
-    ap.add_argument("--nice", type=int, default=cache.BIG_NICE, help="nice steps for the lowered modes")
+    ap.add_argument("--nice", type=int, default=priority.BIG_NICE, help="nice steps for the lowered modes")
     ap.add_argument("--modes", default="none,page,thread,kernels")
     args = ap.parse_args()
-    cache.BIG_NICE = args.nice
+    priority.BIG_NICE = args.nice
     torch.set_num_threads(1)
     model, tokenizer = load_model(None)
     print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -113,7 +113,7 @@ def main() -> int:
           f"{args.busy} busy processes, {args.ordinary} short-sentence threads, {args.seconds:.0f} s per mode, "
           f"nice {args.nice}")
     for mode in args.modes.split(","):
-        if mode in ("thread", "kernels") and not cache.may_raise_priority(0):
+        if mode in ("thread", "kernels") and not priority.may_raise_priority(0):
             print(f"{mode:8s} skipped: this process may not set a thread's priority back")
             continue
         print(one_mode(mode, model, tokenizer, args), flush=True)

@@ -3,7 +3,7 @@ is the one every view uses, and draws; its MLM head works; a GPU asked for on a 
 one sentence on the page; a bad value is ignored with a warning in the server log.
 
 The settings are read once per process (ui/settings.py); AppTest runs the page in this process, so the
-tests set ui.cache's copies, as test_caps.py does for the caps."""
+tests set ui.models' copies, as test_caps.py does for the caps."""
 from __future__ import annotations
 
 import os
@@ -12,10 +12,9 @@ import sys
 
 import numpy as np
 import pytest
-import streamlit as st
 import torch
 
-import ui.cache as cache
+import ui.models as cache
 from attention import ModelLoadError, load_model
 from attention.analysis.ablation import ablate
 from attention.mlm import load_mlm_head
@@ -25,6 +24,7 @@ from conftest import ROOT, make_tiny
 from families import make_family
 from test_app_families import every_view_draws as each_view_draws
 from test_app import decode, head_figure, no_errors, start, submit
+from ui.stores import forget_everything
 
 # bfloat16 keeps 8 bits of mantissa: a map computed from bfloat16 weights (its softmax in float32) is
 # within about 1e-2 of the float32 model's; the bundled model's maps differ by up to ~9e-3 on this text.
@@ -37,7 +37,7 @@ LLAMA_TEXT = "the cat sat on the mat because it was tired"
 def forget_results() -> None:
     """Drop every cached model and result of this process: the stores are keyed by source and input, as
     a server's dtype never changes while it runs, so results of one dtype must not meet tests of another."""
-    st.cache_resource.clear()
+    forget_everything()
     cache.LOADED.clear()
 
 
@@ -205,7 +205,7 @@ def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
 
 def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
-    show = "import ui.cache as c; print(c.DEVICE, c.DTYPE)"
+    show = "import ui.models as c; print(c.DEVICE, c.DTYPE)"
     done = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env={**env, "ATTENTION_DTYPE": "int8"},
                           capture_output=True, text=True)
     assert done.stdout.split() == ["auto", "auto"], done.stderr

@@ -1,4 +1,4 @@
-"""Big-model runs (ui/cache.py): when every map of a run would be larger than BIG_RUN_BYTES, the run keeps
+"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES, the run keeps
 pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on demand."""
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from attention.analysis.stats import head_stats, punctuation_mask
 from attention.inputs import encode
 from attention.run import run_sentence
 from families import make_family
-from ui import cache
+from attention import bigrun
+from ui import runs
+from ui.runs import big_run_loader
 from viz.overview import head_tiles, overview_figure, overview_grid, pool_map
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -52,7 +54,7 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
     handles = [layer.register_forward_hook(watch) for layer in model.layers]  # before the run's own hooks
     calls = watch_forward(model, monkeypatch)
     try:
-        run = cache.pooled_run(model, enc, ("", TEXT, "", False))
+        run = bigrun.pooled_run(model, enc, False, big_run_loader(("", TEXT, "", False)), head_tiles)
     finally:
         for handle in handles:
             handle.remove()
@@ -61,7 +63,7 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
     assert all(a is None for a in calls[0][1])  # the model handed back no map
     assert all(ref() is None for ref in earlier)
     # what it kept is what the full maps give
-    np.testing.assert_allclose(run.pooled, pool_map(full.attentions, cache.POOL_CELLS), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(run.pooled, pool_map(full.attentions, bigrun.POOL_CELLS), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(run.strongest, head_tiles(full.attentions)[1], rtol=1e-5)
     np.testing.assert_allclose(run.head_means, full.attentions.mean(axis=1), rtol=1e-5, atol=1e-7)
     assert (run.n_layers, run.n_heads) == full.attentions.shape[:2]
@@ -70,7 +72,7 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
 def test_stats_of_a_big_run_are_those_of_its_maps(llama, monkeypatch):
     _, model, enc, full = llama
     calls = watch_forward(model, monkeypatch)
-    found = cache.pooled_stats(model, enc, False)
+    found = bigrun.pooled_stats(model, enc, False)
     stats = head_stats(full.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
     assert set(found) == set(stats)
     for name, values in stats.items():
@@ -81,7 +83,7 @@ def test_stats_of_a_big_run_are_those_of_its_maps(llama, monkeypatch):
 def test_a_layer_on_demand_runs_the_others_fused(llama, monkeypatch):
     _, model, enc, full = llama
     calls = watch_forward(model, monkeypatch)
-    maps = cache.layer_maps(model, enc, False, 1)
+    maps = bigrun.layer_maps(model, enc, False, 1)
     np.testing.assert_allclose(maps, full.attentions[1], rtol=1e-5, atol=1e-7)
     assert [c[0] for c in calls] == [{1}]
     assert not maps.flags.writeable
@@ -92,7 +94,7 @@ def test_hooks_leave_another_threads_forward_alone(llama):
 
     _, model, enc, full = llama
     seen = []
-    with cache.layer_hooks(model, lambda i, maps: seen.append(i)):
+    with bigrun.layer_hooks(model, lambda i, maps: seen.append(i)):
         out = []
         thread = threading.Thread(target=lambda: out.append(model(enc.input_ids, enc.attention_mask,
                                                                     enc.token_type_ids)))
@@ -104,14 +106,14 @@ def test_hooks_leave_another_threads_forward_alone(llama):
 
 def test_lazy_maps_read_one_layer_or_a_small_selection(llama):
     folder, _, enc, full = llama
-    maps = cache.LayerMaps((str(folder), TEXT, "", False), *full.attentions.shape[:3])
+    maps = bigrun.LayerMaps(big_run_loader((str(folder), TEXT, "", False)), *full.attentions.shape[:3])
     np.testing.assert_allclose(maps[2, 1], full.attentions[2, 1], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(maps[1], full.attentions[1], rtol=1e-5, atol=1e-7)
     rows = [3, 4]
     np.testing.assert_allclose(maps[:, :, rows, :], full.attentions[:, :, rows, :], rtol=1e-5, atol=1e-7)
-    with pytest.raises(cache.NeedsSmallerInput, match="shorter input"):
+    with pytest.raises(bigrun.NeedsSmallerInput, match="shorter input"):
         np.asarray(maps)
-    with pytest.raises(cache.NeedsSmallerInput):
+    with pytest.raises(bigrun.NeedsSmallerInput):
         maps[:2]
     with pytest.raises(IndexError):
         maps[3]
@@ -121,16 +123,16 @@ def test_index_keys_tell_long_arrays_apart():
     a, b = np.arange(2000), np.arange(2000)
     b[1000] = -1
     assert repr(a) == repr(b)  # numpy abbreviates both the same way
-    assert cache._index_key((slice(None), a)) != cache._index_key((slice(None), b))
+    assert runs._index_key((slice(None), a)) != runs._index_key((slice(None), b))
 
 
 def test_bundled_model_at_512_tokens_keeps_every_map():
-    assert cache.maps_bytes(6, 12, 512) <= cache.BIG_RUN_BYTES < cache.maps_bytes(16, 32, 512)
+    assert bigrun.maps_bytes(6, 12, 512) <= bigrun.BIG_RUN_BYTES < bigrun.maps_bytes(16, 32, 512)
 
 
 def test_overview_from_tiles_is_the_overview_of_the_maps(llama):
     *_, full = llama
-    pooled, strongest = head_tiles(full.attentions, cache.POOL_CELLS)
+    pooled, strongest = head_tiles(full.attentions, bigrun.POOL_CELLS)
     from_tiles = overview_figure(pooled, strongest, len(full.tokens), full.tokens, highlight=(1, 2))
     direct = overview_grid(full.attentions, full.tokens, highlight=(1, 2))
     np.testing.assert_allclose(np.asarray(from_tiles.data[0].z, float), np.asarray(direct.data[0].z, float),
@@ -209,12 +211,12 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
 
     _, _, _, full = llama
     folder = make_family(tmp_path / "llama", "llama", num_hidden_layers=3)  # a source of its own: nothing cached
-    monkeypatch.setattr(cache, "BIG_RUN_BYTES", 0)
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", 0)
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a big run kept every map")
 
-    monkeypatch.setattr(cache, "run_sentence", forbidden)
+    monkeypatch.setattr(runs, "run_sentence", forbidden)
     at = start(model=str(folder), s=TEXT, layer="2", head="3")
     no_errors(at)
     np.testing.assert_allclose(decode(head_figure(at)["data"][0]["z"]), full.attentions[2, 3], rtol=1e-4,
@@ -238,7 +240,7 @@ def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
     from ui.computations import through_layer
 
     _, model, enc, full = llama
-    run = cache.pooled_run(model, enc, ("", TEXT, "", False))
+    run = bigrun.pooled_run(model, enc, False, big_run_loader(("", TEXT, "", False)), head_tiles)
     for layer in range(run.n_layers):
         expected = as_attention_tuple(full.attentions[: layer + 1])
         np.testing.assert_allclose(rollout(through_layer(run, layer))[-1, 0], rollout(expected)[-1, 0],

@@ -11,8 +11,9 @@ import numpy as np
 import torch
 import pytest
 
-import ui.cache as cache
-from ui.cache import BoundedStore, Heavy, ServerBusy, TooLong
+from ui import priority as priorities, slots, stores
+from ui.slots import Heavy, ServerBusy, TooLong
+from ui.stores import BoundedStore
 
 from test_app import no_errors, start, submit
 
@@ -23,8 +24,8 @@ class Stopped(BaseException):
 
 @pytest.fixture
 def quick_wait(monkeypatch):
-    monkeypatch.setattr(cache, "HEAVY_WAIT_S", 0.6)
-    monkeypatch.setattr(cache, "WAIT_POLL_S", 0.1)
+    monkeypatch.setattr(slots, "HEAVY_WAIT_S", 0.6)
+    monkeypatch.setattr(slots, "WAIT_POLL_S", 0.1)
 
 
 def free(heavy: Heavy) -> bool:
@@ -74,7 +75,7 @@ def test_the_slot_is_reentrant_and_released_on_error_and_on_stop():
 
 
 def test_past_its_deadline_a_computation_raises_and_nothing_is_kept(monkeypatch):
-    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 0.05)
+    monkeypatch.setitem(slots.TIME_LIMITS, "flow", 0.05)
     heavy, store = Heavy(1), BoundedStore(4, 10**9)
     seen = []
 
@@ -88,19 +89,19 @@ def test_past_its_deadline_a_computation_raises_and_nothing_is_kept(monkeypatch)
         store.get_or_compute_heavy("key", "flow", compute, heavy=heavy)
     assert err.value.limit == 0.05 and 0 < len(seen) < 100
     assert store.get("key") is None and free(heavy)
-    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 60)
+    monkeypatch.setitem(slots.TIME_LIMITS, "flow", 60)
     assert store.get_or_compute_heavy("key", "flow", compute, heavy=heavy) is not None
 
 
 def test_a_flow_past_its_time_limit_is_a_message_and_the_view_stays_usable(monkeypatch):
     at = start(view="rollout", layer="1")
     at.radio(key="rollout_kind").set_value("Flow").run()
-    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 0)
+    monkeypatch.setitem(slots.TIME_LIMITS, "flow", 0)
     submit(at, "A short sentence the flow test alone uses.")
     no_errors(at)
     assert any("took longer than 0 s and was stopped" in w.value for w in at.warning)
-    assert free(cache.HEAVY)
-    monkeypatch.setitem(cache.TIME_LIMITS, "flow", 60)
+    assert free(slots.HEAVY)
+    monkeypatch.setitem(slots.TIME_LIMITS, "flow", 60)
     at.run()
     no_errors(at)
     assert not at.warning
@@ -115,11 +116,11 @@ def test_a_waiting_session_is_told_and_then_told_the_server_stayed_busy(monkeypa
     monkeypatch.setattr(limits, "waiting_message", lambda *a: shown.append(real(*a)) or shown[-1])
     at = start(view="rollout", layer="2")
     at.radio(key="rollout_kind").set_value("Flow").run()
-    assert cache.HEAVY.slots.acquire(timeout=5)  # another visitor's job
+    assert slots.HEAVY.slots.acquire(timeout=5)  # another visitor's job
     try:
         submit(at, "Another short sentence only the waiting test uses.")
     finally:
-        cache.HEAVY.slots.release()
+        slots.HEAVY.slots.release()
     no_errors(at)
     assert shown and shown[0].startswith("Another visitor's computation is running; yours starts when it ends")
     assert any("stayed busy" in w.value and "Try again" in w.value for w in at.warning)
@@ -131,12 +132,12 @@ def test_a_waiting_session_is_told_and_then_told_the_server_stayed_busy(monkeypa
 def test_a_suite_past_its_time_limit_is_a_message(monkeypatch, tiny_dir):
     from test_app_coref import span_lines, upload
 
-    monkeypatch.setitem(cache.TIME_LIMITS, "suite", 0)
+    monkeypatch.setitem(slots.TIME_LIMITS, "suite", 0)
     at = start(view="coref", coref="suite", model=str(tiny_dir))
     at, _ = upload(at, span_lines()[:5], name="timed.jsonl")
     no_errors(at)
     assert any("took longer than 0 s" in w.value and "smaller suite" in w.value for w in at.warning)
-    assert free(cache.HEAVY)
+    assert free(slots.HEAVY)
 
 
 def test_size_caps_name_their_limits(monkeypatch, minilm):
@@ -216,15 +217,15 @@ def test_gqa_conversion_reports_each_layer_and_stops_where_its_caller_raises(min
 
 def test_an_ablation_past_its_time_limit_is_a_message_and_nothing_is_kept(monkeypatch):
     text = "An ablation the time limit test alone runs."
-    monkeypatch.setitem(cache.TIME_LIMITS, "ablation", 0)
+    monkeypatch.setitem(slots.TIME_LIMITS, "ablation", 0)
     at = start(view="ablation", layer="1", head="2")
     at = submit(at, text)
     no_errors(at)
     assert any("took longer than 0 s and was stopped; try a shorter sentence" in w.value for w in at.warning)
-    ablations = cache.store("ablations", 16, 200 * cache.MB)
+    ablations = stores.store("ablations", 16, 200 * stores.MB)
     assert not [k for k in ablations.items if k[1] == text]  # nothing partial cached
-    assert free(cache.HEAVY)
-    monkeypatch.setitem(cache.TIME_LIMITS, "ablation", 60)
+    assert free(slots.HEAVY)
+    monkeypatch.setitem(slots.TIME_LIMITS, "ablation", 60)
     at.run()
     no_errors(at)
     assert not at.warning
@@ -236,16 +237,16 @@ def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(m
 
     text = "A grouped-query run the time limit test alone asks for."
     get_grouped_model.clear()  # a converted model cached by another test would need no conversion
-    monkeypatch.setitem(cache.TIME_LIMITS, "gqa", 0)
+    monkeypatch.setitem(slots.TIME_LIMITS, "gqa", 0)
     at = start(view="efficient")
     at = submit(at, text)
     no_errors(at)
     assert any("took longer than 0 s and was stopped; try a shorter sentence or a smaller model" in w.value
                for w in at.warning)
-    runs = cache.store("grouped-runs", 16, 200 * cache.MB)
+    runs = stores.store("grouped-runs", 16, 200 * stores.MB)
     assert not [k for k in runs.items if text in k]
-    assert free(cache.HEAVY)
-    monkeypatch.setitem(cache.TIME_LIMITS, "gqa", 120)
+    assert free(slots.HEAVY)
+    monkeypatch.setitem(slots.TIME_LIMITS, "gqa", 120)
     at.run()
     no_errors(at)
     assert not at.warning
@@ -289,7 +290,7 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    show = ("import ui.cache as c, ui.coref_data as d; print(c.HEAVY.slots._initial_value, c.HEAVY_WAIT_S, "
+    show = ("import ui.slots as c, ui.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
             "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
     set_ = {"ATTENTION_HEAVY_SLOTS": "3", "ATTENTION_HEAVY_WAIT_S": "45", "ATTENTION_TIME_LIMIT_ABLATION": "20",
@@ -319,16 +320,16 @@ def in_a_kernel(elements: int) -> int:
     return seen[0]
 
 
-@pytest.mark.skipif(not cache.may_raise_priority(0), reason="this process may not set a thread's priority back")
-@pytest.mark.parametrize("steps", [cache.BIG_NICE, 7])  # 7: below the cap of 19, so lowering twice would show
+@pytest.mark.skipif(not priorities.may_raise_priority(0), reason="this process may not set a thread's priority back")
+@pytest.mark.parametrize("steps", [priorities.BIG_NICE, 7])  # 7: below the cap of 19, so lowering twice would show
 def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_and_its_python_does_not(
         monkeypatch, steps):
     """A long input's run (or any computation that takes a slot, heavy jobs included) runs its torch
     kernels on big tensors BIG_NICE steps below the page, so a room's short sentences get the cores
     first; its Python, and kernels on small tensors, stay at the page's priority, as does all of a short
     sentence's run. Afterwards the thread is as it was, after an error too."""
-    monkeypatch.setattr(cache, "BIG_NICE", steps)
-    monkeypatch.setattr(cache, "LOW_ELEMENTS", 8)
+    monkeypatch.setattr(priorities, "BIG_NICE", steps)
+    monkeypatch.setattr(priorities, "LOW_ELEMENTS", 8)
     store, heavy, seen = BoundedStore(8, 10**9), Heavy(1), {}
     before = priority()
 
@@ -345,7 +346,7 @@ def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_an
     store.get_or_compute("short", compute("short"), small=True)
     store.get_or_compute_heavy("flow", "flow", lambda deadline: compute("flow")(), heavy=heavy)
     store.get_or_compute("outer", lambda: (store.get_or_compute("inner", compute("inner")), compute("outer")())[1])
-    low = (before, before + cache.BIG_NICE, before)
+    low = (before, before + priorities.BIG_NICE, before)
     assert {k: v for k, v in seen.items() if "another" not in k} == {
         "long": low, "short": (before, before, before), "flow": low, "inner": low, "outer": low}  # nested: once
     assert {v for k, v in seen.items() if "another" in k} == {before}  # other threads' kernels: not lowered
@@ -360,11 +361,11 @@ def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_an
 
 
 def test_where_the_priority_cannot_be_set_back_it_is_left_alone_and_the_log_says_so(monkeypatch, caplog):
-    monkeypatch.setattr(cache, "may_raise_priority", lambda nice: False)
-    monkeypatch.setattr(cache, "NOTED", [])
+    monkeypatch.setattr(priorities, "may_raise_priority", lambda nice: False)
+    monkeypatch.setattr(priorities, "NOTED", [])
     before, seen = priority(), []
     store = BoundedStore(4, 10**9)
-    monkeypatch.setattr(cache, "LOW_ELEMENTS", 1)
+    monkeypatch.setattr(priorities, "LOW_ELEMENTS", 1)
     store.get_or_compute("a", lambda: seen.append(in_a_kernel(4)) or np.zeros(1))
     store.get_or_compute("b", lambda: seen.append(in_a_kernel(4)) or np.zeros(1))
     assert seen == [before, before] and priority() == before

@@ -289,25 +289,25 @@ def test_grouped_query_conversion_of_a_gpu_model(folders, family):
 
 
 def test_a_big_runs_layer_by_layer_maps_from_a_gpu_model(folders):
-    """ui/cache.py's forward_maps (PooledRun, LayerMaps): each layer's maps leave the GPU as float32 numpy."""
-    pytest.importorskip("streamlit")
+    """attention/bigrun.py's forward_maps (PooledRun, LayerMaps): each layer's maps leave the GPU as float32 numpy."""
     pytest.importorskip("plotly")
-    import ui.cache as cache
+    from attention import bigrun
+    from viz.overview import head_tiles
 
     gpu, tokenizer = load_model(folders["llama"], device="cuda", dtype="bfloat16")
     enc = encode(tokenizer, SENTENCES[0])
     expected = run_sentence(gpu, tokenizer, SENTENCES[0]).attentions
-    first = cache.layer_maps(gpu, enc, False, 0)  # the layer's input is the embeddings: the same map
+    first = bigrun.layer_maps(gpu, enc, False, 0)  # the layer's input is the embeddings: the same map
     assert first.dtype == np.float32
     np.testing.assert_allclose(first, expected[0], atol=1e-6)
-    later = cache.layer_maps(gpu, enc, False, 1)  # after a fused layer 0: bfloat16 sums in another order
+    later = bigrun.layer_maps(gpu, enc, False, 1)  # after a fused layer 0: bfloat16 sums in another order
     assert np.abs(later - expected[1]).max() <= BF16_TOL
-    np.testing.assert_allclose(cache.layer_selection(gpu, enc, False, (slice(None), [3], slice(None))),
+    np.testing.assert_allclose(bigrun.layer_selection(gpu, enc, False, (slice(None), [3], slice(None))),
                                expected[:, :, [3]], atol=1e-6)
-    pooled = cache.pooled_run(gpu, enc, ("", SENTENCES[0], "", False))
+    pooled = bigrun.pooled_run(gpu, enc, False, None, head_tiles)
     assert pooled.pooled.shape[:2] == expected.shape[:2]
     np.testing.assert_allclose(pooled.head_means, expected.mean(axis=1), atol=1e-6)
-    stats = cache.pooled_stats(gpu, enc, False)
+    stats = bigrun.pooled_stats(gpu, enc, False)
     assert all(v.shape == expected.shape[:2] for v in stats.values())
 
 
@@ -347,15 +347,15 @@ def test_a_tiny_bert_checkpoint_in_float16(tmp_path):
 
 @pytest.fixture
 def app_on_the_gpu(monkeypatch):
-    """ui.cache's copies of the settings set as a server started with ATTENTION_DEVICE=cuda and
+    """ui.models' copies of the settings set as a server started with ATTENTION_DEVICE=cuda and
     ATTENTION_DTYPE=bfloat16 has them; every cached model and result dropped before and after."""
     pytest.importorskip("streamlit")
     pytest.importorskip("plotly")
-    import streamlit as st
-    import ui.cache as cache
+    import ui.models as cache
+    from ui.stores import forget_everything
 
     def forget():
-        st.cache_resource.clear()
+        forget_everything()
         cache.LOADED.clear()
 
     forget()

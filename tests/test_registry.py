@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from test_app import SENTENCE, no_errors, start
 
-from ui import cache, registry
+from ui import registry, stores
 from ui.registry import View
 from ui.state import PARAMS
 
@@ -91,13 +91,13 @@ def test_every_param_is_read_by_a_view_or_shared():
 @pytest.fixture
 def heavy_jobs(monkeypatch):
     """The kinds of heavy computation the page asks for (computed in the heavy slot, or found cached)."""
-    kinds, ask = [], cache.BoundedStore.get_or_compute_heavy
+    kinds, ask = [], stores.BoundedStore.get_or_compute_heavy
 
     def recorded(self, key, kind, *args, **kwargs):
         kinds.append(kind)
         return ask(self, key, kind, *args, **kwargs)
 
-    monkeypatch.setattr(cache.BoundedStore, "get_or_compute_heavy", recorded)
+    monkeypatch.setattr(stores.BoundedStore, "get_or_compute_heavy", recorded)
     return kinds
 
 

@@ -39,18 +39,18 @@ def test_the_list_and_the_switches_come_from_the_environment(locked, monkeypatch
 
 
 def test_every_refusal_reads_the_same_and_reads_nothing(locked, tmp_path, monkeypatch):
-    import ui.cache
+    import ui.models
 
     def no_reading(*args, **kwargs):
         raise AssertionError("a refused source reached the loader")
 
-    monkeypatch.setattr(ui.cache, "_load_model", no_reading)
+    monkeypatch.setattr(ui.models, "_load_model", no_reading)
     (tmp_path / "a-file.txt").write_text("x")
     messages = set()
     for source in ("/etc", str(tmp_path), str(tmp_path / "a-file.txt"), "/no/such/folder", "gpt2", "../../..",
                    str(locked) + "/", "bert-base-uncased2"):
         with pytest.raises(ModelLoadError) as err:
-            ui.cache.get_model(source)
+            ui.models.get_model(source)
         messages.add(str(err.value))
     assert messages == {REFUSED}
 

@@ -54,7 +54,8 @@ for s in sessions:
 for s in sessions:
     s.join(timeout=300)
 thread.join(timeout=300)
-from ui.cache import LOADED, MB, get_model, store
+from ui.models import LOADED, get_model
+from ui.stores import MB, store
 from ui.state import DEFAULT_SENTENCE
 watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 print(json.dumps({
@@ -94,3 +95,32 @@ def test_without_a_server_preload_imports_the_lazy_modules_itself():
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "None", "True", "False"]
+
+
+THREADS = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import logging; logging.disable(logging.WARNING)
+import threading
+import torch
+
+def threads_of_a_new_thread():  # as a session's script thread sees it (torch's setting is per process)
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+torch.set_num_threads(2)
+import ui.computations, ui.runs, ui.stores  # the page's modules set nothing on import
+imported = threads_of_a_new_thread()
+from ui import preload
+preload.start_warm_up().join(timeout=300)  # the server's warm-up sets one thread per computation
+print(imported, threads_of_a_new_thread())
+"""
+
+
+def test_importing_the_page_leaves_torchs_threads_and_the_warm_up_sets_one():
+    done = subprocess.run([sys.executable, "-c", THREADS, str(ROOT)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.stdout.split() == ["2", "1"], done.stderr[-2000:]

@@ -4,7 +4,6 @@ conversion, the masked-LM head, and the head an example's pronoun is sent from."
 from __future__ import annotations
 
 import numpy as np
-import streamlit as st
 
 from attention import ModelLoadError
 from attention.aggregate import pairwise_change
@@ -23,7 +22,11 @@ from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.run import run_sentence
 from viz.overview import pool_map
 
-from .cache import MB, get_model, get_run, is_big, store
+from attention.bigrun import is_big
+
+from .models import get_model
+from .runs import get_run
+from .stores import MB, kept, store
 from .limits import deadline_check
 from .state import PRESET_COREF, PRESETS
 from .workers import flow_workers
@@ -89,7 +92,7 @@ def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) ->
     return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 
 
-@st.cache_resource(max_entries=2, show_spinner=False)
+@kept(max_entries=2)
 def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
     """The checkpoint's masked-LM head, or None and why not (no head, or one that does not load)."""
     model, _ = get_model(source)
@@ -103,7 +106,7 @@ def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
     return head, None
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)  # a whole model's copy: one at a time
+@kept(max_entries=1)  # a whole model's copy: one at a time
 def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
     """The converted model; inside a heavy job its time limit is checked after every layer converted
     (`_progress`, or else the job's deadline). Stopped, nothing is cached."""

@@ -5,7 +5,7 @@ import re
 
 import streamlit as st
 
-from .cache import get_model, precision_caption
+from .models import get_model, precision_caption
 from .page import plain
 from .sources import policy
 from .state import PRESETS, ask_for_model, choose_model, submit, use_preset

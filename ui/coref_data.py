@@ -11,8 +11,9 @@ import streamlit as st
 from attention.analysis.coref import CorefExample, CorefResult, ExampleError, load_examples, score_heads
 
 from .limits import heavy_guard
-from .cache import MB, BoundedStore, get_model, store
+from .models import get_model
 from .page import plain
+from .stores import MB, BoundedStore, kept, store
 from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
 from .state import COREF_SETS
 
@@ -68,7 +69,7 @@ class Suite:
     cache_key: str  # what the scores are stored under, with the model's source
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+@kept(max_entries=8)
 def set_examples(key: str) -> list[CorefExample]:
     return load_examples(DATA / SETS[key].file)
 

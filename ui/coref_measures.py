@@ -9,7 +9,7 @@ from attention import ModelLoadError
 from attention.analysis.coref import CorefResult
 from attention.analysis.coref_metrics import compare_models, gap_metrics, held_out_best, winogender_bias
 
-from .cache import get_model
+from .models import get_model
 from .coref_data import SETS, Suite, scores_or_message, set_examples
 from .coref_groups import draw_grids
 from .page import plain

@@ -1,13 +1,13 @@
 """How a heavy computation looks on the page: a note while the server's heavy slot is busy with
 another visitor's job, and a message (never a traceback) when the wait or the computation runs
-past its limit. The caps themselves are operator settings (ui/settings.py), used by ui/cache.py."""
+past its limit. The caps themselves are operator settings (ui/settings.py), used by ui/slots.py."""
 from __future__ import annotations
 
 import contextlib
 
 import streamlit as st
 
-from .cache import HEAVY, ServerBusy, TooLong
+from .slots import HEAVY, ServerBusy, SessionBusy, TooLong
 
 ADVICE = {"flow": "try a shorter sentence or Rollout", "suite": "try a smaller suite",
           "comparison": "try again with a shorter sentence", "ablation": "try a shorter sentence",
@@ -29,12 +29,16 @@ def busy_message(err: ServerBusy) -> str:
             "start. Try again in a moment.")
 
 
+def session_busy_message() -> str:
+    return ("Your previous computation is still running or waiting for the server (each visitor has one at a "
+            "time), so this one did not start. Try again when it has ended.")
+
+
 def deadline_check():
     """A progress callback that raises TooLong once this thread's heavy job is past its time limit;
     None outside a heavy job. For a computation called inside a job without its Deadline at hand."""
-    if getattr(HEAVY.local, "depth", 0) == 0:
-        return None
-    return HEAVY.local.deadline.wrap(None)
+    deadline = HEAVY.deadline()
+    return None if deadline is None else deadline.wrap(None)
 
 
 class Outcome:
@@ -62,5 +66,8 @@ def heavy_guard():
     except ServerBusy as err:
         outcome.ok = False
         note.warning(busy_message(err))
+    except SessionBusy:
+        outcome.ok = False
+        note.warning(session_busy_message())
     else:
         note.empty()

@@ -11,7 +11,9 @@ import viz
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
-from .cache import NeedsSmallerInput, get_model, is_big
+from attention.bigrun import NeedsSmallerInput, is_big
+
+from .models import get_model
 from .layout import expander_px, main_px
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .state import current_choices, view_key

@@ -11,9 +11,10 @@ goes straight on.
 `streamlit run app.py` serves app.py's `st.App`, whose `lifespan` calls `start_warm_up` as the
 server starts: a thread then does all of the above (torch, the model, the first run: seconds) while
 the first browser is still loading the page, and the first script run waits for it in `preload`.
-The garbage collector is off while the thread imports, and what the imports made is then frozen out
-of its sight (`_warm_up` says what that saves).
-Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself.
+The garbage collector is off while the thread imports (its passes would find nothing to free), and
+what the imports made is then frozen out of its sight.
+Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
+(the page then sets torch's threads: `one_thread_per_computation`).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from . import registry
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
 # the page's own modules (app.py imports them inside main, the views' on first use): torch and the figures
-PAGE_MODULES = ("ui.cache", "ui.state", "ui.page", "ui.controls", "ui.computations",
+PAGE_MODULES = ("ui.models", "ui.runs", "ui.state", "ui.page", "ui.controls", "ui.computations",
                 *dict.fromkeys(v.module for v in registry.VIEWS), "ui.present", "viz")
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
@@ -37,6 +38,7 @@ _SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
 _started = False
+_one_thread = False  # torch set to one thread per computation
 _loading_figure = None  # built first, so the page can show it while the rest is warmed
 _loading_ready = threading.Event()
 log = logging.getLogger("attention-app")
@@ -108,9 +110,11 @@ def _warm_up() -> None:
         finally:
             _loading_ready.set()
         _import(PAGE_MODULES)
+        one_thread_per_computation()
         from transformers import AutoTokenizer  # noqa: F401  (what loading the model imports first)
 
-        from ui.cache import get_model, get_run
+        from ui.models import get_model
+        from ui.runs import get_run
         from ui.state import DEFAULT_SENTENCE
 
         gc.freeze()  # before the model and the run: a model can be dropped from the cache
@@ -124,6 +128,20 @@ def _warm_up() -> None:
         gc.enable()
         sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
+
+
+def one_thread_per_computation() -> None:
+    """Each computation runs on one core and a few (ui/stores.py's COMPUTE_SLOTS) run at once: on a small
+    machine that also draws pages, two threads per forward pass mostly wait for each other (a 16-token
+    submission took 0.2-0.3 s of script time with two, 0.05-0.1 s with one). Set before any model runs,
+    so every thread has it: by the warm-up, or by the page (app.py) where there is none. Once per process."""
+    global _one_thread
+    if _one_thread:
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    _one_thread = True
 
 
 def _import(names) -> None:

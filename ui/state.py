@@ -16,7 +16,7 @@ import streamlit as st
 from attention import ModelLoadError
 
 from . import registry
-from .cache import get_model
+from .models import get_model
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 PRESETS = {

@@ -3,7 +3,7 @@
 scipy's maximum_flow keeps Python's interpreter lock while it runs, and the heaviest flow the app offers
 runs thousands of them (about 7 s here). In the server's process that would hold up every other
 session's Python; lowering the thread's priority would make it worse, as a thread that waits for a core
-while it holds the lock holds up everyone (ui/cache.py's KernelsLow). A worker process shares no lock
+while it holds the lock holds up everyone (ui/priority.py's KernelsLow). A worker process shares no lock
 with the server and lowers its own priority, which needs no privilege.
 
 The workers are one `ProcessPoolExecutor` per server process, started when first needed; a visitor's

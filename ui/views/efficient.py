@@ -19,7 +19,9 @@ from viz.efficient import (
 from viz.heatmap import grid_fits, head_heatmap
 from viz.overview import pool_map
 
-from ..cache import NeedsSmallerInput, get_model, is_big
+from attention.bigrun import NeedsSmallerInput, is_big
+
+from ..models import get_model
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard

@@ -4,9 +4,9 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
+from attention.bigrun import is_big
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 
-from ..cache import is_big
 from ..computations import sentence_patterns
 from ..layout import main_px
 from ..page import figure_slot, font_size, present_size, show

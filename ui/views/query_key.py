@@ -7,7 +7,7 @@ import streamlit as st
 from attention.analysis.query_key import query_key
 from viz.analysis import query_key_figure
 
-from ..cache import get_trace
+from ..runs import get_trace
 from ..page import font_size, show
 
 

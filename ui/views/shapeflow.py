@@ -7,7 +7,7 @@ import streamlit as st
 from attention.trace import head_matrix
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
-from ..cache import get_batch, get_trace
+from ..runs import get_batch, get_trace
 from ..layout import column_px, main_px, slots
 from ..page import axis_labels, figure_slot, font_size, show, too_big_for_batch
 from ..present import figure_height

@@ -16,7 +16,7 @@ from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
-from ..cache import get_trace
+from ..runs import get_trace
 from ..computations import strongest_head
 from ..layout import main_px
 from ..page import axis_labels, font_size, is_causal, show, strip_figure

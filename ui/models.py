@@ -1,0 +1,58 @@
+"""The models: each loaded once per process on the operator's device in the operator's dtype, the two
+most recently used kept (process state: no visitor's "Clear caches" unloads them), if this server's
+source policy allows it (ui/sources.py)."""
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from attention import ModelLoadError, load_model
+from attention.loading import DeviceUnavailable, resolve_device
+
+from .settings import DEVICE, DTYPE
+from .sources import policy
+from .stores import kept
+
+log = logging.getLogger("attention-app")
+LOADED: set[str] = set()  # sources this process has loaded (a hint for the page, not a cache)
+
+
+def _load_model(source: str, downloads: bool, bin_files: bool):
+    """The model on the operator's device in the operator's dtype (ATTENTION_DEVICE, ATTENTION_DTYPE:
+    the CPU in float32 unless a GPU is asked for). A device this machine does not have is said on the
+    page, in one sentence, where the model would be, and the page stops there: no model can load."""
+    try:
+        device = str(resolve_device(DEVICE))  # "auto" settled once here, so the cache key is the real device
+    except DeviceUnavailable as err:
+        message = (f"This server is set to run the model on '{DEVICE}' (`ATTENTION_DEVICE`), but {err.reason}: "
+                   "set `ATTENTION_DEVICE=cpu`, or `auto` to use a GPU only when there is one, and restart it.")
+        if get_script_run_ctx(suppress_warning=True) is not None:
+            log.error(message)
+            st.error(message)
+            st.stop()
+        raise ModelLoadError(message) from None
+    return _load_on_device(source, downloads, bin_files, device, DTYPE)
+
+
+@kept(max_entries=2)
+def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
+    return load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+
+
+def precision_caption(report) -> str:
+    """", bfloat16 weights on cuda:0": where and in what dtype a model runs, for its caption; nothing
+    for the CPU in float32 (the default)."""
+    device, dtype = getattr(report, "device", "cpu"), getattr(report, "dtype", "float32")
+    return "" if (device, dtype) == ("cpu", "float32") else f", {dtype} weights on {device}"
+
+
+def get_model(source: str):
+    """The model and tokenizer of `source` ("" for the bundled model), loaded once per process, if
+    this server's source policy allows it (ui/sources.py); else a ModelLoadError."""
+    rules = policy()
+    rules.check(source)
+    loaded = _load_model(source, rules.downloads, rules.bin_files)
+    LOADED.add(source)
+    return loaded

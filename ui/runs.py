@@ -1,0 +1,108 @@
+"""The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
+sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
+than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
+through `big_run_loader` and kept in stores of their own."""
+from __future__ import annotations
+
+import numpy as np
+
+from attention import bigrun
+from attention.bigrun import BIG_RUN_BYTES, maps_bytes
+from attention.inputs import encode
+from attention.run import run_padded_batch, run_sentence
+from attention.trace import trace_layer
+
+from .models import get_model
+from .stores import MB, store
+
+SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
+# where a big run's pieces are kept: (store name, entries, bytes) per function of attention/bigrun.py
+BIG_STORES = {bigrun.layer_maps: ("layer-maps", 4, 300 * MB), bigrun.pooled_stats: ("run-stats", 32, 16 * MB),
+              bigrun.layer_selection: ("layer-selections", 8, 4 * bigrun.SLICE_BYTES)}
+
+
+def get_run(source: str, text: str, text_b: str, causal: bool = False):
+    """The run of one sentence (or pair): a SentenceRun holding every map, or, when every map together
+    would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time."""
+    def compute():
+        from viz.overview import head_tiles
+
+        _, tokenizer = get_model(source)
+        model, enc = _encode_for(source, text, text_b)
+        c = model.config
+        if maps_bytes(c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)) > BIG_RUN_BYTES:
+            return bigrun.pooled_run(model, enc, causal, big_run_loader((source, text, text_b, causal)), head_tiles)
+        return run_sentence(model, tokenizer, text, text_b, causal=causal)
+
+    return store("runs", 32, 400 * MB).get_or_compute((source, text, text_b, causal), compute,
+                                                      small=is_small_run(source, text, text_b))
+
+
+def token_bound(*texts: str) -> int:
+    """At most how many tokens `texts` make together: every token covers at least one byte of the
+    UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens."""
+    return sum(len(t.encode()) for t in texts) + 4
+
+
+def is_small_run(source: str, text: str, text_b: str = "") -> bool:
+    """Whether every map of this input, at the most tokens it can make, is within SMALL_RUN_BYTES."""
+    c = get_model(source)[0].config
+    return maps_bytes(c.num_hidden_layers, c.num_attention_heads, token_bound(text, text_b)) <= SMALL_RUN_BYTES
+
+
+def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
+    """The recorded forward pass of one layer: for one sentence (or pair), or a padded batch."""
+    def compute():
+        model, tokenizer = get_model(source)
+        limit = model.config.max_position_embeddings
+        if len(texts) == 1:
+            enc = tokenizer(texts[0], text_b or None, truncation=True, max_length=limit, return_tensors="pt")
+        else:
+            enc = tokenizer(list(texts), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+        return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
+
+    return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)
+
+
+def get_batch(source: str, texts: tuple[str, ...]):
+    def compute():
+        model, tokenizer = get_model(source)
+        return run_padded_batch(model, tokenizer, list(texts))
+
+    return store("batches", 8, 200 * MB).get_or_compute((source, texts), compute)
+
+
+# ---- a big run's pieces, on demand ------------------------------------------------------------------
+
+def _encode_for(source: str, text: str, text_b: str):
+    model, tokenizer = get_model(source)
+    return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
+
+
+def big_run_loader(key: tuple):
+    """The loader of the big run of `key` (source, text, text_b, causal): load(compute, *args) runs one of
+    attention/bigrun.py's functions on that input, in a slot, and keeps its result in the function's store."""
+    source, text, text_b, causal = key
+
+    def load(compute, *args):
+        def run():
+            model, enc = _encode_for(source, text, text_b)
+            return compute(model, enc, causal, *args)
+
+        parts = tuple(_index_key(arg) if isinstance(arg, tuple) else arg for arg in args)
+        return store(*BIG_STORES[compute]).get_or_compute((*key, *parts), run)
+
+    return load
+
+
+def _index_key(index: tuple) -> tuple:
+    """A hashable, exact stand-in for a numpy index (slices, integers, lists and arrays of them)."""
+    def part(item):
+        if isinstance(item, slice):
+            return ("slice", item.start, item.stop, item.step)
+        if item is None or item is Ellipsis:
+            return (repr(item),)
+        array = np.asarray(item)
+        return ("array", str(array.dtype), array.shape, tuple(array.ravel().tolist()))
+
+    return tuple(part(item) for item in index)
