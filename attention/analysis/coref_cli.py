@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from ..loading import ModelLoadError, load_bert
+    from ..errors import ModelLoadError
+    from ..loading import load_bert
 
     ap = argparse.ArgumentParser(prog="python -m attention.analysis.coref",
                                  description="Score every attention head on coreference examples.")

@@ -2,7 +2,7 @@
 
 A family's file fills one `Family`: a function from its config.json to a ModelConfig, the map
 from its checkpoint's tensor names to ours, and the names of what sits beside the model in task
-checkpoints (heads, buffers). loading.convert_checkpoint applies it; nothing else is per family.
+checkpoints (heads, buffers). convert.convert_checkpoint applies it; nothing else is per family.
 """
 from __future__ import annotations
 
