@@ -13,7 +13,8 @@ answer is null (none of the candidates is the antecedent; still scored, in `unan
 pronoun or a candidate lies past the tokens the model can read (the text is truncated to its positions).
 
 The format lives in coref_examples.py, intervals and paired tests in coref_stats.py, GAP/Winogender
-metrics, the held-out best head and model comparison in coref_metrics.py, the command line in coref_cli.py:
+metrics, the held-out best head and model comparison in coref_metrics.py, the CSV of every head in coref_csv.py;
+the command line is coref_cli.py, which this module never imports (run as a script, it hands over to it):
 
     python -m attention.analysis.coref FILE [--by FIELD] [--csv OUT] [--top N] [--validate-on FILE] [--compare SOURCE]
 """
@@ -373,12 +374,7 @@ def twin_pairs(examples: list[CorefExample]) -> list[tuple[int, int]]:
     return pairs
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line (coref_cli.py)."""
-    from .coref_cli import main as cli
+if __name__ == "__main__":  # `python -m attention.analysis.coref FILE ...`: the command line, coref_cli.py
+    from .coref_cli import main
 
-    return cli(argv)
-
-
-if __name__ == "__main__":
     raise SystemExit(main())
