@@ -241,12 +241,12 @@ def wrap_code(line: str, chars: int) -> list[str]:
 
 def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
     """The sizes every letter stands for, for this input."""
-    words = {"B": "batch", "L": "queries", "S": "keys", "D": "width", "H": "heads", "G": "K/V heads",
-             "d": "head width", "E": "embedding width"}
+    from attention.steps import LETTERS  # here, not at the top: `import viz` imports no torch
+
     sizes = trace.sizes()
     if sizes["G"] == sizes["H"]:
         del sizes["G"]
-    items = [f"<b>{k} = {v}</b> {words[k]}" for k, v in sizes.items()]
+    items = [f"<b>{k} = {v}</b> {LETTERS[k]}" for k, v in sizes.items()]
     if len(trace.segments) > 1:
         items.append(f"sentence pair: <b>{' + '.join(map(str, trace.segments))}</b> tokens")
     lines, line, used = [], [f"<b>layer {trace.layer}</b>"], _drawn_chars(f"<b>layer {trace.layer}</b>")
