@@ -196,8 +196,9 @@ class CorefResult:
     def ranked(self, top: int | None = None) -> list[tuple[int, int, float]]:
         """(layer, head, accuracy), best first; ties by layer then head."""
         n_layers, n_heads = self.accuracy.shape
-        order = sorted(((-self.accuracy[l, h], l, h) for l in range(n_layers) for h in range(n_heads)))
-        return [(l, h, float(-a)) for a, l, h in order[:top]]
+        order = sorted((-self.accuracy[layer, head], layer, head) for layer in range(n_layers)
+                       for head in range(n_heads))
+        return [(layer, head, float(-a)) for a, layer, head in order[:top]]
 
 
 def summarize(details: list[ExampleScore], unanswered: list[ExampleScore], excluded: list[Exclusion],

@@ -27,7 +27,7 @@ def heads_against_best(result: CorefResult, heads: list[tuple[int, int]]) -> lis
     Holm-adjusted p-value over all the heads given (the best head itself compares as p = 1)."""
     correct = result.correct  # (n, n_layers, H)
     bl, bh = best_head(result)
-    tests = [mcnemar_exact(correct[:, l, h], correct[:, bl, bh]) for l, h in heads]
+    tests = [mcnemar_exact(correct[:, layer, head], correct[:, bl, bh]) for layer, head in heads]
     others = [i for i, lh in enumerate(heads) if lh != (bl, bh)]
     adjusted = np.ones(len(heads))
     if others:
@@ -117,7 +117,7 @@ def winogender_bias(result: CorefResult) -> GenderBias:
     gap = correct[gender == "male"].mean(axis=0) - correct[gender == "female"].mean(axis=0)
     role = np.array([d.example.candidates.index(d.example.value("occupation")) if d.example.value("occupation")
                      in d.example.candidates else -1 for d in details])
-    picks_occupation = np.stack([preferred(d.attention) for d in details]) == role[:, None, None]  # (n, L, H)
+    picks_occupation = np.stack([preferred(d.attention) for d in details]) == role[:, None, None]  # (n, n_layers, H)
     occupation = np.array([d.example.value("occupation") for d in details])
     names = list(dict.fromkeys(occupation.tolist()))
     shift, share = [], []
