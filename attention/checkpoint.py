@@ -9,10 +9,12 @@ empty one on the meta device, its name, shape and dtype only: what the checks be
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import torch
+from safetensors import SafetensorError, safe_open
 
 from .errors import ModelLoadError
 
@@ -63,15 +65,20 @@ class SafetensorsWeights(Mapping[str, torch.Tensor]):
     """
 
     def __init__(self, paths: list[Path]):
-        self._files: dict[str, tuple[Path, object]] = {}  # tensor name -> (its file, the open file)
+        self._files: dict[str, tuple[Path, safe_open]] = {}  # tensor name -> (its file, the open file)
         for path in paths:
             opened = _safe_open(path)
-            for name in _damaged_if_raises(path, opened.keys):
+            names: list[str] = _damaged_if_raises(path, opened.keys)
+            for name in names:
                 self._files.setdefault(name, (path, opened))  # a name in two shards: the first one's
 
     def __getitem__(self, name: str) -> torch.Tensor:
         path, opened = self._files[name]  # KeyError for a name it does not hold, as a Mapping should
-        return _damaged_if_raises(path, lambda: opened.get_tensor(name))  # type: ignore[attr-defined]
+        tensor: torch.Tensor = _damaged_if_raises(path, lambda: opened.get_tensor(name))
+        return tensor
+
+    def __contains__(self, name: object) -> bool:  # from the header: Mapping's own would read the tensor
+        return name in self._files
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._files)
@@ -81,7 +88,7 @@ class SafetensorsWeights(Mapping[str, torch.Tensor]):
 
     def shapes(self) -> dict[str, torch.Tensor]:
         """Every tensor as an empty one on the meta device, from the files' headers alone."""
-        def meta(path: Path, opened, name: str) -> torch.Tensor:
+        def meta(path: Path, opened: safe_open, name: str) -> torch.Tensor:
             part = _damaged_if_raises(path, lambda: opened.get_slice(name))
             return torch.empty(part.get_shape(), dtype=_SAFETENSORS_DTYPES.get(part.get_dtype(), torch.float32),
                                device="meta")
@@ -89,10 +96,8 @@ class SafetensorsWeights(Mapping[str, torch.Tensor]):
         return {name: meta(path, opened, name) for name, (path, opened) in self._files.items()}
 
 
-def _safe_open(path: Path):
-    from safetensors import safe_open
-
-    def opened():
+def _safe_open(path: Path) -> safe_open:
+    def opened() -> safe_open:
         try:
             return safe_open(str(path), framework="pt", device="cpu", backend="pread")
         except TypeError:  # a safetensors without the pread backend: tensors are views of the mapped file
@@ -101,10 +106,11 @@ def _safe_open(path: Path):
     return _damaged_if_raises(path, opened)
 
 
-def _damaged_if_raises(path: Path, read):
-    """read(), with any failure of the safetensors library (its own error type among them) as a ModelLoadError."""
-    from safetensors import SafetensorError
+Read = TypeVar("Read")
 
+
+def _damaged_if_raises(path: Path, read: Callable[[], Read]) -> Read:
+    """read(), with any failure of the safetensors library (its own error type among them) as a ModelLoadError."""
     try:
         return read()
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:

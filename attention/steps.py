@@ -43,6 +43,7 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
         "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
         "scores": ("B", "H", "L", "S"), "masked_scores": ("B", "H", "L", "S"), "probs": ("B", "H", "L", "S"),
     }
+    dims: tuple[str, ...] | None
     if name.endswith("_view"):
         dims = ("B", T, n, "d")
     elif name.endswith(("_heads", "_rot")):

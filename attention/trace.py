@@ -22,10 +22,14 @@ import numpy as np
 import torch
 
 from .inputs import on_model_device
+from .mha import Recorded
 from .models import FAMILIES, Family
 from .steps import TITLES, dims_of, op_words, qkv_width
 
 ROOT = Path(__file__).resolve().parent.parent
+
+Records = list[tuple[str, torch.Tensor | None, str, int]]  # (step, its tensor, file, line), in order
+
 
 @dataclass(frozen=True)
 class Step:
@@ -75,40 +79,54 @@ class Trace:
     def __contains__(self, name: str) -> bool:
         return name in self.names
 
+    def tensor(self, name: str) -> torch.Tensor:
+        """Step `name`'s recorded tensor; a KeyError for a step that recorded none (no mask)."""
+        tensor = self.step(name).tensor
+        if tensor is None:
+            raise KeyError(f"step {name!r} recorded no tensor")
+        return tensor
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of step `name`'s tensor; a KeyError for a step that recorded none (no mask)."""
+        shape = self.step(name).shape
+        if shape is None:
+            raise KeyError(f"step {name!r} recorded no tensor")
+        return shape
+
     # sizes, read from the recorded tensors
     @property
     def B(self) -> int:
-        return self.step("input").shape[0]
+        return self.shape("input")[0]
 
     @property
     def L(self) -> int:
-        return self.step("input").shape[1]
+        return self.shape("input")[1]
 
     @property
     def D(self) -> int:
-        return self.step("input").shape[2]
+        return self.shape("input")[2]
 
     @property
     def H(self) -> int:
-        return self.step("q_heads").shape[1]
+        return self.shape("q_heads")[1]
 
     @property
     def d(self) -> int:
-        return self.step("q_heads").shape[3]
+        return self.shape("q_heads")[3]
 
     @property
     def G(self) -> int:
-        return self.step("k_heads").shape[1]
+        return self.shape("k_heads")[1]
 
     @property
     def S(self) -> int:
-        return self.step("k_heads").shape[2]
+        return self.shape("k_heads")[2]
 
     def sizes(self) -> dict[str, int]:
         """Each letter's size; E (the embedding width) only where the trace recorded a projection from it."""
         sizes = {"B": self.B, "L": self.L, "S": self.S, "D": self.D, "H": self.H, "G": self.G, "d": self.d}
         if "embedding" in self:
-            sizes["E"] = self.step("embedding").shape[-1]
+            sizes["E"] = self.shape("embedding")[-1]
         return sizes
 
 
@@ -121,9 +139,9 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
     n_layers = len(model.layers)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
-    records: list[tuple[str, torch.Tensor | None, str, int]] = []
+    records: Records = []
 
-    def recorder(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
+    def recorder(name: str, tensor: Recorded) -> Recorded:
         caller = sys._getframe(1)
         kept = None if tensor is None else tensor.detach().to("cpu", copy=True)  # a copy, from the GPU too
         records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
@@ -157,16 +175,17 @@ def weight_names(origins: dict[str, str], layer: int, family: Family) -> dict[st
     return names
 
 
-def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tensor | None,
+def _build(layer: int, records: Records, scaling: float, token_type_ids: torch.Tensor | None,
            weights: dict[str, str] | None = None) -> Trace:
     shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
-    B, L, D = shapes["input"]
-    _, H, _, d = shapes["q_heads"]
-    _, G, S, _ = shapes["k_heads"]
+    recorded = {name: shape for name, shape in shapes.items() if shape is not None}
+    B, L, D = recorded["input"]
+    _, H, _, d = recorded["q_heads"]
+    _, G, S, _ = recorded["k_heads"]
     sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1,
              qkv_width(H, G): (H + 2 * G) * d}
-    if shapes.get("embedding"):  # a projection from the embedding width E (ELECTRA)
-        sizes["E"] = shapes["embedding"][-1]
+    if "embedding" in recorded:  # a projection from the embedding width E (ELECTRA)
+        sizes["E"] = recorded["embedding"][-1]
     tensors = {name: t for name, t, _, _ in records}
     steps = []
     for name, tensor, filename, lineno in records:
@@ -221,7 +240,7 @@ def source_of(filename: str, lineno: int) -> tuple[str, tuple[int, ...]]:
     if earlier and not _calls_record(earlier[-1]):  # a recorded value is its own step
         shown = [earlier[-1]] if _records_bare_name(stmt) else [earlier[-1], stmt]
     source = _source(filename)
-    code = "\n".join(" ".join(ast.get_source_segment(source, s).split()) for s in shown)
+    code = "\n".join(" ".join((ast.get_source_segment(source, s) or "").split()) for s in shown)
     return code, tuple(s.lineno for s in shown)
 
 
@@ -232,7 +251,7 @@ def _source(filename: str) -> str:
 def _statement(block: list[ast.stmt], lineno: int) -> tuple[list[ast.stmt], int] | None:
     """The innermost statement covering `lineno`, with the block it belongs to."""
     for i, stmt in enumerate(block):
-        if stmt.lineno <= lineno <= stmt.end_lineno:
+        if stmt.lineno <= lineno <= (stmt.end_lineno or stmt.lineno):
             inner = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
             inner += [h.body for h in getattr(stmt, "handlers", [])]
             for sub in inner:
@@ -308,21 +327,24 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
     own = head // (H // G) if kv_side else head  # this step's head index
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
-    t = step.tensor[batch]
+    if step.tensor is None or step.dims is None:
+        raise ValueError(f"step {name!r} kept no tensor")
+    t, dims = step.tensor[batch], step.dims
     if name == "qkv_proj":  # the head's own Q, K and V columns side by side: (L, 3·d)
         Q, K = H * d, G * d
         kv = head // (H // G)
         columns = [t[:, head * d:(head + 1) * d], t[:, Q + kv * d:Q + (kv + 1) * d],
                    t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
         return torch.cat(columns, dim=1).float().cpu().numpy(), "L", "3·d"
+    axes: tuple[str, ...]
     if name.endswith("_proj"):
-        matrix, axes = t[:, own * d:(own + 1) * d], (step.dims[1], "d")
+        matrix, axes = t[:, own * d:(own + 1) * d], (dims[1], "d")
     elif name.endswith("_view"):
-        matrix, axes = t[:, own, :], (step.dims[1], "d")
+        matrix, axes = t[:, own, :], (dims[1], "d")
     elif t.dim() == 3:  # (n, T, d) or (H, L, S)
-        matrix, axes = t[own], step.dims[2:]
+        matrix, axes = t[own], dims[2:]
     else:  # input, merged, output
-        matrix, axes = t, step.dims[1:]
+        matrix, axes = t, dims[1:]
     return matrix.float().cpu().numpy(), axes[0], axes[1]
 
 

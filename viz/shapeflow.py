@@ -295,7 +295,7 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
             x = boxes[b].cx if x is None else x
             arrows.extend(_arrow(x, boxes[a].bottom, x, boxes[b].top, fs, label, lane))
 
-    before = [n for n in ("embedding", "embed_proj", "block_input", "input") if n in boxes]
+    before: list[str] = [n for n in ("embedding", "embed_proj", "block_input", "input") if n in boxes]
     for a, b in zip(before, before[1:]):
         down(a, b)
     drawn = set()

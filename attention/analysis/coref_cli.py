@@ -44,21 +44,22 @@ def print_heads(result: CorefResult, top: int) -> None:
 
 def print_groups(result: CorefResult) -> None:
     layer, head = best_head(result)
+    indent = " " * len(result.by or "")
     print(f"by {result.by}: {'value':>12} {'n':>5} {'nearest':>7} {'first':>6}  best head there   "
           f"L{layer}H{head} there")
     for value, g in result.by_group.items():
         if g.n == 0:
-            print(f"   {'':>{len(result.by)}} {value!s:>12} {0:>5}  (nothing counted; {excluded_line(g)})")
+            print(f"   {indent} {value!s:>12} {0:>5}  (nothing counted; {excluded_line(g)})")
             continue
         gl, gh, ga = g.ranked(1)[0]
-        print(f"   {'':>{len(result.by)}} {value!s:>12} {g.n:>5} {g.baselines['nearest']:>7.3f} "
+        print(f"   {indent} {value!s:>12} {g.n:>5} {g.baselines['nearest']:>7.3f} "
               f"{g.baselines['first']:>6.3f}  L{gl}H{gh} {ga:.3f}       {g.accuracy[layer, head]:.3f}")
 
 
-def print_gap(result: CorefResult, label: str, head: tuple[int, int] | None = None) -> None:
+def print_gap(result: CorefResult, label: str, chosen: tuple[int, int] | None = None) -> None:
     metrics = gap_metrics(result)
-    layer, head = head or best_head(result)
-    heads = metrics["heads"]
+    layer, head = chosen or best_head(result)
+    heads = {name: np.asarray(value) for name, value in metrics["heads"].items()}  # each (n_layers, H)
     top = divmod(int(heads["overall"].argmax()), heads["overall"].shape[1])
     print(f"GAP F1 on {label} (a head names the candidate it attends to most; neither-rows count):")
     print(f"  {'':<28} {'O':>6} {'M':>6} {'F':>6} {'F/M':>6}")
