@@ -2,7 +2,9 @@
 Qwen2) written out in plain PyTorch, loading real checkpoints."""
 from .config import BertConfig, ConfigError, ModelConfig
 from .inputs import Encoded, encode
-from .loading import LoadReport, ModelLoadError, load_bert, load_model, map_state_dict
+from .convert import map_state_dict
+from .errors import ModelLoadError
+from .loading import LoadReport, load_bert, load_model
 from .mha import MultiHeadAttention, scaled_dot_product_attention
 from .models import FAMILIES, ModelOutput, Transformer
 from .models.bert import BertModel, BertOutput

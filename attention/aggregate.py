@@ -128,11 +128,11 @@ def pairwise_change(maps: np.ndarray) -> np.ndarray:
 def group_means(change: np.ndarray, groups: Sequence[int]) -> tuple[float, float]:
     """The mean of ``change [H, H]`` over pairs of distinct heads in the same group, and over pairs in
     different groups (``groups[h]`` is head h's group); NaN where there are no such pairs."""
-    change, groups = np.asarray(change, dtype=float), np.asarray(groups)
-    if change.ndim != 2 or change.shape != (len(groups), len(groups)):
-        raise ValueError(f"expected change [H, H] for {len(groups)} heads, got shape {change.shape}")
-    same = groups[:, None] == groups[None, :]
-    distinct = ~np.eye(len(groups), dtype=bool)
-    within, across = change[same & distinct], change[~same]
+    values, group_of = np.asarray(change, dtype=float), np.asarray(groups)
+    if values.ndim != 2 or values.shape != (len(group_of), len(group_of)):
+        raise ValueError(f"expected change [H, H] for {len(group_of)} heads, got shape {values.shape}")
+    same = group_of[:, None] == group_of[None, :]
+    distinct = ~np.eye(len(group_of), dtype=bool)
+    within, across = values[same & distinct], values[~same]
     return (float(within.mean()) if within.size else float("nan"),
             float(across.mean()) if across.size else float("nan"))

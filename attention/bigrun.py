@@ -158,7 +158,9 @@ def pooled_run(model, enc, causal: bool, load: Loader, tiles: Callable) -> Poole
     c = model.config
     n_layers, H, L = c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)
     keep_means = n_layers * L * L * 4 <= HEAD_MEANS_BYTES
-    pooled, strongest, means = [None] * n_layers, [None] * n_layers, [None] * n_layers
+    pooled: list[Any] = [None] * n_layers  # each layer's, filled in as the forward pass goes
+    strongest: list[Any] = [None] * n_layers
+    means: list[Any] = [None] * n_layers
 
     def on_layer(layer: int, maps: np.ndarray) -> None:
         pooled[layer], strongest[layer] = tiles(maps, POOL_CELLS)
@@ -174,7 +176,8 @@ def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
     """head_stats of every head, (n_layers, H) each, from one forward pass holding one layer at a time."""
     from .analysis.stats import head_stats, punctuation_mask
 
-    per_layer, punct = {}, punctuation_mask(enc.tokens)
+    per_layer: dict[int, dict[str, np.ndarray]] = {}
+    punct = punctuation_mask(enc.tokens)
     forward_maps(model, enc, causal, lambda i, maps: per_layer.setdefault(
         i, head_stats(maps[None], enc.special, enc.sequence_ids, punct)))
     layers = [per_layer[i] for i in range(len(per_layer))]
@@ -183,13 +186,13 @@ def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
 
 def layer_maps(model, enc, causal: bool, layer: int) -> np.ndarray:
     """One layer's maps (H, L, L), from a forward pass in which every other layer runs fused."""
-    kept = {}
+    kept: dict[int, np.ndarray] = {}
     forward_maps(model, enc, causal, lambda i, maps: kept.setdefault(i, maps.copy()), layers={layer})
     return read_only(kept[layer])
 
 
 def layer_selection(model, enc, causal: bool, index: tuple) -> np.ndarray:
     """``maps[:, *index]`` of every layer, (n_layers, ...), from one forward pass holding one layer at a time."""
-    kept = {}
+    kept: dict[int, np.ndarray] = {}
     forward_maps(model, enc, causal, lambda i, maps: kept.setdefault(i, np.array(maps[index])))
     return read_only(np.stack([kept[i] for i in range(len(kept))]))

@@ -18,7 +18,7 @@ NORMS = ("layer_norm", "rms_norm")
 POSITIONS = ("absolute", "rotary")  # a learned table of positions, or q and k rotated by position (RoPE)
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
-_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
+_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
           "bool | None": (bool, type(None))}
 _ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer")
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
@@ -75,10 +75,10 @@ class ModelConfig:
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if (isinstance(value, bool) and not field.type.startswith("bool")) or not isinstance(value, _TYPES[field.type]):
-                raise ConfigError(f"{field.name} should be a {field.type}, not {value!r}")
-            if field.type.startswith("int") and value is not None and value < (field.name not in _ZERO_ALLOWED):
+            value, kind = getattr(self, field.name), str(field.type)  # the annotation's text
+            if (isinstance(value, bool) and not kind.startswith("bool")) or not isinstance(value, _TYPES[kind]):
+                raise ConfigError(f"{field.name} should be a {kind}, not {value!r}")
+            if kind.startswith("int") and isinstance(value, int) and value < (field.name not in _ZERO_ALLOWED):
                 raise ConfigError(f"{field.name} must be positive, not {value}")
         if self.position_embedding_type not in POSITIONS:
             raise ConfigError(f"position_embedding_type '{self.position_embedding_type}' is not supported: "

@@ -14,7 +14,7 @@ zeroing its probabilities ("zero") or by spreading them evenly over the keys it 
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -22,12 +22,20 @@ from torch import nn
 
 from .rotary import rotate
 
-Recorder = Callable[[str, Optional[torch.Tensor]], Optional[torch.Tensor]]
+Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
+
+
+class Recorder(Protocol):
+    """record(name, tensor), called at every step: gives the tensor back unchanged (None stays None)."""
+
+    def __call__(self, name: str, tensor: Recorded, /) -> Recorded: ...
+
+
 ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
 
 
-def no_record(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
+def no_record(name: str, tensor: Recorded) -> Recorded:
     return tensor
 
 

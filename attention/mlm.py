@@ -19,7 +19,9 @@ from torch import nn
 
 from .config import ModelConfig
 from .inputs import on_model_device
-from .loading import ModelLoadError, check_tensors, read_checkpoint
+from .checkpoint import read_checkpoint
+from .convert import check_tensors
+from .errors import ModelLoadError
 from .models import FAMILIES, Transformer
 from .models.blocks import ACTIVATIONS
 from .models.family import MaskedLMNames

@@ -3,7 +3,8 @@
 `trace_layer` runs the model once with a recorder on one layer. Every `record(name, tensor)` call
 in mha.py keeps a detached CPU clone of its tensor (the softmax later overwrites the scores buffer
 in place, so a reference alone would show probabilities as "scores") and the line that called it.
-The shape-flow diagram is drawn from this record only, so it cannot drift from the code.
+The shape-flow diagram is drawn from this record only, so it cannot drift from the code. Each step's
+title, axis letters and operation in words come from attention/steps.py.
 
 Letters: B batch, L query length, S key/value length, D model width, H query heads,
 G key/value heads, d head width.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import linecache
-import re
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,19 +22,13 @@ import numpy as np
 import torch
 
 from .inputs import on_model_device
+from .mha import Recorded
+from .models import FAMILIES, Family
+from .steps import TITLES, dims_of, op_words, qkv_width
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TITLES = {
-    "embedding": "embeddings", "embed_proj": "embedding projection", "block_input": "hidden states x",
-    "input": "input x", "qkv_proj": "fused QKV projection",
-    "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
-    "q_view": "Q view", "k_view": "K view", "v_view": "V view",
-    "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
-    "q_rot": "Q rotated by position", "k_rot": "K rotated by position", "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
-    "scores": "scores Q·Kᵀ·scaling", "masked_scores": "masked scores", "probs": "softmax",
-    "heads": "probs · V", "merged": "transpose and merge", "output": "output projection",
-}
+Records = list[tuple[str, torch.Tensor | None, str, int]]  # (step, its tensor, file, line), in order
 
 
 @dataclass(frozen=True)
@@ -85,40 +79,54 @@ class Trace:
     def __contains__(self, name: str) -> bool:
         return name in self.names
 
+    def tensor(self, name: str) -> torch.Tensor:
+        """Step `name`'s recorded tensor; a KeyError for a step that recorded none (no mask)."""
+        tensor = self.step(name).tensor
+        if tensor is None:
+            raise KeyError(f"step {name!r} recorded no tensor")
+        return tensor
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of step `name`'s tensor; a KeyError for a step that recorded none (no mask)."""
+        shape = self.step(name).shape
+        if shape is None:
+            raise KeyError(f"step {name!r} recorded no tensor")
+        return shape
+
     # sizes, read from the recorded tensors
     @property
     def B(self) -> int:
-        return self.step("input").shape[0]
+        return self.shape("input")[0]
 
     @property
     def L(self) -> int:
-        return self.step("input").shape[1]
+        return self.shape("input")[1]
 
     @property
     def D(self) -> int:
-        return self.step("input").shape[2]
+        return self.shape("input")[2]
 
     @property
     def H(self) -> int:
-        return self.step("q_heads").shape[1]
+        return self.shape("q_heads")[1]
 
     @property
     def d(self) -> int:
-        return self.step("q_heads").shape[3]
+        return self.shape("q_heads")[3]
 
     @property
     def G(self) -> int:
-        return self.step("k_heads").shape[1]
+        return self.shape("k_heads")[1]
 
     @property
     def S(self) -> int:
-        return self.step("k_heads").shape[2]
+        return self.shape("k_heads")[2]
 
     def sizes(self) -> dict[str, int]:
         """Each letter's size; E (the embedding width) only where the trace recorded a projection from it."""
         sizes = {"B": self.B, "L": self.L, "S": self.S, "D": self.D, "H": self.H, "G": self.G, "d": self.d}
         if "embedding" in self:
-            sizes["E"] = self.step("embedding").shape[-1]
+            sizes["E"] = self.shape("embedding")[-1]
         return sizes
 
 
@@ -131,9 +139,9 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
     n_layers = len(model.layers)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
-    records: list[tuple[str, torch.Tensor | None, str, int]] = []
+    records: Records = []
 
-    def recorder(name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
+    def recorder(name: str, tensor: Recorded) -> Recorded:
         caller = sys._getframe(1)
         kept = None if tensor is None else tensor.detach().to("cpu", copy=True)  # a copy, from the GPU too
         records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
@@ -145,7 +153,9 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
     scaling = float(model.layers[layer].attention.scaling)
     types = None if token_type_ids is None else token_type_ids.detach().to("cpu", copy=True)
     report = getattr(model, "load_report", None)
-    return _build(layer, records, scaling, types, weight_names(getattr(report, "weight_names", {}), layer))
+    family = FAMILIES.get(getattr(model.config, "model_type", ""))
+    names = weight_names(getattr(report, "weight_names", {}), layer, family) if family is not None else {}
+    return _build(layer, records, scaling, types, names)
 
 
 # the module each step multiplies by, under our names (attention/models/blocks.py)
@@ -153,134 +163,40 @@ _WEIGHTS = {"qkv_proj": "attention.qkv_proj", "q_proj": "attention.q_proj", "k_p
             "v_proj": "attention.v_proj", "output": "attention.o_proj", "embed_proj": "embeddings.project"}
 
 
-def weight_names(origins: dict[str, str], layer: int) -> dict[str, str]:
+def weight_names(origins: dict[str, str], layer: int, family: Family) -> dict[str, str]:
     """For each step that multiplies by a loaded weight, the checkpoint's own name for it, short: what
     the family calls it (BERT's attention.self.query, DistilBERT's attention.q_lin, GPT-2's attn.c_attn),
-    without the layer's prefix and the ".weight"."""
+    without the layer's path, as the family's tensor-name rules find it, and without the ".weight"."""
     names = {}
     for step, module in _WEIGHTS.items():
         ours = f"{module}.weight" if module.startswith("embeddings.") else f"layers.{layer}.{module}.weight"
         if ours in origins:
-            short = re.sub(r"^.*?\b(?:layer|layers|h)\.\d+\.", "", origins[ours])
-            names[step] = re.sub(r"\.weight$", "", short)
+            names[step] = family.name_in_layer(origins[ours]).removesuffix(".weight")
     return names
 
 
-def _build(layer: int, records: list, scaling: float, token_type_ids: torch.Tensor | None,
+def _build(layer: int, records: Records, scaling: float, token_type_ids: torch.Tensor | None,
            weights: dict[str, str] | None = None) -> Trace:
     shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
-    B, L, D = shapes["input"]
-    _, H, _, d = shapes["q_heads"]
-    _, G, S, _ = shapes["k_heads"]
+    recorded = {name: shape for name, shape in shapes.items() if shape is not None}
+    B, L, D = recorded["input"]
+    _, H, _, d = recorded["q_heads"]
+    _, G, S, _ = recorded["k_heads"]
     sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1,
-             _qkv_width(H, G): (H + 2 * G) * d}
-    if shapes.get("embedding"):  # a projection from the embedding width E (ELECTRA)
-        sizes["E"] = shapes["embedding"][-1]
+             qkv_width(H, G): (H + 2 * G) * d}
+    if "embedding" in recorded:  # a projection from the embedding width E (ELECTRA)
+        sizes["E"] = recorded["embedding"][-1]
     tensors = {name: t for name, t, _, _ in records}
     steps = []
     for name, tensor, filename, lineno in records:
         shape = shapes[name]
         code, linenos = source_of(filename, lineno)
         steps.append(Step(
-            name=name, shape=shape, dims=_dims(name, shape, sizes), title=TITLES.get(name, name),
-            op=_op(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
+            name=name, shape=shape, dims=dims_of(name, shape, sizes), title=TITLES.get(name, name),
+            op=op_words(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
             lineno=linenos[0], tensor=tensor, linenos=linenos, weights=(weights or {}).get(name),
         ))
     return Trace(layer, steps, token_type_ids, scaling)
-
-
-# ---- symbolic shapes and words ---------------------------------------------------------------
-
-def _qkv_width(H: int, G: int) -> str:
-    """The width of a fused Q·K·V projection, in letters."""
-    return "3·H·d" if G == H else "(H+2G)·d"
-
-
-def _dims(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> tuple[str, ...] | None:
-    """The letters of each axis, checked against the real sizes (numbers where a letter would lie)."""
-    if shape is None:
-        return None
-    kv = "G" if sizes["G"] != sizes["H"] else "H"
-    lane = name.split("_")[0]
-    T, n = ("L", "H") if lane == "q" else ("S", kv)
-    table = {
-        "input": ("B", "L", "D"), "output": ("B", "L", "D"), "merged": ("B", "L", "H·d"),
-        "embedding": ("B", "L", "E"), "embed_proj": ("B", "L", "D"), "block_input": ("B", "L", "D"),
-        "qkv_proj": ("B", "L", _qkv_width(sizes["H"], sizes["G"])),
-        "q_proj": ("B", "L", "H·d"), "k_proj": ("B", "S", f"{kv}·d"), "v_proj": ("B", "S", f"{kv}·d"),
-        "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
-        "scores": ("B", "H", "L", "S"), "masked_scores": ("B", "H", "L", "S"), "probs": ("B", "H", "L", "S"),
-    }
-    if name.endswith("_view"):
-        dims = ("B", T, n, "d")
-    elif name.endswith(("_heads", "_rot")):
-        dims = ("B", n, T, "d")
-    elif name == "mask":  # broadcastable to (B, H, L, S): axes of size 1 are "1"
-        full = ("B", "H", "L", "S")[-len(shape):]
-        dims = tuple(x if size == sizes[x] and (size != 1 or x == "B") else "1" for x, size in zip(full, shape))
-    else:
-        dims = table.get(name)
-    if dims is None or len(dims) != len(shape) or any(sizes.get(x) != n for x, n in zip(dims, shape)):
-        return tuple(str(n) for n in shape)
-    return dims
-
-
-def _op(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: int) -> str:
-    lane = name[0].upper()
-    kv = "G" if sizes["G"] != sizes["H"] else "H"
-    width = "H·d" if lane == "Q" else f"{kv}·d"
-    if name == "qkv_proj":
-        return f"x · W_QKVᵀ + b_QKV   (D\u00a0→\u00a0{_qkv_width(sizes['H'], sizes['G'])}): Q, K and V in one"
-    if name in ("q_proj", "k_proj", "v_proj"):
-        if "qkv_proj" in tensors:
-            return _qkv_slice_words(lane, sizes)
-        return f"x · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
-    if name.endswith("_view"):
-        return f"view: split {width} into {width[0]}\u00a0×\u00a0d, no copy"
-    if name.endswith("_heads") and name != "heads":
-        return "transpose(1, 2): heads before positions"
-    if name.endswith("_rot"):
-        return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   ({lane}·cos + rotate_half({lane})·sin)"
-    if name.endswith("_shared"):
-        return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
-    if name == "mask":
-        return _mask_words(tensors.get("mask"), sizes)
-    if name == "scores":
-        root = f"1/√{sizes['d']}" if np.isclose(scaling, sizes["d"] ** -0.5) else "scaling"
-        return f"Q · Kᵀ · {scaling:.4g}   ({root}), per head"
-    if name == "masked_scores":
-        mask = tensors.get("mask")
-        return "scores + mask" if mask is not None and mask.dtype != torch.bool else "dropped keys → −∞"
-    words = {
-        "embedding": f"word + position embeddings, {sizes.get('E')} wide",
-        "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
-        "block_input": f"hidden states entering layer {layer}",
-        "input": ("attention_norm(x): normalised before the attention (pre-norm)" if "block_input" in tensors
-                  else f"hidden states entering layer {layer}"),
-        "probs": "softmax over the keys: each row sums to 1",
-        "heads": "weighted sum of value rows",
-        "merged": "transpose(1, 2), reshape: heads side by side",
-        "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)",
-    }
-    return words.get(name, name)
-
-
-def _qkv_slice_words(lane: str, sizes: dict[str, int]) -> str:
-    """Where Q, K or V sit in the fused projection's columns."""
-    q, kv = sizes["H·d"], sizes["G·d"]
-    start, stop = {"Q": (0, q), "K": (q, q + kv), "V": (q + kv, q + 2 * kv)}[lane]
-    return f"columns {start}:{stop} of QKV, no copy"
-
-
-def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int]) -> str:
-    if mask is None:
-        return "no mask: nothing dropped"
-    keep = mask if mask.dtype == torch.bool else torch.isfinite(mask)
-    if keep.dim() == 4 and keep.shape[1] == keep.shape[2] == 1:  # key padding, (B, 1, 1, S)
-        kept = ", ".join(str(int(k)) for k in keep.sum(-1).flatten())
-        return f"keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
-    full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"])
-    return f"pairs kept: {int(full.flatten(-2)[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
 
 
 # ---- the line of code behind each step -------------------------------------------------------
@@ -324,7 +240,7 @@ def source_of(filename: str, lineno: int) -> tuple[str, tuple[int, ...]]:
     if earlier and not _calls_record(earlier[-1]):  # a recorded value is its own step
         shown = [earlier[-1]] if _records_bare_name(stmt) else [earlier[-1], stmt]
     source = _source(filename)
-    code = "\n".join(" ".join(ast.get_source_segment(source, s).split()) for s in shown)
+    code = "\n".join(" ".join((ast.get_source_segment(source, s) or "").split()) for s in shown)
     return code, tuple(s.lineno for s in shown)
 
 
@@ -335,7 +251,7 @@ def _source(filename: str) -> str:
 def _statement(block: list[ast.stmt], lineno: int) -> tuple[list[ast.stmt], int] | None:
     """The innermost statement covering `lineno`, with the block it belongs to."""
     for i, stmt in enumerate(block):
-        if stmt.lineno <= lineno <= stmt.end_lineno:
+        if stmt.lineno <= lineno <= (stmt.end_lineno or stmt.lineno):
             inner = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
             inner += [h.body for h in getattr(stmt, "handlers", [])]
             for sub in inner:
@@ -411,21 +327,24 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
     own = head // (H // G) if kv_side else head  # this step's head index
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
-    t = step.tensor[batch]
+    if step.tensor is None or step.dims is None:
+        raise ValueError(f"step {name!r} kept no tensor")
+    t, dims = step.tensor[batch], step.dims
     if name == "qkv_proj":  # the head's own Q, K and V columns side by side: (L, 3·d)
         Q, K = H * d, G * d
         kv = head // (H // G)
         columns = [t[:, head * d:(head + 1) * d], t[:, Q + kv * d:Q + (kv + 1) * d],
                    t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
         return torch.cat(columns, dim=1).float().cpu().numpy(), "L", "3·d"
+    axes: tuple[str, ...]
     if name.endswith("_proj"):
-        matrix, axes = t[:, own * d:(own + 1) * d], (step.dims[1], "d")
+        matrix, axes = t[:, own * d:(own + 1) * d], (dims[1], "d")
     elif name.endswith("_view"):
-        matrix, axes = t[:, own, :], (step.dims[1], "d")
+        matrix, axes = t[:, own, :], (dims[1], "d")
     elif t.dim() == 3:  # (n, T, d) or (H, L, S)
-        matrix, axes = t[own], step.dims[2:]
+        matrix, axes = t[own], dims[2:]
     else:  # input, merged, output
-        matrix, axes = t, step.dims[1:]
+        matrix, axes = t, dims[1:]
     return matrix.float().cpu().numpy(), axes[0], axes[1]
 
 

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention.loading import convert_checkpoint, copy_weights  # noqa: E402
+from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES, Transformer  # noqa: E402
 from forward import interleaved_medians  # noqa: E402
 from fused import _reset_peak, _status_mb  # noqa: E402

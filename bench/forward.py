@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attention import Transformer, encode, load_bert  # noqa: E402
-from attention.loading import convert_checkpoint, copy_weights  # noqa: E402
+from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired, and the street was wide. "

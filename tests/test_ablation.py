@@ -241,11 +241,11 @@ def test_predict_masked_with_ablated_heads_matches_transformers(tiny_mlm_dir):
 def test_the_mlm_head_reads_only_its_own_tensors_and_allocates_no_decoder(tiny_mlm_dir, monkeypatch):
     """The head's few tensors are read from the checkpoint, not the model's weights again; its decoder weight
     is the embeddings' from the start (a vocabulary-sized matrix made and thrown away would cost V x E)."""
-    from attention.loading import SafetensorsFile
+    from attention.checkpoint import SafetensorsWeights
 
     model, _ = load_bert(tiny_mlm_dir)
-    read, get = [], SafetensorsFile.__getitem__
-    monkeypatch.setattr(SafetensorsFile, "__getitem__", lambda self, name: read.append(name) or get(self, name))
+    read, get = [], SafetensorsWeights.__getitem__
+    monkeypatch.setattr(SafetensorsWeights, "__getitem__", lambda self, name: read.append(name) or get(self, name))
     head = load_mlm_head(model)
     assert read and all(name.startswith("cls.predictions.") for name in read), read
     assert head.decoder.weight is model.embeddings.word_embeddings.weight

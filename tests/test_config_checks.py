@@ -66,14 +66,14 @@ def test_a_huge_config_beside_tiny_weights_is_refused_at_once_in_3_gb(tmp_path, 
 
 
 def test_the_weights_are_checked_from_their_headers_before_they_are_read(tmp_path, monkeypatch):
-    import attention.loading as loading
+    from attention.checkpoint import SafetensorsWeights
 
     folder = edited(make_tiny(tmp_path / "tiny"), hidden_size=64, num_attention_heads=4)
 
     def never(*args, **kwargs):
         raise AssertionError("the weights were read before the shapes were checked")
 
-    monkeypatch.setattr(loading, "_read_safetensors", never)
+    monkeypatch.setattr(SafetensorsWeights, "__getitem__", never)
     with pytest.raises(ModelLoadError, match=r"has shape \(32,\), the config needs \(64,\)"):
         load_model(folder)
 

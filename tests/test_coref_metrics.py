@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention.analysis.coref import CorefResult, ExampleScore, Located, load_examples, main, parse_example, score_heads
+from attention.analysis.coref import CorefResult, ExampleScore, Located, load_examples, parse_example, score_heads
+from attention.analysis.coref_cli import main
 from attention.analysis.coref_metrics import (compare_models, gap_counts, gap_metrics, heads_against_best,
                                               held_out_best, paired_groups, winogender_bias)
 from attention.analysis.coref_stats import f1, mcnemar_exact

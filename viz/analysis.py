@@ -309,7 +309,7 @@ def ablation_figure(hidden_cosine: np.ndarray, attention_change: np.ndarray, emb
     fig.add_trace(go.Scatter(x=marked_heads, y=marked_layers, mode="markers", name="masked",
                              marker=dict(symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR,
                                          line=dict(color="white", width=1)),
-                             hovertext=[f"{head_label(l, h)}: masked" for l, h in zip(marked_layers, marked_heads)],
+                             hovertext=[f"{head_label(layer, head)}: masked" for layer, head in zip(marked_layers, marked_heads)],
                              hovertemplate="%{hovertext}<extra></extra>", showlegend=False),
                   row=1, col=2)
     title = (f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "

@@ -106,7 +106,8 @@ def ranked_heads(
     shown = list(ranked)[:top]
     names = [head_label(layer, head) for layer, head, _ in shown]
     accuracies = [float(acc) for _, _, acc in shown]
-    extra, highs = dict(hovertemplate="%{y}: accuracy %{x:.2f}<extra></extra>"), None
+    extra: dict[str, object] = {"hovertemplate": "%{y}: accuracy %{x:.2f}<extra></extra>"}
+    highs = None
     if intervals is not None:
         low, high = (np.asarray(a, dtype=float) for a in intervals)
         lows = [float(low[layer, head]) for layer, head, _ in shown]
@@ -376,7 +377,9 @@ def _baselines(
     A label is centred on its line, slid sideways to stay inside the figure,
     and moved up a row when it would touch a label already placed.
     """
-    lines, notes, row_ends = [], [], []  # row_ends: right edge (px) of the last label of each row
+    lines: list[dict] = []
+    notes: list[dict] = []
+    row_ends: list[float] = []  # right edge (px) of the last label of each row
     order = sorted(baselines.items(), key=lambda item: item[1])
     styles = {name: i for i, name in enumerate(baselines)}
     for name, value in order:

@@ -73,7 +73,7 @@ def lines_view(
     if len(heads) != len(maps):
         raise ValueError(f"{len(heads)} head names given for {len(maps)} maps")
 
-    traces = []
+    traces: list[go.Scatter] = []
     for index, (attn, name) in enumerate(zip(maps, heads)):
         colour = PALETTE[index % len(PALETTE)]
         traces += _head_traces(attn, escape(name), colour, threshold, n_bins)
@@ -84,7 +84,7 @@ def lines_view(
 
 
 def _head_traces(attn, name: str, colour: str, threshold: float, n_bins: int) -> list:
-    traces = []
+    traces: list[go.Scatter] = []
     for b, pairs in opacity_bins(attn, threshold, n_bins).items():
         x, y = _segments(pairs)
         traces.append(

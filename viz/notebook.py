@@ -83,7 +83,7 @@ def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None,
              _menu("Head", [(_overlay_name(overlay), _head_args(shown, OVERLAY))] * bool(overlay)
                    + [(f"Head {h}", _head_args(shown, h)) for h in range(n_heads)],
                    0 if overlay else first_head)]
-    if len(blocks) > 1:
+    if len(blocks) > 1 and sentence_b_start is not None:  # a pair has its second sentence's start
         menus.append(_menu("Sentences", [(name, _zoom_args(*block)) for name, block in blocks.items()], 0,
                            method="relayout"))
         fig.update_layout(shapes=_dividers(sentence_b_start, len(views[0].queries)))

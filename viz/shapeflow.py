@@ -241,12 +241,12 @@ def wrap_code(line: str, chars: int) -> list[str]:
 
 def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
     """The sizes every letter stands for, for this input."""
-    words = {"B": "batch", "L": "queries", "S": "keys", "D": "width", "H": "heads", "G": "K/V heads",
-             "d": "head width", "E": "embedding width"}
+    from attention.steps import LETTERS  # here, not at the top: `import viz` imports no torch
+
     sizes = trace.sizes()
     if sizes["G"] == sizes["H"]:
         del sizes["G"]
-    items = [f"<b>{k} = {v}</b> {words[k]}" for k, v in sizes.items()]
+    items = [f"<b>{k} = {v}</b> {LETTERS[k]}" for k, v in sizes.items()]
     if len(trace.segments) > 1:
         items.append(f"sentence pair: <b>{' + '.join(map(str, trace.segments))}</b> tokens")
     lines, line, used = [], [f"<b>layer {trace.layer}</b>"], _drawn_chars(f"<b>layer {trace.layer}</b>")
@@ -295,7 +295,7 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
             x = boxes[b].cx if x is None else x
             arrows.extend(_arrow(x, boxes[a].bottom, x, boxes[b].top, fs, label, lane))
 
-    before = [n for n in ("embedding", "embed_proj", "block_input", "input") if n in boxes]
+    before: list[str] = [n for n in ("embedding", "embed_proj", "block_input", "input") if n in boxes]
     for a, b in zip(before, before[1:]):
         down(a, b)
     drawn = set()

@@ -8,7 +8,7 @@ an MLM head, the model's guesses for a [MASK] token.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import torch
@@ -104,7 +104,9 @@ def ablate(
     a caller with a time limit can stop the work there by raising from it.
     """
     attention_mask = _check_inputs(input_ids, attention_mask, token_type_ids)
-    input_ids, attention_mask, token_type_ids = on_model_device(model, input_ids, attention_mask, token_type_ids)
+    moved = on_model_device(model, input_ids, attention_mask)  # neither is None, so neither comes back None
+    input_ids, attention_mask = cast(tuple[torch.Tensor, torch.Tensor], moved)
+    (token_type_ids,) = on_model_device(model, token_type_ids)
     head_mask = model.check_head_mask(head_mask, ablation)  # validated before any forward pass
     if mlm_head is not None:
         if tokenizer is None:

@@ -13,22 +13,29 @@ answer is null (none of the candidates is the antecedent; still scored, in `unan
 pronoun or a candidate lies past the tokens the model can read (the text is truncated to its positions).
 
 The format lives in coref_examples.py, intervals and paired tests in coref_stats.py, GAP/Winogender
-metrics, the held-out best head and model comparison in coref_metrics.py, the command line in coref_cli.py:
+metrics, the held-out best head and model comparison in coref_metrics.py, the CSV of every head in coref_csv.py;
+the command line is coref_cli.py, which this module never imports (run as a script, it hands over to it):
 
     python -m attention.analysis.coref FILE [--by FIELD] [--csv OUT] [--top N] [--validate-on FILE] [--compare SOURCE]
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import cast
 
 import numpy as np
 import torch
 
 from ..inputs import on_model_device
 from ..mha import pick_rows
-from .coref_examples import (CorefExample, ExampleError, load_examples, parse_example,  # noqa: F401
-                             parse_examples)
+from .coref_examples import (  # noqa: F401
+    CorefExample,
+    ExampleError,
+    load_examples,
+    parse_example,
+    parse_examples,
+)
 from .coref_stats import clopper_pearson
 
 NO_ANSWER = "no antecedent among the candidates"
@@ -87,8 +94,9 @@ def locate(example: CorefExample, word_ids, offsets) -> Located:
     where = f"line {example.line}" if example.line is not None else "example"
     covered = max((b for _, b in offsets), default=0)  # the last character the tokens reach
     truncated = covered < len(example.text.rstrip())
-    if example.has_spans:
-        spans = [example.pronoun_span, *example.candidate_spans]
+    pronoun_span, candidate_spans = example.pronoun_span, example.candidate_spans
+    if pronoun_span is not None and candidate_spans is not None:  # the line gave character spans
+        spans = [pronoun_span, *candidate_spans]
         if truncated and any(end > covered for _, end in spans):
             raise OutsideWindow(f"{where}: a mention lies past the tokens the model reads")
         found = [span_pieces(span, offsets) for span in spans]
@@ -140,10 +148,18 @@ class ExampleScore:
     correct: np.ndarray | None  # (n_layers, H) bool; None when the example has no answer
     index: int | None = None  # position in the list that was scored
 
+    def heads_right(self) -> np.ndarray:
+        """`correct` of an example with an answer, as every counted one has: (n_layers, H) bool."""
+        if self.correct is None:
+            raise ValueError("an example without an answer has no right or wrong heads")
+        return self.correct
+
     @property
     def margin(self) -> np.ndarray:
         """(n_layers, H): attention to the answer minus the best other candidate."""
         answer = self.example.answer_index
+        if answer is None:
+            raise ValueError("an example without an answer has no margin")
         return self.attention[..., answer] - np.delete(self.attention, answer, axis=-1).max(axis=-1)
 
     @property
@@ -178,7 +194,7 @@ class CorefResult:
         """(n, n_layers, H) bool: each counted example, each head."""
         if not self.details:
             return np.zeros((0, *self.accuracy.shape), dtype=bool)
-        return np.stack([d.correct for d in self.details])
+        return np.stack([d.heads_right() for d in self.details])
 
     @property
     def interval(self) -> tuple[np.ndarray, np.ndarray]:
@@ -195,15 +211,16 @@ class CorefResult:
     def ranked(self, top: int | None = None) -> list[tuple[int, int, float]]:
         """(layer, head, accuracy), best first; ties by layer then head."""
         n_layers, n_heads = self.accuracy.shape
-        order = sorted(((-self.accuracy[l, h], l, h) for l in range(n_layers) for h in range(n_heads)))
-        return [(l, h, float(-a)) for a, l, h in order[:top]]
+        order = sorted((-self.accuracy[layer, head], layer, head) for layer in range(n_layers)
+                       for head in range(n_heads))
+        return [(layer, head, float(-a)) for a, layer, head in order[:top]]
 
 
 def summarize(details: list[ExampleScore], unanswered: list[ExampleScore], excluded: list[Exclusion],
               shape: tuple[int, int]) -> CorefResult:
     """One result from scored examples: accuracy and baselines over those with an answer (NaN if none)."""
     if details:
-        accuracy = np.stack([d.correct for d in details]).mean(axis=0)
+        accuracy = np.stack([d.heads_right() for d in details]).mean(axis=0)
     else:
         accuracy = np.full(shape, np.nan)
     baselines = {name: float(np.mean([getattr(d.located, name) == d.example.answer_index for d in details]))
@@ -214,7 +231,8 @@ def summarize(details: list[ExampleScore], unanswered: list[ExampleScore], exclu
 def group(result: CorefResult, by: str) -> dict:
     """Value of field `by` -> the result on the examples with that value (in order of first appearance)."""
     values: dict = {}
-    for item in [*result.details, *result.unanswered, *result.excluded]:
+    items: list[ExampleScore | Exclusion] = [*result.details, *result.unanswered, *result.excluded]
+    for item in items:
         values.setdefault(item.example.value(by), None)
     shape = result.accuracy.shape
     return {v: summarize([d for d in result.details if d.example.value(by) == v],
@@ -288,7 +306,9 @@ def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forw
         weights[r, :len(pronoun)] = 1.0 / len(pronoun)
         for k, pieces in enumerate(located[i].candidates):
             cols[r, pieces, k] = 1.0
-    ids, mask, types, rows, weights, cols = on_model_device(model, ids, mask, types, rows, weights, cols)
+    moved = on_model_device(model, ids, mask, rows, weights, cols)  # none of them None, so none comes back None
+    ids, mask, rows, weights, cols = cast(tuple[torch.Tensor, ...], moved)
+    (types,) = on_model_device(model, types)  # None where the tokenizer gives no token types
     with torch.inference_mode():
         if forward is model_attentions:
             maps = list(model_attentions(model, ids, mask, types, rows=rows))  # (B, H, P, S) each
@@ -333,13 +353,14 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
         for r, i in enumerate(chunk):
             ex = examples[i]
             scores = attention[r, :, :, :len(located[i].candidates)]
-            right = None if ex.answer is None else right_heads(scores, ex.answer_index)
+            answer = ex.answer_index
+            right = None if answer is None else right_heads(scores, answer)
             scored[i] = ExampleScore(ex, enc.tokens(i), located[i], scores, right, i)
         done += len(chunk)
         if progress is not None:
             progress(done, len(examples))
     in_order = [scored[i] for i in sorted(scored)]
-    excluded += [Exclusion(d.example, d.index, NO_ANSWER) for d in in_order if d.correct is None]
+    excluded += [Exclusion(scored[i].example, i, NO_ANSWER) for i in sorted(scored) if scored[i].correct is None]
     excluded.sort(key=lambda e: e.index)
     shape = in_order[0].attention.shape[:2]
     result = summarize([d for d in in_order if d.correct is not None], [d for d in in_order if d.correct is None],
@@ -373,12 +394,7 @@ def twin_pairs(examples: list[CorefExample]) -> list[tuple[int, int]]:
     return pairs
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line (coref_cli.py)."""
-    from .coref_cli import main as cli
+if __name__ == "__main__":  # `python -m attention.analysis.coref FILE ...`: the command line, coref_cli.py
+    from .coref_cli import main
 
-    return cli(argv)
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

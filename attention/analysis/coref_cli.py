@@ -10,48 +10,19 @@ bls_pct_female), the best head's accuracy on a held-out file (--validate-on) and
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .coref import CorefResult, ExampleError, load_examples, score_heads
-from .coref_metrics import (best_head, compare_models, gap_metrics, heads_against_best, held_out_best,
-                            paired_groups, winogender_bias)
-
-
-def write_csv(result: CorefResult, path: str | os.PathLike, held_out: CorefResult | None = None) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        f.write(csv_text(result, held_out))
-
-
-def csv_text(result: CorefResult, held_out: CorefResult | None = None) -> str:
-    """Every head, best first: accuracy, counts, baselines, the exact 95% interval, the exact McNemar
-    p-value against the best head (Holm-corrected over all the others), per group accuracy, and with
-    `held_out` (the same heads scored on another file) the accuracy and interval there."""
-    import csv
-    import io
-
-    n = len(result.details)
-    low, high = result.interval
-    groups = {v: g for v, g in result.by_group.items()}
-    ranked = result.ranked()
-    against = heads_against_best(result, [(l, h) for l, h, _ in ranked])
-    other = [] if held_out is None else ["held_out_accuracy", "held_out_ci95_low", "held_out_ci95_high"]
-    f = io.StringIO()
-    out = csv.writer(f, lineterminator="\n")
-    out.writerow(["layer", "head", "accuracy", "correct", "examples", "baseline_nearest", "baseline_first",
-                  "ci95_low", "ci95_high", "p_vs_best_holm"] + [f"accuracy_{result.by}={v}" for v in groups]
-                 + other)
-    for rank, (layer, head, accuracy) in enumerate(ranked):
-        row = [layer, head, f"{accuracy:.4f}", int(round(accuracy * n)), n,
-               f"{result.baselines['nearest']:.4f}", f"{result.baselines['first']:.4f}",
-               f"{low[layer, head]:.4f}", f"{high[layer, head]:.4f}", "" if rank == 0 else f"{against[rank][1]:.4g}"]
-        row += [f"{g.accuracy[layer, head]:.4f}" for g in groups.values()]
-        if held_out is not None:
-            h_low, h_high = held_out.interval
-            row += [f"{held_out.accuracy[layer, head]:.4f}", f"{h_low[layer, head]:.4f}", f"{h_high[layer, head]:.4f}"]
-        out.writerow(row)
-    return f.getvalue()
+from .coref_csv import write_csv
+from .coref_metrics import (
+    best_head,
+    compare_models,
+    gap_metrics,
+    heads_against_best,
+    held_out_best,
+    paired_groups,
+    winogender_bias,
+)
 
 
 def excluded_line(result: CorefResult) -> str:
@@ -61,7 +32,7 @@ def excluded_line(result: CorefResult) -> str:
 
 def print_heads(result: CorefResult, top: int) -> None:
     low, high = result.interval
-    heads = [(l, h) for l, h, _ in result.ranked(top)]
+    heads = [(layer, head) for layer, head, _ in result.ranked(top)]
     print(f"{'rank':>4} {'layer':>5} {'head':>4} {'accuracy':>8}  vs nearest  vs first   95% interval  "
           f"p vs best (Holm)")
     for rank, ((layer, head, accuracy), (_, p)) in enumerate(zip(result.ranked(top),
@@ -73,21 +44,22 @@ def print_heads(result: CorefResult, top: int) -> None:
 
 def print_groups(result: CorefResult) -> None:
     layer, head = best_head(result)
+    indent = " " * len(result.by or "")
     print(f"by {result.by}: {'value':>12} {'n':>5} {'nearest':>7} {'first':>6}  best head there   "
           f"L{layer}H{head} there")
     for value, g in result.by_group.items():
         if g.n == 0:
-            print(f"   {'':>{len(result.by)}} {str(value):>12} {0:>5}  (nothing counted; {excluded_line(g)})")
+            print(f"   {indent} {value!s:>12} {0:>5}  (nothing counted; {excluded_line(g)})")
             continue
         gl, gh, ga = g.ranked(1)[0]
-        print(f"   {'':>{len(result.by)}} {str(value):>12} {g.n:>5} {g.baselines['nearest']:>7.3f} "
+        print(f"   {indent} {value!s:>12} {g.n:>5} {g.baselines['nearest']:>7.3f} "
               f"{g.baselines['first']:>6.3f}  L{gl}H{gh} {ga:.3f}       {g.accuracy[layer, head]:.3f}")
 
 
-def print_gap(result: CorefResult, label: str, head: tuple[int, int] | None = None) -> None:
+def print_gap(result: CorefResult, label: str, chosen: tuple[int, int] | None = None) -> None:
     metrics = gap_metrics(result)
-    layer, head = head or best_head(result)
-    heads = metrics["heads"]
+    layer, head = chosen or best_head(result)
+    heads = {name: np.asarray(value) for name, value in metrics["heads"].items()}  # each (n_layers, H)
     top = divmod(int(heads["overall"].argmax()), heads["overall"].shape[1])
     print(f"GAP F1 on {label} (a head names the candidate it attends to most; neither-rows count):")
     print(f"  {'':<28} {'O':>6} {'M':>6} {'F':>6} {'F/M':>6}")
@@ -127,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from ..loading import ModelLoadError, load_bert
+    from ..errors import ModelLoadError
+    from ..loading import load_bert
 
     ap = argparse.ArgumentParser(prog="python -m attention.analysis.coref",
                                  description="Score every attention head on coreference examples.")

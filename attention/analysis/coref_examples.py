@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REQUIRED = {"text": str, "pronoun": (str, dict), "candidates": list, "answer": (str, int, type(None))}
+REQUIRED: dict[str, type | tuple[type, ...]] = {"text": str, "pronoun": (str, dict), "candidates": list, "answer": (str, int, type(None))}
 KNOWN = {*REQUIRED, "pronoun_occurrence", "pair_id", "cue"}
 
 

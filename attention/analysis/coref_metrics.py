@@ -27,7 +27,7 @@ def heads_against_best(result: CorefResult, heads: list[tuple[int, int]]) -> lis
     Holm-adjusted p-value over all the heads given (the best head itself compares as p = 1)."""
     correct = result.correct  # (n, n_layers, H)
     bl, bh = best_head(result)
-    tests = [mcnemar_exact(correct[:, l, h], correct[:, bl, bh]) for l, h in heads]
+    tests = [mcnemar_exact(correct[:, layer, head], correct[:, bl, bh]) for layer, head in heads]
     others = [i for i, lh in enumerate(heads) if lh != (bl, bh)]
     adjusted = np.ones(len(heads))
     if others:
@@ -117,7 +117,7 @@ def winogender_bias(result: CorefResult) -> GenderBias:
     gap = correct[gender == "male"].mean(axis=0) - correct[gender == "female"].mean(axis=0)
     role = np.array([d.example.candidates.index(d.example.value("occupation")) if d.example.value("occupation")
                      in d.example.candidates else -1 for d in details])
-    picks_occupation = np.stack([preferred(d.attention) for d in details]) == role[:, None, None]  # (n, L, H)
+    picks_occupation = np.stack([preferred(d.attention) for d in details]) == role[:, None, None]  # (n, n_layers, H)
     occupation = np.array([d.example.value("occupation") for d in details])
     names = list(dict.fromkeys(occupation.tolist()))
     shift, share = [], []
@@ -135,7 +135,7 @@ def paired_groups(result: CorefResult, by: str, a, b, pair_on: tuple[str, ...], 
     """McNemar test of one head between two values of `by` on examples paired by the fields `pair_on`
     (e.g. Winogender's male and female sentence of one template: occupation, participant, answer_role)."""
     def keyed(value):
-        return {tuple(d.example.value(f) for f in pair_on): d.correct[layer, head]
+        return {tuple(d.example.value(f) for f in pair_on): d.heads_right()[layer, head]
                 for d in result.details if d.example.value(by) == value}
 
     left, right = keyed(a), keyed(b)
@@ -154,8 +154,8 @@ def compare_models(a: CorefResult, b: CorefResult) -> ModelComparison:
     """Two models scored on the same example list: each one's best head, and the paired McNemar test
     between them on the examples both counted (matched by their index in that list)."""
     (la, ha, acc_a), (lb, hb, acc_b) = a.ranked(1)[0], b.ranked(1)[0]
-    right_a = {d.index: d.correct[la, ha] for d in a.details}
-    right_b = {d.index: d.correct[lb, hb] for d in b.details}
+    right_a = {d.index: d.heads_right()[la, ha] for d in a.details if d.index is not None}
+    right_b = {d.index: d.heads_right()[lb, hb] for d in b.details if d.index is not None}
     both = sorted(set(right_a) & set(right_b))
     return ModelComparison((la, ha, acc_a), (lb, hb, acc_b),
                            mcnemar_exact([right_a[i] for i in both], [right_b[i] for i in both]))

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import numpy as np
 import torch
 
 from ..mha import MultiHeadAttention
 from ..models import Transformer
+from ..models.blocks import Block
 
 
 def kv_head_options(num_heads: int, kv_heads: int | None = None) -> list[int]:
@@ -134,7 +136,7 @@ def to_grouped(model: Transformer, num_kv_heads: int,
     n = len(grouped.layers)
     if progress is not None:
         progress(0.0)
-    for k, layer in enumerate(grouped.layers):
+    for k, layer in enumerate(cast(Iterable[Block], grouped.layers)):  # a ModuleList of Blocks
         layer.attention = grouped_attention(layer.attention, num_kv_heads)
         if progress is not None:
             progress((k + 1) / n)

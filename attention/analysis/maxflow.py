@@ -7,7 +7,7 @@ long; run in a worker process, it holds up nothing.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ def flow_graph(capacity: np.ndarray):
     return csr_matrix((capacity.ravel(), (tails, heads)), shape=(nodes, nodes))
 
 
-def flow_rows(capacity: np.ndarray, rows: Iterable[tuple[int, int]]) -> Iterator[np.ndarray]:
+def flow_rows(capacity: np.ndarray, rows: Iterable[Sequence[int]]) -> Iterator[np.ndarray]:
     """For each (layer, i) in `rows`: the (T,) integer max flows from every input token j, node (0, j), to
     position i after `layer` (1..n_layers), node (layer, i), one row at a time as each is solved."""
     from scipy.sparse.csgraph import maximum_flow

@@ -39,10 +39,12 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
     H, L = trace.H, trace.L
     _check_index("head", head, H)
     _check_index("query", query, L)
-    q_all = trace.step("q_rot" if "q_rot" in trace else "q_heads").tensor[0]  # (H, L, d)
+    if trace.scaling is None:
+        raise ValueError("this trace has no scaling: record it with trace_layer")
+    q_all = trace.tensor("q_rot" if "q_rot" in trace else "q_heads")[0]  # (H, L, d)
     k_name = next(name for name in ("k_shared", "k_rot", "k_heads") if name in trace)
-    k_all = trace.step(k_name).tensor[0]  # (H, S, d)
-    scores_all = trace.step("scores").tensor[0]  # (H, L, S)
+    k_all = trace.tensor(k_name)[0]  # (H, S, d)
+    scores_all = trace.tensor("scores")[0]  # (H, L, S)
     q = q_all[head, query].float().cpu().numpy()  # (d,)
     k = k_all[head].float().cpu().numpy()  # (S, d)
     return QueryKey(
@@ -53,7 +55,7 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
         k=k,
         product=q[None, :] * k,  # (1, d) * (S, d) -> (S, d)
         scores=scores_all[head, query].float().cpu().numpy(),  # (S,)
-        probs=trace.step("probs").tensor[0, head, query].float().cpu().numpy(),  # (S,)
+        probs=trace.tensor("probs")[0, head, query].float().cpu().numpy(),  # (S,)
         scaling=float(trace.scaling),
     )
 

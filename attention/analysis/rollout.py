@@ -106,6 +106,5 @@ def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers:
     finally:
         if hasattr(solved, "close"):  # a generator stopped early (progress raised) lets go of what it holds
             solved.close()
-    flow = flow.reshape(len(sinks), T, T)
-    flow *= _FLOW_GRID
-    return flow[-1] if layers == "last" else flow
+    flows = flow.reshape(len(sinks), T, T) * _FLOW_GRID  # (layers kept, T, T)
+    return flows[-1] if layers == "last" else flows

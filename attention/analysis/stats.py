@@ -43,7 +43,7 @@ def _mass_to(attn: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def head_stats(attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence[int | None],
-               is_punct: Sequence[bool]) -> dict[str, np.ndarray]:
+               is_punct: Sequence[bool] | np.ndarray) -> dict[str, np.ndarray]:
     """Statistics of every head on one sentence (or pair), each an (n_layers, H) array.
 
     attn is (n_layers, H, L, L) [layer, head, query_pos, key_pos] with rows summing to 1; special,
@@ -62,11 +62,11 @@ def head_stats(attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence
     """
     attn = np.asarray(attn, dtype=np.float64)
     n_layers, H, L, _ = attn.shape
-    special, is_punct = np.asarray(special, dtype=bool), np.asarray(is_punct, dtype=bool)
-    if not len(special) == len(sequence_ids) == len(is_punct) == L:
+    specials, punct = np.asarray(special, dtype=bool), np.asarray(is_punct, dtype=bool)
+    if not len(specials) == len(sequence_ids) == len(punct) == L:
         raise ValueError(f"special, sequence_ids and is_punct need one entry per position ({L})")
     cls = np.zeros(L, dtype=bool)
-    cls[0] = special[0]
+    cls[0] = specials[0]
     positions = np.arange(L)
     segment = np.array([-1 if s is None else s for s in sequence_ids])  # (L,), -1 for specials
     same = (segment[:, None] == segment[None, :]) & (segment[None, :] >= 0)  # (L, L) query x key
@@ -76,11 +76,11 @@ def head_stats(attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence
     return {
         "entropy": -(attn * logs).sum(axis=-1).mean(axis=-1),
         "to_cls": _mass_to(attn, cls),
-        "to_sep": _mass_to(attn, special & ~cls),
+        "to_sep": _mass_to(attn, specials & ~cls),
         "to_self": np.diagonal(attn, axis1=-2, axis2=-1).sum(axis=-1) / L,
         "to_prev": np.diagonal(attn, offset=-1, axis1=-2, axis2=-1).sum(axis=-1) / L,
         "to_next": np.diagonal(attn, offset=1, axis1=-2, axis2=-1).sum(axis=-1) / L,
-        "to_punct": _mass_to(attn, is_punct),
+        "to_punct": _mass_to(attn, punct),
         "distance": (attn * np.abs(positions[:, None] - positions[None, :])).sum(axis=-1).mean(axis=-1),
         "within_segment": (in_segment[..., rows].mean(axis=-1) if rows.any()
                            else np.full((n_layers, H), np.nan)),

@@ -9,7 +9,7 @@ plain or gated feed-forward block, a table of positions or rotary ones (rotary.p
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,9 @@ from torch import nn
 from ..config import ModelConfig
 from ..mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
 from ..rotary import inverse_frequencies, rotary_angles
+
+if TYPE_CHECKING:
+    from ..loading import LoadReport
 
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -42,7 +45,8 @@ class RMSNorm(nn.RMSNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         wide = x.float()  # (B, L, D) float32
-        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)  # (B, L, D)
+        eps = torch.finfo(wide.dtype).eps if self.eps is None else self.eps  # None: as nn.RMSNorm takes it
+        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)  # (B, L, D)
         return self.weight * normed.to(x.dtype)
 
 
@@ -58,9 +62,12 @@ def position_ids(config: ModelConfig, input_ids: torch.Tensor) -> torch.Tensor:
     L = input_ids.size(1)
     if not config.positions_skip_padding:
         return torch.arange(config.position_offset, config.position_offset + L, device=input_ids.device)  # (L,)
-    real = input_ids.ne(config.pad_token_id)  # (B, L)
+    pad = config.pad_token_id
+    if pad is None:
+        raise ValueError("positions that skip padding need the config's pad_token_id")
+    real = input_ids.ne(pad)  # (B, L)
     counted = torch.cumsum(real, dim=1) - 1 + config.position_offset  # (B, L)
-    return torch.where(real, counted, config.pad_token_id)  # (B, L)
+    return torch.where(real, counted, pad)  # (B, L)
 
 
 def embedding_table(rows: int, width: int, padding_idx: int | None = None) -> nn.Embedding:
@@ -167,6 +174,8 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    load_report: LoadReport  # what load_model read; a model built from a config alone has none
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config

@@ -2,17 +2,18 @@
 
 A family's file fills one `Family`: a function from its config.json to a ModelConfig, the map
 from its checkpoint's tensor names to ours, and the names of what sits beside the model in task
-checkpoints (heads, buffers). loading.convert_checkpoint applies it; nothing else is per family.
+checkpoints (heads, buffers). convert.convert_checkpoint applies it; nothing else is per family.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..config import ConfigError, ModelConfig
 
 Rules = tuple[tuple[str, str], ...]  # (checkpoint-name pattern, our name with \1 ... groups)
+IN_A_LAYER = r"layers.\1."  # how a rule's target begins when its pattern's group 1 is the layer's index
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,18 @@ class Family:
             if re.fullmatch(pattern, key):
                 return re.sub(pattern, target, key)
         return None
+
+    def name_in_layer(self, name: str) -> str:
+        """A checkpoint tensor's name as its layer knows it, without a task model's prefix and, for a tensor
+        inside a layer, without the layer's own path (the text up to the layer index its rule matches):
+        BERT's "bert.encoder.layer.3.attention.self.query.weight" is "attention.self.query.weight", GPT-2's
+        "h.3.attn.c_attn.weight" is "attn.c_attn.weight". A name outside the layers keeps the rest."""
+        key = name.removeprefix(self.prefix)
+        for pattern, target in self.rules:
+            found = re.fullmatch(pattern, key)
+            if found:
+                return key[found.end(1) + 1:] if target.startswith(IN_A_LAYER) else key
+        return key
 
     def is_transposed(self, key: str) -> bool:
         return any(re.fullmatch(pattern, key) for pattern in self.transposed)

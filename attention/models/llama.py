@@ -10,6 +10,8 @@ by `read_decoder_config`; their files import it and `RULES` from here.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import ConfigError, ModelConfig
 from .family import Family, config_values
 
@@ -34,10 +36,12 @@ def rope_fields(values: dict) -> dict:
     """ModelConfig's rope_* fields from config.json: transformers 5's `rope_parameters`, or the older
     `rope_theta` with a `rope_scaling` dict ("type" or "rope_type"). A type this package does not
     compute is refused by ModelConfig, naming it."""
-    params = values.get("rope_parameters") or values.get("rope_scaling") or {}
+    params: dict[str, Any] = values.get("rope_parameters") or values.get("rope_scaling") or {}
     if not isinstance(params, dict):
         raise ConfigError(f"rope_parameters should be a JSON object, not {params!r}")
     kind = params.get("rope_type", params.get("type", "default"))
+    if not isinstance(kind, str):
+        raise ConfigError(f"rope_type should be a str, not {kind!r}")
     if params.get("partial_rotary_factor", 1.0) != 1.0:
         raise ConfigError("a partial_rotary_factor other than 1 is not supported: every coordinate is rotated")
     missing = [key for key in _ROPE_NEEDS.get(kind, ()) if params.get(key) is None]

@@ -12,7 +12,7 @@ from attention.analysis.coref import (
     twin_pairs,
     word_spans,
 )
-from attention.analysis.coref_cli import csv_text
+from attention.analysis.coref_csv import csv_text
 from attention.analysis.coref_metrics import heads_against_best
 from viz.coref import flip_grid, head_grid, ranked_heads
 

