@@ -2,6 +2,7 @@
 screen of a 1280 × 720 window, and keys to step through heads, layers and views without a mouse."""
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
@@ -20,6 +21,34 @@ KEYS = {
     "next_layer": ("Next layer", "Shift+Down", "Shift+↓"),
     "next_view": ("Next view", "V", "V"),
 }
+# the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the button it clicks
+PAGE_KEYS = {"Shift+ArrowLeft": "present_prev_head", "Shift+ArrowRight": "present_next_head",
+             "Shift+ArrowUp": "present_prev_layer", "Shift+ArrowDown": "present_next_layer", "v": "present_next_view",
+             "ArrowLeft": "walk_prev", "ArrowRight": "walk_next"}
+# Streamlit's own shortcuts are not heard while a checkbox, radio, select box or button has the focus (and
+# an arrow key then moves a radio), which is the focus a mouse leaves behind. This script, run once in the
+# page, hears the keys first, wherever the focus is, except in a text box or an open dropdown's search,
+# and clicks the key's button (its `st-key-<key>` class) instead of letting the key reach the widget.
+KEYS_SCRIPT = "<script>\nwindow.presentButtons = " + json.dumps(PAGE_KEYS) + """;
+(() => {
+  if (window.presentKeys) return;
+  window.presentKeys = true;
+  const buttons = window.presentButtons;
+  const typing = (el) => !!el && (el.tagName === "TEXTAREA" || el.isContentEditable || (el.tagName === "INPUT"
+    && (el.getAttribute("role") === "combobox" ? el.getAttribute("aria-expanded") === "true"
+        : !["checkbox", "radio", "button", "range", "submit"].includes(el.type))));
+  window.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.altKey || event.metaKey || typing(event.target)) return;
+    if (!document.querySelector(".st-key-present_next_view")) return;  // not in presentation mode
+    const key = event.key.length === 1 ? event.key.toLowerCase() : (event.shiftKey ? "Shift+" : "") + event.key;
+    const button = buttons[key] && document.querySelector(".st-key-" + buttons[key] + " button");
+    if (!button) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    if (!button.disabled) button.click();
+  }, true);
+})();
+</script>"""
 ICONS = {"prev_head": ":material/arrow_back: Head", "next_head": ":material/arrow_forward: Head",
          "prev_layer": ":material/arrow_upward: Layer", "next_layer": ":material/arrow_downward: Layer",
          "next_view": ":material/skip_next: View"}  # short: each button also shows its key
@@ -71,7 +100,8 @@ def legend() -> None:
     st.html('<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
             f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
             f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
-            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>')
+            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>' + KEYS_SCRIPT,
+            unsafe_allow_javascript=True)
 
 
 def link_control():
