@@ -74,7 +74,7 @@ def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, v
     page.close()
 
 
-def test_copy_link_shows_this_heads_address_as_text(browser):
+def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     chromium, url = browser
     page = chromium.new_page(viewport=SIZE)
     page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
@@ -84,7 +84,10 @@ def test_copy_link_shows_this_heads_address_as_text(browser):
     while head_in(page) != 4 and time.time() < deadline:
         time.sleep(0.2)
     wait_drawn(page)
-    page.get_by_role("button", name="Copy link to this head").click()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy link to this view").click()  # one click copies
+    page.get_by_text("Copied: the link is on the clipboard").wait_for(timeout=10_000)
+    assert page.evaluate("navigator.clipboard.readText()") == address(page)
     code = page.locator('[data-testid="stCode"]').first
     code.wait_for(timeout=30_000)
     shown = code.inner_text().strip()

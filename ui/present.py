@@ -49,6 +49,30 @@ KEYS_SCRIPT = "<script>\nwindow.presentButtons = " + json.dumps(PAGE_KEYS) + """
   }, true);
 })();
 </script>"""
+COPY_BUTTON = """<button class="copy-link" type="button" style="font: inherit; font-size: 16px; padding: 6px 14px;
+  border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 8px; background: white; cursor: pointer">
+  Copy link to this view</button>
+<span class="copy-done" role="status" style="font-size: 15px; color: #1b7f3b; margin-left: 8px"></span>
+<script>
+(() => {
+  const button = [...document.querySelectorAll("button.copy-link")].pop();
+  const done = button.parentElement.querySelector(".copy-done");
+  const fallback = (text) => {  // a page not served over https or from this machine has no clipboard API
+    const box = Object.assign(document.createElement("textarea"), {value: text});
+    document.body.appendChild(box);
+    box.select();
+    const ok = document.execCommand("copy");
+    box.remove();
+    return ok ? Promise.resolve() : Promise.reject();
+  };
+  button.addEventListener("click", () => {
+    const link = location.href;
+    (navigator.clipboard ? navigator.clipboard.writeText(link) : fallback(link)).catch(() => fallback(link))
+      .then(() => { done.textContent = "Copied: the link is on the clipboard"; },
+            () => { done.textContent = "Could not copy: select the link beside and copy it"; });
+  });
+})();
+</script>"""
 ICONS = {"prev_head": ":material/arrow_back: Head", "next_head": ":material/arrow_forward: Head",
          "prev_layer": ":material/arrow_upward: Layer", "next_layer": ":material/arrow_downward: Layer",
          "next_view": ":material/skip_next: View"}  # short: each button also shows its key
@@ -105,9 +129,9 @@ def legend() -> None:
 
 
 def link_control():
-    """Under the keys, a control that opens to this page's link as plain text, with Streamlit's own copy
-    button; fill it with ``show_link`` once the page's address is written (``ui.state.write_url``)."""
-    return st.popover(":material/link: Copy link to this head")
+    """Under the keys, a place for the button that copies this page's link in one click; fill it with
+    ``show_link`` once the page's address is written (``ui.state.write_url``)."""
+    return st.container()
 
 
 def page_link() -> str:
@@ -119,6 +143,11 @@ def page_link() -> str:
 
 
 def show_link(control) -> None:
+    """The copy button (it copies the address bar's link, as the app has just written it, and says so)
+    and the same link as text."""
     with control:
-        st.caption("This view, layer and head, with the sentence: the copy icon copies it.")
-        st.code(page_link(), language=None, wrap_lines=True)
+        button, text = st.columns([1, 2], vertical_alignment="center")
+        with button:
+            st.html(COPY_BUTTON, unsafe_allow_javascript=True)
+        with text:
+            st.code(page_link(), language=None, wrap_lines=True)
