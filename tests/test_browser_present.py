@@ -74,7 +74,7 @@ def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, v
     page.close()
 
 
-def test_copy_link_shows_this_heads_address_as_text(browser):
+def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     chromium, url = browser
     page = chromium.new_page(viewport=SIZE)
     page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
@@ -84,10 +84,59 @@ def test_copy_link_shows_this_heads_address_as_text(browser):
     while head_in(page) != 4 and time.time() < deadline:
         time.sleep(0.2)
     wait_drawn(page)
-    page.get_by_role("button", name="Copy link to this head").click()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy link to this view").click()  # one click copies
+    page.get_by_text("Copied: the link is on the clipboard").wait_for(timeout=10_000)
+    assert page.evaluate("navigator.clipboard.readText()") == address(page)
     code = page.locator('[data-testid="stCode"]').first
     code.wait_for(timeout=30_000)
     shown = code.inner_text().strip()
     assert shown.startswith(f"{url}/?") and "head=4" in shown and "layer=2" in shown, shown
     assert shown.split("?", 1)[1] == address(page).split("?", 1)[1]  # the address bar's own query
+    page.close()
+
+
+def settle_on(page, pattern: str) -> None:
+    deadline = time.time() + 60
+    while not re.search(pattern, address(page)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert re.search(pattern, address(page)), address(page)
+    wait_drawn(page)
+
+
+def pick(page, key: str, option: str) -> None:
+    """Open the select box of this widget key and click an option with the mouse."""
+    page.locator(f".st-key-{key} [data-testid=stSelectbox]").click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+MOUSE_USES = {
+    "hide-checkbox": lambda page: page.get_by_text("Hide [CLS]/[SEP]").click(),
+    "head-dropdown": lambda page: pick(page, "head", "Head 5"),
+    "example": lambda page: (page.get_by_text("Sentence and examples").click(),
+                             pick(page, "preset", "Coreference: it → trophy (big)")),
+    "lines-radio": lambda page: page.get_by_text("Lines", exact=True).click(),
+}
+
+
+@pytest.mark.parametrize("use", list(MOUSE_USES))
+def test_the_keys_work_after_a_control_was_used_with_the_mouse(browser, use):
+    chromium, url = browser
+    page = chromium.new_page(viewport=SIZE)
+    page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
+    wait_drawn(page)
+    MOUSE_USES[use](page)
+    if use == "example":  # the example's sentence is in the address once its run has ended
+        settle_on(page, r"trophy")
+    wait_drawn(page)
+    time.sleep(0.5)
+    before = head_in(page)
+    page.keyboard.press("Shift+ArrowRight")
+    settle_on(page, rf"[?&]head={before + 1}(&|$)")
+    if use == "lines-radio":  # the key steps the head; it does not move the radio
+        assert "draw=lines" in address(page)
+        assert page.get_by_role("radio", name="Lines").is_checked()
+    page.keyboard.press("v")
+    settle_on(page, r"[?&]view=overview")
+    clean(page)
     page.close()

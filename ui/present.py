@@ -2,6 +2,7 @@
 screen of a 1280 × 720 window, and keys to step through heads, layers and views without a mouse."""
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
@@ -20,6 +21,58 @@ KEYS = {
     "next_layer": ("Next layer", "Shift+Down", "Shift+↓"),
     "next_view": ("Next view", "V", "V"),
 }
+# the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the button it clicks
+PAGE_KEYS = {"Shift+ArrowLeft": "present_prev_head", "Shift+ArrowRight": "present_next_head",
+             "Shift+ArrowUp": "present_prev_layer", "Shift+ArrowDown": "present_next_layer", "v": "present_next_view",
+             "ArrowLeft": "walk_prev", "ArrowRight": "walk_next"}
+# Streamlit's own shortcuts are not heard while a checkbox, radio, select box or button has the focus (and
+# an arrow key then moves a radio), which is the focus a mouse leaves behind. This script, run once in the
+# page, hears the keys first, wherever the focus is, except in a text box or an open dropdown's search,
+# and clicks the key's button (its `st-key-<key>` class) instead of letting the key reach the widget.
+KEYS_SCRIPT = "<script>\nwindow.presentButtons = " + json.dumps(PAGE_KEYS) + """;
+(() => {
+  if (window.presentKeys) return;
+  window.presentKeys = true;
+  const buttons = window.presentButtons;
+  const typing = (el) => !!el && (el.tagName === "TEXTAREA" || el.isContentEditable || (el.tagName === "INPUT"
+    && (el.getAttribute("role") === "combobox" ? el.getAttribute("aria-expanded") === "true"
+        : !["checkbox", "radio", "button", "range", "submit"].includes(el.type))));
+  window.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.altKey || event.metaKey || typing(event.target)) return;
+    if (!document.querySelector(".st-key-present_next_view")) return;  // not in presentation mode
+    const key = event.key.length === 1 ? event.key.toLowerCase() : (event.shiftKey ? "Shift+" : "") + event.key;
+    const button = buttons[key] && document.querySelector(".st-key-" + buttons[key] + " button");
+    if (!button) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    if (!button.disabled) button.click();
+  }, true);
+})();
+</script>"""
+COPY_BUTTON = """<button class="copy-link" type="button" style="font: inherit; font-size: 16px; padding: 6px 14px;
+  border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 8px; background: white; cursor: pointer">
+  Copy link to this view</button>
+<span class="copy-done" role="status" style="font-size: 15px; color: #1b7f3b; margin-left: 8px"></span>
+<script>
+(() => {
+  const button = [...document.querySelectorAll("button.copy-link")].pop();
+  const done = button.parentElement.querySelector(".copy-done");
+  const fallback = (text) => {  // a page not served over https or from this machine has no clipboard API
+    const box = Object.assign(document.createElement("textarea"), {value: text});
+    document.body.appendChild(box);
+    box.select();
+    const ok = document.execCommand("copy");
+    box.remove();
+    return ok ? Promise.resolve() : Promise.reject();
+  };
+  button.addEventListener("click", () => {
+    const link = location.href;
+    (navigator.clipboard ? navigator.clipboard.writeText(link) : fallback(link)).catch(() => fallback(link))
+      .then(() => { done.textContent = "Copied: the link is on the clipboard"; },
+            () => { done.textContent = "Could not copy: select the link beside and copy it"; });
+  });
+})();
+</script>"""
 ICONS = {"prev_head": ":material/arrow_back: Head", "next_head": ":material/arrow_forward: Head",
          "prev_layer": ":material/arrow_upward: Layer", "next_layer": ":material/arrow_downward: Layer",
          "next_view": ":material/skip_next: View"}  # short: each button also shows its key
@@ -71,13 +124,14 @@ def legend() -> None:
     st.html('<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
             f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
             f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
-            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>')
+            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>' + KEYS_SCRIPT,
+            unsafe_allow_javascript=True)
 
 
 def link_control():
-    """Under the keys, a control that opens to this page's link as plain text, with Streamlit's own copy
-    button; fill it with ``show_link`` once the page's address is written (``ui.state.write_url``)."""
-    return st.popover(":material/link: Copy link to this head")
+    """Under the keys, a place for the button that copies this page's link in one click; fill it with
+    ``show_link`` once the page's address is written (``ui.state.write_url``)."""
+    return st.container()
 
 
 def page_link() -> str:
@@ -89,6 +143,11 @@ def page_link() -> str:
 
 
 def show_link(control) -> None:
+    """The copy button (it copies the address bar's link, as the app has just written it, and says so)
+    and the same link as text."""
     with control:
-        st.caption("This view, layer and head, with the sentence: the copy icon copies it.")
-        st.code(page_link(), language=None, wrap_lines=True)
+        button, text = st.columns([1, 2], vertical_alignment="center")
+        with button:
+            st.html(COPY_BUTTON, unsafe_allow_javascript=True)
+        with text:
+            st.code(page_link(), language=None, wrap_lines=True)

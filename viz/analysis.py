@@ -34,8 +34,11 @@ _KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(mark
 
 # ---- one query against every key ------------------------------------------------------------------
 
-def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12) -> go.Figure:
-    """The query·key view of one head and one query (an attention.analysis.query_key.QueryKey).
+def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12, width: int | None = None,
+                     height: int | None = None, min_label: int | None = None) -> go.Figure:
+    """The query·key view of one head and one query (an attention.analysis.query_key.QueryKey), at
+    most ``width`` px wide and ``height`` px tall when given (the bars and rows give way), its row
+    labels at least ``min_label`` px when given (every k-th token on thin rows).
 
     Four panels share the key-token rows (first token on top): the key vectors k (S × d), the
     products q × k (S × d) under the query vector q as a 1 × d strip, the scaled scores
@@ -51,6 +54,14 @@ def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12)
     row_px = _row_px(S, font_size)
     vector_px = float(np.clip(d * 6, 160, 320))
     bar_px, gap_px, strip_gap_px = max(140, font_size * 12), font_size * 3, font_size
+    margin = _query_key_margin(names, row_px, font_size, min_label)
+    if width is not None:  # the bars give way first, then the vectors
+        room = width - margin["l"] - margin["r"] - 3 * gap_px
+        bar_px = float(np.clip((room - 2 * vector_px) / 2, 80, bar_px))
+        vector_px = float(max(60, min(vector_px, (room - 2 * bar_px) / 2)))
+    if height is not None:
+        row_px = max(1.0, min(row_px, (height - margin["t"] - margin["b"] - strip_gap_px) / (S + 1)))
+        margin = _query_key_margin(names, row_px, font_size, min_label)
     plot_w = 2 * vector_px + 2 * bar_px + 3 * gap_px
     plot_h = row_px * (S + 1) + strip_gap_px
     fig = make_subplots(
@@ -73,8 +84,20 @@ def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12)
                         "%{y}: probability %{x:.3f}<extra></extra>"), row=2, col=4)
     title = (f"Layer {qk.layer}, head {qk.head}: query “{names[qk.query]}” (position {qk.query}) "
              "against every key")
-    _query_key_layout(fig, qk, rows, names, row_px, plot_w, plot_h, title, font_size)
+    _query_key_layout(fig, qk, rows, names, (row_px, plot_w, plot_h), margin, title, font_size, min_label)
     return fig
+
+
+def _query_key_margin(names: list[str], row_px: float, font_size: int, min_label: int | None) -> dict:
+    """Room for the row labels, the colour bars, the title and the two-line panel titles under the panels."""
+    size = _row_ticks(row_px, font_size, min_label)[1]
+    return {"l": _label_px(names, size) + 10, "r": COLORBAR_PX, "t": round(font_size * 1.8) + 16, "b": font_size * 5}
+
+
+def _row_ticks(row_px: float, font_size: int, min_label: int | None) -> tuple[int, int]:
+    """Every k-th row labelled, and the labels' size: never closer than MIN_TICK_PX (or room for ``min_label``)."""
+    stride = max(1, int(np.ceil(max(MIN_TICK_PX, (min_label or 0) / 0.8) / row_px - 1e-9)))
+    return stride, max(min_label or 6, min(font_size, int(row_px * stride * 0.8)))
 
 
 def _bars(values: np.ndarray, rows: list[str], colour: str, name: str, hover: str) -> go.Bar:
@@ -82,12 +105,10 @@ def _bars(values: np.ndarray, rows: list[str], colour: str, name: str, hover: st
                   name=name, hovertemplate=hover, showlegend=False)
 
 
-def _query_key_layout(fig: go.Figure, qk: "QueryKey", rows: list[str], names: list[str], row_px: float,
-                      plot_w: float, plot_h: float, title: str, font_size: int) -> None:
-    stride = max(1, int(np.ceil(MIN_TICK_PX / row_px)))
-    tick_size = max(6, min(font_size, int(row_px * stride * 0.8)))
-    title_px = round(font_size * 1.8) + 16
-    margin = dict(l=_label_px(names, tick_size) + 10, r=COLORBAR_PX, t=title_px, b=font_size * 5)
+def _query_key_layout(fig: go.Figure, qk: "QueryKey", rows: list[str], names: list[str], sizes: tuple, margin: dict,
+                      title: str, font_size: int, min_label: int | None) -> None:
+    row_px, plot_w, plot_h = sizes
+    stride, tick_size = _row_ticks(row_px, font_size, min_label)
     vector = max(float(np.abs(qk.q).max(initial=0.0)), float(np.abs(qk.k).max(initial=0.0))) or 1.0
     product = float(np.abs(qk.product).max(initial=0.0)) or 1.0
     fig.update_layout(base_layout(font_size, title))
@@ -102,7 +123,8 @@ def _query_key_layout(fig: go.Figure, qk: "QueryKey", rows: list[str], names: li
                      tickfont=dict(size=tick_size), row=2, col=1)
     fig.update_yaxes(clean_axis(type="category", tickmode="array", tickvals=[rows[qk.query]],
                                 ticktext=["q"]), row=1, col=2)
-    titles = ["k: key vectors (dims)", "q × k (dims)", "score: Σ q × k · scaling", "softmax"]
+    # two short lines each: side by side, one line of each ran into its neighbour's
+    titles = ["k: key vectors<br>(dims)", "q × k<br>(dims)", "score:<br>Σ q × k · scaling", "softmax<br>probability"]
     for col, text in enumerate(titles, start=1):
         fig.update_xaxes(clean_axis(title=dict(text=text)), row=2, col=col)
     fig.update_xaxes(clean_axis(), row=1, col=2)
@@ -121,7 +143,8 @@ def _vector_scale(bound: float, title: str, y: float, font_size: int) -> dict:
 # ---- raw attention beside rollout or flow --------------------------------------------------------
 
 def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], derived_title: str,
-                   font_size: int = 12, width: int | None = None) -> go.Figure:
+                   font_size: int = 12, width: int | None = None, height: int | None = None,
+                   min_label: int | None = None) -> go.Figure:
     """A layer's head-averaged attention beside rollout or flow, on the same token axes.
 
     raw and derived are (T, T) with rows = positions (first on top) and columns = tokens; both
@@ -130,7 +153,8 @@ def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], 
     ``derived_title`` is plotly markup and is not escaped (callers pass "Rollout to layer 3").
     The figure is at most ``width`` px wide (default ``FIGURE_PX``); when the two maps side by side
     would have cells thinner than ``MIN_CELL_PX``, the second is drawn under the first
-    (``pair_stacked``), each as wide as the figure allows.
+    (``pair_stacked``), each as wide as the figure allows. With ``height`` (a presentation's first
+    screen) the maps stay side by side and shrink to fit it, labelled at ``min_label`` px or more.
     """
     raw, derived = np.asarray(raw, dtype=np.float32), np.asarray(derived, dtype=np.float32)
     T = len(labels)
@@ -138,8 +162,11 @@ def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], 
         raise ValueError(f"expected two ({T}, {T}) maps for {T} labels, got {raw.shape} and {derived.shape}")
     names = escape_all(labels)
     cats = position_labels(names)
-    stacked = pair_stacked(labels, font_size, width)
+    stacked = height is None and pair_stacked(labels, font_size, width)
     panel_px = _pair_panel_px(names, font_size, width, stacked)
+    for _ in range(3 if height is not None else 0):  # the labels' depth depends on the cells
+        margin = _pair_margin(names, panel_px / T, font_size, min_label)[0]
+        panel_px = max(float(T), min(panel_px, height - margin["t"] - margin["b"]))
     gap_px = font_size * 3
     rows, cols = (2, 1) if stacked else (1, 2)
     fig = make_subplots(rows=rows, cols=cols, shared_yaxes=not stacked,
@@ -150,7 +177,7 @@ def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], 
     fig.add_trace(go.Heatmap(z=derived, x=cats, y=cats, coloraxis="coloraxis", name="derived",
                              hovertemplate="%{y} from %{x}: %{z:.3f}<extra></extra>"), row=rows, col=cols)
     top = float(max(np.nanmax(raw, initial=0.0), np.nanmax(derived, initial=0.0))) or 1.0
-    _pair_layout(fig, names, cats, panel_px, gap_px, top, font_size, stacked)
+    _pair_layout(fig, names, cats, (panel_px, gap_px, top), font_size, stacked, min_label)
     return fig
 
 
@@ -177,13 +204,22 @@ def _pair_panel_px(names: list[str], font_size: int, width: int | None, stacked:
     return max(float(len(names)), min(_pair_natural_px(len(names), font_size), room))
 
 
-def _pair_layout(fig: go.Figure, names: list[str], cats: list[str], panel_px: float, gap_px: float,
-                 top: float, font_size: int, stacked: bool) -> None:
-    cell_px = panel_px / len(names)
-    x_ticks, y_ticks = column_ticks(names, cell_px, font_size), row_ticks(names, cell_px, font_size)
-    title_px = round(font_size * 2.5) + 10
+def _pair_margin(names: list[str], cell_px: float, font_size: int, min_label: int | None) -> tuple:
+    """The margins around the maps (the titles above, the column labels and axis title under them) and the
+    labels of both axes."""
+    x_ticks = column_ticks(names, cell_px, font_size, min_label)
+    y_ticks = row_ticks(names, cell_px, font_size, min_label)
     below_px = x_ticks.depth + font_size * 2 + 10  # column labels and the axis title under a map
-    margin = dict(l=y_ticks.depth + font_size * 2 + 10, r=COLORBAR_PX, t=title_px, b=below_px)
+    margin = {"l": y_ticks.depth + font_size * 2 + 10, "r": COLORBAR_PX, "t": round(font_size * 2.5) + 10,
+              "b": below_px}
+    return margin, x_ticks, y_ticks
+
+
+def _pair_layout(fig: go.Figure, names: list[str], cats: list[str], sizes: tuple, font_size: int, stacked: bool,
+                 min_label: int | None = None) -> None:
+    panel_px, gap_px, top = sizes
+    margin, x_ticks, y_ticks = _pair_margin(names, panel_px / len(names), font_size, min_label)
+    title_px, below_px = margin["t"], margin["b"]
     fig.update_layout(base_layout(font_size))
     if stacked:
         between = below_px + title_px

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels
-from viz.heatmap import FIGURE_PX, MIN_CELL_PX
+from viz.heatmap import FIGURE_PX, MIN_CELL_PX, row_ticks
 
 WIDTH = 720  # widest layout in px at font size 14, scaled with the font; narrower when less room is given
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
@@ -32,6 +32,7 @@ LANES = {  # outline, title colour
 }
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
+TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
 
 
 @dataclass
@@ -364,9 +365,13 @@ def tensor_heatmap(
     kind: str = "values",
     width: int | None = None,
     height: int | None = None,
+    min_label: int | None = None,
 ) -> go.Figure:
     """One 2-D slice of a recorded tensor; rows top to bottom; ``width`` px wide (default ``FIGURE_PX``)
-    and, when ``height`` is given, at most that tall (rows thin to fit it).
+    and, when ``height`` is given, at most that tall (rows thin to fit it). With ``min_label`` (a
+    presentation) every row is labelled whose label fits at ``min_label`` px or more, as the head
+    view decides (``viz.heatmap.row_ticks``). A title too wide for ``width`` breaks after its commas,
+    and a part still too wide is set smaller (never under ``min_label``, or 12 px).
 
     ``kind="values"``: a diverging scale centred on 0 (Q, K, V, scores, outputs);
     ``kind="probs"``: a sequential [0, 1] scale (probabilities, the mask). −∞ (masked scores)
@@ -399,21 +404,48 @@ def tensor_heatmap(
     left, right = tensor_margins(rows, font_size)
     x_ticks = _ticks(cols, width - left - right, font_size, across=True, categories=col_cats)
     row_px = min(28.0, max(3.0, 700 / n_rows))
-    top = (2.2 * font_size if title else 0) + x_ticks.pop("label_px") + 10
+    lines, title_size = fitted_title(title, width, font_size, min_label) if title else ([], 0)
+    top = (title_size * 1.35 * len(lines) + 0.6 * font_size if title else 0) + x_ticks.pop("label_px") + 10
     if height is not None:
         row_px = max(1.0, min(row_px, (height - top - 20) / n_rows))
-    layout = base_layout(font_size, escape(title) if title else None)
+    layout = base_layout(font_size, "<br>".join(escape(line) for line in lines) if title else None)
+    if title:
+        layout["title"].update(font={"size": title_size}, x=0, xref="container", pad={"t": 8, "l": 8})
+    if min_label is None:
+        y_ticks = _ticks(rows, n_rows * row_px, font_size, across=False, categories=row_cats)
+        y_ticks.pop("label_px")
+    else:
+        fit = row_ticks(rows, row_px, font_size, min_label)
+        y_ticks = {"tickmode": "array", "tickvals": row_cats[::fit.stride], "ticktext": rows[::fit.stride],
+                   "tickfont": {"size": fit.size}, "range": [n_rows - 0.5, -0.5]}
     layout.update(
         width=width,
         height=int(n_rows * row_px + top + 20),
         margin=dict(l=left, r=right, t=int(top), b=10),
         plot_bgcolor=EMPTY,  # shows through the empty (−∞) cells only
         xaxis=clean_axis(side="top", type="category", **x_ticks),
-        yaxis=clean_axis(type="category", **_ticks(rows, n_rows * row_px, font_size, across=False,
-                                                   categories=row_cats)),
+        yaxis=clean_axis(type="category", **y_ticks),
     )
-    layout["yaxis"].pop("label_px")
     return go.Figure(heatmap, layout)
+
+
+def fitted_title(title: str, width: int, font_size: int, min_label: int | None = None) -> tuple[list[str], int]:
+    """A title's lines (unescaped) and font size for a figure ``width`` px wide: broken after its
+    commas where a line would not fit, and set smaller while its widest part does not."""
+    size = round(font_size * 1.2)
+    room = max(1, (width - 24) / (size * TITLE_GLYPH))
+    lines: list[str] = []
+    for part in title.split(", "):
+        if lines and len(lines[-1]) + 2 + len(part) <= room:
+            lines[-1] += ", " + part
+        else:
+            lines.append(part)
+    if len(lines) > 1:
+        lines = [line + ("," if k < len(lines) - 1 else "") for k, line in enumerate(lines)]
+    widest = max(len(line) for line in lines)
+    if widest > room:
+        size = max(min_label or 12, int((width - 24) / (widest * TITLE_GLYPH)))
+    return lines, size
 
 
 def tensor_margins(row_labels: Sequence[str], font_size: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from viz.analysis import ablation_figure
 
 from ..computations import get_ablation, get_mlm_head
 from ..limits import heavy_guard
-from ..page import font_size, plain, show
+from ..page import figure_slot, font_size, plain, show
 from ..state import ABLATION_MODES
 
 
@@ -22,6 +22,7 @@ def draw(run) -> None:
         kept = [h for h in st.session_state.ablate_heads if h in all_heads]
         st.session_state.ablate_heads = kept or [(st.session_state.layer, st.session_state.head)]
         st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{l} H{h}" for l, h in gone))
+    slot = figure_slot()  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
     mode = right.radio("Ablation", list(ABLATION_MODES.values()), key="ablate_mode", horizontal=True)
@@ -36,8 +37,9 @@ def draw(run) -> None:
     st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
                "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
                "the first ablated layer do not change.")
-    show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine, np.array(heads),
-                         font_size=font_size()), "ablation")
+    with slot or st.container():
+        show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine,
+                             np.array(heads), font_size=font_size()), "ablation")
     st.write(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
              f"{result.embedding_cosine:.4f} to the original.")
     if result.predictions is not None:

@@ -25,7 +25,7 @@ from ..models import get_model
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard
-from ..page import font_size, show
+from ..page import figure_slot, font_size, show
 from ..state import open_clicked_head
 
 FUSED_BENCH = Path(__file__).resolve().parents[2] / "data" / "fused_bench.json"
@@ -83,6 +83,7 @@ def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int
     """The model converted to fewer key/value heads (mean-pooled per group), against the original."""
     if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
         st.session_state.gqa_kv = options[len(options) // 2]
+    slot = figure_slot()  # presentation: the grid first, on the first screen
     kv = st.select_slider("Key/value heads", options[::-1], key="gqa_kv",
                           format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n))
     st.caption(f"A what-if: each group of {run.n_heads // kv} consecutive query heads shares one key and one value "
@@ -92,8 +93,9 @@ def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int
         grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
     if not outcome.ok:
         return
-    show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size(), width=main_px()),
-         f"gqa-{kv}")
+    with slot or st.container():
+        show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size(),
+                             width=main_px()), f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))
     width = column_px(2) if beside else main_px()
     if not beside:

@@ -35,6 +35,9 @@ def draw(run) -> None:
         maps = [head_map(run, layer, h, hide, renormalize, merge) for h in heads]
         fig = viz.lines_view(np.stack([m.matrix for m in maps]), maps[0].labels,
                              heads=[f"L{layer} H{h}" for h in heads], font_size=font_size())
-        show(fig, f"layer{layer}-lines")
+        if st.session_state.present:  # the rows close up to fit the first screen
+            fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
+        with slot or st.container():
+            show(fig, f"layer{layer}-lines")
         hm = maps[0]
     st.caption(hm.note)

@@ -8,7 +8,8 @@ from attention.analysis.query_key import query_key
 from viz.analysis import query_key_figure
 
 from ..runs import get_trace
-from ..page import font_size, show
+from ..page import figure_slot, font_size, present_size, show
+from ..state import PRESET_COREF
 
 
 def draw(run) -> None:
@@ -18,10 +19,26 @@ def draw(run) -> None:
     st.session_state.setdefault("qk_query", 0)
     if st.session_state.qk_query not in options:
         st.session_state.qk_query = 0
+    open_on_pronoun(run, text)
+    slot = figure_slot()
     query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
     trace = get_trace(st.session_state.source, (text,), text_b, layer)
     qk = query_key(trace, head, query)
     st.caption(f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "
                f"every key vector, their elementwise product, the scaled score (sum of the product × "
                f"{qk.scaling:.4f}) and the softmax probability per key.")
-    show(query_key_figure(qk, run.tokens, font_size=font_size()), f"query-key-l{layer}-h{head}")
+    with slot or st.container():
+        show(query_key_figure(qk, run.tokens, font_size=font_size(), **present_size()),
+             f"query-key-l{layer}-h{head}")
+
+
+def open_on_pronoun(run, text: str) -> None:
+    """Once per sentence, a query left on the first token ([CLS], which asks nothing of interest) moves to
+    the sentence's pronoun where the example names one (the coreference examples)."""
+    if st.session_state.get("qk_opened") == text or "query" in st.query_params:
+        return
+    st.session_state.qk_opened = text
+    pronoun = PRESET_COREF.get(text, (None,))[0]
+    words = [t.lower() for t in run.tokens]
+    if st.session_state.qk_query == 0 and pronoun in words:
+        st.session_state.qk_query = words.index(pronoun)

@@ -10,12 +10,13 @@ from viz.analysis import attention_pair, pair_stacked
 from ..computations import flow_into, rollout_at
 from ..layout import main_px
 from ..limits import heavy_guard
-from ..page import font_size, progress_bar, show
+from ..page import figure_slot, font_size, present_size, progress_bar, show
 
 
 def draw(run) -> None:
     layer, T = st.session_state.layer, len(run.tokens)
     text, text_b = st.session_state.submitted
+    slot = figure_slot()
     choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
     raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
     labels = run.tokens
@@ -44,6 +45,8 @@ def draw(run) -> None:
             st.caption("Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
                        "position after this layer (row) through the layers' attention graph, capacities the same "
                        "residual-added attention as rollout. Values in [0, 1]; rows are not normalised.")
-    if pair_stacked(labels, font_size(), main_px()):
+    if slot is None and pair_stacked(labels, font_size(), main_px()):
         st.caption(f"At {T} tokens the two maps are too dense side by side: the second is drawn under the first.")
-    show(attention_pair(raw, derived, labels, title, font_size=font_size(), width=main_px()), f"rollout-layer{layer}")
+    with slot or st.container():
+        show(attention_pair(raw, derived, labels, title, font_size=font_size(), **(present_size() or
+                            {"width": main_px()})), f"rollout-layer{layer}")

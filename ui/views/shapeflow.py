@@ -10,8 +10,15 @@ from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 from ..runs import get_batch, get_trace
 from ..layout import column_px, main_px, slots
 from ..page import axis_labels, figure_slot, font_size, show, too_big_for_batch
-from ..present import figure_height
+from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
+
+# Presentation: the diagram is taller than the screen and the tensor is drawn above it, so a click on a
+# box far down scrolls the page back to the tensor it chose (the click's count makes each script new).
+SCROLL_TO_TENSOR = """<script>
+setTimeout(() => document.querySelector('[data-testid="stPlotlyChart"]')
+  ?.scrollIntoView({behavior: "smooth", block: "start"}), 300);
+</script>"""
 
 
 def draw(run) -> None:
@@ -35,7 +42,7 @@ def draw(run) -> None:
         fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
                              axis_labels(cols, tokens, matrix.shape[1]),
                              title=f"{trace.step(step).title}, head {head}", font_size=fs, kind=kind,
-                             width=width, height=height)
+                             width=width, height=height, min_label=MIN_PRESENT_LABEL_PX if height else None)
         show(fig, f"tensor-{step}")
 
     if slot is not None:  # presentation: the diagram is taller than a screen, so the tensor comes first
@@ -44,6 +51,8 @@ def draw(run) -> None:
         show(shape_flow(trace, selected=step, font_size=fs, width=main_px()),
              "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
         st.caption("Click a box of the diagram to show its tensor, above, for the selected head.")
+        if clicks := st.session_state.pop("shapeflow_clicked", 0):  # back up to the tensor just chosen
+            st.html(f"<!-- click {clicks} -->" + SCROLL_TO_TENSOR, unsafe_allow_javascript=True)
         return
     beside = column_px(spec, 0) >= min_width(fs) and tensor_fits(tokens, fs, column_px(spec, 1))
     if not beside:
@@ -64,4 +73,6 @@ def pick_step() -> None:
         data = point.get("customdata")
         if data:
             st.session_state.shapeflow_step = data[0] if isinstance(data, (list, tuple)) else data
+            st.session_state.shapeflow_clicked = st.session_state.get("shapeflow_clicks", 0) + 1
+            st.session_state.shapeflow_clicks = st.session_state.shapeflow_clicked
             return

@@ -20,6 +20,9 @@ from ..runs import get_trace
 from ..computations import strongest_head
 from ..layout import main_px
 from ..page import axis_labels, font_size, is_causal, show, strip_figure
+from ..present import MIN_PRESENT_LABEL_PX, figure_height
+
+HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 
 
 @dataclass(frozen=True)
@@ -85,28 +88,35 @@ def draw(run) -> None:
     steps = steps_of(trace, is_causal())
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
+    step = steps[index]
+    heading = f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {layer}, head {head}"
+    present = bool(st.session_state.get("present"))
+    if present:  # one line above the figure; the buttons and the sentence that says what it is under it
+        st.markdown(heading)
+        slot, budget = st.container(), figure_height(HEADING_PX)
+    else:
+        slot, budget = None, None
     back, where, forward = st.columns([1, 4, 1])
     back.button("◀ Back", key="walk_prev", on_click=step_to, args=(-1, len(steps)), disabled=index == 0,
                 width="stretch", shortcut="Left")
     forward.button("Next ▶", key="walk_next", on_click=step_to, args=(1, len(steps)),
                    disabled=index == len(steps) - 1, width="stretch", shortcut="Right")
-    step = steps[index]
-    where.markdown(f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {layer}, head {head}  \n"
-                   "← → or the buttons move between steps")
+    where.markdown(("" if present else heading + "  \n") + "← → or the buttons move between steps")
     sizes = trace.sizes()
     facts = dict(sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}",
                  group=sizes["H"] // sizes["G"])
     if step.says:
         st.caption(step.says.format(**facts))
-    if step.title == "Tokens":
-        show(strip_figure(run.encoded, main_px()), "walk-tokens")
-    elif step.names:
-        draw_tensors(trace, step.names, head, run.tokens)
-    else:
-        what_one_head_learned(run, text)
+    with slot or st.container():
+        if step.title == "Tokens":
+            show(strip_figure(run.encoded, main_px()), "walk-tokens")
+        elif step.names:
+            draw_tensors(trace, step.names, head, run.tokens, budget)
+        else:
+            what_one_head_learned(run, text, budget)
 
 
-def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str]) -> None:
+def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], height: int | None = None) -> None:
     width = main_px() // len(names) - 16
     for column, name in zip(st.columns(len(names)), names):
         matrix, rows, cols = head_matrix(trace, name, head)
@@ -116,14 +126,23 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str]) ->
             show(tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
                                 axis_labels(cols, tokens, matrix.shape[1]),
                                 title=f"{trace.step(name).title} [{shape}], head {head}", font_size=font_size(),
-                                kind=kind, width=width), f"walk-{name}")
+                                kind=kind, width=width, height=height,
+                                min_label=MIN_PRESENT_LABEL_PX if height else None), f"walk-{name}")
 
 
-def what_one_head_learned(run, text: str) -> None:
+def what_one_head_learned(run, text: str, height: int | None = None) -> None:
     found = strongest_head(run, text)
     layer, head = (found[0], found[1]) if found else (st.session_state.layer, st.session_state.head)
-    st.caption(found[2] + " Its map:" if found else
-               f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
-               "under Examples), this step finds the head that links the pronoun to what it refers to.")
-    show(head_heatmap(run.attentions[layer, head], run.tokens, title=f"Layer {layer}, head {head}",
-                      font_size=font_size(), width=main_px()), "walk-head")
+    why = (found[2] + " Its map:" if found else
+           f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
+           "under Examples), this step finds the head that links the pronoun to what it refers to.")
+    place = st.container()
+    if height is None:
+        place.caption(why)
+    fig = head_heatmap(run.attentions[layer, head], run.tokens, title=f"Layer {layer}, head {head}",
+                       font_size=font_size(), width=main_px(), height=height,
+                       min_label=MIN_PRESENT_LABEL_PX if height else None)
+    with place:
+        show(fig, "walk-head")
+    if height is not None:  # presentation: what it found, under the map
+        st.caption(why)
