@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from attention import ModelLoadError, load_model
 from attention.loading import resolve_device
-from attention.inputs import on_model_device
+from attention.inputs import on_model_device, within_positions
 from attention.run import read_only, run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
@@ -456,9 +456,11 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
         model, tokenizer = get_model(source)
         limit = model.config.max_position_embeddings
         if len(texts) == 1:
-            enc = tokenizer(texts[0], text_b or None, truncation=True, max_length=limit, return_tensors="pt")
+            enc = tokenizer(*within_positions(limit, texts[0], text_b or None), truncation=True, max_length=limit,
+                            return_tensors="pt")
         else:
-            enc = tokenizer(list(texts), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+            enc = tokenizer(list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit,
+                            return_tensors="pt")
         return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
 
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)

@@ -21,8 +21,8 @@ from .cache import NeedsSmallerInput, get_batch, get_model, get_run, get_trace, 
 from .layout import column_px, expander_px, main_px, slots
 from .present import MIN_PRESENT_LABEL_PX, figure_height
 from .sources import policy
-from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, PRESETS, SHORT_SECOND, VIEWS, ask_for_model, choose_model,
-                    current_choices, open_clicked_head, pick_step, submit, use_preset, view_key)
+from .state import (DRAW_MODES, FLOW_DEFAULT_STEP, MAX_TEXT_CHARS, PRESETS, SHORT_SECOND, VIEWS, ask_for_model,
+                    choose_model, current_choices, open_clicked_head, pick_step, submit, use_preset, view_key)
 
 
 def plain(text: str) -> str:
@@ -91,8 +91,8 @@ def _input_widgets() -> None:
     st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
                  on_change=use_preset)
     with st.form("sentence_form"):
-        st.text_area("Sentence", key="text", height=90)
-        st.text_input("Second sentence (segment B, optional)", key="text_b")
+        st.text_area("Sentence", key="text", height=90, max_chars=MAX_TEXT_CHARS)
+        st.text_input("Second sentence (segment B, optional)", key="text_b", max_chars=MAX_TEXT_CHARS)
         st.form_submit_button("Run", type="primary", on_click=submit)
 
 
