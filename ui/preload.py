@@ -107,6 +107,8 @@ def _warm_up() -> None:
         from ui.cache import get_model, get_run
         from ui.state import DEFAULT_SENTENCE
 
+        warn_if_open()
+
         # what start-up imported stays: every later full collection (a pause of ~0.2 s for every
         # session) would walk it again for nothing. The model and the run below are left to the
         # collector: a model can be dropped from the cache.
@@ -121,6 +123,17 @@ def _warm_up() -> None:
         gc.enable()
         sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
+
+
+def warn_if_open() -> None:
+    """One line in the server's log at start-up when the model box is unlocked: Streamlit listens on every
+    network interface by default, and then any visitor may load any folder or hub id on this machine."""
+    from ui.sources import SOURCES_VAR, policy
+
+    if not policy().locked:
+        log.warning("%s is not set: this server listens on every network interface and loads any folder or hub id "
+                    "a visitor names. On a shared network, set %s (e.g. %s=\"\" for the bundled model only) or "
+                    "--server.address 127.0.0.1.", SOURCES_VAR, SOURCES_VAR, SOURCES_VAR)
 
 
 def _import(names) -> None:
