@@ -134,7 +134,7 @@ def test_a_suite_at_the_bounds_is_read_in_a_second():
 @pytest.mark.parametrize("line, said", [
     ("[" * 5000, "line 2: JSON nested too deeply to read"),
     ('{"text": ' + "7" * 5000 + "}", "line 2: a number has more than 4,300 digits"),
-])
+], ids=["deep-json", "long-integer"])
 def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, line, said):
     from ui import coref_data
 
