@@ -204,7 +204,7 @@ enc = encode(tokenizer, text, None, max_length=512)
 print(json.dumps({"seconds": time.perf_counter() - began, "tokens": len(enc.tokens), "notice": enc.notice,
                   "grew_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
 """, timeout=120)
-    assert result["seconds"] < 2 and result["grew_mb"] < 200  # whole: 12 s and 850 MB more
+    assert result["seconds"] < 2 and result["grew_mb"] < 200  # whole: 7 to 12 s and 850 MB more
     assert result["tokens"] == 512
     assert result["notice"].startswith("The input has at least ")
     assert result["notice"].endswith("tokens; the model reads at most 512 positions, so only the first 512 tokens "
@@ -215,9 +215,9 @@ def test_a_cut_that_leaves_fewer_tokens_than_positions_is_said_in_characters(min
     from attention.inputs import CHARS_PER_POSITION, encode
 
     _, tokenizer = minilm
-    enc = encode(tokenizer, "it" + " " * 20_000 + "animal", None, max_length=512)  # spaces make no tokens
+    enc = encode(tokenizer, "it" + " " * 40_000 + "animal", None, max_length=512)  # spaces make no tokens
     assert enc.tokens == ["[CLS]", "it", "[SEP]"]
-    assert enc.notice == (f"The input has 20,008 characters; the model reads at most 512 positions, so only the "
+    assert enc.notice == (f"The input has 40,008 characters; the model reads at most 512 positions, so only the "
                           f"first {CHARS_PER_POSITION * 512:,} characters of each sentence are read (3 tokens).")
 
 
@@ -239,11 +239,11 @@ def test_the_sentence_box_takes_at_most_max_text_chars():
     at = start()
     box = at.text_area(key="text")
     assert box.max_chars == MAX_TEXT_CHARS
-    box.set_value("word " * 6000)  # what a page that ignores the box's limit sends: cut by the server
+    box.set_value("word " * 12_000)  # what a page that ignores the box's limit sends: cut by the server
     next(b for b in at.button if b.label == "Run").click()
     at.run()
     no_errors(at)
-    assert at.session_state["submitted"][0] == ("word " * 6000)[:MAX_TEXT_CHARS]
+    assert at.session_state["submitted"][0] == ("word " * 12_000)[:MAX_TEXT_CHARS]
 
 
 # ---- the unlocked model box -----------------------------------------------------------------------------------
