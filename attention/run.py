@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from .aggregate import drop_special, merge_labels, merge_word_pieces
-from .inputs import Encoded, encode, on_model_device
+from .inputs import Encoded, encode, on_model_device, within_positions
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,8 @@ class PaddedBatch:
 def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
     """Several sentences in one padded batch, as the model sees them."""
     limit = model.config.max_position_embeddings
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=limit, return_tensors="pt")
+    batch = tokenizer(list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit,
+                      return_tensors="pt")
     with torch.inference_mode():
         out = model(*on_model_device(model, batch["input_ids"], batch["attention_mask"],
                                      batch.get("token_type_ids")))

@@ -1,6 +1,6 @@
 """On a CUDA GPU: every family loaded with load_model(device="cuda") in float32 and in bfloat16 gives the
 numbers of transformers' eager model on the same GPU in the same dtype, keeps its weights and outputs
-there, and every path the app takes with such a model (ui/cache.py and ui/computations.py: run_sentence,
+there, and every path the app takes with such a model (ui/runs.py and ui/computations.py: run_sentence,
 run_padded_batch, the shape-flow trace and the query·key view, the masked-LM head, ablation, coreference
 scoring, rollout and flow, grouped-query conversion, a big run's layer-by-layer maps) runs on it and
 gives the CPU model's results, as float32 numpy arrays on the CPU.
@@ -141,7 +141,7 @@ def test_fused_layers_and_kept_rows_on_the_gpu(folders, family, dtype):
     check_fused_layers_and_kept_rows(model, tokenizer, hidden_tol=1e-5 if dtype == "float32" else 0.05)
 
 
-# ---- what the app computes with a GPU model (ui/cache.py, ui/computations.py, ui/coref_data.py) -------------
+# ---- what the app computes with a GPU model (ui/runs.py, ui/computations.py, ui/coref_data.py) -------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", FAMILIES)

@@ -1,4 +1,4 @@
-"""The computations the views share, cached per model and input in the bounded stores (ui/cache.py):
+"""The computations the views share, cached per model and input in the bounded stores (ui/stores.py):
 statistics and patterns, the head comparison, rollout and attention flow, ablation, the grouped-query
 conversion, the masked-LM head, and the head an example's pronoun is sent from."""
 from __future__ import annotations

@@ -8,7 +8,7 @@ import streamlit as st
 from .models import get_model, precision_caption
 from .page import plain
 from .sources import policy
-from .state import PRESETS, ask_for_model, choose_model, submit, use_preset
+from .state import MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
 
 
 def sidebar() -> None:
@@ -50,6 +50,6 @@ def _input_widgets() -> None:
     st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
                  on_change=use_preset)
     with st.form("sentence_form"):
-        st.text_area("Sentence", key="text", height=90)
-        st.text_input("Second sentence (segment B, optional)", key="text_b")
+        st.text_area("Sentence", key="text", height=90, max_chars=MAX_TEXT_CHARS)
+        st.text_input("Second sentence (segment B, optional)", key="text_b", max_chars=MAX_TEXT_CHARS)
         st.form_submit_button("Run", type="primary", on_click=submit)

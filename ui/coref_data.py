@@ -8,11 +8,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from attention.analysis.coref import CorefExample, CorefResult, ExampleError, load_examples, score_heads
+from attention.analysis.coref import (
+    CorefExample,
+    CorefResult,
+    ExampleError,
+    load_examples,
+    score_heads,
+)
 
-from .limits import heavy_guard
+from .limits import busy_message, heavy_guard, too_long_message
 from .models import get_model
 from .page import plain
+from .slots import ServerBusy, TooLong
 from .stores import MB, BoundedStore, kept, store
 from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
 from .state import COREF_SETS
@@ -161,6 +168,16 @@ def excluded_reasons(result: CorefResult) -> str:
 
 # ---- the picker ------------------------------------------------------------------------------------
 
+def read_upload(data: bytes) -> list[CorefExample]:
+    """An upload's examples, read as a heavy job of the "suite" kind: in the server's heavy slot, within the
+    suite's time limit (checked every few lines: TooLong past it), kept per file content."""
+    def compute(deadline):
+        return load_examples(data, check=deadline.check)
+
+    key = ("upload", hashlib.sha256(data).hexdigest())
+    return store("coref-uploads", 4, 50 * MB).get_or_compute_heavy(key, "suite", compute)
+
+
 def take_upload() -> None:
     """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""
     upload = st.session_state.get("coref_upload")
@@ -172,9 +189,15 @@ def take_upload() -> None:
                                                f"files up to {MAX_UPLOAD_BYTES / MB:g} MB are accepted.")
         return
     try:
-        examples = load_examples(upload.getvalue())
+        examples = read_upload(upload.getvalue())
     except ExampleError as err:
         st.session_state.coref_upload_error = f"{upload.name}: {err}"
+        return
+    except TooLong as err:
+        st.session_state.coref_upload_error = f"{upload.name}: {too_long_message(err)}"
+        return
+    except ServerBusy as err:
+        st.session_state.coref_upload_error = f"{upload.name}: {busy_message(err)}"
         return
     if len(examples) > MAX_EXAMPLES:
         st.session_state.coref_upload_error = (f"{upload.name} has {len(examples):,} examples; a suite may have at "

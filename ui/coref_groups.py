@@ -9,6 +9,7 @@ from attention.analysis.coref import CorefResult, group
 from attention.analysis.coref_metrics import best_head, paired_groups
 from viz.coref import head_grid
 
+from .coref_data import chosen_suite
 from .layout import column_px, main_px, slots
 from .page import font_size, plain, show
 from .state import NO_GROUPING, open_clicked_head
@@ -16,6 +17,7 @@ from .state import NO_GROUPING, open_clicked_head
 SKIP = {"id", "url", "source", "text", "split"}  # identifiers and provenance, not groups
 MAX_GROUPS = 60  # Winogender's occupations
 MAX_GRIDS = 4  # more groups: a table, and grids for the two compared
+MAX_FIELDS = 16  # fields offered to group by, the first found (Winogender and GAP have 2 to 4)
 
 
 def label(value) -> str:
@@ -24,7 +26,7 @@ def label(value) -> str:
 
 def group_fields(examples) -> list[str]:
     """Fields worth grouping by: `cue` and the lines' own fields of words, flags or whole numbers, with
-    2 to MAX_GROUPS values."""
+    2 to MAX_GROUPS values; at most MAX_FIELDS of them. A look at every example per field: see suite_fields."""
     names = ["cue"] + list(dict.fromkeys(k for e in examples for k in e.fields if k not in SKIP))
     fields = []
     for name in names:
@@ -32,7 +34,22 @@ def group_fields(examples) -> list[str]:
         if 2 <= len(values) <= MAX_GROUPS and all(isinstance(e.value(name), (str, bool, int, type(None)))
                                                   for e in examples):
             fields.append(name)
+            if len(fields) == MAX_FIELDS:
+                break
     return fields
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _fields_of(cache_key: str, _examples) -> tuple[str, ...]:
+    return tuple(group_fields(_examples))
+
+
+def suite_fields(examples) -> list[str]:
+    """group_fields of the suite in use, computed once per suite (by its cache key: an upload's digest)."""
+    suite = chosen_suite()
+    if suite is None or suite.examples is not examples:
+        return group_fields(examples)
+    return list(_fields_of(suite.cache_key, examples))
 
 
 def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str, ...] | None:
@@ -68,7 +85,7 @@ def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str,
 
 def grouped(result: CorefResult, examples) -> None:
     """The group-by selector and what it shows."""
-    fields = group_fields(examples)
+    fields = suite_fields(examples)
     options = [NO_GROUPING] + fields
     if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
         st.session_state.coref_by = NO_GROUPING

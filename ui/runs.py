@@ -8,7 +8,7 @@ import numpy as np
 
 from attention import bigrun
 from attention.bigrun import BIG_RUN_BYTES, maps_bytes
-from attention.inputs import encode
+from attention.inputs import encode, within_positions
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import trace_layer
 
@@ -56,9 +56,11 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
         model, tokenizer = get_model(source)
         limit = model.config.max_position_embeddings
         if len(texts) == 1:
-            enc = tokenizer(texts[0], text_b or None, truncation=True, max_length=limit, return_tensors="pt")
+            enc = tokenizer(*within_positions(limit, texts[0], text_b or None), truncation=True, max_length=limit,
+                            return_tensors="pt")
         else:
-            enc = tokenizer(list(texts), padding=True, truncation=True, max_length=limit, return_tensors="pt")
+            enc = tokenizer(list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit,
+                            return_tensors="pt")
         return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
 
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)

@@ -8,8 +8,9 @@ empty sentence draws no view, a view draws only its own options), and `write_url
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import streamlit as st
 
@@ -42,8 +43,17 @@ NO_GROUPING = "none"
 DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
 ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
-MAX_URL_TEXT = 20_000  # longer sentences are not carried in (or restored from) the URL
 SHAPEFLOW_DEFAULT_STEP = "probs"
+
+# ---- the bounds on what a link or a widget asks for: every value that sizes work meets one of these ----
+# (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
+# positions by attention.inputs.encode, and an uploaded suite's lines by attention.analysis.coref_examples)
+MAX_URL_TEXT = 20_000  # a sentence's characters: longer ones are not carried in (or restored from) the URL
+MAX_TEXT_CHARS = 50_000  # the most the sentence boxes take (Streamlit cuts a longer value on the server too)
+MAX_LIST_ITEMS = 64  # the distinct items of a list in a link (heads, ablated heads, candidates): the first kept
+MAX_LIST_CHARS = 4_000  # a list written longer than this in a link is not read at all
+MAX_DIGITS = 4  # a number in a link (a layer, a head, a word's index): at most 9999
+MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a link
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -55,21 +65,33 @@ def _flag(text: str) -> bool:
 
 
 def _number(text: str) -> int:
-    if not re.fullmatch(r"\d{1,4}", text):
+    if not re.fullmatch(rf"\d{{1,{MAX_DIGITS}}}", text):
         raise ValueError("not a number")
     return int(text)
 
 
+def _parts(text: str) -> list[str]:
+    if len(text) > MAX_LIST_CHARS:
+        raise ValueError(f"longer than {MAX_LIST_CHARS:,} characters")
+    return text.split(",") if text else []
+
+
+def distinct(items) -> list:
+    """The items without repeats, in their first order: a list asks for each thing once."""
+    return list(dict.fromkeys(items))
+
+
 def _numbers(text: str) -> list[int]:
-    return [_number(part) for part in text.split(",")] if text else []
+    """'3,1,3' -> [3, 1]: repeats dropped (the cap on how many is init_from_url's, with a notice)."""
+    return distinct(_number(part) for part in _parts(text))
 
 
 def _heads(text: str) -> list[tuple[int, int]]:
-    """'3.1,4.2' -> [(3, 1), (4, 2)]: layer.head pairs."""
-    pairs = [part.split(".") for part in text.split(",")] if text else []
+    """'3.1,4.2,3.1' -> [(3, 1), (4, 2)]: layer.head pairs, repeats dropped."""
+    pairs = [part.split(".") for part in _parts(text)]
     if any(len(p) != 2 for p in pairs):
         raise ValueError("not layer.head pairs")
-    return [(_number(layer), _number(head)) for layer, head in pairs]
+    return distinct((_number(layer), _number(head)) for layer, head in pairs)
 
 
 def _name(text: str) -> str:
@@ -79,8 +101,8 @@ def _name(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    """A field name, a group's value or a model source: printable, at most 200 characters."""
-    if len(text) > 200 or not text.isprintable():
+    """A field name, a group's value or a model source: printable, at most MAX_SHORT_TEXT characters."""
+    if len(text) > MAX_SHORT_TEXT or not text.isprintable():
         raise ValueError("not a short printable text")
     return text
 
@@ -171,7 +193,7 @@ def init_from_url() -> None:
         if p.name not in params:
             continue
         try:
-            st.session_state[p.key] = p.read(params[p.name])
+            st.session_state[p.key] = capped(p, p.read(params[p.name]), notices)
         except ValueError as err:
             if p.name == "view":
                 notices.append(f"Unknown view in the link; showing {registry.DEFAULT.label}.")
@@ -186,6 +208,15 @@ def init_from_url() -> None:
     # no head in the link: the first run opens one worth seeing (see choose_first_head)
     st.session_state.pick_head = "layer" not in params and "head" not in params
     st.session_state.url_notices = notices
+
+
+def capped(p: Param, value, notices: list[str]):
+    """A list from the link cut to its first MAX_LIST_ITEMS distinct items, with a notice saying so."""
+    if not isinstance(value, list) or len(value) <= MAX_LIST_ITEMS:
+        return value
+    notices.append(f"The link's {p.name} names {len(value):,} different items; a list may have at most "
+                   f"{MAX_LIST_ITEMS}, so the first {MAX_LIST_ITEMS} are used.")
+    return value[:MAX_LIST_ITEMS]
 
 
 def keep_choices() -> None:
@@ -222,6 +253,8 @@ def write_url() -> None:
 
 
 def clamp_selection(n_layers: int, n_heads: int) -> None:
+    """The chosen layer and head within this model, and each list of choices without repeats: the heads
+    drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks."""
     for name, n in (("layer", n_layers), ("head", n_heads)):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
@@ -229,8 +262,14 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
                                                 f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}.")
             st.session_state[name] = min(max(value, 0), n - 1)
     heads = st.session_state.get("line_heads") or []
-    if any(h >= n_heads for h in heads):
-        st.session_state.line_heads = [h for h in heads if h < n_heads]
+    if len(distinct(heads)) != len(heads) or any(h >= n_heads for h in heads):  # at most n_heads, each once
+        st.session_state.line_heads = [h for h in distinct(heads) if h < n_heads]
+    # each once; pairs outside this model are the ablation view's to name, candidates past the sentence's
+    # words the coreference view's
+    for key in ("ablate_heads", "coref_candidates"):
+        chosen = st.session_state.get(key)
+        if chosen and len(distinct(chosen)) != len(chosen):
+            st.session_state[key] = distinct(chosen)
 
 
 def use_preset() -> None:

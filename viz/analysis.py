@@ -53,7 +53,7 @@ def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12,
     rows = position_labels(names)
     row_px = _row_px(S, font_size)
     vector_px = float(np.clip(d * 6, 160, 320))
-    bar_px, gap_px, strip_gap_px = max(140, font_size * 12), font_size * 3, font_size
+    bar_px, gap_px, strip_gap_px = float(max(140, font_size * 12)), font_size * 3, font_size
     margin = _query_key_margin(names, row_px, font_size, min_label)
     if width is not None:  # the bars give way first, then the vectors
         room = width - margin["l"] - margin["r"] - 3 * gap_px

@@ -6,17 +6,28 @@ A mention (the pronoun, each candidate) is either a single word found in the tex
 `answer` names a candidate by its text, or by its index when two candidates share a text, or is null when
 none of them is the antecedent (such an example is kept but not counted in head accuracy). Every other field
 of a line is kept in `CorefExample.fields`, for grouping.
+
+A file is read in time linear in its size: a line has at most MAX_LINE_CHARS characters and MAX_CANDIDATES
+candidates, and its words are found in one pass over its text (`Words`); a line past either bound is refused
+with a message naming the bound, as are JSON nested too deeply and integers too long for Python to read.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import sys
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REQUIRED: dict[str, type | tuple[type, ...]] = {"text": str, "pronoun": (str, dict), "candidates": list, "answer": (str, int, type(None))}
 KNOWN = {*REQUIRED, "pronoun_occurrence", "pair_id", "cue"}
+MAX_LINE_CHARS = 20_000  # a line's characters: 12 times GAP's longest passage
+MAX_CANDIDATES = 64  # a line's candidates: the public sets have 2, the built-in suite at most 3
+CHECK_EVERY = 100  # lines read between two calls of parse_examples' `check` (a time limit's)
 
 
 class ExampleError(ValueError):
@@ -67,8 +78,27 @@ class CorefExample:
         return self.fields.get(name)
 
 
-def _occurrences(word: str, text: str) -> int:
-    return len(re.findall(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", text, flags=re.IGNORECASE))
+ALNUM = re.compile(r"[^\W_]+")  # a run of letters and digits: what a plain word is made of
+
+
+class Words:
+    """How often each word occurs in a text as a whole word (case aside). The text's runs of letters and digits
+    are counted in one pass, so a plain word is one look-up; a word with other characters inside (didn't,
+    U.S.) is a scan for its letters (the C search of a literal, not a match tried at every character), and a
+    line names at most MAX_CANDIDATES + 1 words."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lower = text.lower()
+        self.runs = Counter(run for run in ALNUM.findall(self.lower))
+
+    def count(self, word: str) -> int:
+        if ALNUM.fullmatch(word):
+            return self.runs[word.lower()]
+        if len(self.lower) != len(self.text):  # a letter whose lower case is longer: matched as it is written
+            return len(re.findall(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", self.text, flags=re.IGNORECASE))
+        literal = re.escape(word.lower())  # then nothing before it that is a letter or digit, nor after it
+        return len(re.findall(rf"{literal}(?<![^\W_]{literal})(?![^\W_])", self.lower))
 
 
 def _span(obj, text: str, what: str, where: str) -> tuple[str, int]:
@@ -114,14 +144,15 @@ def _check_words(obj, text: str, pronoun: str, candidates: tuple[str, ...], wher
     occurrence = obj.get("pronoun_occurrence", 1)
     if isinstance(occurrence, bool) or not isinstance(occurrence, int) or occurrence < 1:
         raise ExampleError(f"{where}: 'pronoun_occurrence' should be a whole number from 1")
+    words = Words(text)
     for word in (pronoun, *candidates):
         if not word or len(word.split()) != 1:
             raise ExampleError(f"{where}: '{word}' should be a single word")
-        if _occurrences(word, text) == 0:
+        if words.count(word) == 0:
             raise ExampleError(f"{where}: '{word}' is not a word of the text")
     if pronoun.lower() in {c.lower() for c in candidates}:
         raise ExampleError(f"{where}: the pronoun '{pronoun}' is also a candidate")
-    if _occurrences(pronoun, text) < occurrence:
+    if words.count(pronoun) < occurrence:
         raise ExampleError(f"{where}: the text has fewer than {occurrence} occurrences of '{pronoun}'")
     return occurrence
 
@@ -134,7 +165,7 @@ def _check_spans(obj, text: str, where: str):
     spans = [_span(c, text, f"candidate {i + 1}", where) for i, c in enumerate(obj["candidates"])]
     marked = sorted([(p_start, p_start + len(pronoun), "the pronoun")]
                     + [(s, s + len(w), f"candidate '{w}'") for w, s in spans])
-    for (_, end, a), (start, _, b) in zip(marked, marked[1:]):
+    for (_, end, a), (start, _, b) in itertools.pairwise(marked):
         if start < end:
             raise ExampleError(f"{where}: {a} and {b} overlap")
     return pronoun, p_start, tuple(w for w, _ in spans), tuple(s for _, s in spans)
@@ -154,6 +185,8 @@ def parse_example(obj, line: int | None = None) -> CorefExample:
     text, candidates = obj["text"], obj["candidates"]
     if len(candidates) < 2:
         raise ExampleError(f"{where}: needs at least two candidates")
+    if len(candidates) > MAX_CANDIDATES:
+        raise ExampleError(f"{where}: has {len(candidates):,} candidates; a line may have at most {MAX_CANDIDATES}")
     if isinstance(obj["pronoun"], dict) or any(isinstance(c, dict) for c in candidates):
         pronoun, p_start, candidates, c_starts = _check_spans(obj, text, where)
         occurrence = 1
@@ -172,17 +205,31 @@ def parse_example(obj, line: int | None = None) -> CorefExample:
                         None if cue is None else str(cue), line, p_start, c_starts, answer_at, extra)
 
 
-def parse_examples(text: str) -> list[CorefExample]:
-    """JSON Lines text to examples; blank lines are skipped, any bad line fails the whole text."""
+def read_line(raw: str, number: int):
+    """One line's JSON value; a line past MAX_LINE_CHARS, nested too deeply or holding an integer too long
+    for Python to read is an ExampleError naming the line, as invalid JSON is."""
+    if len(raw) > MAX_LINE_CHARS:
+        raise ExampleError(f"line {number}: {len(raw):,} characters; a line may have at most {MAX_LINE_CHARS:,}")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ExampleError(f"line {number}: not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise ExampleError(f"line {number}: JSON nested too deeply to read") from None
+    except ValueError:  # Python's limit on the digits of an integer read from text
+        raise ExampleError(f"line {number}: a number has more than {sys.get_int_max_str_digits():,} digits") from None
+
+
+def parse_examples(text: str, check: Callable[[], None] | None = None) -> list[CorefExample]:
+    """JSON Lines text to examples; blank lines are skipped, any bad line fails the whole text.
+    `check` (a time limit's) is called every CHECK_EVERY lines and may raise to stop the reading."""
     examples = []
     for number, raw in enumerate(text.splitlines(), start=1):
+        if check is not None and number % CHECK_EVERY == 0:
+            check()
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise ExampleError(f"line {number}: not valid JSON ({err.msg})") from None
-        examples.append(parse_example(obj, number))
+        examples.append(parse_example(read_line(raw, number), number))
     if not examples:
         raise ExampleError("no examples: the file has no JSON lines")
     pairs: dict[str, list[CorefExample]] = {}
@@ -196,8 +243,8 @@ def parse_examples(text: str) -> list[CorefExample]:
     return examples
 
 
-def load_examples(source: str | os.PathLike | bytes) -> list[CorefExample]:
-    """Examples from a JSONL file (a path) or its bytes (an upload)."""
+def load_examples(source: str | os.PathLike | bytes, check: Callable[[], None] | None = None) -> list[CorefExample]:
+    """Examples from a JSONL file (a path) or its bytes (an upload); `check` as in parse_examples."""
     if isinstance(source, bytes):
         data = source
     else:
@@ -209,4 +256,4 @@ def load_examples(source: str | os.PathLike | bytes) -> list[CorefExample]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ExampleError("the file is not UTF-8 text (is it a JSONL file?)") from None
-    return parse_examples(text)
+    return parse_examples(text, check)
