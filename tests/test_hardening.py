@@ -270,3 +270,35 @@ def test_the_server_warm_up_logs_the_unlocked_box_once():
                          cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr.count("ATTENTION_SOURCES is not set") == 1
+
+
+def test_a_rerun_does_not_read_every_map_again_for_patterns_or_the_gqa_change(monkeypatch):
+    """The overview's pattern labels and the GQA view's map change are kept: a rerun of the same page reads
+    no map for them (at 512 tokens each reads every map of the run)."""
+    from streamlit.testing.v1 import AppTest
+
+    import ui.computations as computations
+
+    calls = {"head_stats": 0, "map_change": 0}
+
+    def counted(name):
+        real = getattr(computations, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in calls:
+        monkeypatch.setattr(computations, name, counted(name))
+    sentence = "A fox saw a hen near the barn."  # a sentence of its own, so nothing is kept from other tests
+    for view, params, name in (("overview", {"patterns": "1"}, "head_stats"), ("efficient", {"kv": "6"}, "map_change")):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.query_params.update(s=sentence, view=view, **params)
+        at.run()
+        assert not at.exception, at.exception
+        assert calls[name] == 1
+        at.run()  # the same page again: a rerun, as any click makes
+        assert not at.exception
+        assert calls[name] == 1, f"{name} ran again on a rerun"

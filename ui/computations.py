@@ -9,7 +9,7 @@ from attention import ModelLoadError
 from attention.aggregate import pairwise_change
 from attention.analysis.ablation import ablate
 from attention.analysis.coref import CorefExample, ExampleError, score_example
-from attention.analysis.gqa import to_grouped
+from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
 from attention.analysis.stats import (
     embed_heads,
@@ -35,15 +35,21 @@ CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools 
 COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
 
 
-def sentence_patterns(run) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Per-head statistics of the run's sentence and a pattern label per head (milliseconds)."""
+def sentence_patterns(source: str, run) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-head statistics of the run's sentence and a pattern label per head, kept in a bounded store:
+    at 512 tokens they read every map (about 0.3 s), which a rerun need not do again."""
     enc = run.encoded
-    if is_big(run):  # a pass of its own, one layer's maps at a time, cached
-        stats = run.stats
-    else:
-        stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
-    pair = any(s == 1 for s in enc.sequence_ids)
-    return stats, pattern_labels(stats, len(enc.tokens), pair=pair)
+    key = (source, tuple(enc.input_ids[0].tolist()), tuple(enc.token_type_ids[0].tolist()))
+
+    def compute():
+        if is_big(run):  # a pass of its own, one layer's maps at a time, cached
+            stats = run.stats
+        else:
+            stats = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))
+        pair = any(s == 1 for s in enc.sequence_ids)
+        return stats, pattern_labels(stats, len(enc.tokens), pair=pair)
+
+    return store("patterns", 32, 8 * MB).get_or_compute(key, compute, small=True)
 
 
 def comparison_sentences(text: str, text_b: str, n_tokens: int) -> list[tuple[str, str]]:
@@ -121,6 +127,15 @@ def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
 
     return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy((source, num_kv_heads, text, text_b), "gqa",
                                                                      compute)
+
+
+def get_map_change(source: str, num_kv_heads: int, text: str, text_b: str, run, grouped) -> np.ndarray:
+    """Mean |Δ| of each head's map in `grouped` (get_grouped_run's) against `run`'s, (n_layers, H), kept: at
+    512 tokens it reads both runs' every map, which a rerun need not do again."""
+    def compute():
+        return map_change(run.attentions, grouped.attentions)
+
+    return store("gqa-changes", 32, MB).get_or_compute((source, num_kv_heads, text, text_b), compute, small=True)
 
 
 def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):

@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attention.aggregate import group_means
-from attention.analysis.gqa import kv_head_options, map_change
+from attention.analysis.gqa import kv_head_options
 from viz.efficient import (
     fused_panel,
     gqa_change_grid,
@@ -22,7 +22,7 @@ from viz.overview import pool_map
 from attention.bigrun import NeedsSmallerInput, is_big
 
 from ..models import get_model
-from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change
+from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, show
@@ -94,7 +94,8 @@ def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int
     if not outcome.ok:
         return
     with slot or st.container():
-        show(gqa_change_grid(map_change(run.attentions, grouped.attentions), kv, font_size=font_size(),
+        change = get_map_change(st.session_state.source, kv, text, text_b, run, grouped)
+        show(gqa_change_grid(change, kv, font_size=font_size(),
                              width=main_px()), f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))
     width = column_px(2) if beside else main_px()

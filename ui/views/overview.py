@@ -18,7 +18,7 @@ def draw(run) -> None:
     st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
     if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
-        patterns = sentence_patterns(run)[1]
+        patterns = sentence_patterns(st.session_state.source, run)[1]
         labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
                   for head in range(run.n_heads)}
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}

@@ -25,7 +25,7 @@ def open_selected_row(frame_key: str, frame) -> None:
 
 
 def draw(run) -> None:
-    stats, labels = sentence_patterns(run)
+    stats, labels = sentence_patterns(st.session_state.source, run)
     st.caption("Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
                "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
                "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
