@@ -19,7 +19,7 @@ from viz.shapeflow import tensor_heatmap
 from ..runs import get_trace
 from ..computations import strongest_head
 from ..layout import main_px
-from ..page import axis_labels, font_size, is_causal, show, strip_figure
+from ..page import axis_labels, font_size, is_causal, show, show_text, shown_as, strip_figure
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,7 @@ def draw(run) -> None:
     steps = steps_of(trace, is_causal())
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
+    shown_as("walk_step", f"{index + 1} of {len(steps)}: {steps[index].title}")  # the report says it as the page
     back, where, forward = st.columns([1, 4, 1])
     back.button("◀ Back", key="walk_prev", on_click=step_to, args=(-1, len(steps)), disabled=index == 0,
                 width="stretch", shortcut="Left")
@@ -97,7 +98,7 @@ def draw(run) -> None:
     facts = dict(sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}",
                  group=sizes["H"] // sizes["G"])
     if step.says:
-        st.caption(step.says.format(**facts))
+        show_text(step.says.format(**facts), "walk-says")
     if step.title == "Tokens":
         show(strip_figure(run.encoded, main_px()), "walk-tokens")
     elif step.names:
