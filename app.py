@@ -44,7 +44,7 @@ def main() -> None:
     from ui.runs import get_run
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
-    from ui.page import plain, report_button, selectors, tokens_strip
+    from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
     from ui.present import keys as present_keys
     from ui.present import link_control, show_link
@@ -60,7 +60,7 @@ def main() -> None:
     preload.one_thread_per_computation()  # before any model runs; done already where the server warmed up
     init_from_url()
     keep_choices()
-    st.session_state.page_figures = []  # filled by every figure drawn: the report holds this run's
+    start_report()  # filled by every figure, table and text shown: the report holds this run's
     present = bool(st.session_state.get("present"))
     if present:  # the figure first: the switch goes under it, the page's title goes
         st.html(PRESENTATION_CSS)
@@ -123,8 +123,8 @@ def main() -> None:
         tokens_strip(run)
         input_form()
         st.toggle("Presentation mode", key="present")
-    report_button(model.load_report.source)
     write_url()
+    report_button(model.load_report.source)  # after write_url: the report's link is this page's
     if link is not None:  # the link as written just now
         show_link(link)
 

@@ -4,11 +4,14 @@ A map is a 2-D array ``[query_pos, key_pos]`` whose rows are softmax
 probabilities (each row sums to 1). Numpy only.
 """
 
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
 
 WORDPIECE_CONTINUATION = "##"
+# how a piece that begins after a space is marked: byte-level BPE's Ġ, SentencePiece's ▁, or the space itself
+SPACE_MARKERS = ("Ġ", "▁", " ")
 
 
 def _check_square(attn: np.ndarray) -> np.ndarray:
@@ -61,11 +64,63 @@ def word_groups(word_ids: Sequence[int | None]) -> list[list[int]]:
     return groups
 
 
+def written_words(
+    tokens: Sequence[str], word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
+) -> list[list[int]]:
+    """Group token positions into the words as written: one unit per special token, one per word.
+
+    The tokenizer's words (``word_groups``) are joined where no space separates them: a word whose
+    first piece starts where the previous word's last piece ends (character ``offsets``), and is not
+    marked as following a space (``SPACE_MARKERS``), continues it. So BERT's "didn ' t", three words
+    by ``word_ids``, is one, and so is byte-level BPE's "Ġdidn 't". Punctuation at either edge of such
+    a run stays a unit of its own ("tired ." keeps its full stop, "( it )" its brackets); punctuation
+    inside it joins ("e - mail"). The second sentence of a pair starts again at word 0 and never joins
+    the first.
+    """
+    if not len(tokens) == len(word_ids) == len(offsets):
+        raise ValueError(f"tokens, word_ids and offsets differ in length: "
+                         f"{len(tokens)}, {len(word_ids)}, {len(offsets)}")
+    runs: list[list[list[int]]] = []  # runs of the tokenizer's words with no space between them
+    for group in word_groups(word_ids):
+        if runs and _continues(runs[-1][-1][-1], group[0], tokens, word_ids, offsets):
+            runs[-1].append(group)
+        else:
+            runs.append([group])
+    return [unit for run in runs for unit in _edge_punctuation_apart(run, tokens)]
+
+
+def _continues(last: int, first: int, tokens, word_ids, offsets) -> bool:
+    """Whether the word starting at position ``first`` is written on, with no space, from ``last``."""
+    before, after = word_ids[last], word_ids[first]
+    return (before is not None and after is not None and after > before
+            and offsets[last][1] == offsets[first][0] and not tokens[first].startswith(SPACE_MARKERS))
+
+
+def _is_punctuation(positions: Sequence[int], tokens: Sequence[str]) -> bool:
+    text = "".join(tokens[p].removeprefix(WORDPIECE_CONTINUATION).lstrip("".join(SPACE_MARKERS))
+                   for p in positions)
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
+
+
+def _edge_punctuation_apart(run: list[list[int]], tokens: Sequence[str]) -> list[list[int]]:
+    """One run of words written together as one unit, its leading and trailing punctuation words apart."""
+    wordy = [i for i, group in enumerate(run) if not _is_punctuation(group, tokens)]
+    if not wordy:
+        return run
+    first, last = wordy[0], wordy[-1]
+    return [*run[:first], [p for group in run[first:last + 1] for p in group], *run[last + 1:]]
+
+
 def merge_word_pieces(
-    attn: np.ndarray, word_ids: Sequence[int | None]
+    attn: np.ndarray,
+    word_ids: Sequence[int | None],
+    tokens: Sequence[str] | None = None,
+    offsets: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[np.ndarray, list[list[int]]]:
     """Merge the word pieces of each word into one row and one column.
 
+    With ``tokens`` and ``offsets`` a word is a word as written (``written_words``); without them,
+    one of the tokenizer's words (``word_groups``).
     Attention FROM a word is the mean of its pieces' rows; attention TO a
     word is the sum of its pieces' columns (Clark et al., 2019), so merged
     rows still sum to 1. Returns ``(merged [U, U], groups)`` where
@@ -77,7 +132,9 @@ def merge_word_pieces(
         raise ValueError(
             f"word_ids has {len(word_ids)} entries but the map has {n_tokens} positions"
         )
-    groups = word_groups(word_ids)
+    if (tokens is None) != (offsets is None):
+        raise ValueError("tokens and offsets go together: both or neither")
+    groups = word_groups(word_ids) if tokens is None or offsets is None else written_words(tokens, word_ids, offsets)
     membership = np.zeros((len(groups), n_tokens))  # (U, L), 1 where token in unit
     for unit, positions in enumerate(groups):
         membership[unit, positions] = 1.0

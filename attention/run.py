@@ -72,7 +72,7 @@ def head_map(run: SentenceRun, layer: int, head: int, hide_special: bool = False
     special = np.array(run.encoded.special)
     notes = []
     if merge_words:
-        matrix, groups = merge_word_pieces(matrix, run.encoded.word_ids)
+        matrix, groups = merge_word_pieces(matrix, run.encoded.word_ids, run.encoded.tokens, run.encoded.offsets)
         labels = merge_labels(labels, groups)
         special = np.array([bool(special[g[0]]) for g in groups])
         notes.append("word pieces merged: a word's row is the mean of its pieces' rows, "

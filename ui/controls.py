@@ -34,8 +34,9 @@ def sidebar() -> None:
         if st.session_state.get("model_error"):
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
-        if ignored:
-            st.caption("Task-head tensors, not used by these views: " + plain(", ".join(ignored)))
+        if ignored:  # a short line, the names in its tooltip: a checkpoint's task heads are no news to a newcomer
+            st.caption(f"Unused tensors: {len(ignored)}", help="Task-head tensors in the checkpoint, not used by "
+                       "these views: " + plain(", ".join(ignored)))
 
 
 def input_form() -> None:

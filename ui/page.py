@@ -5,23 +5,33 @@ from __future__ import annotations
 import html
 import re
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 import viz
+from attention.analysis.coref import word_spans
+from attention.bigrun import NeedsSmallerInput, is_big
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
-from attention.bigrun import NeedsSmallerInput, is_big
-
-from .models import get_model
 from .layout import expander_px, main_px
-from .present import MIN_PRESENT_LABEL_PX, figure_height
+from .models import get_model
+from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
+from .runs import get_run
 from .state import current_choices, view_key
+
+MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
 
 def plain(text: str) -> str:
     """Escape markdown so text a person typed is shown exactly as typed."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$~&])", r"\\\1", text)
+    return re.sub(f"({MARKDOWN_SIGNS})", r"\\\1", text)
+
+
+def as_written(markdown: str) -> str:
+    """Markdown's escapes undone (plain's inverse): the text as the page shows it."""
+    return re.sub(rf"\\({MARKDOWN_SIGNS})", r"\1", markdown)
 
 
 def show(fig, name: str, **kwargs):
@@ -29,8 +39,50 @@ def show(fig, name: str, **kwargs):
     width when it sets one (square heatmap cells), else across the column."""
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
     width = "content" if fig.layout.width else "stretch"
-    st.session_state.setdefault("page_figures", []).append((name, fig))  # what the report holds
+    for_report(name, fig)
     return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
+
+
+def show_table(frame, name: str, **kwargs):
+    """A table (st.dataframe of `frame` with `kwargs`: a DataFrame, a dict of columns or a list of rows)
+    that the report holds too, with `name` as its caption. Returns what st.dataframe returns."""
+    table = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
+    if not kwargs.get("hide_index") and not isinstance(table.index, pd.RangeIndex):
+        table = table.reset_index()  # an index the page shows is a column of the report's table
+    for_report(name, table)
+    return st.dataframe(frame, **kwargs)
+
+
+def show_text(markdown: str, name: str, write=st.caption) -> None:
+    """A line of text written with `write` (st.caption, st.write ...: markdown, so a person's text in it goes
+    through `plain`), and in the report as the page shows it."""
+    write(markdown)
+    for_report(name, as_written(markdown))
+
+
+def for_report(name: str, part) -> None:
+    """Keep a figure, a table (DataFrame) or a line of text for the report, in the order the page shows them."""
+    st.session_state.setdefault("page_figures", []).append((name, part))
+
+
+def shown_as(key: str, text: str) -> None:
+    """Say how the page shows the value of the Param whose session-state key is `key` ("7 of 11: Softmax" for
+    the walk's step 6), for the report's header; set by the view that shows it, on every run that does."""
+    st.session_state.setdefault("page_shown", {})[key] = text
+
+
+def start_report() -> None:
+    """A run's page starts with nothing for the report: show, show_table, show_text and shown_as fill it."""
+    st.session_state.page_figures, st.session_state.page_shown = [], {}
+
+
+def kept_checkbox(place, label: str, key: str, enabled: bool, why: str) -> bool:
+    """A checkbox that applies only while `enabled`: drawn unticked and disabled otherwise (saying `why`),
+    its value kept in session state under `key` for when it applies again. Returns what it shows."""
+    if enabled:
+        return place.checkbox(label, key=key)
+    shown_as(key, f"no ({why[0].lower()}{why[1:]})")
+    return place.checkbox(label, False, key=f"{key}_off", disabled=True, help=why)
 
 
 def is_causal() -> bool:
@@ -110,17 +162,61 @@ def selectors(run) -> None:
     right.selectbox("Head", range(run.n_heads), key="head")
 
 
-def report_facts() -> list[tuple[str, str]]:
-    """The view and every choice that shaped it, as (name, value) rows for the report's header."""
-    def shown(value) -> str:
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, (list, tuple)):
-            return ", ".join(f"L{v[0]} H{v[1]}" if isinstance(v, tuple) else str(v) for v in value) or "none"
-        return str(value)
+# the coreference choices, kept as word indices, are shown as the words of the submitted sentence
+WORD_CHOICES = {"coref_pronoun": "pronoun", "coref_candidates": "candidates", "coref_answer": "answer"}
 
-    return [(p.label[0].upper() + p.label[1:], shown(value)) for p, value in current_choices()
-            if p.key not in ("present", "source") and value is not None]
+
+def report_facts() -> list[tuple[str, str]]:
+    """The view and every choice that shaped it, as (name, value) rows for the report's header, each as
+    the page shows it."""
+    said = st.session_state.get("page_shown", {})
+    words: list[str] | None = None
+    rows = []
+    for p, value in current_choices():
+        if p.key in ("present", "source") or value is None:
+            continue
+        label, text = p.label, shown(value)
+        if p.key in said:
+            text = said[p.key]
+        elif p.key in WORD_CHOICES:
+            words = sentence_words() if words is None else words
+            label, text = WORD_CHOICES[p.key], in_words(value, words)
+        rows.append((label[0].upper() + label[1:], text))
+    return rows
+
+
+def shown(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(f"L{v[0]} H{v[1]}" if isinstance(v, tuple) else str(v) for v in value) or "none"
+    return str(value)
+
+
+def sentence_words() -> list[str]:
+    """The words of the submitted sentence (its first segment) as the tokenizer cuts them, as the
+    coreference view offers them."""
+    text, text_b = st.session_state.submitted
+    enc = get_run(st.session_state.source, text, text_b).encoded
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # a pair's B: other text
+    return [written for written, _ in word_spans(text, word_ids, enc.offsets)]
+
+
+def in_words(value, words: list[str]) -> str:
+    """A word index, or a list of them, as the words; an index past the sentence's words as the number."""
+    def word(i: int) -> str:
+        return words[i] if 0 <= i < len(words) else str(i)
+
+    if isinstance(value, list):
+        return ", ".join(map(word, value)) or "none"
+    return word(value)
+
+
+def part_caption(name: str, part) -> str:
+    """A figure's title (else its name), a table's name; a line of text has none."""
+    if isinstance(part, go.Figure):
+        return figure_caption(name, part)
+    return "" if isinstance(part, str) else name
 
 
 def figure_caption(name: str, fig) -> str:
@@ -129,13 +225,16 @@ def figure_caption(name: str, fig) -> str:
 
 
 def report_button(model_name: str) -> None:
-    """Download the figures this run drew (the current view), with the sentence and choices written on it."""
+    """Download what this run showed (the current view: figures, tables and text), with the sentence, the
+    choices as the page shows them and the page's link written on it."""
     text, text_b = st.session_state.submitted
-    figures = [(figure_caption(name, fig), fig) for name, fig in st.session_state.get("page_figures", [])]
+    parts = [(part_caption(name, part), part) for name, part in st.session_state.get("page_figures", [])]
     details = st.session_state.page_details = report_facts()  # kept beside page_figures: what the report says
+    link = page_link()  # the address as written by this run (write_url comes first)
 
     def build() -> str:
-        return viz.html_report(text, text_b, model_name, figures, details=details)
+        return viz.html_report(text, text_b, model_name, parts, details=details, link=link)
 
+    st.session_state.page_report = build  # the page the button downloads, built on demand
     st.download_button("Download this view as an offline HTML report", data=build,
                        file_name=f"attention-{view_key()}.html", mime="text/html", on_click="ignore")

@@ -1,16 +1,24 @@
-"""One standalone HTML page of the figures a view shows, readable offline.
+"""One standalone HTML page of what a view shows: its figures, tables and text, readable offline.
 
 plotly.js is written once, inline, in the page head; each figure is a div
-and one ``Plotly.newPlot`` call. Nothing is fetched from the network, and
-the user's text (sentences, model name, captions) is escaped.
+and one ``Plotly.newPlot`` call, each table an HTML table. Nothing is fetched
+from the network, and the user's text (sentences, model name, captions, table
+cells, the page's link) is escaped.
 """
 
 import html
+import math
 from collections.abc import Sequence
+from typing import TypeAlias
 from datetime import datetime
+from urllib.parse import urlsplit
 
+import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
+
+Part: TypeAlias = go.Figure | pd.DataFrame | str  # a figure, a table, or a line of text
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
@@ -22,6 +30,11 @@ dt { color: #666; }
 dd { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 figure { margin: 0 0 2.5rem; overflow-x: auto; }
 figcaption { font-weight: 600; font-size: 1.1rem; margin-bottom: 0.5rem; }
+table { border-collapse: collapse; font-size: 0.9rem; }
+th, td { padding: 0.2rem 0.7rem; border-bottom: 1px solid #e4e4e4; text-align: left; white-space: nowrap; }
+th { border-bottom: 1px solid #999; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+p.note { color: #444; max-width: 60rem; }
 """
 
 
@@ -29,28 +42,32 @@ def html_report(
     sentence: str,
     sentence_b: str | None,
     model_name: str,
-    figures: Sequence[tuple[str, go.Figure]],
+    parts: Sequence[tuple[str, Part]],
     *,
     details: Sequence[tuple[str, str]] = (),
     generated: datetime | None = None,
+    link: str | None = None,
 ) -> str:
-    """A complete HTML page: a header (sentence(s), model, ``details``, date), then each figure.
+    """A complete HTML page: a header (sentence(s), model, ``details``, date, link), then each part.
 
-    ``figures`` is a list of (caption, figure), shown in order; ``details``
-    are (name, value) rows for the header, such as the view, layer, head
-    and options the figures were drawn with. The page works from a file
-    with no network: plotly.js is inlined once and MathJax is off.
-    ``generated`` is the date shown (default: now).
+    ``parts`` is a list of (caption, part), shown in order: a plotly figure, a
+    table (a DataFrame, written as an HTML table) or a line of text (whose
+    caption is not shown). ``details`` are (name, value) rows for the header,
+    such as the view, layer, head and options the page was drawn with;
+    ``link`` is the page's address (a link where it is http or https). The page
+    works from a file with no network: plotly.js is inlined once and MathJax is
+    off. ``generated`` is the date shown (default: now).
     """
     generated = generated or datetime.now()
     facts = [("Sentence", sentence)]
     if sentence_b:
         facts.append(("Sentence B", sentence_b))
     facts += [("Model", model_name), *details, ("Date", generated.strftime("%Y-%m-%d %H:%M"))]
-    header = "\n".join(
-        f"<dt>{html.escape(name)}</dt><dd>{html.escape(str(value))}</dd>" for name, value in facts
-    )
-    body = "\n".join(_figure_html(caption, fig) for caption, fig in figures)
+    rows = [f"<dt>{html.escape(name)}</dt><dd>{html.escape(str(value))}</dd>" for name, value in facts]
+    if link:
+        rows.append(f"<dt>Link</dt><dd>{_link_html(link)}</dd>")
+    header = "\n".join(rows)
+    body = "\n".join(_part_html(caption, part) for caption, part in parts)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -72,6 +89,41 @@ def html_report(
 </body>
 </html>
 """
+
+
+def _part_html(caption: str, part: Part) -> str:
+    if isinstance(part, go.Figure):
+        return _figure_html(caption, part)
+    if isinstance(part, pd.DataFrame):
+        return _table_html(caption, part)
+    if isinstance(part, str):
+        return f'<p class="note">{html.escape(part)}</p>'
+    raise TypeError(f"a report part is a plotly Figure, a DataFrame or a str, not {type(part).__name__}")
+
+
+def _link_html(link: str) -> str:
+    """The page's address: a link where it is a web address, else only its text."""
+    text = html.escape(link)
+    return f'<a href="{text}">{text}</a>' if urlsplit(link).scheme in ("http", "https") else text
+
+
+def _table_html(caption: str, frame: pd.DataFrame) -> str:
+    """A table as the page shows it: its columns' names, then one row per row, every cell escaped."""
+    head = "".join(f"<th>{html.escape(str(name))}</th>" for name in frame.columns)
+    body = "\n".join("<tr>" + "".join(_cell_html(v) for v in row) + "</tr>"
+                     for row in frame.itertuples(index=False, name=None))
+    return (f"<figure>\n<figcaption>{html.escape(caption)}</figcaption>\n"
+            f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n</figure>")
+
+
+def _cell_html(value) -> str:
+    if isinstance(value, bool | np.bool_):
+        return f"<td>{'yes' if value else 'no'}</td>"
+    if isinstance(value, float | np.floating):
+        return f'<td class="num">{"—" if math.isnan(value) else f"{value:.4g}"}</td>'
+    if isinstance(value, int | np.integer):
+        return f'<td class="num">{int(value)}</td>'
+    return "<td>—</td>" if value is None else f"<td>{html.escape(str(value))}</td>"
 
 
 def _figure_html(caption: str, fig: go.Figure) -> str:

@@ -2,8 +2,8 @@
 
 A head mask (n_layers, H) says which heads stay (1) and which are ablated (0); "zero" ablation
 silences a head, "uniform" makes it attend evenly to every token it may see (see mha.ablate_heads).
-Changes are read from the attention maps, the hidden states, the sentence embedding and, with
-an MLM head, the model's guesses for a [MASK] token.
+Changes are read from the attention maps, the hidden states, the sentence embedding, with an MLM
+head the model's guesses for a [MASK] token and, on a coreference example, the pronoun → answer margin.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
 from ..run import read_only
+from .coref import CorefExample, score_example
 
 
 class MaskPredictions(NamedTuple):
@@ -147,3 +148,26 @@ def ablate(
         embedding_cosine=embedding_cosine,
         predictions=predictions,
     )
+
+
+class MarginChange(NamedTuple):
+    """The pronoun → answer margin of a coreference example (attention from the pronoun to the answer minus
+    to the best other candidate; above 0: the head prefers the answer), before and after ablation."""
+    best: tuple[int, int]  # (layer, head) with the largest margin before ablation
+    best_before: float
+    best_after: float  # the same head's margin after ablation
+    mean_before: float  # over every head
+    mean_after: float
+    preferring_before: int  # heads whose margin is above 0
+    preferring_after: int
+
+
+def margin_change(result: AblationResult, example: CorefExample, tokens: list[str], word_ids, offsets) -> MarginChange:
+    """What the ablation in `result` does to `example`'s margin, scored on its maps before and after
+    (coref.score_example's rules; `tokens`, `word_ids` and `offsets` of the sentence ablate ran on, whose
+    tokens are all real). Raises coref's ExampleError where the example's words are not in the sentence."""
+    before = score_example(example, np.asarray(result.base_attentions), tokens, word_ids, offsets).margin
+    after = score_example(example, np.asarray(result.ablated_attentions), tokens, word_ids, offsets).margin
+    layer, head = (int(i) for i in np.unravel_index(int(np.argmax(before)), before.shape))
+    return MarginChange((layer, head), float(before[layer, head]), float(after[layer, head]),
+                        float(before.mean()), float(after.mean()), int((before > 0).sum()), int((after > 0).sum()))

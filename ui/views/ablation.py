@@ -1,16 +1,19 @@
 """The Ablation view: the sentence run again with chosen heads zeroed or made uniform, and what changes:
-hidden states, every head's map, the sentence embedding and the [MASK] guesses."""
+hidden states, every head's map, the sentence embedding, the [MASK] guesses and, on an example with a known
+antecedent, the pronoun → answer margin."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
+from attention.analysis.ablation import margin_change
+from attention.analysis.coref import CorefExample, ExampleError
 from viz.analysis import ablation_figure
 
 from ..computations import get_ablation, get_mlm_head
 from ..limits import heavy_guard
-from ..page import figure_slot, font_size, plain, show
-from ..state import ABLATION_MODES
+from ..page import figure_slot, font_size, plain, show, show_table, show_text
+from ..state import ABLATION_MODES, PRESET_COREF
 
 
 def draw(run) -> None:
@@ -40,15 +43,38 @@ def draw(run) -> None:
     with slot or st.container():
         show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine,
                              np.array(heads), font_size=font_size()), "ablation")
-    st.write(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
-             f"{result.embedding_cosine:.4f} to the original.")
+    show_text(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
+              f"{result.embedding_cosine:.4f} to the original.", "ablation-embedding", st.write)
+    coref_margin(run, result, text)
     if result.predictions is not None:
         p = result.predictions
-        st.write(f"Top predictions for [MASK] at position {p.position}:")
+        show_text(f"Top predictions for [MASK] at position {p.position}:", "ablation-mask", st.write)
         rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
                  "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
-        st.dataframe(rows, hide_index=True)
+        show_table(rows, "Top predictions for [MASK], before and after", hide_index=True)
     elif (reason := get_mlm_head(st.session_state.source)[1]) is not None:
         st.caption(plain(reason))
     else:
         st.caption("Put [MASK] in the sentence to see the model's top predictions before and after ablation.")
+
+
+def coref_margin(run, result, text: str) -> None:
+    """On an example the app offers with a known antecedent: the pronoun → answer margin before and after."""
+    if text not in PRESET_COREF:
+        return
+    pronoun, candidates, answer = PRESET_COREF[text]
+    enc = run.encoded
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
+    try:
+        change = margin_change(result, CorefExample(text, pronoun, tuple(candidates), answer), enc.tokens, word_ids,
+                               enc.offsets)
+    except ExampleError:  # a tokenizer that cuts the example's words otherwise
+        return
+    layer, head = change.best
+    show_text(f"Coreference: attention from “{pronoun}” to “{answer}” minus the best other candidate "
+              f"({', '.join(c for c in candidates if c != answer)}), before and after the ablation; above 0, a "
+              "head prefers the answer.", "ablation-margin-says")
+    show_table({"measure": [f"best head before ablation (L{layer} H{head})", "mean over heads", "heads above 0"],
+                "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
+                "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)]},
+               "The pronoun → answer margin", hide_index=True)

@@ -8,7 +8,7 @@ import streamlit as st
 import viz
 from attention.run import head_map
 
-from ..page import figure_slot, font_size, present_size, show
+from ..page import figure_slot, font_size, kept_checkbox, present_size, show
 from ..state import DRAW_MODES
 
 
@@ -18,7 +18,7 @@ def draw(run) -> None:
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
     hide = a.checkbox(f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
                       key="hide_special", disabled=not specials)
-    renormalize = b.checkbox("Renormalise rows", key="renormalize", disabled=not hide)
+    renormalize = kept_checkbox(b, "Renormalise rows", "renormalize", hide, "Applies when special tokens are hidden")
     merge = c.checkbox("Merge word pieces", key="merge_words", help="Each word one row and one column")
     mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
     layer, head = st.session_state.layer, st.session_state.head

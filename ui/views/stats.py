@@ -14,7 +14,7 @@ from ..computations import (
     sentence_patterns,
 )
 from ..limits import heavy_guard
-from ..page import font_size, progress_bar, show
+from ..page import font_size, progress_bar, show, show_table, show_text
 from ..state import open_clicked_head, open_head
 
 
@@ -34,9 +34,10 @@ def draw(run) -> None:
                "heterogeneous.")
     frame = stats_frame(stats, labels)
     counts = {name: int((labels == name).sum()) for name in np.unique(labels)}
-    st.write("Patterns: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
-    st.dataframe(frame, hide_index=True, key="stats_table", on_select=lambda: open_selected_row("stats_table", frame),
-                 selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
+    show_text("Patterns: " + ", ".join(f"{n} {name}" for name, n in counts.items()), "stats-patterns", st.write)
+    show_table(frame, "Each head on this sentence", hide_index=True, key="stats_table",
+               on_select=lambda: open_selected_row("stats_table", frame),
+               selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
 
     st.subheader("Heads compared across sentences")
     pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))

@@ -19,7 +19,7 @@ from viz.shapeflow import tensor_heatmap
 from ..runs import get_trace
 from ..computations import strongest_head
 from ..layout import main_px
-from ..page import axis_labels, font_size, is_causal, show, strip_figure
+from ..page import axis_labels, font_size, is_causal, show, show_text, shown_as, strip_figure
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
@@ -96,6 +96,7 @@ def draw(run) -> None:
         slot, budget = st.container(), figure_height(HEADING_PX)
     else:
         slot, budget = None, None
+    shown_as("walk_step", f"{index + 1} of {len(steps)}: {step.title}")  # the report says it as the page
     back, where, forward = st.columns([1, 4, 1])
     back.button("◀ Back", key="walk_prev", on_click=step_to, args=(-1, len(steps)), disabled=index == 0,
                 width="stretch", shortcut="Left")
@@ -106,7 +107,7 @@ def draw(run) -> None:
     facts = dict(sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}",
                  group=sizes["H"] // sizes["G"])
     if step.says:
-        st.caption(step.says.format(**facts))
+        show_text(step.says.format(**facts), "walk-says")
     with slot or st.container():
         if step.title == "Tokens":
             show(strip_figure(run.encoded, main_px()), "walk-tokens")

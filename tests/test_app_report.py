@@ -1,0 +1,137 @@
+"""The report holds what the page shows (tables, the walk's text and step, coreference choices as words,
+the page's link); Renormalise rows unticked while it does not apply; the sidebar's unused tensors folded;
+the ablation view's pronoun → answer margin."""
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+
+from attention import encode
+from attention.analysis.ablation import ablate, margin_change
+from attention.analysis.coref import CorefExample
+
+SENTENCE = "The animal didn't cross the street because it was too tired."
+
+
+def start(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def report(at: AppTest) -> str:
+    """The page the report button downloads."""
+    return at.session_state["page_report"]()
+
+
+def fact(page: str, name: str) -> str:
+    found = re.search(rf"<dt>{re.escape(name)}</dt><dd>(.*?)</dd>", page)
+    assert found, name
+    return html.unescape(found.group(1))
+
+
+def test_the_head_stats_report_holds_the_table_the_page_shows():
+    at = start(view="stats")
+    no_errors(at)
+    shown = at.dataframe[0].value
+    page = report(at)
+    table = page[page.index("<figcaption>Each head on this sentence</figcaption>"):]
+    table = table[:table.index("</table>")]
+    assert re.findall(r"<th>(.*?)</th>", table) == list(shown.columns)
+    rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
+    assert len(rows) == len(shown) == 6 * 12
+    first = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", rows[0])]
+    assert first[:3] == [str(shown.iloc[0]["layer"]), str(shown.iloc[0]["head"]), shown.iloc[0]["pattern"]]
+    assert float(first[3]) == float(f"{shown.iloc[0]['entropy']:.4g}")
+    patterns = next(m.value for m in at.markdown if m.value.startswith("Patterns: "))
+    assert f'<p class="note">{patterns}</p>' in page
+
+
+def test_the_walk_report_gives_the_step_as_the_page_does_and_its_text():
+    at = start(view="walk", walk="6")
+    no_errors(at)
+    heading = next(m.value for m in at.markdown if m.value.startswith("**Step "))
+    assert heading.startswith("**Step 7 of 11: Softmax**")
+    page = report(at)
+    assert fact(page, "Step of the walk") == "7 of 11: Softmax"
+    assert '<p class="note">Each row becomes probabilities that sum to 1' in page
+
+
+def test_the_coreference_report_names_the_words_not_their_indices():
+    at = start(view="coref")
+    no_errors(at)
+    assert at.query_params["pronoun"] == "9" and at.query_params["candidates"] == "1,7"
+    page = report(at)
+    assert fact(page, "Pronoun") == "it" and fact(page, "Candidates") == "animal, street"
+    assert fact(page, "Answer") == "animal"
+
+
+def test_the_report_carries_the_pages_link():
+    at = start(view="head", layer="2", head="5", hide="1")
+    no_errors(at)
+    link = fact(report(at), "Link")
+    query = dict(re.findall(r"([a-z0-9]+)=([^&]*)", link.split("?", 1)[1]))
+    assert query["view"] == "head" and query["layer"] == "2" and query["head"] == "5" and query["hide"] == "1"
+    assert set(query) == set(at.query_params)  # the address this run wrote, not the one before
+
+
+def test_renormalise_is_unticked_while_it_does_not_apply_and_keeps_the_choice():
+    at = start(view="head")
+    off = at.checkbox(key="renormalize_off")
+    assert off.disabled and off.value is False  # hide is off: renormalising does not apply
+    assert fact(report(at), "Renormalise rows").startswith("no")
+    at.checkbox(key="hide_special").check().run()
+    assert at.checkbox(key="renormalize").value is True and not at.checkbox(key="renormalize").disabled
+    at.checkbox(key="renormalize").uncheck().run()
+    at.checkbox(key="hide_special").uncheck().run()
+    assert at.checkbox(key="renormalize_off").value is False
+    assert at.query_params["renorm"] == "0"  # the choice is kept meanwhile
+    at.checkbox(key="hide_special").check().run()
+    assert at.checkbox(key="renormalize").value is False  # the person's choice, back
+    at.checkbox(key="renormalize").check().run()
+    at.checkbox(key="hide_special").uncheck().run()
+    at.checkbox(key="hide_special").check().run()
+    assert at.checkbox(key="renormalize").value is True
+    no_errors(at)
+
+
+def test_unused_tensors_are_a_short_line_with_their_names_in_its_tooltip():
+    at = start()
+    assert not any("Task-head" in c.value for c in at.sidebar.caption)
+    [line] = [c for c in at.sidebar.caption if c.value.startswith("Unused tensors")]
+    assert line.value == "Unused tensors: 2"  # the bundled MiniLM's pooler and position ids
+    assert "Task-head tensors" in line.help and "pooler" in line.help
+
+
+def test_ablation_gives_the_pronoun_to_answer_margin_before_and_after(minilm):
+    model, tokenizer = minilm
+    at = start(view="ablation", layer="5", head="11")
+    no_errors(at)
+    enc = encode(tokenizer, SENTENCE)
+    mask = np.ones((6, 12), dtype=np.float32)
+    mask[5, 11] = 0
+    result = ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask)
+    change = margin_change(result, CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), enc.tokens,
+                           enc.word_ids, enc.offsets)
+    table = at.dataframe[-1].value
+    layer, head = change.best
+    assert list(table["measure"]) == [f"best head before ablation (L{layer} H{head})", "mean over heads",
+                                      "heads above 0"]
+    assert list(table["before"]) == [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}",
+                                     str(change.preferring_before)]
+    assert list(table["after"]) == [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}",
+                                    str(change.preferring_after)]
+    assert "<figcaption>The pronoun → answer margin</figcaption>" in report(at)
+    at.text_area(key="text").input("The cat sat on the mat.")
+    next(b for b in at.button if b.label == "Run").click()
+    at.run()
+    assert not any("measure" in d.value.columns for d in at.dataframe)  # no known antecedent: no margin
