@@ -5,8 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.coref import flipping_heads, twin_pairs
-from attention.analysis.coref_csv import csv_text
-from attention.analysis.coref_metrics import heads_against_best
+from attention.analysis.coref_csv import csv_text, examples_csv_text, file_name
+from attention.analysis.coref_metrics import (
+    best_against_baselines,
+    best_head,
+    heads_against_best,
+)
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from ..computations import coref_values
@@ -21,6 +25,7 @@ from ..coref_sentence import (
     twin_scores,
 )
 from ..layout import column_px, main_px, slots
+from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
@@ -93,32 +98,55 @@ def suite(run) -> None:
                           intervals=result.interval), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     against_best(result)
-    st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
-                       file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
+    downloads(result, suite)
     excluded_table(result)
     measures(result, suite)
     grouped(result, examples)
     second_model(result, suite)
 
 
-TOP_COMPARED = 10  # heads tested against the best one, with Holm's correction over them
+TOP_COMPARED = 10  # heads shown against the best one; Holm's correction is over every other head
 
 
 def against_best(result) -> None:
-    """The top heads against the best one on the same examples: is the difference more than noise?"""
-    heads = [(l, h) for l, h, _ in result.ranked(TOP_COMPARED)]
-    tests = heads_against_best(result, heads)
+    """The top heads against the best one on the same examples, and the best against the baselines: is the
+    difference more than noise? The p-values are the CSV's: Holm's correction over every other head."""
+    everyone = [(l, h) for l, h, _ in result.ranked()]
+    tests = heads_against_best(result, everyone)[:TOP_COMPARED]
+    heads = everyone[:TOP_COMPARED]
+    family = len(everyone) - 1
     low, high = result.interval
     st.caption(f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
-               f"the examples where one of the two is right and the other wrong, p-values corrected for the "
-               f"{len(heads) - 1} comparisons by Holm's method.")
+               f"the examples where one of the two is right and the other wrong, p-values corrected by Holm's "
+               f"method for the {family} comparisons of every other head with the best (as in the CSV).")
     st.dataframe({"head": [f"L{l} H{h}" for l, h in heads],
                   "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
                   "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
                   "only this head right": [t.only_a for t, _ in tests],
                   "only the best right": [t.only_b for t, _ in tests],
-                  "p vs best (Holm)": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
+                  f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
                  hide_index=True, width="stretch")
+    st.caption(plain(baselines_note(result)))
+
+
+def baselines_note(result) -> str:
+    layer, head = best_head(result)
+    tests = best_against_baselines(result)
+    said = [f"against the {name} candidate ({result.baselines[name]:.1%}), it alone is right on {t.only_a} "
+            f"examples and the baseline alone on {t.only_b}: exact McNemar p = {t.p:.3g}" for name, t in tests.items()]
+    return f"The best head, layer {layer}, head {head}, {'; '.join(said)} (each test on its own, uncorrected)."
+
+
+def downloads(result, suite) -> None:
+    """Every head's accuracy, and every example's right/wrong per head, named by model and examples."""
+    model = get_model(st.session_state.source)[0].load_report.source
+    left, right = st.columns(2)
+    left.download_button("Download every head's accuracy (CSV)", data=lambda: csv_text(result, model=model,
+                         suite=suite.name), file_name=file_name("heads", model, suite.name), mime="text/csv",
+                         on_click="ignore")
+    right.download_button("Download each example × head, right or wrong (CSV)",
+                          data=lambda: examples_csv_text(result, model, suite.name),
+                          file_name=file_name("examples", model, suite.name), mime="text/csv", on_click="ignore")
 
 
 def accuracy_csv(result) -> str:
