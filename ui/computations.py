@@ -15,9 +15,9 @@ from attention.analysis.coref import (
     score_example,
 )
 from attention.analysis.coref_heads import (
-    CRITERIA,
     DEFAULT_CRITERION,
     MIN_SEPARATION,
+    column_means,
     head_values,
     ranked,
     separates,
@@ -184,13 +184,13 @@ def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, i
         return None
     layer, head = ranked(values, 1)[0]
     best = float(values[layer, head])
-    named = CRITERIA[criterion]
     if not separates(best):
-        return 0, 0, (f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {named} "
-                      f"is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0.")
+        return 0, 0, (f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {criterion} "
+                      f"of {values.size} heads is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0.")
     a = example.answer_index
-    others = np.delete(score.attention[layer, head], a)
-    return layer, head, (
-        f"Opened layer {layer}, head {head}, the best of {values.size} heads by {named} ({best:+.2f}): it sends "
-        f"“{pronoun}” to “{answer}” with {score.attention[layer, head, a]:.2f}; the other candidate gets "
-        f"{others.max():.2f}.")
+    to_answer, other = score.attention[layer, head, a], np.delete(score.attention[layer, head], a).max()
+    average = (f" against {column_means(run.attentions, score.located)[layer, head, a]:.2f} from the average token"
+               if criterion == "specificity" else "")
+    return layer, head, (f"Opened layer {layer}, head {head}, the best of {values.size} heads by {criterion} "
+                         f"({best:+.2f}: “{pronoun}” → “{answer}” {to_answer:.2f}{average}; the other candidate "
+                         f"gets {other:.2f}). See the Coreference view for the ranking.")

@@ -95,7 +95,7 @@ def suite(run) -> None:
              selection_mode="points")
     with bars_col:
         show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
-                          intervals=result.interval), "coref-ranked",
+                          intervals=result.interval, width=column_px([3, 2], 1)), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     against_best(result)
     downloads(result, suite)
