@@ -41,13 +41,13 @@ def test_the_first_visit_the_walk_and_the_view_name_one_best_head(minilm):
     at.segmented_control(key="view").set_value("Coreference").run()
     no_errors(at)
     rows = table(at, "specificity")
-    assert (rows["layer"].iloc[0], rows["head"].iloc[0]) == (layer, head)
+    assert rows["head"].iloc[0] == f"L{layer} H{head}" and list(rows.columns[1:3]) == ["specificity", "margin"]
     assert any("Ranked by specificity: the margin after subtracting" in c.value for c in at.caption)
     at.segmented_control(key="coref_rank").set_value("margin").run()
     no_errors(at)
     m_layer, m_head = best(run, SENTENCE, "animal", "margin")
     rows = table(at, "specificity")
-    assert (rows["layer"].iloc[0], rows["head"].iloc[0]) == (m_layer, m_head)
+    assert rows["head"].iloc[0] == f"L{m_layer} H{m_head}" and list(rows.columns[1:3]) == ["margin", "specificity"]
     assert list(rows["margin"]) == sorted(rows["margin"], reverse=True)
     assert str(at.query_params["rank"]).strip("[]'") == "margin"
     walk = start(view="walk", walk="10", rank="margin")

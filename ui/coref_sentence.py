@@ -108,19 +108,19 @@ def criterion_picker() -> str:
 
 
 def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> None:
-    """The best heads by ``criterion``, with attention to the answer, the best other candidate, the
-    answer's attention from the average other token, margin and specificity; and whether any separates."""
+    """The best heads by ``criterion``: its value and the other criterion's, attention to the answer, to
+    the best other candidate and to the answer from the average other token; and whether any separates."""
     a = score.example.answer_index
     values = {name: head_values(score.attention, run.attentions, score.located, a, name) for name in CRITERIA}
     order = ranked(values[criterion], top)
     layers, heads = (np.array(x, dtype=int) for x in zip(*order))
     answer = score.example.answer
-    st.dataframe({"layer": layers, "head": heads,
-                  f"→ {answer}": score.attention[layers, heads, a].round(3),
-                  "best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
-                  f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3),
-                  "margin": values["margin"][layers, heads].round(3),
-                  "specificity": values["specificity"][layers, heads].round(3)}, hide_index=True, width="stretch")
+    columns = {"head": [f"L{layer} H{head}" for layer, head in order]}
+    columns |= {name: values[name][layers, heads].round(3) for name in sorted(CRITERIA, key=lambda n: n != criterion)}
+    columns |= {f"→ {answer}": score.attention[layers, heads, a].round(3),
+                "→ best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
+                f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3)}
+    st.dataframe(columns, hide_index=True, width="stretch")
     best = float(values[criterion][layers[0], heads[0]])
     verdict = (f"Best: layer {layers[0]}, head {heads[0]} ({best:+.2f})." if separates(best) else
                f"No head separates the candidates: the best value is {best:+.2f}, not above {MIN_SEPARATION}.")

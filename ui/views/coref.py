@@ -46,9 +46,8 @@ def this_sentence(run, slot=None) -> None:
     picked = pick_example(run, text)
     if picked is None:
         return
-    criterion = criterion_picker()
     causal_note()
-    score, _ = coref_values(run, picked.example, criterion)
+    score, _ = coref_values(run, picked.example, "margin")
     words, p, answer = picked.words, picked.pronoun, st.session_state.coref_answer
     margin = score.margin
     grid_col, table_col = st.columns([3, 2])
@@ -63,7 +62,7 @@ def this_sentence(run, slot=None) -> None:
                    f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
                    "Click a head to open it.")
     with table_col:
-        ranked_table(run, score, criterion)
+        ranked_table(run, score, criterion_picker())
 
 
 def picked_and_scored():
