@@ -130,10 +130,11 @@ def against_best(result) -> None:
 
 def baselines_note(result) -> str:
     layer, head = best_head(result)
-    tests = best_against_baselines(result)
-    said = [f"against the {name} candidate ({result.baselines[name]:.1%}), it alone is right on {t.only_a} "
-            f"examples and the baseline alone on {t.only_b}: exact McNemar p = {t.p:.3g}" for name, t in tests.items()]
-    return f"The best head, layer {layer}, head {head}, {'; '.join(said)} (each test on its own, uncorrected)."
+    said = [f"against the {name} candidate ({result.baselines[name]:.1%} right) it alone is right on {t.only_a} "
+            f"examples and the baseline alone on {t.only_b}, exact McNemar p = {t.p:.3g}"
+            for name, t in best_against_baselines(result).items()]
+    return (f"The best head, layer {layer}, head {head}, against the baselines (each test on its own, "
+            f"uncorrected): {'; '.join(said)}.")
 
 
 def downloads(result, suite) -> None:
