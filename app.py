@@ -94,7 +94,7 @@ def main() -> None:
         run = get_run(st.session_state.source, text, text_b)
     clamp_selection(run.n_layers, run.n_heads)
     if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
-        found = strongest_head(run, text)
+        found = strongest_head(run, text, st.session_state.get("coref_rank"))
         if found:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)

@@ -119,10 +119,11 @@ def test_command_line_on_gap_with_groups_held_out_and_a_second_model(capsys, tmp
 
     rows = list(csv.DictReader(out_csv.read_text().splitlines()))
     header = list(rows[0])
-    assert header[7:10] == ["ci95_low", "ci95_high", "p_vs_best_holm"]
+    assert header[7:10] == ["ci95_low", "ci95_high", "p_vs_best_holm_71"]  # Holm over the 71 other heads
     assert sorted(header[10:12]) == ["accuracy_gender=feminine", "accuracy_gender=masculine"]
-    assert header[12:] == ["held_out_accuracy", "held_out_ci95_low", "held_out_ci95_high"]
-    assert rows[0]["p_vs_best_holm"] == "" and all(0 <= float(r["p_vs_best_holm"]) <= 1 for r in rows[1:])
+    assert header[12:] == ["held_out_accuracy", "held_out_ci95_low", "held_out_ci95_high", "model", "suite"]
+    assert {(r["model"], r["suite"]) for r in rows} == {(rows[0]["model"], str(dev))} and "MiniLM" in rows[0]["model"]
+    assert rows[0]["p_vs_best_holm_71"] == "" and all(0 <= float(r["p_vs_best_holm_71"]) <= 1 for r in rows[1:])
     assert len(rows) == 6 * 12  # every head of the bundled model (the tiny one is only compared)
     # the held-out columns are each head's accuracy on the other file, scored alone
     from attention import load_bert

@@ -8,7 +8,20 @@ import numpy as np
 from attention import ModelLoadError
 from attention.aggregate import pairwise_change
 from attention.analysis.ablation import ablate
-from attention.analysis.coref import CorefExample, ExampleError, score_example
+from attention.analysis.coref import (
+    CorefExample,
+    ExampleError,
+    ExampleScore,
+    score_example,
+)
+from attention.analysis.coref_heads import (
+    DEFAULT_CRITERION,
+    MIN_SEPARATION,
+    column_means,
+    head_values,
+    ranked,
+    separates,
+)
 from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
 from attention.analysis.stats import (
@@ -18,17 +31,16 @@ from attention.analysis.stats import (
     pattern_labels,
     punctuation_mask,
 )
+from attention.bigrun import is_big
 from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.run import run_sentence
 from viz.overview import pool_map
 
-from attention.bigrun import is_big
-
+from .limits import deadline_check
 from .models import get_model
 from .runs import get_run
-from .stores import MB, kept, store
-from .limits import deadline_check
 from .state import PRESET_COREF, PRESETS
+from .stores import MB, kept, store
 from .workers import flow_workers
 
 CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools longer maps to this many cells
@@ -162,22 +174,38 @@ def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.
     return store("head-changes", 32, 8 * MB).get_or_compute((source, text, text_b, layer), compute)
 
 
-def strongest_head(run, text: str) -> tuple[int, int, str] | None:
-    """For an example the app offers with a known antecedent: the head that attends most from the
-    pronoun to it, found on this model's run, and a sentence saying so. None for other sentences."""
+def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleScore, np.ndarray]:
+    """An example on the run's own sentence: its score and every head's value under ``criterion``
+    (coref_heads.CRITERIA). ExampleError where the tokenizer's words do not hold its mentions."""
+    enc = run.encoded
+    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
+    score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    return score, head_values(score.attention, run.attentions, score.located, example.answer_index, criterion)
+
+
+def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, int, str] | None:
+    """For an example the app offers with a known antecedent: the best head by ``criterion`` (the
+    Coreference view's ranking) and a sentence saying so; where no head's value is above
+    MIN_SEPARATION, the default head (layer 0, head 0) and a sentence saying no head separates the
+    candidates. None for other sentences."""
     if text not in PRESET_COREF:
         return None
+    criterion = criterion or DEFAULT_CRITERION
     pronoun, candidates, answer = PRESET_COREF[text]
-    enc = run.encoded
-    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
     example = CorefExample(text, pronoun, tuple(candidates), answer)
     try:
-        score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+        score, values = coref_values(run, example, criterion)
     except ExampleError:  # a tokenizer that splits the words otherwise
         return None
-    to_answer = score.attention[..., example.answer_index]  # (n_layers, H)
-    layer, head = np.unravel_index(int(np.argmax(to_answer)), to_answer.shape)
-    others = np.delete(score.attention[layer, head], example.answer_index)
-    return int(layer), int(head), (
-        f"Opened layer {layer}, head {head}: of all {to_answer.size} heads it sends “{pronoun}” to "
-        f"“{answer}” most strongly ({to_answer[layer, head]:.2f}; the other candidate gets {others.max():.2f}).")
+    layer, head = ranked(values, 1)[0]
+    best = float(values[layer, head])
+    if not separates(best):
+        return 0, 0, (f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {criterion} "
+                      f"of {values.size} heads is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0.")
+    a = example.answer_index
+    to_answer, other = score.attention[layer, head, a], np.delete(score.attention[layer, head], a).max()
+    average = (f" against {column_means(run.attentions, score.located)[layer, head, a]:.2f} from the average token"
+               if criterion == "specificity" else "")
+    return layer, head, (f"Opened layer {layer}, head {head}, the best of {values.size} heads by {criterion} "
+                         f"({best:+.2f}: “{pronoun}” → “{answer}” {to_answer:.2f}{average}; the other candidate "
+                         f"gets {other:.2f}). See the Coreference view for the ranking.")

@@ -36,13 +36,14 @@ VIEWS = (
     View("shapeflow", "Shape flow", "ui.views.shapeflow.draw", False, ("padded", "step"), aliases=("flow",)),
     View("masks", "Masks", "ui.views.masks.draw", False),
     View("coref", "Coreference", "ui.views.coref.draw", True,
-         ("coref", "pronoun", "candidates", "answer", "pair", "set", "by", "ga", "gb", "vs")),
+         ("coref", "pronoun", "candidates", "answer", "rank", "pair", "twins", "twin", "tanswer", "set", "by", "ga", "gb",
+          "vs")),
     View("stats", "Head stats", "ui.views.stats.draw", True),
     View("rollout", "Rollout & flow", "ui.views.rollout.draw", True, ("derived",)),
     View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
     View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation")),
     View("efficient", "GQA & fused", "ui.views.efficient.draw", True, ("kv",)),
-    View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk",)),
+    View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them)
 SHARED = ("view", "layer", "head", "present", "strip", "model")

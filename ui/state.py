@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from attention import ModelLoadError
+from attention.analysis.coref_heads import CRITERIA, DEFAULT_CRITERION
 
 from . import registry
 from .models import get_model
@@ -37,6 +38,8 @@ PRESET_COREF = {
 }
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
+COREF_TWINS = {"suite": "The suite's twins", "sentence": "This sentence and a twin"}
+COREF_RANKS = {name: name for name in CRITERIA}  # how the sentence's heads are ranked (coref_heads.CRITERIA)
 COREF_SETS = {"builtin": "Built-in", "winogender": "Winogender", "gapdev": "GAP development",
               "gapval": "GAP validation", "upload": "Upload"}
 NO_GROUPING = "none"
@@ -156,7 +159,11 @@ PARAMS = [
     _param("coref_pronoun", "pronoun", "pronoun (word index)", None, _number),
     _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST),
     _param("coref_answer", "answer", "answer (word index)", None, _number),
+    _param("coref_rank", "rank", "rank heads by", DEFAULT_CRITERION, _choice(COREF_RANKS)),
     _param("coref_pair", "pair", "twin sentences", 0, _number),
+    _param("coref_twins", "twins", "twin sentences from", COREF_TWINS["suite"], _choice(COREF_TWINS)),
+    _param("coref_twin", "twin", "twin sentence", None, _text),
+    _param("coref_twin_answer", "tanswer", "answer in the twin", None, _text),
     _param("coref_set", "set", "coreference examples", COREF_SETS["builtin"], _choice(COREF_SETS)),
     _param("coref_by", "by", "group by", NO_GROUPING, _text),
     _param("coref_group_a", "ga", "group A", None, _text),

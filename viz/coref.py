@@ -14,6 +14,7 @@ MIN_MARGIN_RANGE = 0.05
 BASELINE_COLOURS = ("#d95f02", "#54278f", "#1b7837", "#333333")
 BASELINE_DASHES = ("dash", "dot", "dashdot", "longdash")  # two equal baselines both show
 _RANK_PLOT_PX = 560  # width of the bars' plot area
+MIN_RANK_PLOT_PX = 160  # in a narrower column the figure is drawn wider than it and scaled down
 MIN_GRID_CELL_PX = 38  # holds "+0.41" in 10 px text
 BAR_COLOUR = "#9ecae1"
 ERROR_COLOUR = "#3f3f3f"  # light, so the dashed baselines show across the bars
@@ -91,8 +92,12 @@ def ranked_heads(
     font_size: int = 14,
     title: str | None = None,
     intervals: np.ndarray | None = None,
+    width: int | None = None,
 ) -> go.Figure:
     """The ``top`` heads of ``ranked`` ((layer, head, accuracy), best first) as bars.
+
+    ``width`` (px) is the figure's width, the column it is drawn in (default: a
+    plot area of ``_RANK_PLOT_PX``); the baseline labels are placed for it.
 
     ``intervals`` (low, high), each ``[n_layers, n_heads]`` (e.g. a 95%
     Clopper-Pearson interval), draws each bar's interval as an error bar
@@ -132,11 +137,12 @@ def ranked_heads(
     top_px = round(font_size * 1.6) + 24 if title else 16
     left = round(font_size * 0.6 * max((len(n) for n in names), default=5) + font_size / 2) + 16
     right, bottom = round(font_size * 3), round(font_size * 3.5)  # room for "1.00", the axis title
-    lines, notes, rows = _baselines(baselines, font_size, _RANK_PLOT_PX, left, right)
+    plot_px = _RANK_PLOT_PX if width is None else max(MIN_RANK_PLOT_PX, width - left - right)
+    lines, notes, rows = _baselines(baselines, font_size, plot_px, left, right)
     top_px += rows * round(font_size * 1.5)
     layout = base_layout(font_size, escape(title) if title else None)
     layout.update(
-        width=_RANK_PLOT_PX + left + right,
+        width=plot_px + left + right,
         height=len(shown) * max(26, round(font_size * 2)) + top_px + bottom,
         margin=dict(l=left, r=right, t=top_px, b=bottom),
         bargap=0.25,
@@ -375,7 +381,9 @@ def _baselines(
     """Dashed lines with labels above the plot, and the number of label rows.
 
     A label is centred on its line, slid sideways to stay inside the figure,
-    and moved up a row when it would touch a label already placed.
+    and moved up a row when it would come within half a character of a label
+    already placed (its width estimated generously: a label drawn over
+    another is unreadable, an extra row costs little).
     """
     lines: list[dict] = []
     notes: list[dict] = []
@@ -386,7 +394,7 @@ def _baselines(
         value, style = float(value), styles[name]
         colour = BASELINE_COLOURS[style % len(BASELINE_COLOURS)]
         shown = f"{name} {value:.2f}"  # as drawn: measure before escaping
-        half = len(shown) * 0.6 * font_size / 2 + 4  # estimated half-width of the label, px
+        half = len(shown) * 0.65 * font_size / 2 + font_size / 4  # half-width of the label and a gap, px
         centre = value * plot_px
         shift = max(half - left - centre, min(0.0, plot_px + right - half - centre))  # px, keeps it in the figure
         row = next((i for i, end in enumerate(row_ends) if centre + shift - half > end), len(row_ends))

@@ -15,6 +15,7 @@ import numpy as np
 from .coref import CorefResult, ExampleError, load_examples, score_heads
 from .coref_csv import write_csv
 from .coref_metrics import (
+    best_against_baselines,
     best_head,
     compare_models,
     gap_metrics,
@@ -32,14 +33,21 @@ def excluded_line(result: CorefResult) -> str:
 
 def print_heads(result: CorefResult, top: int) -> None:
     low, high = result.interval
-    heads = [(layer, head) for layer, head, _ in result.ranked(top)]
+    heads = [(layer, head) for layer, head, _ in result.ranked()]  # Holm over every other head, as the CSV
     print(f"{'rank':>4} {'layer':>5} {'head':>4} {'accuracy':>8}  vs nearest  vs first   95% interval  "
-          f"p vs best (Holm)")
+          f"p vs best (Holm over {result.accuracy.size - 1})")
     for rank, ((layer, head, accuracy), (_, p)) in enumerate(zip(result.ranked(top),
                                                                    heads_against_best(result, heads)), start=1):
         print(f"{rank:>4} {layer:>5} {head:>4} {accuracy:>8.3f}  {accuracy - result.baselines['nearest']:>+10.3f}"
               f"  {accuracy - result.baselines['first']:>+8.3f}   [{low[layer, head]:.3f}, {high[layer, head]:.3f}]"
               f"  {'-' if rank == 1 else f'{p:.3g}':>10}")
+
+
+def print_baselines(result: CorefResult) -> None:
+    layer, head = best_head(result)
+    for name, t in best_against_baselines(result).items():
+        print(f"best head L{layer}H{head} vs baseline {name}: right only for the head {t.only_a}, only for the "
+              f"baseline {t.only_b}, exact McNemar p = {t.p:.3g}")
 
 
 def print_groups(result: CorefResult) -> None:
@@ -131,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(examples)} examples scored in {seconds:.2f} s; {result.n} counted, {excluded_line(result)}")
     print(f"baselines: nearest {result.baselines['nearest']:.3f}, first {result.baselines['first']:.3f}")
     print_heads(result, args.top)
+    print_baselines(result)
     if args.by:
         print_groups(result)
     if is_gap(result):
@@ -156,6 +165,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{c.test.only_a} right only for the first, {c.test.only_b} only for the second, exact McNemar "
               f"p = {c.test.p:.3g}")
     if args.csv:
-        write_csv(result, args.csv, other)
+        write_csv(result, args.csv, other, model=model.load_report.source, suite=args.file)
         print(f"all {n_layers * n_heads} heads written to {args.csv}")
     return 0

@@ -1,6 +1,7 @@
 """What a coreference result says about heads, data sets and models, beyond accuracy:
 
 - heads_against_best: each head against the best one, exact McNemar tests with Holm's correction;
+- best_against_baselines: the best head against the nearest and first candidate, exact McNemar tests;
 - held_out_best: the best head chosen on one split, its accuracy reported on another (no selection bias);
 - gap_metrics: F1 as the GAP paper reports it (overall, masculine, feminine, bias = F / M);
 - winogender_bias: per head, male minus female accuracy and how the choice of the occupation follows the
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coref import CorefResult, ExampleScore, preferred
+from .coref import CorefResult, ExampleScore, Exclusion, preferred
 from .coref_stats import McNemar, clopper_pearson, f1, holm, mcnemar_exact, pearson
 
 
@@ -33,6 +34,26 @@ def heads_against_best(result: CorefResult, heads: list[tuple[int, int]]) -> lis
     if others:
         adjusted[others] = holm([tests[i].p for i in others])
     return list(zip(tests, adjusted.tolist()))
+
+
+def baselines_right(result: CorefResult) -> dict[str, np.ndarray]:
+    """Each baseline's right/wrong record over the counted examples: name -> (n,) bool."""
+    return {name: np.array([getattr(d.located, name) == d.example.answer_index for d in result.details], dtype=bool)
+            for name in ("nearest", "first")}
+
+
+def best_against_baselines(result: CorefResult) -> dict[str, McNemar]:
+    """The best head against each baseline on the same examples: baseline name -> exact McNemar test
+    (only_a: the head right and the baseline wrong)."""
+    bl, bh = best_head(result)
+    head = result.correct[:, bl, bh]
+    return {name: mcnemar_exact(head, right) for name, right in baselines_right(result).items()}
+
+
+def splits(result: CorefResult) -> list:
+    """The values of the examples' `split` field in order of first appearance (every example, counted or not)."""
+    items: list[ExampleScore | Exclusion] = [*result.details, *result.unanswered, *result.excluded]
+    return list(dict.fromkeys(i.example.value("split") for i in items if i.example.value("split") is not None))
 
 
 @dataclass(frozen=True)

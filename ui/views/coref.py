@@ -2,26 +2,32 @@
 of examples, and on twin sentences whose answer flips."""
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from attention.analysis.coref import (
-    CorefExample,
-    flipping_heads,
-    score_example,
-    twin_pairs,
-    word_spans,
+from attention.analysis.coref import flipping_heads, twin_pairs
+from attention.analysis.coref_csv import csv_text, examples_csv_text, file_name
+from attention.analysis.coref_metrics import (
+    best_against_baselines,
+    best_head,
+    heads_against_best,
 )
-from attention.analysis.coref_csv import csv_text
-from attention.analysis.coref_metrics import heads_against_best
 from viz.coref import flip_grid, head_grid, ranked_heads
 
+from ..computations import coref_values
 from ..coref_data import excluded_reasons, scores_or_message, suite_picker
 from ..coref_groups import grouped
 from ..coref_measures import measures, second_model
+from ..coref_sentence import (
+    causal_note,
+    criterion_picker,
+    pick_example,
+    ranked_table,
+    twin_scores,
+)
 from ..layout import column_px, main_px, slots
-from ..page import figure_slot, font_size, is_causal, plain, present_size, show
-from ..state import COREF_MODES, PRESET_COREF, open_clicked_head
+from ..models import get_model
+from ..page import figure_slot, font_size, plain, present_size, show
+from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
 # ---- the three modes -------------------------------------------------------------------------------
 
@@ -36,34 +42,13 @@ def draw(run) -> None:
 
 def this_sentence(run, slot=None) -> None:
     """``slot``: where the grid goes in presentation mode, above the pickers."""
-    enc = run.encoded
     text = st.session_state.submitted[0]
-    # words of the first segment: offsets of a pair's second segment point into the other text
-    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]
-    words = [written for written, _ in word_spans(text, word_ids, enc.offsets)]
-    if len(words) < 3:
-        st.info("Coreference needs a sentence with a pronoun and at least two candidate words.")
+    picked = pick_example(run, text)
+    if picked is None:
         return
-    labels = [f"{w} ({i + 1})" if [x.lower() for x in words].count(w.lower()) > 1 else w for i, w in enumerate(words)]
-    prefill(text, words)
-    left, mid, right = st.columns([1, 2, 1])
-    if st.session_state.get("coref_pronoun") not in range(len(words)):  # from a link, or a longer sentence
-        st.session_state.coref_pronoun = 0
-    p = left.selectbox("Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun")
-    firsts = [i for i, w in enumerate(words) if [x.lower() for x in words].index(w.lower()) == i
-              and w.lower() != words[p].lower()]
-    st.session_state.coref_candidates = [c for c in st.session_state.get("coref_candidates") or [] if c in firsts]
-    chosen = mid.multiselect("Candidates", firsts, format_func=words.__getitem__, key="coref_candidates")
-    if len(chosen) < 2:
-        st.info("Pick the pronoun and at least two candidate words (usually the nouns it could refer to).")
-        return
-    if st.session_state.get("coref_answer") not in chosen:
-        st.session_state.coref_answer = chosen[0]
-    answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
     causal_note()
-    occurrence = [w.lower() for w in words[:p + 1]].count(words[p].lower())
-    example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
-    score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    score, _ = coref_values(run, picked.example, "margin")
+    words, p, answer = picked.words, picked.pronoun, st.session_state.coref_answer
     margin = score.margin
     grid_col, table_col = st.columns([3, 2])
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": column_px([3, 2])}
@@ -77,34 +62,7 @@ def this_sentence(run, slot=None) -> None:
                    f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
                    "Click a head to open it.")
     with table_col:
-        order = np.argsort(-margin, axis=None)[:15]
-        layers, heads = np.unravel_index(order, margin.shape)
-        a = score.example.answer_index
-        st.dataframe({"layer": layers, "head": heads,
-                      f"→ {words[answer]}": score.attention[layers, heads, a].round(3),
-                      "best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
-                      "margin": margin[layers, heads].round(3)}, hide_index=True, width="stretch")
-
-
-def causal_note() -> None:
-    if is_causal():
-        st.caption("This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
-                   "after the pronoun gets no attention and these scores can only pick an earlier one.")
-
-
-def prefill(text: str, words: list[str]) -> None:
-    """Pre-fill pronoun, candidates and answer once per sentence for the app's examples."""
-    if st.session_state.get("coref_prefilled") == text:
-        return
-    st.session_state.coref_prefilled = text
-    lower = [w.lower() for w in words]
-    pronoun, candidates, answer = PRESET_COREF.get(text, (None, [], None))
-    if pronoun is None:  # a guess: the first common pronoun, candidates left to the person
-        pronoun = next((w for w in lower if w in ("it", "he", "she", "they", "him", "her", "them")), lower[0])
-    st.session_state.coref_pronoun = lower.index(pronoun) if pronoun in lower else 0
-    st.session_state.coref_candidates = [lower.index(c) for c in candidates if c in lower]
-    if answer in lower:
-        st.session_state.coref_answer = lower.index(answer)
+        ranked_table(run, score, criterion_picker())
 
 
 def picked_and_scored():
@@ -136,35 +94,59 @@ def suite(run) -> None:
              selection_mode="points")
     with bars_col:
         show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
-                          intervals=result.interval), "coref-ranked",
+                          intervals=result.interval, width=column_px([3, 2], 1)), "coref-ranked",
              key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
     against_best(result)
-    st.download_button("Download every head's accuracy (CSV)", data=lambda: accuracy_csv(result),
-                       file_name="coreference-heads.csv", mime="text/csv", on_click="ignore")
+    downloads(result, suite)
     excluded_table(result)
     measures(result, suite)
     grouped(result, examples)
     second_model(result, suite)
 
 
-TOP_COMPARED = 10  # heads tested against the best one, with Holm's correction over them
+TOP_COMPARED = 10  # heads shown against the best one; Holm's correction is over every other head
 
 
 def against_best(result) -> None:
-    """The top heads against the best one on the same examples: is the difference more than noise?"""
-    heads = [(l, h) for l, h, _ in result.ranked(TOP_COMPARED)]
-    tests = heads_against_best(result, heads)
+    """The top heads against the best one on the same examples, and the best against the baselines: is the
+    difference more than noise? The p-values are the CSV's: Holm's correction over every other head."""
+    everyone = [(l, h) for l, h, _ in result.ranked()]
+    tests = heads_against_best(result, everyone)[:TOP_COMPARED]
+    heads = everyone[:TOP_COMPARED]
+    family = len(everyone) - 1
     low, high = result.interval
     st.caption(f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
-               f"the examples where one of the two is right and the other wrong, p-values corrected for the "
-               f"{len(heads) - 1} comparisons by Holm's method.")
+               f"the examples where one of the two is right and the other wrong, p-values corrected by Holm's "
+               f"method for the {family} comparisons of every other head with the best (as in the CSV).")
     st.dataframe({"head": [f"L{l} H{h}" for l, h in heads],
                   "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
                   "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
                   "only this head right": [t.only_a for t, _ in tests],
                   "only the best right": [t.only_b for t, _ in tests],
-                  "p vs best (Holm)": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
+                  f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
                  hide_index=True, width="stretch")
+    st.caption(plain(baselines_note(result)))
+
+
+def baselines_note(result) -> str:
+    layer, head = best_head(result)
+    said = [f"against the {name} candidate ({result.baselines[name]:.1%} right) it alone is right on {t.only_a} "
+            f"examples and the baseline alone on {t.only_b}, exact McNemar p = {t.p:.3g}"
+            for name, t in best_against_baselines(result).items()]
+    return (f"The best head, layer {layer}, head {head}, against the baselines (each test on its own, "
+            f"uncorrected): {'; '.join(said)}.")
+
+
+def downloads(result, suite) -> None:
+    """Every head's accuracy, and every example's right/wrong per head, named by model and examples."""
+    model = get_model(st.session_state.source)[0].load_report.source
+    left, right = st.columns(2)
+    left.download_button("Download every head's accuracy (CSV)", data=lambda: csv_text(result, model=model,
+                         suite=suite.name), file_name=file_name("heads", model, suite.name), mime="text/csv",
+                         on_click="ignore")
+    right.download_button("Download each example × head, right or wrong (CSV)",
+                          data=lambda: examples_csv_text(result, model, suite.name),
+                          file_name=file_name("examples", model, suite.name), mime="text/csv", on_click="ignore")
 
 
 def accuracy_csv(result) -> str:
@@ -185,13 +167,25 @@ def excluded_table(result) -> None:
 
 
 def minimal_pairs(run) -> None:
+    source = st.segmented_control("Twins", list(COREF_TWINS.values()), key="coref_twins", required=True,
+                                  label_visibility="collapsed")
+    if source == COREF_TWINS["sentence"]:
+        scored = twin_scores(run, st.session_state.submitted[0])
+        if scored is not None:
+            draw_twins(*scored)
+    else:
+        suite_twins()
+
+
+def suite_twins() -> None:
     suite, result = picked_and_scored()
     if result is None:
         return
     examples = suite.examples
     pairs = twin_pairs(examples)
     if not pairs:
-        st.info("These examples have no twins: give two lines the same pair_id to compare them.")
+        st.info("These examples have no twins: give two lines the same pair_id to compare them, or compare this "
+                "sentence with a twin of your own.")
         return
     labels = {i: f"{examples[a].pair_id}: {examples[a].text}  /  {examples[b].text}" for i, (a, b) in enumerate(pairs)}
     if st.session_state.get("coref_pair") not in labels:
@@ -202,7 +196,11 @@ def minimal_pairs(run) -> None:
     if a not in scored or b not in scored:
         st.info("One of these twins could not be scored with this model (see the suite's notes).")
         return
-    da, db = scored[a], scored[b]
+    draw_twins(scored[a], scored[b])
+
+
+def draw_twins(da, db) -> None:
+    """Each twin's margins and the heads whose choice flips between them."""
     flips = flipping_heads(da, db)
     both = flips & da.correct & db.correct
     half = column_px(2)
@@ -222,5 +220,19 @@ def minimal_pairs(run) -> None:
                    width=main_px()),
          "coref-flips", key="flip_grid", on_select=lambda: open_clicked_head("flip_grid", da.example.text),
          selection_mode="points")
-    st.caption(f"{int(flips.sum())} heads change their preferred candidate between the twins; {int(both.sum())} "
-               "of them are right on both — they follow the meaning, not the position. Click a head to open it.")
+    st.caption(flip_note(int(flips.sum()), int(both.sum())))
+
+
+def flip_note(flips: int, both: int) -> str:
+    """What the flip grid shows, the zero cases worded on their own."""
+    if flips == 0:
+        return ("No head changes its preferred candidate between the twins: each picks the same word in both, so "
+                "none follows the meaning here.")
+    changed = "1 head changes its" if flips == 1 else f"{flips} heads change their"
+    if both == 0:
+        right = "it is not right on both" if flips == 1 else "none of them is right on both"
+    elif both == 1:
+        right = ("it is" if flips == 1 else "1 of them is") + " right on both — it follows the meaning, not the position"
+    else:
+        right = f"{both} of them are right on both — they follow the meaning, not the position"
+    return f"{changed} preferred candidate between the twins; {right}. Click a head to open it."

@@ -132,7 +132,7 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], he
 
 
 def what_one_head_learned(run, text: str, height: int | None = None) -> None:
-    found = strongest_head(run, text)
+    found = strongest_head(run, text, st.session_state.get("coref_rank"))
     layer, head = (found[0], found[1]) if found else (st.session_state.layer, st.session_state.head)
     why = (found[2] + " Its map:" if found else
            f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
