@@ -135,3 +135,29 @@ def test_ablation_gives_the_pronoun_to_answer_margin_before_and_after(minilm):
     next(b for b in at.button if b.label == "Run").click()
     at.run()
     assert not any("measure" in d.value.columns for d in at.dataframe)  # no known antecedent: no margin
+
+
+def table_rows(page: str, caption: str) -> list[list[str]]:
+    """The cells of the report's table under `caption`, row by row (the header row first)."""
+    table = page[page.index(f"<figcaption>{caption}</figcaption>"):]
+    table = table[:table.index("</table>")]
+    return [[html.unescape(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table)]
+
+
+def test_the_coreference_reports_hold_the_ranked_heads_and_the_suites_mcnemar_table():
+    at = start(view="coref")
+    no_errors(at)
+    shown = at.dataframe[0].value
+    rows = table_rows(report(at), "Heads ranked")
+    assert rows[0] == list(shown.columns)
+    assert [r[0] for r in rows[1:]] == list(shown["head"])
+    at = start(view="coref", coref="suite")
+    no_errors(at)
+    page = report(at)
+    rows = table_rows(page, "The best heads against the best: accuracy, exact 95% interval, McNemar")
+    header = rows[0]
+    assert header[:3] == ["head", "accuracy", "95% interval"] and header[-1].startswith("p vs best (Holm over ")
+    shown = next(d.value for d in at.dataframe if "95% interval" in d.value.columns)
+    assert [r[2] for r in rows[1:]] == list(shown["95% interval"])
+    assert "examples from" in page and "Best head: layer" in page

@@ -19,7 +19,7 @@ from attention.analysis.coref_metrics import (
 from .coref_data import SETS, Suite, scores_or_message, set_examples
 from .coref_groups import draw_grids
 from .models import get_model
-from .page import plain
+from .page import plain, show_table, show_text
 from .state import COREF_SETS
 
 
@@ -52,17 +52,18 @@ def by_split(result: CorefResult) -> None:
         return
     layer, head, accuracy = dev.ranked(1)[0]
     st.subheader(f"A best head chosen on “{plain(str(chosen_on))}”, reported on the other splits")
-    st.dataframe({"split": [str(v) for v, _ in rows], "examples counted": [h.n for _, h in rows],
-                  f"L{layer} H{head}": [round(h.accuracy, 3) for _, h in rows],
-                  "95% interval": [f"{h.interval[0]:.3f} – {h.interval[1]:.3f}" for _, h in rows],
-                  "nearest": [round(h.baselines["nearest"], 3) for _, h in rows],
-                  "first": [round(h.baselines["first"], 3) for _, h in rows],
-                  "that split's own best": [f"L{h.best_there[0]} H{h.best_there[1]} ({h.best_there[2]:.3f})"
-                                            for _, h in rows]}, hide_index=True, width="stretch")
-    st.caption(f"Layer {layer}, head {head} is the best of {dev.accuracy.size} heads on {plain(str(chosen_on))} "
-               f"({accuracy:.1%} there, {dev.n} examples: optimistic, the maximum of many). On each other split it "
-               "was not chosen, so its accuracy there is fair; a split's own best is chosen and reported on the same "
-               "examples.")
+    show_table({"split": [str(v) for v, _ in rows], "examples counted": [h.n for _, h in rows],
+                f"L{layer} H{head}": [round(h.accuracy, 3) for _, h in rows],
+                "95% interval": [f"{h.interval[0]:.3f} – {h.interval[1]:.3f}" for _, h in rows],
+                "nearest": [round(h.baselines["nearest"], 3) for _, h in rows],
+                "first": [round(h.baselines["first"], 3) for _, h in rows],
+                "that split's own best": [f"L{h.best_there[0]} H{h.best_there[1]} ({h.best_there[2]:.3f})"
+                                          for _, h in rows]},
+               "The best head on the other splits", hide_index=True, width="stretch")
+    show_text(f"Layer {layer}, head {head} is the best of {dev.accuracy.size} heads on {plain(str(chosen_on))} "
+              f"({accuracy:.1%} there, {dev.n} examples: optimistic, the maximum of many). On each other split it "
+              "was not chosen, so its accuracy there is fair; a split's own best is chosen and reported on the same "
+              "examples.", "coref-splits")
 
 
 # ---- GAP ----------------------------------------------------------------------------------------------
@@ -88,11 +89,11 @@ def gap(result: CorefResult, suite: Suite) -> None:
     rows = [(f"L{held.layer} H{held.head} (chosen on development)",
              {k: float(v[held.layer, held.head]) for k, v in metrics["heads"].items()}),
             ("nearest candidate", metrics["nearest"]), ("first candidate", metrics["first"])]
-    st.dataframe({"on " + SETS[suite.key].file: [name for name, _ in rows],
-                  **{col: [round(float(m[key]), 3) for _, m in rows]
-                     for col, key in (("F1 overall", "overall"), ("F1 masculine", "masculine"),
-                                      ("F1 feminine", "feminine"), ("bias F/M", "bias"))}},
-                 hide_index=True, width="stretch")
+    show_table({"on " + SETS[suite.key].file: [name for name, _ in rows],
+                **{col: [round(float(m[key]), 3) for _, m in rows]
+                   for col, key in (("F1 overall", "overall"), ("F1 masculine", "masculine"),
+                                    ("F1 feminine", "feminine"), ("bias F/M", "bias"))}},
+               "GAP F1", hide_index=True, width="stretch")
     st.caption("GAP's F1 counts both names of every passage, those whose answer is neither included: a head "
                "names the candidate it attends to most from the pronoun (Webster et al. 2018).")
 

@@ -25,7 +25,7 @@ from attention.analysis.coref_heads import (
 )
 
 from .computations import coref_values
-from .page import is_causal, plain
+from .page import is_causal, plain, show_table
 from .runs import get_run
 from .state import COREF_RANKS, PRESET_COREF
 
@@ -120,7 +120,7 @@ def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> Non
     columns |= {f"→ {answer}": score.attention[layers, heads, a].round(3),
                 "→ best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
                 f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3)}
-    st.dataframe(columns, hide_index=True, width="stretch")
+    show_table(columns, "Heads ranked", hide_index=True, width="stretch")
     best = float(values[criterion][layers[0], heads[0]])
     verdict = (f"Best: layer {layers[0]}, head {heads[0]} ({best:+.2f})." if separates(best) else
                f"No head separates the candidates: the best value is {best:+.2f}, not above {MIN_SEPARATION}.")

@@ -26,7 +26,7 @@ from ..coref_sentence import (
 )
 from ..layout import column_px, main_px, slots
 from ..models import get_model
-from ..page import figure_slot, font_size, plain, present_size, show
+from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
 # ---- the three modes -------------------------------------------------------------------------------
@@ -58,9 +58,9 @@ def this_sentence(run, slot=None) -> None:
                        **size),
              "coref-margin", key="coref_grid", on_select=lambda: open_clicked_head("coref_grid"),
              selection_mode="points")
-        st.caption(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
-                   f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
-                   "Click a head to open it.")
+        show_text(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
+                  f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
+                  "Click a head to open it.", "coref-count")
     with table_col:
         ranked_table(run, score, criterion_picker())
 
@@ -81,10 +81,10 @@ def suite(run) -> None:
     causal_note()
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
-    st.caption(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
-               f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
-               f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
-               "The bars' whiskers are exact 95% intervals.")
+    show_text(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
+              f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
+              f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
+              "The bars' whiskers are exact 95% intervals.", "coref-suite")
     grid_col, bars_col = st.columns([3, 2])
     with grid_col:
         show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
@@ -118,14 +118,15 @@ def against_best(result) -> None:
     st.caption(f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
                f"the examples where one of the two is right and the other wrong, p-values corrected by Holm's "
                f"method for the {family} comparisons of every other head with the best (as in the CSV).")
-    st.dataframe({"head": [f"L{l} H{h}" for l, h in heads],
-                  "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
-                  "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
-                  "only this head right": [t.only_a for t, _ in tests],
-                  "only the best right": [t.only_b for t, _ in tests],
-                  f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
-                 hide_index=True, width="stretch")
-    st.caption(plain(baselines_note(result)))
+    show_table({"head": [f"L{l} H{h}" for l, h in heads],
+                "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
+                "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
+                "only this head right": [t.only_a for t, _ in tests],
+                "only the best right": [t.only_b for t, _ in tests],
+                f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
+               "The best heads against the best: accuracy, exact 95% interval, McNemar", hide_index=True,
+               width="stretch")
+    show_text(plain(baselines_note(result)), "coref-baselines")
 
 
 def baselines_note(result) -> str:
@@ -160,10 +161,11 @@ def excluded_table(result) -> None:
     if not result.excluded:
         return
     with st.expander(f"{len(result.excluded)} examples left out of head accuracy"):
-        st.dataframe({"example": [e.index + 1 for e in result.excluded],
-                      "line": [e.example.line for e in result.excluded],
-                      "reason": [e.reason for e in result.excluded],
-                      "text": [e.example.text[:200] for e in result.excluded]}, hide_index=True, width="stretch")
+        show_table({"example": [e.index + 1 for e in result.excluded],
+                    "line": [e.example.line for e in result.excluded],
+                    "reason": [e.reason for e in result.excluded],
+                    "text": [e.example.text[:200] for e in result.excluded]},
+                   "Examples left out of head accuracy", hide_index=True, width="stretch")
 
 
 def minimal_pairs(run) -> None:
