@@ -79,6 +79,7 @@ class ModelConfig:
     # "projection" over all heads' H·d (OLMo2); None: no norm
     rotary_fraction: float = 1.0  # the share of each head's d that rotary turns (GPT-NeoX's rotary_pct)
     qkv_per_head: bool = False  # a fused projection laid out per head, [q_h k_h v_h] for each head (GPT-NeoX)
+    norm_after_sublayer: bool = False  # x + norm(sub-block(x)): each output normalised before the residual (OLMo2)
     parallel_residual: bool = False  # pre-norm: x + attention(norm(x)) + feed_forward(norm'(x)) (GPT-NeoX)
     positions_from_mask: bool = False  # positions count the attention mask's real tokens, padding reads
     # row position_offset - 1 (OPT)

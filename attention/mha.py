@@ -330,10 +330,7 @@ class MultiHeadAttention(nn.Module):
 
         if self.fused_qkv and (key is not query or value is not query):
             raise ValueError("a fused Q·K·V projection does self-attention only: give no key or value")
-        if self.qkv_per_head:  # GPT-NeoX: each head's q, k and v side by side in the fused output
-            qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, H·3·d)
-            q, k, v = self.split_per_head(qkv, record)  # (B, H, L, d) each
-        else:
+        if not self.qkv_per_head:
             if self.fused_qkv:
                 Q, K, _ = self.qkv_widths
                 qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, (H+2G)·d)
@@ -351,6 +348,9 @@ class MultiHeadAttention(nn.Module):
             k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
             if v is not None:
                 v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        else:  # GPT-NeoX: each head's q, k and v side by side in the fused output
+            qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, H·3·d)
+            q, k, v = self.split_per_head(qkv, record)  # (B, H, L, d) each
         if self.qk_norm == "head":  # Qwen3: each head's q and k normalised over its d
             q = record("q_norm", self.q_norm(q))  # (B, H, L, d)
             k = record("k_norm", self.k_norm(k))  # (B, G, S, d)

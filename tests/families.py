@@ -135,3 +135,4 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
     model.save_pretrained(str(folder))
     write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
     return folder
+MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo2ForCausalLM", "llama")

@@ -18,6 +18,7 @@ CASES = {  # id -> (family, config overrides)
     "gpt_neox": ("gpt_neox", {}),
     "gpt_neox-sequential": ("gpt_neox", dict(use_parallel_residual=False)),
     "opt": ("opt", {}),
+    "olmo2": ("olmo2", {}),
     "opt-post-norm-projected": ("opt", dict(do_layer_norm_before=False, word_embed_proj_dim=16)),  # as OPT-350m
 }
 KINDS = ("sentence", "left padded", "right padded")
@@ -123,4 +124,24 @@ def test_opt_declares_its_norms_positions_and_projections(load, case):
     with torch.no_grad():
         out = model(enc.input_ids, enc.attention_mask)
     assert out.last_hidden_state.shape[-1] == (16 if projected else 32)  # project_out: back to word_embed_proj_dim
+    assert shape_flow(trace).layout.annotations
+
+
+def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(load):
+    model, tokenizer, _ = load("olmo2")
+    c, layer = model.config, model.layers[1]
+    assert (c.qk_norm, c.pre_norm, c.norm_after_sublayer) == ("projection", False, True)
+    assert (layer.attention.q_norm.weight.shape, layer.attention.k_norm.weight.shape) == ((32,), (16,))
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
+    names = trace.names
+    assert names.index("k_proj") < names.index("k_norm") < names.index("k_view") < names.index("k_rot")
+    assert trace.step("q_norm").dims == ("B", "L", "H·d") and trace.step("k_norm").dims == ("B", "S", "G·d")
+    assert "all heads' G·d" in trace.step("k_norm").op
+    k = trace.tensor("k_proj")
+    normed = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * layer.attention.k_norm.weight
+    torch.testing.assert_close(trace.tensor("k_norm"), normed)
+    matrix, rows, cols = head_matrix(trace, "k_norm", head=3)  # query head 3 reads K/V head 1: columns 8:16
+    assert (rows, cols) == ("S", "d")
+    torch.testing.assert_close(torch.from_numpy(matrix), trace.tensor("k_norm")[0, :, 8:16])
     assert shape_flow(trace).layout.annotations

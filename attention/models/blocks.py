@@ -130,7 +130,8 @@ class Block(nn.Module):
     """Attention, then a feed-forward block, each with a residual and a norm.
 
     attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
-    the residual (post-norm, BERT) or on the sub-block's input (pre-norm, GPT-2).
+    the residual (post-norm, BERT), on the sub-block's input (pre-norm, GPT-2) or on its output
+    before the residual adds it (norm_after_sublayer, OLMo2).
     """
 
     def __init__(self, config: ModelConfig):
@@ -138,6 +139,7 @@ class Block(nn.Module):
         D, F_ = config.hidden_size, config.intermediate_size
         self.pre_norm = config.pre_norm
         self.parallel_residual = config.parallel_residual
+        self.norm_after_sublayer = config.norm_after_sublayer
         self.attention = MultiHeadAttention(D, config.num_attention_heads, config.num_key_value_heads,
                                             dropout=config.attention_probs_dropout_prob,
                                             bias=config.attention_bias, fused_qkv=config.fused_qkv,
@@ -184,6 +186,9 @@ class Block(nn.Module):
                                          map_only=map_only)  # (B, L, D), (B, H, L or P, L)
         if map_only:
             return None, probs
+        if self.norm_after_sublayer:  # OLMo2: each sub-block's output is normalised, then added to x
+            x = x + self.dropout(self.attention_norm(attended))  # (B, L, D)
+            return x + self.dropout(self.output_norm(self.feed_forward(x))), probs
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
