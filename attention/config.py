@@ -16,10 +16,12 @@ from pathlib import Path
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 NORMS = ("layer_norm", "rms_norm")
 POSITIONS = ("absolute", "rotary")  # a learned table of positions, or q and k rotated by position (RoPE)
+QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
-_TYPES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
-          "bool | None": (bool, type(None))}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
+    "bool | None": (bool, type(None)), "str | None": (str, type(None))}
 _ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer")
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -72,6 +74,18 @@ class ModelConfig:
     rope_original_max_position_embeddings: int | None = None  # llama3 only
     sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral)
     first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
+    # ---- declared by Qwen3, GPT-NeoX, OPT, OLMo2 ----
+    qk_norm: str | None = None  # a norm on q and k before rotary: "head" over each head's d (Qwen3),
+    # "projection" over all heads' H·d (OLMo2); None: no norm
+    rotary_fraction: float = 1.0  # the share of each head's d that rotary turns (GPT-NeoX's rotary_pct)
+    qkv_per_head: bool = False  # a fused projection laid out per head, [q_h k_h v_h] for each head (GPT-NeoX)
+    norm_after_sublayer: bool = False  # x + norm(sub-block(x)): each output normalised before the residual (OLMo2)
+    parallel_residual: bool = False  # pre-norm: x + attention(norm(x)) + feed_forward(norm'(x)) (GPT-NeoX)
+    positions_from_mask: bool = False  # positions count the attention mask's real tokens, padding reads
+    # row position_offset - 1 (OPT)
+    positions_after_projection: bool = False  # positions added after the embedding projection, D wide (OPT)
+    embedding_projection_bias: bool = True  # the embedding projection's bias (OPT's project_in: none)
+    final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -96,6 +110,14 @@ class ModelConfig:
         if self.num_attention_heads % self.kv_heads:
             raise ConfigError(f"num_attention_heads {self.num_attention_heads} is not divisible by "
                               f"num_key_value_heads {self.kv_heads}")
+        if self.qk_norm not in (None, *QK_NORMS):
+            raise ConfigError(f"qk_norm '{self.qk_norm}' is not supported (one of {', '.join(QK_NORMS)})")
+        rotary = self.position_embedding_type == "rotary"
+        if not 0 < self.rotary_fraction <= 1 or rotary and (self.rotary_dim < 2 or self.rotary_dim % 2):
+            raise ConfigError(f"a rotary fraction of {self.rotary_fraction} of {self.head_size} coordinates "
+                              "is not an even number of them")
+        if self.qkv_per_head and (not self.fused_qkv or self.kv_heads != self.num_attention_heads):
+            raise ConfigError("a per-head Q·K·V layout needs a fused projection and one K/V head per query head")
         if self.positions_skip_padding and self.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
 
@@ -103,6 +125,11 @@ class ModelConfig:
     def head_size(self) -> int:
         """The width d of each head: head_dim if the config gives one, else hidden_size / heads."""
         return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def rotary_dim(self) -> int:
+        """How many of each head's d coordinates rotary positions turn: the first ones; the rest pass."""
+        return int(self.head_size * self.rotary_fraction)
 
     @property
     def kv_head_of(self) -> tuple[int, ...]:

@@ -54,8 +54,8 @@ def load_model(source: str | os.PathLike | None = None, *, downloads: bool = Tru
 
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
     (or pytorch_model.bin) and tokenizer files, or a hub id such as 'bert-base-uncased'. The
-    family comes from config.json's model_type: bert, roberta, distilbert, electra, gpt2, llama,
-    mistral or qwen2. The
+    family comes from config.json's model_type: bert, roberta, xlm-roberta, distilbert, electra, gpt2,
+    gpt_neox, opt, llama, mistral, qwen2, qwen3 or olmo2. The
     folder may hold the base model or a task model (masked LM, classifier, LM head ...): the
     task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own.
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without

@@ -14,6 +14,7 @@ zeroing its probabilities ("zero") or by spreading them evenly over the keys it 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import torch
@@ -210,6 +211,9 @@ class MultiHeadAttention(nn.Module):
     fused_qkv: one projection qkv_proj, D -> (H + 2G)·d, whose output is cut into Q, K and V
     (GPT-2's c_attn); self-attention only. head_dim: d when it is not D / H (then H·d ≠ D);
     out_bias: o_proj's bias when it differs from the others' (Qwen2: q/k/v biased, o not).
+    qkv_per_head: the fused projection's output is laid out per head, [q_h k_h v_h] for each head h
+    (GPT-NeoX's query_key_value), not [Q K V]. qk_norm: q_norm and k_norm, made by `make_norm(width)`,
+    normalise q and k before rotary: "head" each head's d (Qwen3), "projection" all heads' H·d (OLMo2).
     """
 
     def __init__(
@@ -222,6 +226,9 @@ class MultiHeadAttention(nn.Module):
         fused_qkv: bool = False,
         head_dim: int | None = None,
         out_bias: bool | None = None,
+        qkv_per_head: bool = False,
+        qk_norm: str | None = None,
+        make_norm: Callable[[int], nn.Module] = nn.LayerNorm,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -236,6 +243,10 @@ class MultiHeadAttention(nn.Module):
         self.scaling = self.head_dim ** -0.5
         self.dropout = dropout
         self.fused_qkv = fused_qkv
+        self.qkv_per_head = qkv_per_head
+        self.qk_norm = qk_norm
+        if qkv_per_head and (not fused_qkv or num_kv_heads != num_heads):
+            raise ValueError("a per-head Q·K·V layout needs fused_qkv and one K/V head per query head")
         # widths of Q, K and V: H·d, G·d, G·d
         self.qkv_widths = (num_heads * self.head_dim, num_kv_heads * self.head_dim, num_kv_heads * self.head_dim)
         if fused_qkv:
@@ -245,12 +256,23 @@ class MultiHeadAttention(nn.Module):
             self.k_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
             self.v_proj = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * self.head_dim, d_model, bias=bias if out_bias is None else out_bias)
+        if qk_norm is not None:  # over d, or over H·d and G·d
+            self.q_norm = make_norm(self.head_dim if qk_norm == "head" else self.qkv_widths[0])
+            self.k_norm = make_norm(self.head_dim if qk_norm == "head" else self.qkv_widths[1])
 
     def split_heads(self, x: torch.Tensor, n_heads: int, name: str, record: Recorder) -> torch.Tensor:
         """(B, T, n·d) -> (B, n, T, d), recorded as `{name}_view` and `{name}_heads`."""
         B, T, _ = x.shape
         x = record(f"{name}_view", x.view(B, T, n_heads, self.head_dim))  # (B, T, n, d)
         return record(f"{name}_heads", x.transpose(1, 2))  # (B, n, T, d)
+
+    def split_per_head(self, qkv: torch.Tensor, record: Recorder) -> tuple[torch.Tensor, ...]:
+        """A fused projection laid out per head, (B, L, H·3·d), as q, k and v (B, H, L, d): views, no copy."""
+        B, L, _ = qkv.shape
+        d = self.head_dim
+        per_head = qkv.view(B, L, self.num_heads, 3 * d)  # (B, L, H, 3·d): [q_h k_h v_h] for each head h
+        views = [record(f"{x}_view", per_head[..., i * d:(i + 1) * d]) for i, x in enumerate("qkv")]  # (B, L, H, d)
+        return tuple(record(f"{x}_heads", view.transpose(1, 2)) for x, view in zip("qkv", views))  # (B, H, L, d)
 
     def map_rows(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor | None,
                  record: Recorder = no_record, head_mask: torch.Tensor | None = None,
@@ -306,22 +328,32 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"rows must be (batch, n_rows) query positions, got {tuple(rows.shape)} for batch {B}")
         record("input", query)  # (B, L, D)
 
-        if self.fused_qkv:
-            if key is not query or value is not query:
-                raise ValueError("a fused Q·K·V projection does self-attention only: give no key or value")
-            Q, K, _ = self.qkv_widths
-            qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, (H+2G)·d)
-            q = record("q_proj", qkv[..., :Q])  # (B, L, H·d)
-            k = record("k_proj", qkv[..., Q:Q + K])  # (B, S, G·d)
-            v = record("v_proj", qkv[..., Q + K:])  # (B, S, G·d)
-        else:
-            q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
-            k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
-            v = None if map_only else record("v_proj", self.v_proj(value))  # (B, S, G·d); a map needs no values
-        q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
-        k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
-        if v is not None:
-            v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        if self.fused_qkv and (key is not query or value is not query):
+            raise ValueError("a fused Q·K·V projection does self-attention only: give no key or value")
+        if not self.qkv_per_head:
+            if self.fused_qkv:
+                Q, K, _ = self.qkv_widths
+                qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, (H+2G)·d)
+                q = record("q_proj", qkv[..., :Q])  # (B, L, H·d)
+                k = record("k_proj", qkv[..., Q:Q + K])  # (B, S, G·d)
+                v = record("v_proj", qkv[..., Q + K:])  # (B, S, G·d)
+            else:
+                q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
+                k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
+                v = None if map_only else record("v_proj", self.v_proj(value))  # (B, S, G·d); a map needs no values
+            if self.qk_norm == "projection":  # OLMo2: all heads' q, and all heads' k, normalised at once
+                q = record("q_norm", self.q_norm(q))  # (B, L, H·d)
+                k = record("k_norm", self.k_norm(k))  # (B, S, G·d)
+            q = self.split_heads(q, self.num_heads, "q", record)  # (B, H, L, d)
+            k = self.split_heads(k, self.num_kv_heads, "k", record)  # (B, G, S, d)
+            if v is not None:
+                v = self.split_heads(v, self.num_kv_heads, "v", record)  # (B, G, S, d)
+        else:  # GPT-NeoX: each head's q, k and v side by side in the fused output
+            qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, H·3·d)
+            q, k, v = self.split_per_head(qkv, record)  # (B, H, L, d) each
+        if self.qk_norm == "head":  # Qwen3: each head's q and k normalised over its d
+            q = record("q_norm", self.q_norm(q))  # (B, H, L, d)
+            k = record("k_norm", self.k_norm(k))  # (B, G, S, d)
         if rotary is not None:  # positions enter here, and only here (rotary.py)
             q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)
             k = record("k_rot", rotate(k, *rotary))  # (B, G, S, d)

@@ -18,12 +18,13 @@ from .config import ModelConfig
 
 
 def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torch.Tensor:
-    """The d/2 frequencies θ_i for `config` (d = config.head_size), float32, rescaled by its rope_type.
+    """The d/2 frequencies θ_i for `config`, float32, rescaled by its rope_type; d is the number of
+    coordinates turned, config.rotary_dim (each head's width unless the family turns only a share).
 
     `seq_len`, the length of the input, matters to "dynamic" only: up to max_position_embeddings
     the frequencies are the default ones, beyond it rope_theta grows with the length.
     """
-    d, base = config.head_size, float(config.rope_theta)
+    d, base = config.rotary_dim, float(config.rope_theta)
     exponents = torch.arange(0, d, 2, dtype=torch.int64).float() / d  # (d/2,)
     if config.rope_type == "dynamic":
         longest = max(seq_len or 0, config.max_position_embeddings)
@@ -62,7 +63,12 @@ def rotary_angles(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[t
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin.
 
-    cos and sin, computed in float32, are cast to x's dtype first (as transformers does for half weights)."""
+    cos and sin, computed in float32, are cast to x's dtype first (as transformers does for half weights).
+    When they are r < d wide (GPT-NeoX's rotary_pct) only the first r coordinates turn, pairs (i, i + r/2);
+    the other d - r pass unchanged."""
+    r = cos.size(-1)
+    if r < x.size(-1):
+        return torch.cat((rotate(x[..., :r], cos, sin), x[..., r:]), dim=-1)  # (B, n, L, r) + (B, n, L, d - r)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # (B or 1, L, d)
     half = x.size(-1) // 2
     turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (x1, x2) -> (-x2, x1), (B, n, L, d)

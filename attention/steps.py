@@ -17,7 +17,9 @@ TITLES = {
     "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
     "q_view": "Q view", "k_view": "K view", "v_view": "V view",
     "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
-    "q_rot": "Q rotated by position", "k_rot": "K rotated by position", "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
+    "q_rot": "Q rotated by position", "k_rot": "K rotated by position",
+    "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
+    "q_norm": "Q normalised", "k_norm": "K normalised",
     "scores": "scores Q·Kᵀ·scaling", "masked_scores": "masked scores", "probs": "softmax",
     "heads": "probs · V", "merged": "transpose and merge", "output": "output projection",
 }
@@ -46,8 +48,10 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     dims: tuple[str, ...] | None
     if name.endswith("_view"):
         dims = ("B", T, n, "d")
-    elif name.endswith(("_heads", "_rot")):
+    elif name.endswith(("_heads", "_rot")) or name.endswith("_norm") and len(shape) == 4:  # a norm per head
         dims = ("B", n, T, "d")
+    elif name.endswith("_norm"):  # over all heads' projection (OLMo2)
+        dims = table[f"{lane}_proj"]
     elif name == "mask":  # broadcastable to (B, H, L, S): axes of size 1 are "1"
         full = ("B", "H", "L", "S")[-len(shape):]
         dims = tuple(x if size == sizes[x] and (size != 1 or x == "B") else "1" for x, size in zip(full, shape))
@@ -63,13 +67,21 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
     kv = "G" if sizes["G"] != sizes["H"] else "H"
     width = "H·d" if lane == "Q" else f"{kv}·d"
     if name == "qkv_proj":
-        return f"x · W_QKVᵀ + b_QKV   (D\u00a0→\u00a0{qkv_width(sizes['H'], sizes['G'])}): Q, K and V in one"
+        laid = "each head's q, k, v side by side" if "q_proj" not in tensors else "Q, K and V in one"
+        return f"x · W_QKVᵀ + b_QKV   (D\u00a0→\u00a0{qkv_width(sizes['H'], sizes['G'])}): {laid}"
     if name in ("q_proj", "k_proj", "v_proj"):
         if "qkv_proj" in tensors:
             return _qkv_slice_words(lane, sizes)
         return f"x · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
+    if name.endswith("_view") and "qkv_proj" in tensors and "q_proj" not in tensors:  # laid out per head
+        column = "qkv".index(name[0])
+        return f"view QKV as H\u00a0×\u00a03·d; {lane} is columns {column}·d:{column + 1}·d of each head's, no copy"
     if name.endswith("_view"):
         return f"view: split {width} into {width[0]}\u00a0×\u00a0d, no copy"
+    if name.endswith("_norm"):
+        tensor = tensors.get(name)
+        over = "each head's d" if tensor is not None and tensor.dim() == 4 else f"all heads' {width}"
+        return f"RMSNorm of {lane} over {over}, times its weight"
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
     if name.endswith("_rot"):

@@ -323,13 +323,15 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         raise ValueError(f"head must be from 0 to {H - 1}, got {head}")
     if not 0 <= batch < trace.B:
         raise ValueError(f"batch must be from 0 to {trace.B - 1}, got {batch}")
-    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot")
+    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot", "k_norm")
     own = head // (H // G) if kv_side else head  # this step's head index
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
     if step.tensor is None or step.dims is None:
         raise ValueError(f"step {name!r} kept no tensor")
     t, dims = step.tensor[batch], step.dims
+    if name == "qkv_proj" and "q_proj" not in trace:  # laid out per head (GPT-NeoX): the head's 3·d columns
+        return t[:, head * 3 * d:(head + 1) * 3 * d].float().cpu().numpy(), "L", "3·d"
     if name == "qkv_proj":  # the head's own Q, K and V columns side by side: (L, 3·d)
         Q, K = H * d, G * d
         kv = head // (H // G)
@@ -337,7 +339,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
                    t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
         return torch.cat(columns, dim=1).float().cpu().numpy(), "L", "3·d"
     axes: tuple[str, ...]
-    if name.endswith("_proj"):
+    if name.endswith("_proj") or name.endswith("_norm") and t.dim() == 2:  # (T, n·d): the head's d columns
         matrix, axes = t[:, own * d:(own + 1) * d], (dims[1], "d")
     elif name.endswith("_view"):
         matrix, axes = t[:, own, :], (dims[1], "d")

@@ -108,3 +108,31 @@ def reference(folder: Path):
     from transformers import AutoModel
 
     return AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+# ---- more families (tests/test_families_more.py): XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2 ----
+_NEOX = dict(vocab_size=BPE_VOCAB + 4, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+             max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+MORE_CONFIGS = {  # model_type -> (transformers config class, its arguments, task class, tokenizer kind)
+    "xlm-roberta": ("XLMRobertaConfig", CONFIGS["roberta"][1], "XLMRobertaForMaskedLM", "roberta"),
+    "qwen3": ("Qwen3Config", dict(_DECODER, head_dim=16), "Qwen3ForCausalLM", "llama"),  # H·d = 64 ≠ 32
+    "gpt_neox": ("GPTNeoXConfig", dict(_NEOX, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
+                 "GPTNeoXForCausalLM", "llama"),
+    "opt": ("OPTConfig", dict(_NEOX, ffn_dim=37, pad_token_id=1, word_embed_proj_dim=32),
+            "OPTForCausalLM", "llama"),
+}
+
+
+def make_more(folder: Path, family: str, model_class: str | None = None, seed: int = 0, **overrides) -> Path:
+    """Save a tiny random `family` model of MORE_CONFIGS (its task class by default) and a BPE tokenizer."""
+    import transformers
+
+    config_class, values, task_class, tokenizer = MORE_CONFIGS[family]
+    config = getattr(transformers, config_class)(**{**values, **overrides})
+    model = getattr(transformers, model_class or task_class)(config).eval()
+    randomise(model, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))
+    write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
+    return folder
+MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo2ForCausalLM", "llama")

@@ -56,10 +56,15 @@ def make_norm(config: ModelConfig, width: int) -> nn.Module:
     return nn.LayerNorm(width, eps=config.layer_norm_eps)
 
 
-def position_ids(config: ModelConfig, input_ids: torch.Tensor) -> torch.Tensor:
+def position_ids(config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+                 ) -> torch.Tensor:
     """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
-    padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on)."""
+    padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on; OPT:
+    the attention mask's padding reads row position_offset - 1, its real tokens count on)."""
     L = input_ids.size(1)
+    if config.positions_from_mask and attention_mask is not None:
+        real = attention_mask.long()  # (B, L)
+        return (torch.cumsum(real, dim=1) * real - 1 + config.position_offset).long()  # (B, L)
     if not config.positions_skip_padding:
         return torch.arange(config.position_offset, config.position_offset + L, device=input_ids.device)  # (L,)
     pad = config.pad_token_id
@@ -89,48 +94,58 @@ class Embeddings(nn.Module):
         E = config.embedding_width
         self.word_embeddings = embedding_table(config.vocab_size, E, padding_idx=config.pad_token_id)
         if config.position_embedding_type == "absolute":  # rotary positions turn q and k instead (mha.py)
-            self.position_embeddings = embedding_table(config.max_position_embeddings + config.position_offset, E)
+            rows, late = config.max_position_embeddings + config.position_offset, config.positions_after_projection
+            self.position_embeddings = embedding_table(rows, config.hidden_size if late else E)
         if config.type_vocab_size:
             self.token_type_embeddings = embedding_table(config.type_vocab_size, E)
         if config.embedding_norm:
             self.LayerNorm = make_norm(config, E)
         if E != config.hidden_size:
-            self.project = nn.Linear(E, config.hidden_size)
+            self.project = nn.Linear(E, config.hidden_size, bias=config.embedding_projection_bias)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
-                record: Recorder = no_record) -> torch.Tensor:
-        """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`."""
+                record: Recorder = no_record, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`.
+        `attention_mask` (B, L) is read only by families whose positions count it (OPT)."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type_embeddings(types)  # (B, L, E)
-        if hasattr(self, "position_embeddings"):
-            x = x + self.position_embeddings(position_ids(self.config, input_ids))  # (B, L, E) + (L, E) or (B, L, E)
+        late = self.config.positions_after_projection  # OPT adds its positions to the projected words
+        if hasattr(self, "position_embeddings") and not late:
+            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask))  # (B, L, E)
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
-        if not hasattr(self, "project"):
-            return x  # (B, L, D)
-        x = record("embedding", x)  # (B, L, E)
-        return record("embed_proj", self.project(x))  # (B, L, E) -> (B, L, D)
+        if hasattr(self, "project"):
+            x = record("embedding", x)  # (B, L, E)
+            x = record("embed_proj", self.project(x))  # (B, L, E) -> (B, L, D)
+        if hasattr(self, "position_embeddings") and late:
+            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask))  # (B, L, D)
+        return x  # (B, L, D)
 
 
 class Block(nn.Module):
     """Attention, then a feed-forward block, each with a residual and a norm.
 
     attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
-    the residual (post-norm, BERT) or on the sub-block's input (pre-norm, GPT-2).
+    the residual (post-norm, BERT), on the sub-block's input (pre-norm, GPT-2) or on its output
+    before the residual adds it (norm_after_sublayer, OLMo2).
     """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         D, F_ = config.hidden_size, config.intermediate_size
         self.pre_norm = config.pre_norm
+        self.parallel_residual = config.parallel_residual
+        self.norm_after_sublayer = config.norm_after_sublayer
         self.attention = MultiHeadAttention(D, config.num_attention_heads, config.num_key_value_heads,
                                             dropout=config.attention_probs_dropout_prob,
                                             bias=config.attention_bias, fused_qkv=config.fused_qkv,
-                                            head_dim=config.head_size, out_bias=config.output_bias)
+                                            head_dim=config.head_size, out_bias=config.output_bias,
+                                            qkv_per_head=config.qkv_per_head, qk_norm=config.qk_norm,
+                                            make_norm=lambda width: make_norm(config, width))
         self.attention_norm = make_norm(config, D)
         self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
         if config.gated_mlp:
@@ -162,6 +177,8 @@ class Block(nn.Module):
                                              map_only=map_only)  # (B, L, D), (B, H, L or P, L)
             if map_only:
                 return None, probs
+            if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
+                return x + self.dropout(attended) + self.dropout(self.feed_forward(self.output_norm(x))), probs
             x = x + self.dropout(attended)  # (B, L, D)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
         attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
@@ -169,6 +186,9 @@ class Block(nn.Module):
                                          map_only=map_only)  # (B, L, D), (B, H, L or P, L)
         if map_only:
             return None, probs
+        if self.norm_after_sublayer:  # OLMo2: each sub-block's output is normalised, then added to x
+            x = x + self.dropout(self.attention_norm(attended))  # (B, L, D)
+            return x + self.dropout(self.output_norm(self.feed_forward(x))), probs
         x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
@@ -183,6 +203,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         if config.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
+        if config.final_projection:
+            self.project_out = nn.Linear(config.hidden_size, config.embedding_width, bias=False)
 
     def forward(
         self,
@@ -247,7 +269,7 @@ class Transformer(nn.Module):
         last = n_layers - 1  # the last layer to run
         if maps_only:  # up to the last layer whose map is kept, which stops at its map
             last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
-        x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record))  # (B, L, D)
+        x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
         hidden_states, attentions = [x], []
         for i, layer in enumerate(self.layers[:last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
@@ -263,6 +285,8 @@ class Transformer(nn.Module):
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
             x = hidden_states[-1] = self.final_norm(x)
+        if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
+            x = hidden_states[-1] = self.project_out(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
 
     def rotary(self, L: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ConfigError, ModelConfig
-from .family import Family, config_values
+from .family import Family, Rules, config_values
 
 _NAMES = dict(vocab_size="vocab_size", hidden_size="hidden_size", num_hidden_layers="num_hidden_layers",
               num_attention_heads="num_attention_heads", intermediate_size="intermediate_size",
@@ -76,10 +76,10 @@ RULES = (
 )
 
 
-def decoder_family(model_type: str, title: str, read_config) -> Family:
-    """A Llama-style family: Llama's tensor names, heads and tied embeddings, its own config reading."""
+def decoder_family(model_type: str, title: str, read_config, rules: Rules = RULES) -> Family:
+    """A Llama-style family: Llama's tensor names (or `rules`), heads and tied embeddings, its own config reading."""
     return Family(
-        model_type=model_type, title=title, read_config=read_config, prefix="model.", rules=RULES,
+        model_type=model_type, title=title, read_config=read_config, prefix="model.", rules=rules,
         heads=("lm_head.", "score.", "qa_outputs."),
         skipped=(_LAYER + r"self_attn\.rotary_emb\.inv_freq",),  # a buffer older releases saved
         tied=(("embeddings.word_embeddings.weight", "lm_head.weight"),),

@@ -14,11 +14,11 @@ from .family import Family, MaskedLMNames, config_values, integer
 _DEFAULTS = dict(max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1)
 
 
-def read_config(values: dict) -> ModelConfig:
+def read_config(values: dict, model_type: str = "roberta") -> ModelConfig:
     fields = config_values(values, {n: n for n in BERT_NAMES}, _DEFAULTS)
     offset = integer(fields, "pad_token_id") + 1
     fields["max_position_embeddings"] = integer(fields, "max_position_embeddings") - offset  # the rest are positions
-    return ModelConfig(**fields, model_type="roberta", position_offset=offset, positions_skip_padding=True)
+    return ModelConfig(**fields, model_type=model_type, position_offset=offset, positions_skip_padding=True)
 
 
 FAMILY = Family(

@@ -1,0 +1,147 @@
+"""XLM-RoBERTa, Qwen3, GPT-NeoX, OPT and OLMo2, loaded from tiny random task checkpoints, give
+transformers' eager numbers, single and padded; what each declares (Q/K norms, partial rotary, a
+per-head fused Q·K·V, parallel residuals, OPT's positions and projections) holds, and the shape-flow
+trace records it."""
+import pytest
+import test_config_checks
+import test_decoders
+import torch
+from families import make_more, reference
+
+from attention import ModelLoadError, encode, load_model
+from attention.trace import head_matrix, trace_layer
+from viz.shapeflow import shape_flow
+
+CASES = {  # id -> (family, config overrides)
+    "xlm-roberta": ("xlm-roberta", {}),
+    "qwen3": ("qwen3", {}),
+    "gpt_neox": ("gpt_neox", {}),
+    "gpt_neox-sequential": ("gpt_neox", dict(use_parallel_residual=False)),
+    "opt": ("opt", {}),
+    "olmo2": ("olmo2", {}),
+    "opt-post-norm-projected": ("opt", dict(do_layer_norm_before=False, word_embed_proj_dim=16)),  # as OPT-350m
+}
+KINDS = ("sentence", "left padded", "right padded")
+SENTENCE = test_decoders.SENTENCES[0]
+
+
+@pytest.fixture(scope="module")
+def load(tmp_path_factory):
+    """load(case) -> (our model, tokenizer, transformers' eager base model), each case built once."""
+    built = {}
+
+    def load_case(case: str):
+        if case not in built:
+            family, overrides = CASES[case]
+            folder = make_more(tmp_path_factory.mktemp(case), family, **overrides)
+            built[case] = (*load_model(folder), reference(folder))
+        return built[case]
+    return load_case
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("kind", KINDS)
+def test_parity_with_transformers(load, case, kind):
+    model, tokenizer, theirs = load(case)
+    input_ids, attention_mask = test_decoders.inputs(tokenizer, kind)
+    hidden, attention = test_decoders.differences(model, theirs, input_ids, attention_mask)
+    print(f"\n{case:12} {kind:13} max|Δ hidden| {hidden:.2e}  max|Δ maps| {attention:.2e}")
+    assert hidden <= 1e-5 and attention <= 1e-6, (case, kind, hidden, attention)
+
+
+def test_qwen3_normalises_each_heads_q_and_k_before_rotary(load):
+    model, tokenizer, _ = load("qwen3")
+    c = model.config
+    assert (c.qk_norm, c.head_size, c.num_attention_heads * c.head_size, c.hidden_size) == ("head", 16, 64, 32)
+    assert model.layers[0].attention.q_norm.weight.shape == (16,)
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
+    names = trace.names
+    assert names.index("q_heads") < names.index("q_norm") < names.index("q_rot")
+    assert names.index("k_heads") < names.index("k_norm") < names.index("k_rot")
+    assert trace.step("q_norm").dims == ("B", "H", "L", "d") and trace.step("k_norm").dims == ("B", "G", "S", "d")
+    assert "each head's d" in trace.step("k_norm").op and "self.k_norm(k)" in trace.step("k_norm").code
+    q = trace.tensor("q_heads")
+    weight = model.layers[1].attention.q_norm.weight
+    normed = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * weight
+    torch.testing.assert_close(trace.tensor("q_norm"), normed)
+    matrix, rows, cols = head_matrix(trace, "k_norm", head=3)
+    assert (rows, cols) == ("S", "d")
+    torch.testing.assert_close(torch.from_numpy(matrix), trace.tensor("k_norm")[0, c.kv_head_of[3]])
+    assert {a.name for a in shape_flow(trace).layout.annotations} >= {"q_norm", "k_norm"}
+
+
+@pytest.mark.parametrize("case", ["gpt_neox", "gpt_neox-sequential"])
+def test_gpt_neox_reads_its_fused_projection_per_head_and_turns_a_share_of_each_head(load, case):
+    model, tokenizer, _ = load(case)
+    c = model.config
+    assert (c.rotary_fraction, c.rotary_dim, c.head_size, c.qkv_per_head) == (0.5, 4, 8, True)
+    assert all(layer.parallel_residual == (case == "gpt_neox") for layer in model.layers)
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
+    assert "q_proj" not in trace and trace.names[:3] == ["block_input", "input", "qkv_proj"]
+    assert trace.step("qkv_proj").weights == "attention.query_key_value"
+    qkv = trace.tensor("qkv_proj")[0]  # (L, H·3·d): head h's q, k, v are columns 24h:24h+8, +8:+16, +16:+24
+    torch.testing.assert_close(trace.tensor("k_view")[0, :, 2], qkv[:, 56:64])
+    assert trace.step("v_view").dims == ("B", "S", "H", "d") and "each head's" in trace.step("v_view").op
+    matrix, rows, cols = head_matrix(trace, "qkv_proj", head=2)
+    assert (rows, cols) == ("L", "3·d")
+    torch.testing.assert_close(torch.from_numpy(matrix), qkv[:, 48:72])
+    before, after = trace.tensor("q_heads"), trace.tensor("q_rot")
+    assert torch.equal(after[..., 4:], before[..., 4:])  # the last half of each head is not turned
+    assert not torch.allclose(after[..., 1:, :4], before[..., 1:, :4])  # the first half is, after position 0
+    assert shape_flow(trace).layout.annotations
+
+
+@pytest.mark.parametrize("family, values, words", [
+    ("qwen3", {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "yarn"),
+    ("qwen3", {"layer_types": ["sliding_attention", "full_attention"], "use_sliding_window": True,
+               "sliding_window": 4},
+     "layer_types"),
+    ("gpt_neox", {"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.1}}, "rotary fraction"),
+    ("gpt_neox", {"use_parallel_residual": "yes"}, "use_parallel_residual"),
+    ("opt", {"layer_norm_elementwise_affine": False}, "layer_norm_elementwise_affine"),
+    ("opt", {"activation_function": "mystery"}, "hidden_act 'mystery'"),
+])
+def test_config_values_not_followed_are_refused_by_name(tmp_path, family, values, words):
+    folder = test_config_checks.edited(make_more(tmp_path / family, family), **values)
+    with pytest.raises(ModelLoadError) as err:
+        load_model(folder)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("case", ["opt", "opt-post-norm-projected"])
+def test_opt_declares_its_norms_positions_and_projections(load, case):
+    model, tokenizer, _ = load(case)
+    c, projected = model.config, case != "opt"
+    assert (c.pre_norm, c.final_norm, c.position_offset, c.positions_from_mask) == (not projected, not projected,
+                                                                                    2, True)
+    assert model.embeddings.position_embeddings.weight.shape == (64 + 2, 32)  # D wide, after project_in
+    assert hasattr(model.embeddings, "project") == hasattr(model, "project_out") == projected
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=0)
+    assert ("embed_proj" in trace) == projected and trace.step("output").weights == "self_attn.out_proj"
+    with torch.no_grad():
+        out = model(enc.input_ids, enc.attention_mask)
+    assert out.last_hidden_state.shape[-1] == (16 if projected else 32)  # project_out: back to word_embed_proj_dim
+    assert shape_flow(trace).layout.annotations
+
+
+def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(load):
+    model, tokenizer, _ = load("olmo2")
+    c, layer = model.config, model.layers[1]
+    assert (c.qk_norm, c.pre_norm, c.norm_after_sublayer) == ("projection", False, True)
+    assert (layer.attention.q_norm.weight.shape, layer.attention.k_norm.weight.shape) == ((32,), (16,))
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
+    names = trace.names
+    assert names.index("k_proj") < names.index("k_norm") < names.index("k_view") < names.index("k_rot")
+    assert trace.step("q_norm").dims == ("B", "L", "H·d") and trace.step("k_norm").dims == ("B", "S", "G·d")
+    assert "all heads' G·d" in trace.step("k_norm").op
+    k = trace.tensor("k_proj")
+    normed = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * layer.attention.k_norm.weight
+    torch.testing.assert_close(trace.tensor("k_norm"), normed)
+    matrix, rows, cols = head_matrix(trace, "k_norm", head=3)  # query head 3 reads K/V head 1: columns 8:16
+    assert (rows, cols) == ("S", "d")
+    torch.testing.assert_close(torch.from_numpy(matrix), trace.tensor("k_norm")[0, :, 8:16])
+    assert shape_flow(trace).layout.annotations
