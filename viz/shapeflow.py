@@ -129,6 +129,7 @@ def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
         [("input", c[1], full)],
         [("qkv_proj", c[1], full)],  # a fused projection (GPT-2's c_attn), cut into Q, K and V below
         *[[(f"{x}_{part}", c[i], cw) for i, x in enumerate("qkv")] for part in ("proj", "view", "heads")],
+        [("q_norm", c[0], cw), ("k_norm", c[1], cw)],  # RMSNorm on queries and keys (Qwen3, OLMo2)
         [("q_rot", c[0], cw), ("k_rot", c[1], cw)],  # rotary positions (Llama)
         [("k_shared", c[1], cw), ("v_shared", c[2], cw)],
         [("scores", mid, wide)],
