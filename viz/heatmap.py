@@ -44,9 +44,15 @@ def _stride(cell_px: float, min_label: int | None) -> int:
 
 
 def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
-    """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing."""
-    stride = _stride(cell_px, min_label)
-    size = _fitted_size(cell_px * stride, font_size)
+    """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing;
+    with ``min_label`` (a presentation), every row at least ``min_label`` px tall keeps its label, at that
+    size or more (a stacked label needs its glyphs' height, not the ``LABEL_FILL`` spacing of a tilted one)."""
+    if min_label:
+        stride = max(1, int(np.ceil(max(MIN_TICK_PX, min_label) / cell_px - 1e-9)))
+        size = max(min_label, _fitted_size(cell_px * stride, font_size))
+    else:
+        stride = _stride(cell_px, None)
+        size = _fitted_size(cell_px * stride, font_size)
     return Ticks(stride, size, 0, _label_px(labels, size))
 
 
