@@ -1,13 +1,14 @@
 """One attention head as a heatmap: queries on rows, keys on columns."""
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEQUENTIAL, base_layout, clean_axis
+from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape_all, position_labels
 
 # Axes are categorical with one "token·i" label per position, so the hover
@@ -187,7 +188,14 @@ def token_grid_layout(
             constraintoward="top",
         ),
     )
+    if title and _title_px(title, layout["title"]["font"]["size"]) > layout["width"] - margin["l"]:
+        layout["title"].update(xref="container", pad=dict(t=8, l=8))  # from the figure's left edge: it fits there
     return layout
+
+
+def _title_px(title: str, size: int) -> float:
+    """Approximate width of a one-line title (plotly markup) as drawn."""
+    return len(html.unescape(re.sub(r"<[^>]+>", "", title))) * size * TITLE_GLYPH
 
 
 def grid_cell_px(
