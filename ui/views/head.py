@@ -25,7 +25,7 @@ def draw(run) -> None:
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
         fig = viz.head_heatmap(hm.matrix, hm.labels, title=f"Layer {layer}, head {head}", font_size=font_size(),
-                               **present_size())
+                               title_size=present_size().get("min_label"), **present_size())
         present_title(fig, layer, head)  # one line with the sentence, for the PNG
         with slot or st.container():
             show(fig, f"layer{layer}-head{head}")
