@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
@@ -46,15 +47,13 @@ def heatmaps(at: AppTest) -> list[dict]:
 
 
 def head_figure(at: AppTest) -> dict:
-    """The head view's heatmap: the one titled 'Layer …, head …' (in presentation mode the row of
-    controls above names the head, and the heatmap on its own is untitled)."""
+    """The head view's heatmap: the one titled 'Layer …, head …' (in presentation mode 'L… H… · ' and the
+    sentence, on one line)."""
     found = heatmaps(at)
     for fig in found:
         title = (fig["layout"].get("title") or {}).get("text") or ""
-        if title.startswith("Layer "):
+        if title.startswith("Layer ") or (at.session_state["present"] and re.match(r"L\d+ H\d+ · ", title)):
             return fig
-    if at.session_state["present"] and len(found) == 1 and not (found[0]["layout"].get("title") or {}).get("text"):
-        return found[0]
     raise AssertionError("no head heatmap on the page")
 
 

@@ -8,7 +8,6 @@ import time
 from urllib.parse import quote
 
 import pytest
-
 from browser import CHROMIUM, app_server, launch
 from test_browser_state import SIZE, clean, wait_drawn
 
@@ -66,7 +65,7 @@ def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, v
     while head_in(page) != 4 and time.time() < deadline:
         time.sleep(0.2)
     assert head_in(page) == 4
-    wait_drawn(page)
+    wait_idle(page)
     page.keyboard.press("Shift+ArrowDown")
     while "layer=3" not in address(page) and time.time() < deadline:
         time.sleep(0.2)
@@ -83,7 +82,7 @@ def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     deadline = time.time() + 60
     while head_in(page) != 4 and time.time() < deadline:
         time.sleep(0.2)
-    wait_drawn(page)
+    wait_idle(page)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     page.get_by_role("button", name="Copy link to this view").click()  # one click copies
     page.get_by_text("Copied: the link is on the clipboard").wait_for(timeout=10_000)
@@ -96,26 +95,59 @@ def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     page.close()
 
 
+IDLE = """() => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
+    && !document.querySelector('[data-testid="stStatusWidget"]')
+    && !!document.querySelector('.st-key-present_next_head button:not([disabled])')"""
+
+
+def wait_idle(page) -> None:
+    """Until the page's script run has ended (Streamlit's app root says so, and again a moment later: a
+    widget's change may start a second run) and the key's button is there to be clicked."""
+    for _ in range(2):
+        page.wait_for_function(IDLE, timeout=60_000)
+        time.sleep(0.4)
+    page.wait_for_function(IDLE, timeout=60_000)
+
+
 def settle_on(page, pattern: str) -> None:
+    """Until the address shows ``pattern`` (the app writes it as its run draws the page) and that run has ended."""
     deadline = time.time() + 60
     while not re.search(pattern, address(page)) and time.time() < deadline:
         time.sleep(0.2)
     assert re.search(pattern, address(page)), address(page)
-    wait_drawn(page)
+    wait_idle(page)
 
 
 def pick(page, key: str, option: str) -> None:
-    """Open the select box of this widget key and click an option with the mouse."""
-    page.locator(f".st-key-{key} [data-testid=stSelectbox]").click()
-    page.get_by_role("option", name=option, exact=True).click()
+    """Open the select box of this widget key and click an option with the mouse (a second time if the
+    first click came as the box was still moving into place and opened nothing)."""
+    box, choice = page.locator(f".st-key-{key} [data-testid=stSelectbox]"), page.get_by_role("option", name=option,
+                                                                                            exact=True)
+    box.wait_for(state="visible", timeout=30_000)
+    for attempt in range(3):
+        box.click()
+        try:
+            choice.wait_for(state="visible", timeout=5_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    choice.click()
 
 
+def pick_example(page) -> None:
+    page.get_by_text("Sentence and examples").click()
+    page.locator(".st-key-preset").wait_for(state="visible", timeout=30_000)
+    time.sleep(0.5)  # the expander opens with an animation
+    pick(page, "preset", "Coreference: it → trophy (big)")
+
+
+# each use with the mouse, and what the address shows once the run it started has drawn the page
 MOUSE_USES = {
-    "hide-checkbox": lambda page: page.get_by_text("Hide [CLS]/[SEP]").click(),
-    "head-dropdown": lambda page: pick(page, "head", "Head 5"),
-    "example": lambda page: (page.get_by_text("Sentence and examples").click(),
-                             pick(page, "preset", "Coreference: it → trophy (big)")),
-    "lines-radio": lambda page: page.get_by_text("Lines", exact=True).click(),
+    "hide-checkbox": (lambda page: page.get_by_text("Hide [CLS]/[SEP]").click(), r"[?&]hide="),
+    "head-dropdown": (lambda page: pick(page, "head", "Head 5"), r"[?&]head=5(&|$)"),
+    "example": (pick_example, r"trophy"),
+    "lines-radio": (lambda page: page.get_by_text("Lines", exact=True).click(), r"[?&]draw=lines"),
 }
 
 
@@ -125,11 +157,10 @@ def test_the_keys_work_after_a_control_was_used_with_the_mouse(browser, use):
     page = chromium.new_page(viewport=SIZE)
     page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
     wait_drawn(page)
-    MOUSE_USES[use](page)
-    if use == "example":  # the example's sentence is in the address once its run has ended
-        settle_on(page, r"trophy")
-    wait_drawn(page)
-    time.sleep(0.5)
+    wait_idle(page)
+    use_with_mouse, shown = MOUSE_USES[use]
+    use_with_mouse(page)
+    settle_on(page, shown)  # a key pressed while the use's run is still drawing could be lost with it
     before = head_in(page)
     page.keyboard.press("Shift+ArrowRight")
     settle_on(page, rf"[?&]head={before + 1}(&|$)")

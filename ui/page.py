@@ -12,6 +12,7 @@ import streamlit as st
 import viz
 from attention.analysis.coref import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
+from viz._style import one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
@@ -108,6 +109,20 @@ def present_size() -> dict:
     if not st.session_state.get("present"):
         return {}
     return {"width": main_px(), "height": figure_height(), "min_label": MIN_PRESENT_LABEL_PX}
+
+
+def present_title(fig, layer: int, head: int) -> None:
+    """Presentation: the figure's title becomes one compact line, "L2 H3 · " and the sentence cut to the
+    figure's width, so a PNG from the camera icon says what it shows. A figure drawn with a title keeps
+    the room its layout made for it (within its first-screen budget); one drawn without gets room above."""
+    if not st.session_state.get("present"):
+        return
+    if not (fig.layout.title and fig.layout.title.text):
+        fig.update_layout(title=title_layout(".", font_size()))
+    width = fig.layout.width or main_px()
+    fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
+    fig.layout.title.text = one_line_title(f"L{layer} H{head} · ", st.session_state.submitted[0], width,
+                                           fig.layout.title.font.size or round(font_size() * 1.2))
 
 
 def progress_bar(label: str):

@@ -1,5 +1,7 @@
 """Shared look of every figure: fonts, colours, plain background."""
 
+import html
+
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -12,6 +14,7 @@ SEGMENT_A = ("#d6e6f5", "#2f6fad")
 SEGMENT_B = ("#fde3c8", "#c8610c")
 SPECIAL = ("#e4e4e4", "#555555")
 KEEP, PADDING = "#2f6fad", "#d9d9d9"  # mask cells: attended to / masked out
+TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
 
 _KEPT_LAYOUT = (
     "autotypenumbers", "colorway", "font", "hovermode", "hoverlabel", "paper_bgcolor",
@@ -39,13 +42,13 @@ def base_layout(font_size: int, title: str | None = None) -> dict:
     return dict(
         template=TEMPLATE,
         font=dict(size=font_size),
-        title=_title(title, font_size) if title else None,
+        title=title_layout(title, font_size) if title else None,
         hoverlabel=dict(font=dict(size=font_size)),
         margin=dict(l=10, r=10, t=60 if title else 30, b=10),
     )
 
 
-def _title(text: str, font_size: int) -> dict:
+def title_layout(text: str, font_size: int) -> dict:
     """Title at the top left, with room made for it above top-side axis labels."""
     return dict(
         text=text,
@@ -58,6 +61,18 @@ def _title(text: str, font_size: int) -> dict:
         pad=dict(t=8),
         automargin=True,
     )
+
+
+def one_line_title(prefix: str, text: str, width: float, size: int) -> str:
+    """``prefix`` and ``text`` as one title line of ``size`` px text within ``width`` px: the text cut at a
+    word and ended with "…" where it is too long. Escaped plotly markup (``text`` is as typed)."""
+    room = max(1, int((width - 24) / (size * TITLE_GLYPH)) - len(prefix))
+    text = " ".join(text.split())
+    if len(text) > room:
+        cut = text[:room - 1]
+        cut = cut.rsplit(" ", 1)[0] if " " in cut[room // 2:] else cut
+        text = cut.rstrip(" ,;:") + "…"
+    return html.escape(prefix + text, quote=False)
 
 
 def legend_swatch(name: str, fill: str, outline: str, size: int) -> go.Scatter:

@@ -261,8 +261,10 @@ def _place_titles(fig: go.Figure, panel_px: float, between: float) -> None:
 # ---- every head on a map ---------------------------------------------------------------------------
 
 def head_scatter(coords: np.ndarray, layers: np.ndarray, heads: np.ndarray,
-                 labels: Sequence[str] | None = None, font_size: int = 12) -> go.Figure:
-    """A 2-D map of the heads (Clark et al. 2019, fig. 6): close points attend alike.
+                 labels: Sequence[str] | None = None, font_size: int = 12, width: int | None = None,
+                 height: int | None = None) -> go.Figure:
+    """A 2-D map of the heads (Clark et al. 2019, fig. 6): close points attend alike; ``width`` and
+    ``height`` (px) cap its size (a presentation's first screen).
 
     coords is (n, 2) (further columns are ignored); layers and heads give each point's layer and
     head. One trace per layer, so the legend names and toggles layers, coloured from early
@@ -295,7 +297,8 @@ def head_scatter(coords: np.ndarray, layers: np.ndarray, heads: np.ndarray,
     scale = max(1.0, font_size / 12)
     layout = base_layout(font_size)
     layout.update(
-        width=int(680 * scale), height=int(560 * scale), clickmode="event+select",
+        width=min(int(680 * scale), width or 10**6), height=min(int(560 * scale), height or 10**6),
+        clickmode="event+select",
         legend=dict(title=dict(text="layer"), itemdoubleclick="toggleothers"),
         xaxis=clean_axis(title=dict(text="MDS 1"), showticklabels=False, showgrid=True),
         yaxis=clean_axis(title=dict(text="MDS 2"), showticklabels=False, showgrid=True,
@@ -345,7 +348,8 @@ def ablation_figure(hidden_cosine: np.ndarray, attention_change: np.ndarray, emb
     fig.add_trace(go.Scatter(x=marked_heads, y=marked_layers, mode="markers", name="masked",
                              marker=dict(symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR,
                                          line=dict(color="white", width=1)),
-                             hovertext=[f"{head_label(layer, head)}: masked" for layer, head in zip(marked_layers, marked_heads)],
+                             hovertext=[f"{head_label(layer, head)}: masked"
+                                        for layer, head in zip(marked_layers, marked_heads)],
                              hovertemplate="%{hovertext}<extra></extra>", showlegend=False),
                   row=1, col=2)
     title = (f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "

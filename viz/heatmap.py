@@ -1,13 +1,14 @@
 """One attention head as a heatmap: queries on rows, keys on columns."""
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEQUENTIAL, base_layout, clean_axis
+from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape_all, position_labels
 
 # Axes are categorical with one "token·i" label per position, so the hover
@@ -44,9 +45,15 @@ def _stride(cell_px: float, min_label: int | None) -> int:
 
 
 def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
-    """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing."""
-    stride = _stride(cell_px, min_label)
-    size = _fitted_size(cell_px * stride, font_size)
+    """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing;
+    with ``min_label`` (a presentation), every row at least ``min_label`` px tall keeps its label, at that
+    size or more (a stacked label needs its glyphs' height, not the ``LABEL_FILL`` spacing of a tilted one)."""
+    if min_label:
+        stride = max(1, int(np.ceil(max(MIN_TICK_PX, min_label) / cell_px - 1e-9)))
+        size = max(min_label, _fitted_size(cell_px * stride, font_size))
+    else:
+        stride = _stride(cell_px, None)
+        size = _fitted_size(cell_px * stride, font_size)
     return Ticks(stride, size, 0, _label_px(labels, size))
 
 
@@ -81,10 +88,12 @@ def head_heatmap(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    title_size: int | None = None,
 ) -> go.Figure:
     """Heatmap of one head's map ``[query_pos, key_pos]``, at most ``width`` px wide
     (default ``FIGURE_PX``) and, when given, ``height`` px tall; tick labels of at least
-    ``min_label`` px when given (fewer of them on small cells).
+    ``min_label`` px when given (fewer of them on small cells); the title in ``title_size`` px text
+    (default 1.2 × ``font_size``).
 
     The first query is the top row. Each axis is categorical with one
     "token·i" category per position, so repeated tokens keep their own row
@@ -112,12 +121,13 @@ def head_heatmap(
         colorbar=dict(title=dict(text="weight"), thickness=14),
     )
     return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size, width, height=height,
-                                                min_label=min_label))
+                                                min_label=min_label, title_size=title_size))
 
 
 def token_grid_layout(
     queries: list[str], keys: list[str], title: str | None, font_size: int, width: int | None = None,
     right: int = COLORBAR_PX, height: int | None = None, min_label: int | None = None,
+    title_size: int | None = None,
 ) -> dict:
     """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide
     and, when given, ``height`` px tall; labels of at least ``min_label`` px when given (a presentation).
@@ -135,16 +145,19 @@ def token_grid_layout(
     n_q, n_k = len(queries), len(keys)
     cell_px = grid_cell_px(queries, keys, font_size, width, right)
     axis_title_px = int(font_size * 2)
-    title_px = int(font_size * 1.2 * 1.5) + 12 if title else 0
-    for _ in range(6):  # the top labels' depth depends on the cells: shrink until the whole fits ``height``
+    title_size = title_size or round(font_size * 1.2)
+    title_px = int(title_size * 1.5) + 12 if title else 0
+    for _ in range(12):  # the top labels' depth depends on the cells: shrink until the whole fits ``height``
         x_ticks = column_ticks(keys, cell_px, font_size, min_label)
         top = title_px + x_ticks.depth + axis_title_px + 10
         if height is None or cell_px * n_q + top + 10 <= height:
             break
-        cell_px = max(0.25, min(cell_px * 0.97, (height - top - 10) / max(n_q, 1)))
+        cell_px = max(0.25, min(cell_px * 0.995, (height - top - 10) / max(n_q, 1)))
     y_ticks = row_ticks(queries, cell_px, font_size, min_label)
 
     layout = base_layout(font_size, title)
+    if title:
+        layout["title"]["font"]["size"] = title_size
     margin = dict(
         l=y_ticks.depth + axis_title_px + 10,
         r=right,
@@ -181,7 +194,14 @@ def token_grid_layout(
             constraintoward="top",
         ),
     )
+    if title and _title_px(title, layout["title"]["font"]["size"]) > layout["width"] - margin["l"]:
+        layout["title"].update(xref="container", pad=dict(t=8, l=8))  # from the figure's left edge: it fits there
     return layout
+
+
+def _title_px(title: str, size: int) -> float:
+    """Approximate width of a one-line title (plotly markup) as drawn."""
+    return len(html.unescape(re.sub(r"<[^>]+>", "", title))) * size * TITLE_GLYPH
 
 
 def grid_cell_px(

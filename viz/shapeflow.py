@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import HIGHLIGHT, SEQUENTIAL, base_layout, clean_axis
+from viz._style import HIGHLIGHT, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, row_ticks
 
@@ -32,7 +32,6 @@ LANES = {  # outline, title colour
 }
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
-TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
 
 
 @dataclass
@@ -411,7 +410,10 @@ def tensor_heatmap(
         row_px = max(1.0, min(row_px, (height - top - 20) / n_rows))
     layout = base_layout(font_size, "<br>".join(escape(line) for line in lines) if title else None)
     if title:
-        layout["title"].update(font={"size": title_size}, x=0, xref="container", pad={"t": 8, "l": 8})
+        # plotly sets each line of a title of several lines at its own baseline, and puts the first on the
+        # anchor (a one-line title hangs from it): lower it by a line's ascent, or its top is cut off
+        layout["title"].update(font={"size": title_size}, x=0, xref="container", automargin=False,
+                               pad={"t": 8 + (title_size if len(lines) > 1 else 0), "l": 8})
     if min_label is None:
         y_ticks = _ticks(rows, n_rows * row_px, font_size, across=False, categories=row_cats)
         y_ticks.pop("label_px")

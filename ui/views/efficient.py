@@ -10,6 +10,7 @@ import streamlit as st
 
 from attention.aggregate import group_means
 from attention.analysis.gqa import kv_head_options
+from attention.bigrun import NeedsSmallerInput, is_big
 from viz.efficient import (
     fused_panel,
     gqa_change_grid,
@@ -19,12 +20,10 @@ from viz.efficient import (
 from viz.heatmap import grid_fits, head_heatmap
 from viz.overview import pool_map
 
-from attention.bigrun import NeedsSmallerInput, is_big
-
-from ..models import get_model
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard
+from ..models import get_model
 from ..page import figure_slot, font_size, show
 from ..state import open_clicked_head
 
@@ -66,8 +65,9 @@ def draw(run) -> None:
     if kv_heads < run.n_heads:
         real_grouping(run, config)
     options = [n for n in kv_head_options(run.n_heads, kv_heads) if n < kv_heads]
-    st.subheader("What-if: fewer key/value heads" if kv_heads < run.n_heads else
-                 "Grouped-query attention (what-if)")
+    heading = "What-if: fewer key/value heads" if kv_heads < run.n_heads else "Grouped-query attention (what-if)"
+    if not (st.session_state.get("present") and options and not is_big(run)):
+        st.subheader(heading)  # presentation: said under the what-if's figure, which comes first
     if not options:
         st.caption("This model already shares one key/value head among all its query heads: there is no "
                    "further grouping to try.")
@@ -75,15 +75,17 @@ def draw(run) -> None:
         st.info(str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
             "This view needs", "The what-if conversion compares") + " The model's own grouping above reads one layer.")
     else:
-        what_if_grouping(run, options, text, text_b, layer, head)
+        what_if_grouping(run, options, text, text_b, layer, head, heading)
     fused_view()
 
 
-def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int, head: int) -> None:
+def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int, head: int, heading: str) -> None:
     """The model converted to fewer key/value heads (mean-pooled per group), against the original."""
     if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
         st.session_state.gqa_kv = options[len(options) // 2]
-    slot = figure_slot()  # presentation: the grid first, on the first screen
+    slot = figure_slot()  # presentation: the grid first, on the first screen, and the heading under it
+    if slot is not None:
+        st.markdown(f"**{heading}**")
     kv = st.select_slider("Key/value heads", options[::-1], key="gqa_kv",
                           format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n))
     st.caption(f"A what-if: each group of {run.n_heads // kv} consecutive query heads shares one key and one value "

@@ -8,7 +8,7 @@ import streamlit as st
 import viz
 from attention.run import head_map
 
-from ..page import figure_slot, font_size, kept_checkbox, present_size, show
+from ..page import figure_slot, font_size, kept_checkbox, present_size, present_title, show
 from ..state import DRAW_MODES
 
 
@@ -24,9 +24,9 @@ def draw(run) -> None:
     layer, head = st.session_state.layer, st.session_state.head
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
-        title = None if st.session_state.present else f"Layer {layer}, head {head}"  # the row above says it
-        fig = viz.head_heatmap(hm.matrix, hm.labels, title=title, font_size=font_size(),
-                               **present_size())
+        fig = viz.head_heatmap(hm.matrix, hm.labels, title=f"Layer {layer}, head {head}", font_size=font_size(),
+                               title_size=present_size().get("min_label"), **present_size())
+        present_title(fig, layer, head)  # one line with the sentence, for the PNG
         with slot or st.container():
             show(fig, f"layer{layer}-head{head}")
     else:
@@ -37,6 +37,7 @@ def draw(run) -> None:
                              heads=[f"L{layer} H{h}" for h in heads], font_size=font_size())
         if st.session_state.present:  # the rows close up to fit the first screen
             fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
+            present_title(fig, layer, head)
         with slot or st.container():
             show(fig, f"layer{layer}-lines")
         hm = maps[0]

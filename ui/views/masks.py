@@ -9,9 +9,9 @@ import viz
 from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 
-from ..runs import get_batch, get_run
 from ..layout import column_px, main_px, slots
 from ..page import font_size, is_causal, show, too_big_for_batch
+from ..runs import get_batch, get_run
 from ..state import SHORT_SECOND
 
 

@@ -7,8 +7,8 @@ import streamlit as st
 from attention.analysis.query_key import query_key
 from viz.analysis import query_key_figure
 
-from ..runs import get_trace
 from ..page import figure_slot, font_size, present_size, show
+from ..runs import get_trace
 from ..state import PRESET_COREF
 
 

@@ -7,10 +7,10 @@ import streamlit as st
 from attention.trace import head_matrix
 from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
 
-from ..runs import get_batch, get_trace
 from ..layout import column_px, main_px, slots
 from ..page import axis_labels, figure_slot, font_size, show, too_big_for_batch
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
+from ..runs import get_batch, get_trace
 from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
 
 # Presentation: the diagram is taller than the screen and the tensor is drawn above it, so a click on a

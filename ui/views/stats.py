@@ -14,7 +14,7 @@ from ..computations import (
     sentence_patterns,
 )
 from ..limits import heavy_guard
-from ..page import font_size, progress_bar, show, show_table, show_text
+from ..page import figure_slot, font_size, present_size, progress_bar, show, show_table, show_text
 from ..state import open_clicked_head, open_head
 
 
@@ -25,6 +25,7 @@ def open_selected_row(frame_key: str, frame) -> None:
 
 
 def draw(run) -> None:
+    slot = figure_slot()  # presentation: the map of the heads first, on the first screen; the table under it
     stats, labels = sentence_patterns(st.session_state.source, run)
     st.caption("Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
                "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
@@ -39,7 +40,8 @@ def draw(run) -> None:
                on_select=lambda: open_selected_row("stats_table", frame),
                selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
 
-    st.subheader("Heads compared across sentences")
+    if slot is None:
+        st.subheader("Heads compared across sentences")
     pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))
     over = (f"this sentence and the {len(pairs) - 1} examples" if len(run.tokens) <= COMPARE_MAX_TOKENS else
             f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
@@ -56,6 +58,11 @@ def draw(run) -> None:
     n_heads = run.n_heads
     index = np.arange(len(embedding.layer))
     names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
-    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size())
-    show(fig, "head-embedding", key="embedding_chart", on_select=lambda: open_clicked_head("embedding_chart"),
-         selection_mode="points")
+    size = {k: v for k, v in present_size().items() if k != "min_label"}
+    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size(),
+                       **size)
+    with slot or st.container():
+        show(fig, "head-embedding", key="embedding_chart", on_select=lambda: open_clicked_head("embedding_chart"),
+             selection_mode="points")
+        if slot is not None:
+            st.markdown("**Heads compared across sentences** (the table of this sentence's heads is below)")

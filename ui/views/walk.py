@@ -16,11 +16,11 @@ from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
-from ..runs import get_trace
 from ..computations import strongest_head
 from ..layout import main_px
 from ..page import axis_labels, font_size, is_causal, show, show_text, shown_as, strip_figure
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
+from ..runs import get_trace
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 
