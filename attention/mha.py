@@ -210,6 +210,9 @@ class MultiHeadAttention(nn.Module):
     fused_qkv: one projection qkv_proj, D -> (H + 2G)·d, whose output is cut into Q, K and V
     (GPT-2's c_attn); self-attention only. head_dim: d when it is not D / H (then H·d ≠ D);
     out_bias: o_proj's bias when it differs from the others' (Qwen2: q/k/v biased, o not).
+    scaling: what the scores are multiplied by, when not d ** -0.5 (T5: 1, its q weights hold the scale).
+    Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
+    encoder's output as its key and value.
     """
 
     def __init__(
@@ -222,6 +225,7 @@ class MultiHeadAttention(nn.Module):
         fused_qkv: bool = False,
         head_dim: int | None = None,
         out_bias: bool | None = None,
+        scaling: float | None = None,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -233,7 +237,7 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim ** -0.5 if scaling is None else scaling
         self.dropout = dropout
         self.fused_qkv = fused_qkv
         # widths of Q, K and V: H·d, G·d, G·d
