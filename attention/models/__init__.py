@@ -3,8 +3,6 @@ all of them build the one model in blocks.py from the one attention in attention
 encoder-decoder, seq2seq.py, is two stacks of it)."""
 from __future__ import annotations
 
-from torch import nn
-
 from ..config import ModelConfig
 from . import bart, bert, distilbert, electra, gpt2, llama, marian, mbart, mistral, qwen2, roberta, t5
 from .blocks import ModelOutput, Transformer
@@ -17,7 +15,7 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in (bert.FAMILY, roberta.FA
                                                          mbart.FAMILY, marian.FAMILY, t5.FAMILY)}
 
 
-def build_model(config: ModelConfig) -> nn.Module:
+def build_model(config: ModelConfig) -> Transformer | EncoderDecoder:
     """The model a config describes: an EncoderDecoder for encoder-decoders, else a Transformer."""
     return EncoderDecoder(config) if config.is_encoder_decoder else Transformer(config)
 
