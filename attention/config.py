@@ -15,14 +15,16 @@ from pathlib import Path
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 NORMS = ("layer_norm", "rms_norm")
-POSITIONS = ("absolute", "rotary")  # a learned table of positions, or q and k rotated by position (RoPE)
+# a learned table of positions, q and k rotated by position (RoPE), a fixed table of sines and cosines
+# (Marian), or a learned bias per head on the scores by bucketed relative distance (T5)
+POSITIONS = ("absolute", "rotary", "sinusoidal", "relative")
 QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
     "bool | None": (bool, type(None)), "str | None": (str, type(None))}
-_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer")
+_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer", "decoder_start_token_id")
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
               "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
@@ -86,6 +88,17 @@ class ModelConfig:
     positions_after_projection: bool = False  # positions added after the embedding projection, D wide (OPT)
     embedding_projection_bias: bool = True  # the embedding projection's bias (OPT's project_in: none)
     final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
+    scale_embedding: bool = False  # word embeddings times sqrt(hidden_size) (Marian, some BARTs)
+    scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
+    relative_attention_num_buckets: int = 32  # relative positions only (T5)
+    relative_attention_max_distance: int = 128  # relative positions only: the last bucket's distance
+    # ---- encoder-decoders (BART, T5, Marian): the sizes above are the encoder's ----
+    is_encoder_decoder: bool = False
+    decoder_layers: int | None = None  # None: as the encoder's
+    decoder_attention_heads: int | None = None
+    decoder_ffn_dim: int | None = None
+    decoder_start_token_id: int | None = None  # the token a decoder input starts with
+    cross_attention: bool = False  # each block attends to the encoder's output after its self-attention
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -96,7 +109,7 @@ class ModelConfig:
                 raise ConfigError(f"{field.name} must be positive, not {value}")
         if self.position_embedding_type not in POSITIONS:
             raise ConfigError(f"position_embedding_type '{self.position_embedding_type}' is not supported: "
-                              "absolute (a table) or rotary")
+                              f"one of {', '.join(POSITIONS)}")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act '{self.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
         if self.norm not in NORMS:
@@ -118,8 +131,24 @@ class ModelConfig:
                               "is not an even number of them")
         if self.qkv_per_head and (not self.fused_qkv or self.kv_heads != self.num_attention_heads):
             raise ConfigError("a per-head Q·K·V layout needs a fused projection and one K/V head per query head")
+        decoder_heads = self.decoder_attention_heads or self.num_attention_heads
+        if self.is_encoder_decoder and self.head_dim is None and self.hidden_size % decoder_heads:
+            raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
+                              f"decoder_attention_heads {self.decoder_attention_heads}")
         if self.positions_skip_padding and self.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
+
+    def encoder_config(self) -> ModelConfig:
+        """An encoder-decoder's encoder stack: this config's sizes, not causal."""
+        return dataclasses.replace(self, is_encoder_decoder=False, causal=False, cross_attention=False)
+
+    def decoder_config(self) -> ModelConfig:
+        """An encoder-decoder's decoder stack: its own sizes, causal, attending to the encoder's output."""
+        return dataclasses.replace(
+            self, is_encoder_decoder=False, causal=True, cross_attention=True,
+            num_hidden_layers=self.decoder_layers or self.num_hidden_layers,
+            num_attention_heads=self.decoder_attention_heads or self.num_attention_heads,
+            intermediate_size=self.decoder_ffn_dim or self.intermediate_size)
 
     @property
     def head_size(self) -> int:
@@ -171,12 +200,12 @@ class BertConfig(ModelConfig):
             raise ConfigError(f"this is a '{self.model_type}' model, not BERT: only model_type 'bert' is supported")
 
     @classmethod
-    def from_dict(cls, values: dict) -> "BertConfig":
+    def from_dict(cls, values: dict) -> BertConfig:
         """Keep the fields BERT uses; a missing model_type is an error, other extra keys are ignored."""
         if "model_type" not in values:
             raise ConfigError("config.json has no model_type: cannot tell whether it is a BERT model")
         return cls(**{k: values[k] for k in BERT_NAMES + ("model_type",) if k in values})
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "BertConfig":
+    def from_json(cls, path: str | Path) -> BertConfig:
         return cls.from_dict(read_json(path))

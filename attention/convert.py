@@ -11,7 +11,7 @@ from itertools import chain
 import torch
 
 from .errors import ModelLoadError
-from .models import FAMILIES, Family, Transformer
+from .models import FAMILIES, Family
 
 LAYERS_HINT = " (does num_hidden_layers in config.json match the weights?)"
 _OLD_NORM_NAMES = re.compile(r"LayerNorm\.(gamma|beta)$")  # the original TensorFlow checkpoints' names
@@ -26,9 +26,9 @@ def convert_checkpoint(family: Family, checkpoint: Mapping[str, torch.Tensor], o
     family's prefix ("bert.", "transformer." ...). Returns (renamed tensors as `dtype` floats on
     `device`, names of the ignored task-head tensors and buffers). Weights stored (in, out) are
     transposed; a weight left out because it is tied to a head's (GPT-2's wte and lm_head) is taken
-    from the head. A tensor that is neither part of the model nor a known head, or one given twice,
-    is an error naming it. `origins`, when given, receives each of our names with the checkpoint's
-    name it came from.
+    from the head; a weight the family declares `shared` is given under both its names. A tensor that
+    is neither part of the model nor a known head, or one given twice, is an error naming it.
+    `origins`, when given, receives each of our names with the checkpoint's name it came from.
     `checkpoint` may read its tensors lazily (read_checkpoint's safetensors do): each is asked for
     once, when it is converted, and an ignored one is never read.
     """
@@ -63,6 +63,10 @@ def convert_checkpoint(family: Family, checkpoint: Mapping[str, torch.Tensor], o
         if ours not in renamed and head_name in checkpoint:
             renamed[ours] = cast(checkpoint[head_name])
             origins[ours] = head_name
+    for ours, other in family.shared:  # the same tensor, not a copy: the model keeps one
+        if ours in renamed:
+            renamed[other] = renamed[ours]
+            origins[other] = origins.get(ours, ours)
     return renamed, ignored
 
 
@@ -89,7 +93,7 @@ def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Te
                                  f"the config needs {tuple(expected[key].shape)}")
 
 
-def copy_weights(model: Transformer, tensors: dict[str, torch.Tensor], assign: bool = False) -> None:
+def copy_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor], assign: bool = False) -> None:
     """Copy every tensor into the model; a missing, extra or mis-shaped one names the key.
     With `assign` the model takes the tensors themselves (their dtype and device) instead of copies:
     for a model built on the meta device, whose every tensor must then be given."""

@@ -22,7 +22,7 @@ from .checkpoint import read_checkpoint
 from .config import ConfigError, ModelConfig, read_json
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
 from .errors import ModelLoadError
-from .models import FAMILIES, Family, Transformer
+from .models import FAMILIES, Family, build_model
 from .sources import DEFAULT_NAME, resolve_source
 
 
@@ -55,7 +55,8 @@ def load_model(source: str | os.PathLike | None = None, *, downloads: bool = Tru
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
     (or pytorch_model.bin) and tokenizer files, or a hub id such as 'bert-base-uncased'. The
     family comes from config.json's model_type: bert, roberta, xlm-roberta, distilbert, electra, gpt2,
-    gpt_neox, opt, llama, mistral, qwen2, qwen3 or olmo2. The
+    gpt_neox, opt, llama, mistral, qwen2, qwen3, olmo2, or the encoder-decoders bart, mbart, marian and t5
+    (an EncoderDecoder, whose forward takes decoder_input_ids too and returns a Seq2SeqOutput). The
     folder may hold the base model or a task model (masked LM, classifier, LM head ...): the
     task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own.
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without
@@ -143,7 +144,7 @@ def _load(source: str | os.PathLike | None, model_type: str | None = None, *, do
     tensors, ignored = convert_checkpoint(family, checkpoint, origins, dtype=dtype, device=device)
     del checkpoint
     with torch.device("meta"):  # no memory and no random initialisation: the tensors become the weights
-        model = Transformer(config)
+        model = build_model(config)
     copy_weights(model, tensors, assign=True)
     del tensors
     model.eval().requires_grad_(False)
@@ -157,7 +158,8 @@ def _load(source: str | os.PathLike | None, model_type: str | None = None, *, do
 # sizes past these are refused before anything is built: far beyond any checkpoint this app can show,
 # and a config.json may say anything
 LIMITS = {"num_hidden_layers": 1024, "num_attention_heads": 1024, "hidden_size": 65_536,
-          "intermediate_size": 262_144, "vocab_size": 4_194_304, "max_position_embeddings": 1_048_576}
+          "intermediate_size": 262_144, "vocab_size": 4_194_304, "max_position_embeddings": 1_048_576,
+          "decoder_layers": 1024, "decoder_attention_heads": 1024, "decoder_ffn_dim": 262_144}
 
 
 def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> None:
@@ -166,12 +168,12 @@ def check_before_building(family: Family, config: ModelConfig, folder: Path, bin
     built on the meta device (which holds no data, whatever the config says)."""
     for name, top in LIMITS.items():
         value = getattr(config, name)
-        if value > top:
+        if value is not None and value > top:
             raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
     shapes, _ = read_checkpoint(folder, bin_files, shapes_only=True)
     tensors, _ = convert_checkpoint(family, shapes)
     with torch.device("meta"):
-        expected = Transformer(config).state_dict()
+        expected = build_model(config).state_dict()
     check_tensors(tensors, expected, unknown_hint=LAYERS_HINT)
 
 

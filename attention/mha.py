@@ -214,6 +214,9 @@ class MultiHeadAttention(nn.Module):
     qkv_per_head: the fused projection's output is laid out per head, [q_h k_h v_h] for each head h
     (GPT-NeoX's query_key_value), not [Q K V]. qk_norm: q_norm and k_norm, made by `make_norm(width)`,
     normalise q and k before rotary: "head" each head's d (Qwen3), "projection" all heads' H·d (OLMo2).
+    scaling: what the scores are multiplied by, when not d ** -0.5 (T5: 1, its q weights hold the scale).
+    Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
+    encoder's output as its key and value.
     """
 
     def __init__(
@@ -229,6 +232,7 @@ class MultiHeadAttention(nn.Module):
         qkv_per_head: bool = False,
         qk_norm: str | None = None,
         make_norm: Callable[[int], nn.Module] = nn.LayerNorm,
+        scaling: float | None = None,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -240,7 +244,7 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim ** -0.5 if scaling is None else scaling
         self.dropout = dropout
         self.fused_qkv = fused_qkv
         self.qkv_per_head = qkv_per_head

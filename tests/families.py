@@ -136,3 +136,40 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
     write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
     return folder
 MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo2ForCausalLM", "llama")
+
+
+# ---- encoder-decoders: the task class saved, transformers' base model (BartModel, T5Model ...) the reference ----
+_SEQ2SEQ = dict(vocab_size=BPE_VOCAB, d_model=32, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=37,
+                decoder_layers=3, decoder_attention_heads=2, decoder_ffn_dim=41, max_position_embeddings=64,
+                pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+# T5 with few buckets, so that the test sentences reach the logarithmic ones and the last
+_T5 = dict(vocab_size=BPE_VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
+           relative_attention_num_buckets=8, relative_attention_max_distance=12, pad_token_id=1, eos_token_id=2,
+           decoder_start_token_id=1)
+SEQ2SEQ_CONFIGS = {  # name -> (transformers config class, its arguments, task class)
+    "bart": ("BartConfig", _SEQ2SEQ, "BartForConditionalGeneration"),
+    "bart-scaled": ("BartConfig", dict(_SEQ2SEQ, scale_embedding=True, activation_function="relu"),
+                    "BartForConditionalGeneration"),
+    "mbart": ("MBartConfig", _SEQ2SEQ, "MBartForConditionalGeneration"),
+    "marian": ("MarianConfig", dict(_SEQ2SEQ, scale_embedding=True, activation_function="swish",
+                                    decoder_start_token_id=1), "MarianMTModel"),
+    "t5": ("T5Config", _T5, "T5ForConditionalGeneration"),  # v1.0: ReLU, tied embeddings
+    "t5-gated": ("T5Config", dict(_T5, d_kv=12, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+                 "T5ForConditionalGeneration"),  # v1.1 / Flan-T5: gated GELU, heads 4·12 wide ≠ d_model
+}
+SEQ2SEQ = tuple(SEQ2SEQ_CONFIGS)
+
+
+def make_seq2seq(folder: Path, name: str, seed: int = 0, **overrides) -> Path:
+    """Save a tiny random encoder-decoder `name` (a SEQ2SEQ_CONFIGS key) as its task class, with a trained
+    byte-level BPE tokenizer (<s>=0, <pad>=1, </s>=2)."""
+    import transformers
+
+    config_class, values, task_class = SEQ2SEQ_CONFIGS[name]
+    config = getattr(transformers, config_class)(**{**values, **overrides})
+    model = getattr(transformers, task_class)(config).eval()
+    randomise(model, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))
+    write_bpe_tokenizer(folder, roberta=True)
+    return folder

@@ -5,7 +5,9 @@ so the families' tensor-name maps stay short. What a family does differently is 
 ModelConfig (attention/config.py), never from a copy of this code: token types or none, a
 position offset, an embedding projection, norms after (BERT) or before (GPT-2) each sub-block,
 a final norm, causal or not, a fused Q·K·V projection, bias or none, LayerNorm or RMSNorm, a
-plain or gated feed-forward block, a table of positions or rotary ones (rotary.py), a sliding window.
+plain or gated feed-forward block, a table of positions or rotary ones (rotary.py), a sliding window,
+computed positions (positions.py: Marian's sinusoids, T5's relative bias), and cross-attention to an
+encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
 from ..rotary import inverse_frequencies, rotary_angles
+from .positions import relative_buckets, sinusoids
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
@@ -109,12 +112,16 @@ class Embeddings(nn.Module):
         """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`.
         `attention_mask` (B, L) is read only by families whose positions count it (OPT)."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
+        if self.config.scale_embedding:
+            x = x * self.config.hidden_size ** 0.5  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type_embeddings(types)  # (B, L, E)
         late = self.config.positions_after_projection  # OPT adds its positions to the projected words
         if hasattr(self, "position_embeddings") and not late:
             x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask))  # (B, L, E)
+        elif self.config.position_embedding_type == "sinusoidal":
+            x = x + sinusoids(position_ids(self.config, input_ids), x.size(-1)).to(x.dtype)  # (B, L, E) + (L, E)
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
@@ -131,7 +138,9 @@ class Block(nn.Module):
 
     attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
     the residual (post-norm, BERT), on the sub-block's input (pre-norm, GPT-2) or on its output
-    before the residual adds it (norm_after_sublayer, OLMo2).
+    before the residual adds it (norm_after_sublayer, OLMo2). A decoder block of an encoder-decoder
+    (config.cross_attention) has a third sub-block between the two, the same attention reading the
+    encoder's output, with its own norm: cross_attention, cross_attention_norm.
     """
 
     def __init__(self, config: ModelConfig):
@@ -140,13 +149,11 @@ class Block(nn.Module):
         self.pre_norm = config.pre_norm
         self.parallel_residual = config.parallel_residual
         self.norm_after_sublayer = config.norm_after_sublayer
-        self.attention = MultiHeadAttention(D, config.num_attention_heads, config.num_key_value_heads,
-                                            dropout=config.attention_probs_dropout_prob,
-                                            bias=config.attention_bias, fused_qkv=config.fused_qkv,
-                                            head_dim=config.head_size, out_bias=config.output_bias,
-                                            qkv_per_head=config.qkv_per_head, qk_norm=config.qk_norm,
-                                            make_norm=lambda width: make_norm(config, width))
+        self.attention = self.make_attention(config)
         self.attention_norm = make_norm(config, D)
+        if config.cross_attention:
+            self.cross_attention = self.make_attention(config)
+            self.cross_attention_norm = make_norm(config, D)
         self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
         if config.gated_mlp:
             self.gate = nn.Linear(D, F_, bias=config.mlp_bias)
@@ -155,10 +162,27 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.act = ACTIVATIONS[config.hidden_act]
 
+    @staticmethod
+    def make_attention(config: ModelConfig) -> MultiHeadAttention:
+        return MultiHeadAttention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+                                  dropout=config.attention_probs_dropout_prob, bias=config.attention_bias,
+                                  fused_qkv=config.fused_qkv, head_dim=config.head_size,
+                                  out_bias=config.output_bias, scaling=None if config.scale_scores else 1.0,
+                                  qkv_per_head=config.qkv_per_head, qk_norm=config.qk_norm,
+                                  make_norm=lambda width: make_norm(config, width))
+
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "gate"):
             return self.output(self.act(self.gate(x)) * self.intermediate(x))  # (B, L, D)
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
+
+    def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        """A sub-block's residual: x + out, then its norm in a post-norm block (pre-norm normed its input);
+        with norm_after_sublayer (OLMo2), x + norm(out)."""
+        if self.norm_after_sublayer:
+            return x + self.dropout(norm(out))  # (B, L, D)
+        x = x + self.dropout(out)  # (B, L, D)
+        return x if self.pre_norm else norm(x)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
                 head_mask: torch.Tensor | None = None, ablation: str = "zero",
@@ -169,28 +193,41 @@ class Block(nn.Module):
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
         query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
         the map: (None, probs), no attention output and no feed-forward block."""
-        if self.pre_norm:
-            record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
-            attended, probs = self.attention(self.attention_norm(x), attention_mask=mask, record=record,
-                                             head_mask=head_mask, ablation=ablation,
-                                             rotary=rotary, keep_map=keep_map, rows=rows,
-                                             map_only=map_only)  # (B, L, D), (B, H, L or P, L)
-            if map_only:
-                return None, probs
-            if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
-                return x + self.dropout(attended) + self.dropout(self.feed_forward(self.output_norm(x))), probs
-            x = x + self.dropout(attended)  # (B, L, D)
-            return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
-        attended, probs = self.attention(x, attention_mask=mask, record=record, head_mask=head_mask,
-                                         ablation=ablation, rotary=rotary, keep_map=keep_map, rows=rows,
-                                         map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+        out, probs = self.attend(x, mask, record, head_mask, ablation, rotary, keep_map, rows, map_only)
         if map_only:
             return None, probs
-        if self.norm_after_sublayer:  # OLMo2: each sub-block's output is normalised, then added to x
-            x = x + self.dropout(self.attention_norm(attended))  # (B, L, D)
-            return x + self.dropout(self.output_norm(self.feed_forward(x))), probs
-        x = self.attention_norm(x + self.dropout(attended))  # (B, L, D)
-        return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
+        if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
+            return out + self.dropout(self.feed_forward(self.output_norm(x))), probs
+        return self.feed(out), probs
+
+    def attend(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
+               head_mask: torch.Tensor | None = None, ablation: str = "zero",
+               rotary: tuple[torch.Tensor, torch.Tensor] | None = None, keep_map: bool = True,
+               rows: torch.Tensor | None = None, map_only: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None with map_only."""
+        if self.pre_norm:
+            record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
+        attended, probs = self.attention(self.attention_norm(x) if self.pre_norm else x, attention_mask=mask,
+                                         record=record, head_mask=head_mask, ablation=ablation, rotary=rotary,
+                                         keep_map=keep_map, rows=rows,
+                                         map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+        if map_only:
+            return attended, probs
+        return self.add(x, attended, self.attention_norm), probs
+
+    def cross_attend(self, x: torch.Tensor, memory: torch.Tensor,
+                     memory_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cross-attention sub-block: x (B, L, D) queries the encoder's output `memory` (B, S, D),
+        whose padding `memory_mask` (B, 1, 1, S) hides. Returns (x, probs (B, H, L, S))."""
+        query = self.cross_attention_norm(x) if self.pre_norm else x  # (B, L, D)
+        attended, probs = self.cross_attention(query, memory, memory,
+                                               attention_mask=memory_mask)  # (B, L, D), (B, H, L, S)
+        assert attended is not None and probs is not None
+        return self.add(x, attended, self.cross_attention_norm), probs
+
+    def feed(self, x: torch.Tensor) -> torch.Tensor:
+        """The feed-forward sub-block: (B, L, D) -> (B, L, D)."""
+        return self.add(x, self.feed_forward(self.output_norm(x) if self.pre_norm else x), self.output_norm)
 
 
 class Transformer(nn.Module):
@@ -201,6 +238,9 @@ class Transformer(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        if config.position_embedding_type == "relative":  # one bias per bucket and head, shared by every layer
+            self.relative_attention_bias = embedding_table(config.relative_attention_num_buckets,
+                                                           config.num_attention_heads)
         if config.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
         if config.final_projection:
@@ -256,11 +296,7 @@ class Transformer(nn.Module):
                 raise ValueError(f"rows must be (batch, n_rows) = ({B}, P) query positions, got {tuple(rows.shape)}")
             if rows.numel() and not bool(((rows >= 0) & (rows < L)).all()):
                 raise ValueError(f"rows must be query positions from 0 to {L - 1}")
-        device = input_ids.device
-        mask = build_mask(attention_mask, is_causal, B, L, L, device=device)  # (B,1,1,L), (1,1,L,L), both or None
-        window, window_mask = self.config.sliding_window, mask
-        if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
-            window_mask = build_mask(attention_mask, True, B, L, L, window, device)  # (B or 1, 1, L, L)
+        mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
         rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
@@ -288,6 +324,31 @@ class Transformer(nn.Module):
         if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
             x = hidden_states[-1] = self.project_out(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def self_attention_masks(self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int,
+                             device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The masks of the layers' self-attention, built once for all layers: (full layers', windowed layers').
+
+        Each is None (nothing masked), boolean (B,1,1,L), (1,1,L,L) or both, or with relative positions
+        (T5) the per-head bias plus -inf where masked, (B or 1, H, L, L)."""
+        mask = build_mask(attention_mask, is_causal, B, L, L, device=device)  # (B,1,1,L), (1,1,L,L), both or None
+        window, window_mask = self.config.sliding_window, mask
+        if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
+            window_mask = build_mask(attention_mask, True, B, L, L, window, device)  # (B or 1, 1, L, L)
+        if self.config.position_embedding_type == "relative":
+            mask = window_mask = self.position_bias(mask, L, is_causal, device)
+        return mask, window_mask
+
+    def position_bias(self, mask: torch.Tensor | None, L: int, is_causal: bool, device: torch.device) -> torch.Tensor:
+        """T5's relative positions: each head's learned bias for every (query, key) distance bucket,
+        added to the scores as an additive mask, with -inf where `mask` (boolean) hides a key."""
+        c = self.config
+        buckets = relative_buckets(L, L, not is_causal, c.relative_attention_num_buckets,
+                                   c.relative_attention_max_distance, device)  # (L, L)
+        bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (L, L, H) -> (1, H, L, L)
+        if mask is None:
+            return bias
+        return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, L)
 
     def rotary(self, L: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
         """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None.

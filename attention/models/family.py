@@ -42,6 +42,8 @@ class Family:
     skipped: tuple[str, ...] = ()  # patterns of saved buffers that are not weights (listed as ignored)
     transposed: tuple[str, ...] = ()  # patterns of weights stored (in, out), as GPT-2's Conv1D
     tied: tuple[tuple[str, str], ...] = ()  # (our name, head tensor holding the same weights) if ours is left out
+    shared: tuple[tuple[str, str], ...] = ()  # (our name, our other name): one tensor used in both places
+    # (an encoder-decoder's word embeddings, read by its encoder and its decoder)
     masked_lm: MaskedLMNames | None = None
 
     def rename(self, key: str) -> str | None:
