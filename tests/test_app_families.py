@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from families import DECODERS, FAMILIES, make_family
+from families import DECODERS, FAMILIES, MORE_CONFIGS, make_family, make_more, make_seq2seq
 from test_app import SENTENCE, no_errors, start
 
 
@@ -15,6 +15,25 @@ def test_every_view_draws_for_the_family(tmp_path, family):
     no_errors(at)
     assert any(f"— {family}" in c.value for c in at.sidebar.caption)
     every_view_draws(at)
+
+
+@pytest.mark.parametrize("family", list(MORE_CONFIGS))
+def test_every_view_draws_for_the_families_added_later(tmp_path, family):
+    folder = make_more(tmp_path / family, family)
+    at = start(model=str(folder), s=SENTENCE, layer="1", head="2")
+    no_errors(at)
+    assert any(f"— {family}" in c.value for c in at.sidebar.caption)
+    every_view_draws(at)
+
+
+def test_an_encoder_decoder_is_refused_in_one_sentence_and_the_model_in_use_stays(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    at = start(model=str(folder), s=SENTENCE)
+    assert not at.exception
+    said = " ".join(e.value for e in at.sidebar.error).replace("\\", "")  # as shown: markdown escapes gone
+    assert "is an encoder-decoder (bart)" in said and "The previous model stays in use." in said
+    assert any("— bert" in c.value for c in at.sidebar.caption)
+    assert at.get("plotly_chart")
 
 
 def every_view_draws(at) -> None:

@@ -38,7 +38,12 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
 
 @kept(max_entries=2)
 def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
-    return load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+    loaded = load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+    config = loaded[0].config
+    if config.is_encoder_decoder:  # the page's views read one stack of self-attention
+        raise ModelLoadError(f"{source} is an encoder-decoder ({config.model_type}): it loads in Python "
+                             "(attention.load_model), but this page's views read encoders and decoders only, so far.")
+    return loaded
 
 
 def precision_caption(report) -> str:

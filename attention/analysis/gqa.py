@@ -23,6 +23,10 @@ from ..mha import MultiHeadAttention
 from ..models import Transformer
 from ..models.blocks import Block
 
+# GPT-NeoX's fused projection lays Q, K and V out per head: one K and V per query head is its layout
+NOT_PER_HEAD = ("this model's fused Q·K·V projection is laid out per head (GPT-NeoX), which keeps one key and one "
+                "value head per query head: grouping them is not a conversion of this model")
+
 
 def kv_head_options(num_heads: int, kv_heads: int | None = None) -> list[int]:
     """The numbers of key/value heads that `num_heads` query heads can share: its divisors, descending.
@@ -131,6 +135,8 @@ def to_grouped(model: Transformer, num_kv_heads: int,
     made so far is dropped).
     """
     check_kv_heads(model.config.num_attention_heads, num_kv_heads, model.config.kv_heads)
+    if model.config.qkv_per_head and num_kv_heads != model.config.num_attention_heads:
+        raise ValueError(NOT_PER_HEAD)
     grouped = copy.deepcopy(model)
     grouped.config = grouped.embeddings.config = dataclasses.replace(model.config, num_key_value_heads=num_kv_heads)
     n = len(grouped.layers)

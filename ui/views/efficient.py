@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attention.aggregate import group_means
-from attention.analysis.gqa import kv_head_options
+from attention.analysis.gqa import NOT_PER_HEAD, kv_head_options
 from attention.bigrun import NeedsSmallerInput, is_big
 from viz.efficient import (
     fused_panel,
@@ -68,7 +68,9 @@ def draw(run) -> None:
     heading = "What-if: fewer key/value heads" if kv_heads < run.n_heads else "Grouped-query attention (what-if)"
     if not (st.session_state.get("present") and options and not is_big(run)):
         st.subheader(heading)  # presentation: said under the what-if's figure, which comes first
-    if not options:
+    if config.qkv_per_head:
+        st.caption(f"No grouped-query what-if: {NOT_PER_HEAD}.")
+    elif not options:
         st.caption("This model already shares one key/value head among all its query heads: there is no "
                    "further grouping to try.")
     elif is_big(run):
