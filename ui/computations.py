@@ -1,13 +1,14 @@
 """The computations the views share, cached per model and input in the bounded stores (ui/stores.py):
 statistics and patterns, the head comparison, rollout and attention flow, ablation, the grouped-query
-conversion, the masked-LM head, and the head an example's pronoun is sent from."""
+conversion, the masked-LM head, a coreference suite scored with heads ablated, and the head an example's pronoun
+is sent from."""
 from __future__ import annotations
 
 import numpy as np
 
 from attention import ModelLoadError
 from attention.aggregate import pairwise_change
-from attention.analysis.ablation import ablate
+from attention.analysis.ablation import ablate, score_ablated
 from attention.analysis.coref import (
     CorefExample,
     ExampleError,
@@ -150,19 +151,36 @@ def get_map_change(source: str, num_kv_heads: int, text: str, text_b: str, run, 
     return store("gqa-changes", 32, MB).get_or_compute((source, num_kv_heads, text, text_b), compute, small=True)
 
 
+def head_mask(n_layers: int, n_heads: int, heads: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """(n_layers, H) float32: 1 keeps a head, 0 ablates the `heads` named."""
+    mask = np.ones((n_layers, n_heads), dtype=np.float32)
+    for layer, head in heads:
+        mask[layer, head] = 0.0
+    return mask
+
+
 def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
     def compute(deadline):  # the time limit is checked after each of the two forward passes
         model, tokenizer = get_model(source)
-        mask = np.ones((run.n_layers, run.n_heads), dtype=np.float32)
-        for layer, head in heads:
-            mask[layer, head] = 0.0
         enc = run.encoded
-        return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
-                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer,
-                      progress=deadline.wrap(None))
+        return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids,
+                      head_mask=head_mask(run.n_layers, run.n_heads, heads), ablation=mode,
+                      mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer, progress=deadline.wrap(None))
 
     return store("ablations", 16, 200 * MB).get_or_compute_heavy((source, text, text_b, heads, mode), "ablation",
                                                                   compute)
+
+
+def get_suite_ablation(source: str, suite, heads: tuple[tuple[int, int], ...], mode: str, progress=None):
+    """A coreference suite (ui.coref_data.Suite) scored with `heads` ablated, a heavy job of the "ablation" kind
+    (its time limit checked after every batch), kept per model, suite, heads and mode."""
+    def compute(deadline):
+        model, tokenizer = get_model(source)
+        mask = head_mask(model.config.num_hidden_layers, model.config.num_attention_heads, heads)
+        return score_ablated(model, tokenizer, suite.examples, mask, mode, progress=deadline.wrap(progress))
+
+    return store("suite-ablations", 8, 150 * MB).get_or_compute_heavy((source, suite.cache_key, heads, mode),
+                                                                       "ablation", compute)
 
 
 def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:

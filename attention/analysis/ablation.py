@@ -3,7 +3,8 @@
 A head mask (n_layers, H) says which heads stay (1) and which are ablated (0); "zero" ablation
 silences a head, "uniform" makes it attend evenly to every token it may see (see mha.ablate_heads).
 Changes are read from the attention maps, the hidden states, the sentence embedding, with an MLM
-head the model's guesses for a [MASK] token and, on a coreference example, the pronoun → answer margin.
+head the model's guesses for a [MASK] token, on a coreference example the pronoun → answer margin and, on a
+coreference suite, the accuracy of the heads after the first ablated layer.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
 from ..run import read_only
-from .coref import CorefExample, score_example
+from .coref import CorefExample, CorefResult, score_example, score_heads
 
 
 class MaskPredictions(NamedTuple):
@@ -171,3 +172,52 @@ def margin_change(result: AblationResult, example: CorefExample, tokens: list[st
     layer, head = (int(i) for i in np.unravel_index(int(np.argmax(before)), before.shape))
     return MarginChange((layer, head), float(before[layer, head]), float(after[layer, head]),
                         float(before.mean()), float(after.mean()), int((before > 0).sum()), int((after > 0).sum()))
+
+
+def ablated_forward(head_mask, ablation: str = "zero") -> Callable:
+    """A `forward(model, input_ids, attention_mask, token_type_ids)` for coref.score_heads: the per-layer
+    (B, H, L, L) maps of our model run with `head_mask`'s heads ablated (the last layer stops at its map)."""
+    def forward(model, input_ids, attention_mask, token_type_ids):
+        return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, head_mask=head_mask,
+                     ablation=ablation, maps_only=True).attentions
+
+    return forward
+
+
+def score_ablated(model: Transformer, tokenizer, examples: list[CorefExample], head_mask, ablation: str = "zero",
+                  progress: Callable[[int, int], None] | None = None) -> CorefResult:
+    """coref.score_heads on `examples` with `head_mask`'s heads ablated (validated before any batch runs)."""
+    head_mask = model.check_head_mask(head_mask, ablation)
+    return score_heads(model, tokenizer, examples, progress=progress, forward=ablated_forward(head_mask, ablation))
+
+
+class SuiteChange(NamedTuple):
+    """A suite's accuracy of the heads in the layers after the first ablated one (the ablated heads left out),
+    before and after ablation."""
+    best: tuple[int, int]  # (layer, head) of those with the highest accuracy before ablation
+    best_before: float
+    best_after: float  # the same head's accuracy after ablation
+    mean_before: float  # over those heads
+    mean_after: float
+    n_heads: int  # how many heads that is
+
+
+def suite_change(before: np.ndarray, after: np.ndarray, ablated: list[tuple[int, int]]) -> SuiteChange | None:
+    """Accuracies (n_layers, H) before and after ablating the `ablated` (layer, head) pairs, read over the
+    heads in the layers after the first ablated one, those ablated left out; None when there are none (only
+    the last layer ablated). The best head is the first in layer, then head order among equals."""
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if before.shape != after.shape or before.ndim != 2:
+        raise ValueError(f"before and after must be (n_layers, H) of one shape, got {before.shape} and {after.shape}")
+    if not ablated:
+        raise ValueError("no ablated head: nothing comes after the first ablated layer")
+    later = np.zeros(before.shape, dtype=bool)
+    later[min(layer for layer, _ in ablated) + 1:] = True
+    for layer, head in ablated:
+        later[layer, head] = False
+    if not later.any():
+        return None
+    ranked = np.where(later, before, -np.inf)  # (n_layers, H): only the later heads can be best
+    layer, head = (int(i) for i in np.unravel_index(int(np.argmax(ranked)), before.shape))
+    return SuiteChange((layer, head), float(before[layer, head]), float(after[layer, head]),
+                       float(before[later].mean()), float(after[later].mean()), int(later.sum()))

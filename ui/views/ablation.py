@@ -1,16 +1,17 @@
 """The Ablation view: the sentence run again with chosen heads zeroed or made uniform, and what changes:
-hidden states, every head's map, the sentence embedding, the [MASK] guesses and, on an example with a known
-antecedent, the pronoun → answer margin."""
+hidden states, every head's map, the sentence embedding, the [MASK] guesses, on an example with a known
+antecedent the pronoun → answer margin and, once a coreference suite is scored, the accuracy of the later heads."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from attention.analysis.ablation import margin_change
+from attention.analysis.ablation import margin_change, suite_change
 from attention.analysis.coref import CorefExample, ExampleError
 from viz.analysis import ablation_figure
 
-from ..computations import get_ablation, get_mlm_head
+from ..computations import get_ablation, get_mlm_head, get_suite_ablation
+from ..coref_data import chosen_suite, is_scored, suite_scores
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, plain, show, show_table, show_text
 from ..state import ABLATION_MODES, PRESET_COREF
@@ -24,7 +25,7 @@ def draw(run) -> None:
     if gone:  # chosen on a bigger model
         kept = [h for h in st.session_state.ablate_heads if h in all_heads]
         st.session_state.ablate_heads = kept or [(st.session_state.layer, st.session_state.head)]
-        st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{l} H{h}" for l, h in gone))
+        st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{layer} H{head}" for layer, head in gone))
     slot = figure_slot()  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
@@ -32,9 +33,9 @@ def draw(run) -> None:
     if not heads:
         st.info("Pick one or more heads to ablate.")
         return
+    word = next(word for word, label in ABLATION_MODES.items() if label == mode)
     with heavy_guard() as outcome:
-        result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)),
-                              next(word for word, label in ABLATION_MODES.items() if label == mode))
+        result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), word)
     if not outcome.ok:
         return
     st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
@@ -46,6 +47,7 @@ def draw(run) -> None:
     show_text(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
               f"{result.embedding_cosine:.4f} to the original.", "ablation-embedding", st.write)
     coref_margin(run, result, text)
+    suite_accuracy(tuple(sorted(heads)), word)
     if result.predictions is not None:
         p = result.predictions
         show_text(f"Top predictions for [MASK] at position {p.position}:", "ablation-mask", st.write)
@@ -78,3 +80,42 @@ def coref_margin(run, result, text: str) -> None:
                 "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
                 "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)]},
                "The pronoun → answer margin", hide_index=True)
+
+
+def suite_accuracy(heads: tuple[tuple[int, int], ...], mode: str) -> None:
+    """With a coreference suite scored for this model (the Coreference view's Suite mode): the suite scored again
+    with the heads ablated, and the accuracy of the heads after the first ablated layer before and after."""
+    source, suite = st.session_state.source, chosen_suite()
+    if suite is None or not is_scored(source, suite):
+        st.caption("Score a coreference suite in the Coreference view (Suite mode) to see here how this ablation "
+                   "changes the suite accuracy of the heads after the first ablated layer.")
+        return
+    before = suite_scores(source, suite)  # kept: is_scored said so
+    if before.n == 0:
+        return
+    bar = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Scoring {plain(suite.name)} with the heads ablated: {done} of {total}…")
+
+    try:
+        with heavy_guard() as outcome:
+            after = get_suite_ablation(source, suite, heads, mode, progress)
+    finally:
+        bar.empty()
+    if not outcome.ok:
+        return
+    change = suite_change(before.accuracy, after.accuracy, list(heads))
+    show_text(f"Coreference suite: {plain(suite.name)}, {before.n} examples with an answer, scored again with the "
+              "heads ablated.", "ablation-suite-says")
+    if change is None:
+        st.caption("No head comes after the first ablated layer.")
+        return
+    layer, head = change.best
+    show_table({"measure": [f"best later head before ablation (L{layer} H{head})",
+                            f"mean over the {change.n_heads} later heads"],
+                "before": [f"{change.best_before:.1%}", f"{change.mean_before:.1%}"],
+                "after": [f"{change.best_after:.1%}", f"{change.mean_after:.1%}"],
+                "change": [f"{100 * (change.best_after - change.best_before):+.1f} pts",
+                           f"{100 * (change.mean_after - change.mean_before):+.1f} pts"]},
+               "Suite accuracy of the heads after the first ablated layer", hide_index=True)
