@@ -1,5 +1,6 @@
 """A coreference suite scored again with heads ablated: the forward handed to score_heads, suite_change, and
 the Ablation view's table once the Coreference view has scored the built-in suite."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The notebook API: head_view and model_view as self-contained figures, offline HTML, the docs notebook."""
+
 from __future__ import annotations
 
 import os
@@ -233,8 +234,9 @@ def test_model_view_sentence_filter_and_seq2seq():
 
 
 def test_ours_and_transformers_outputs_give_the_same_figure(tiny_dir):
-    from attention import load_model
     from transformers import AutoTokenizer, BertModel
+
+    from attention import load_model
 
     model, tokenizer = load_model(tiny_dir)
     reference = BertModel.from_pretrained(str(tiny_dir), attn_implementation="eager").eval()

@@ -1,5 +1,6 @@
 """Which coreference examples the view scores: the built-in suite, a public set (Winogender, GAP) or an
 upload; where each public set comes from; and its scores per model, cached, with progress and a stop."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,10 +20,10 @@ from attention.analysis.coref import (
 from .limits import busy_message, heavy_guard, too_long_message
 from .models import get_model
 from .page import plain
-from .slots import ServerBusy, TooLong
-from .stores import MB, BoundedStore, kept, store
 from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
+from .slots import ServerBusy, TooLong
 from .state import COREF_SETS
+from .stores import MB, BoundedStore, kept, store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 # MAX_UPLOAD_BYTES (2 MB, the same limit as .streamlit/config.toml) and MAX_EXAMPLES (5,000) are
@@ -43,28 +44,32 @@ SETS = {
         "coref_examples.jsonl",
         "87 examples written for this project; 8 lines adapted from the Winograd Schema Challenge (WSC273).",
         "CC BY 4.0 (WSC273: CC BY 4.0)",
-        "Hector J. Levesque, Ernest Davis and Leora Morgenstern. 2012. The Winograd Schema Challenge. KR 2012."),
+        "Hector J. Levesque, Ernest Davis and Leora Morgenstern. 2012. The Winograd Schema Challenge. KR 2012.",
+    ),
     "winogender": PublicSet(
         "winogender.jsonl",
         "Winogender Schemas, https://github.com/rudinger/winogender-schemas: 720 sentences, "
-        "120 templates × male/female/neutral pronoun × the participant or \"someone\".",
+        '120 templates × male/female/neutral pronoun × the participant or "someone".',
         "MIT (data/LICENSE-winogender)",
         "Rachel Rudinger, Jason Naradowsky, Brian Leonard and Benjamin Van Durme. 2018. Gender Bias in "
-        "Coreference Resolution. NAACL-HLT 2018."),
+        "Coreference Resolution. NAACL-HLT 2018.",
+    ),
     "gapdev": PublicSet(
         "gap-development.jsonl",
         "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the development "
         "split, 2000 Wikipedia passages.",
         "Apache License 2.0 (data/LICENSE-gap)",
         "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
-        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018.",
+    ),
     "gapval": PublicSet(
         "gap-validation.jsonl",
         "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the validation "
         "split, 454 Wikipedia passages.",
         "Apache License 2.0 (data/LICENSE-gap)",
         "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
-        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018.",
+    ),
 }
 
 
@@ -101,6 +106,7 @@ def chosen_suite() -> Suite | None:
 
 
 # ---- scores, cached per model and suite ------------------------------------------------------------
+
 
 def suite_store() -> BoundedStore:
     return store("coref-suites", 8, 150 * MB)
@@ -139,7 +145,9 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
         return None
     bar, button = st.empty(), st.empty()
     if not is_scored(source, suite):
-        button.button("Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key))
+        button.button(
+            "Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key)
+        )
 
     def progress(done: int, total: int) -> None:
         bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples…")
@@ -156,8 +164,10 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
     if not outcome.ok:
         return None
     if result.n == 0:
-        st.info(f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
-                + (f" ({plain(excluded_reasons(result))})." if result.excluded else "."))
+        st.info(
+            f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
+            + (f" ({plain(excluded_reasons(result))})." if result.excluded else ".")
+        )
         return None
     return result
 
@@ -168,9 +178,11 @@ def excluded_reasons(result: CorefResult) -> str:
 
 # ---- the picker ------------------------------------------------------------------------------------
 
+
 def read_upload(data: bytes) -> list[CorefExample]:
     """An upload's examples, read as a heavy job of the "suite" kind: in the server's heavy slot, within the
     suite's time limit (checked every few lines: TooLong past it), kept per file content."""
+
     def compute(deadline):
         return load_examples(data, check=deadline.check)
 
@@ -185,8 +197,9 @@ def take_upload() -> None:
     if upload is None:
         return
     if upload.size > MAX_UPLOAD_BYTES:
-        st.session_state.coref_upload_error = (f"{upload.name} is {upload.size / MB:.1f} MB; "
-                                               f"files up to {MAX_UPLOAD_BYTES / MB:g} MB are accepted.")
+        st.session_state.coref_upload_error = (
+            f"{upload.name} is {upload.size / MB:.1f} MB; files up to {MAX_UPLOAD_BYTES / MB:g} MB are accepted."
+        )
         return
     try:
         examples = read_upload(upload.getvalue())
@@ -200,8 +213,9 @@ def take_upload() -> None:
         st.session_state.coref_upload_error = f"{upload.name}: {busy_message(err)}"
         return
     if len(examples) > MAX_EXAMPLES:
-        st.session_state.coref_upload_error = (f"{upload.name} has {len(examples):,} examples; a suite may have at "
-                                               f"most {MAX_EXAMPLES:,}.")
+        st.session_state.coref_upload_error = (
+            f"{upload.name} has {len(examples):,} examples; a suite may have at most {MAX_EXAMPLES:,}."
+        )
         return
     st.session_state.coref_suite = (upload.name, examples, "upload:" + digest(examples))
     st.session_state.coref_set = COREF_SETS["upload"]
@@ -219,8 +233,12 @@ def suite_picker() -> Suite | None:
             # the project's own text (SETS above), not a visitor's: shown as markdown so its address is a link
             st.caption(f"Source: {facts.source}  \nLicence: {facts.licence}  \nCite: {facts.cite}")
         else:
-            st.file_uploader("A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
-                             type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
+            st.file_uploader(
+                "A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
+                type=["jsonl", "json", "txt"],
+                key="coref_upload",
+                on_change=take_upload,
+            )
     if st.session_state.get("coref_upload_error"):
         st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
     suite = chosen_suite()

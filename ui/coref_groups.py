@@ -1,5 +1,6 @@
 """A suite's scores split by a field of its examples (gender, occupation, cue …): a grid per group, the
 difference between two groups, and the paired test of the best head where the groups' examples pair up."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,9 @@ def group_fields(examples) -> list[str]:
     fields = []
     for name in names:
         values = {e.value(name) for e in examples if isinstance(e.value(name), (str, bool, int, type(None)))}
-        if 2 <= len(values) <= MAX_GROUPS and all(isinstance(e.value(name), (str, bool, int, type(None)))
-                                                  for e in examples):
+        if 2 <= len(values) <= MAX_GROUPS and all(
+            isinstance(e.value(name), (str, bool, int, type(None))) for e in examples
+        ):
             fields.append(name)
             if len(fields) == MAX_FIELDS:
                 break
@@ -58,8 +60,10 @@ def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str,
     pair_on = tuple(f for f in fields if f != by)
     if not pair_on:
         return None
-    keys = {v: [tuple(d.example.value(f) for f in pair_on) for d in result.details if d.example.value(by) == v]
-            for v in (a, b)}
+    keys = {
+        v: [tuple(d.example.value(f) for f in pair_on) for d in result.details if d.example.value(by) == v]
+        for v in (a, b)
+    }
     if any(len(k) != len(set(k)) for k in keys.values()) or not set(keys[a]) & set(keys[b]):
         return None
     return pair_on
@@ -70,7 +74,7 @@ def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str,
     click on a head opens it, except on the grids named in `static` (another model's heads)."""
     half = column_px(2)
     for start in range(0, len(items), 2):
-        row = items[start:start + 2]
+        row = items[start : start + 2]
         figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half) for v, t, k, _ in row]
         beside = len(row) == 2 and all(f.layout.width <= half for f in figs)
         if not beside:
@@ -90,8 +94,12 @@ def grouped(result: CorefResult, examples) -> None:
     if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
         st.session_state.coref_by = NO_GROUPING
     left, mid, right = st.columns(3)
-    by = left.selectbox("Group by", options, key="coref_by",
-                        help="A field of the examples; each value's examples are scored on their own.")
+    by = left.selectbox(
+        "Group by",
+        options,
+        key="coref_by",
+        help="A field of the examples; each value's examples are scored on their own.",
+    )
     if by == NO_GROUPING:
         if not fields:
             st.caption("These examples have no field to group them by (a line's extra fields, e.g. gender).")
@@ -108,13 +116,29 @@ def grouped(result: CorefResult, examples) -> None:
     a = mid.selectbox("Group A", counted, key="coref_group_a")
     b = right.selectbox("Group B", counted, key="coref_group_b")
     rows = [(n, groups[names[n]]) for n in counted]
-    st.dataframe({by: [n for n, _ in rows], "examples counted": [g.n for _, g in rows],
-                  "left out": [len(g.excluded) for _, g in rows],
-                  "best head": [f"L{g.ranked(1)[0][0]} H{g.ranked(1)[0][1]}" for _, g in rows],
-                  "best accuracy": [round(g.ranked(1)[0][2], 3) for _, g in rows]}, hide_index=True, width="stretch")
+    st.dataframe(
+        {
+            by: [n for n, _ in rows],
+            "examples counted": [g.n for _, g in rows],
+            "left out": [len(g.excluded) for _, g in rows],
+            "best head": [f"L{g.ranked(1)[0][0]} H{g.ranked(1)[0][1]}" for _, g in rows],
+            "best accuracy": [round(g.ranked(1)[0][2], 3) for _, g in rows],
+        },
+        hide_index=True,
+        width="stretch",
+    )
     shown = counted if len(counted) <= MAX_GRIDS else [a, b]
-    draw_grids([(groups[names[n]].accuracy, f"accuracy, {by} = {n} ({groups[names[n]].n} examples)", "accuracy",
-                 f"coref-group-{i}") for i, n in enumerate(shown)])
+    draw_grids(
+        [
+            (
+                groups[names[n]].accuracy,
+                f"accuracy, {by} = {n} ({groups[names[n]].n} examples)",
+                "accuracy",
+                f"coref-group-{i}",
+            )
+            for i, n in enumerate(shown)
+        ]
+    )
     if a == b:
         st.info("Pick two different groups to see their difference.")
         return
@@ -127,10 +151,14 @@ def difference_note(result: CorefResult, by: str, a, b, fields: list[str], name_
     pair_on = pairing(result, by, a, b, fields)
     layer, head = best_head(result)
     if pair_on is None:
-        return (f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
-                "not pair up one to one, so no paired test is made; compare the groups' intervals instead.")
+        return (
+            f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
+            "not pair up one to one, so no paired test is made; compare the groups' intervals instead."
+        )
     test = paired_groups(result, by, a, b, pair_on, layer, head)
-    return (f"Blue: heads more often right on {name_a} than on {name_b}. Paired by {', '.join(pair_on)}: "
-            f"{test.n} pairs. The best head overall, layer {layer}, head {head}, is right only on the {name_a} "
-            f"example of {test.only_a} pairs and only on the {name_b} one of {test.only_b}; exact McNemar "
-            f"p = {test.p:.3g}.")
+    return (
+        f"Blue: heads more often right on {name_a} than on {name_b}. Paired by {', '.join(pair_on)}: "
+        f"{test.n} pairs. The best head overall, layer {layer}, head {head}, is right only on the {name_a} "
+        f"example of {test.only_a} pairs and only on the {name_b} one of {test.only_b}; exact McNemar "
+        f"p = {test.p:.3g}."
+    )

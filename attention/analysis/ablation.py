@@ -6,6 +6,7 @@ Changes are read from the attention maps, the hidden states, the sentence embedd
 head the model's guesses for a [MASK] token, on a coreference example the pronoun → answer margin and, on a
 coreference suite, the accuracy of the heads after the first ablated layer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -48,8 +49,9 @@ def _pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (hidden * weights[:, None]).sum(0) / weights.sum()  # (L, D) -> (D,)
 
 
-def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                  token_type_ids: torch.Tensor | None) -> torch.Tensor:
+def _check_inputs(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None
+) -> torch.Tensor:
     """Validate one sentence's inputs; returns the attention mask (1, L), all ones if None was given."""
     if input_ids.dim() != 2 or input_ids.size(0) != 1:
         raise ValueError(f"ablate takes one sentence: input_ids must be (1, L), got {tuple(input_ids.shape)}")
@@ -57,15 +59,21 @@ def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
         attention_mask = torch.ones_like(input_ids)
     for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
         if tensor is not None and tensor.shape != input_ids.shape:
-            raise ValueError(f"{name} must have input_ids' shape {tuple(input_ids.shape)}, "
-                             f"got {tuple(tensor.shape)}")
+            raise ValueError(f"{name} must have input_ids' shape {tuple(input_ids.shape)}, got {tuple(tensor.shape)}")
     if not bool(attention_mask.any()):
         raise ValueError("the attention mask has no real token")
     return attention_mask
 
 
-def _mask_predictions(head: MaskedLMHead, tokenizer, input_ids: torch.Tensor, real: torch.Tensor,
-                      base: torch.Tensor, ablated: torch.Tensor, top_k: int) -> MaskPredictions | None:
+def _mask_predictions(
+    head: MaskedLMHead,
+    tokenizer,
+    input_ids: torch.Tensor,
+    real: torch.Tensor,
+    base: torch.Tensor,
+    ablated: torch.Tensor,
+    top_k: int,
+) -> MaskPredictions | None:
     """Top-k guesses at the first real [MASK] token from base and ablated last hidden states (L, D)."""
     mask_id = getattr(tokenizer, "mask_token_id", None)
     if mask_id is None:
@@ -137,8 +145,9 @@ def ablate(
         embedding_cosine = float(F.cosine_similarity(pooled_base, pooled_ablated, dim=0))
         predictions = None
         if mlm_head is not None:
-            predictions = _mask_predictions(mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0],
-                                            ablated.last_hidden_state[0], top_k)
+            predictions = _mask_predictions(
+                mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0], ablated.last_hidden_state[0], top_k
+            )
     done(1.0)
 
     return AblationResult(
@@ -154,6 +163,7 @@ def ablate(
 class MarginChange(NamedTuple):
     """The pronoun → answer margin of a coreference example (attention from the pronoun to the answer minus
     to the best other candidate; above 0: the head prefers the answer), before and after ablation."""
+
     best: tuple[int, int]  # (layer, head) with the largest margin before ablation
     best_before: float
     best_after: float  # the same head's margin after ablation
@@ -170,22 +180,42 @@ def margin_change(result: AblationResult, example: CorefExample, tokens: list[st
     before = score_example(example, np.asarray(result.base_attentions), tokens, word_ids, offsets).margin
     after = score_example(example, np.asarray(result.ablated_attentions), tokens, word_ids, offsets).margin
     layer, head = (int(i) for i in np.unravel_index(int(np.argmax(before)), before.shape))
-    return MarginChange((layer, head), float(before[layer, head]), float(after[layer, head]),
-                        float(before.mean()), float(after.mean()), int((before > 0).sum()), int((after > 0).sum()))
+    return MarginChange(
+        (layer, head),
+        float(before[layer, head]),
+        float(after[layer, head]),
+        float(before.mean()),
+        float(after.mean()),
+        int((before > 0).sum()),
+        int((after > 0).sum()),
+    )
 
 
 def ablated_forward(head_mask, ablation: str = "zero") -> Callable:
     """A `forward(model, input_ids, attention_mask, token_type_ids)` for coref.score_heads: the per-layer
     (B, H, L, L) maps of our model run with `head_mask`'s heads ablated (the last layer stops at its map)."""
+
     def forward(model, input_ids, attention_mask, token_type_ids):
-        return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, head_mask=head_mask,
-                     ablation=ablation, maps_only=True).attentions
+        return model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            head_mask=head_mask,
+            ablation=ablation,
+            maps_only=True,
+        ).attentions
 
     return forward
 
 
-def score_ablated(model: Transformer, tokenizer, examples: list[CorefExample], head_mask, ablation: str = "zero",
-                  progress: Callable[[int, int], None] | None = None) -> CorefResult:
+def score_ablated(
+    model: Transformer,
+    tokenizer,
+    examples: list[CorefExample],
+    head_mask,
+    ablation: str = "zero",
+    progress: Callable[[int, int], None] | None = None,
+) -> CorefResult:
     """coref.score_heads on `examples` with `head_mask`'s heads ablated (validated before any batch runs)."""
     head_mask = model.check_head_mask(head_mask, ablation)
     return score_heads(model, tokenizer, examples, progress=progress, forward=ablated_forward(head_mask, ablation))
@@ -194,6 +224,7 @@ def score_ablated(model: Transformer, tokenizer, examples: list[CorefExample], h
 class SuiteChange(NamedTuple):
     """A suite's accuracy of the heads in the layers after the first ablated one (the ablated heads left out),
     before and after ablation."""
+
     best: tuple[int, int]  # (layer, head) of those with the highest accuracy before ablation
     best_before: float
     best_after: float  # the same head's accuracy after ablation
@@ -212,12 +243,18 @@ def suite_change(before: np.ndarray, after: np.ndarray, ablated: list[tuple[int,
     if not ablated:
         raise ValueError("no ablated head: nothing comes after the first ablated layer")
     later = np.zeros(before.shape, dtype=bool)
-    later[min(layer for layer, _ in ablated) + 1:] = True
+    later[min(layer for layer, _ in ablated) + 1 :] = True
     for layer, head in ablated:
         later[layer, head] = False
     if not later.any():
         return None
     ranked = np.where(later, before, -np.inf)  # (n_layers, H): only the later heads can be best
     layer, head = (int(i) for i in np.unravel_index(int(np.argmax(ranked)), before.shape))
-    return SuiteChange((layer, head), float(before[layer, head]), float(after[layer, head]),
-                       float(before[later].mean()), float(after[later].mean()), int(later.sum()))
+    return SuiteChange(
+        (layer, head),
+        float(before[layer, head]),
+        float(after[layer, head]),
+        float(before[later].mean()),
+        float(after[later].mean()),
+        int(later.sum()),
+    )

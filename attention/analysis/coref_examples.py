@@ -11,6 +11,7 @@ A file is read in time linear in its size: a line has at most MAX_LINE_CHARS cha
 candidates, and its words are found in one pass over its text (`Words`); a line past either bound is refused
 with a message naming the bound, as are JSON nested too deeply and integers too long for Python to read.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,7 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REQUIRED: dict[str, type | tuple[type, ...]] = {"text": str, "pronoun": (str, dict), "candidates": list, "answer": (str, int, type(None))}
+REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "text": str,
+    "pronoun": (str, dict),
+    "candidates": list,
+    "answer": (str, int, type(None)),
+}
 KNOWN = {*REQUIRED, "pronoun_occurrence", "pair_id", "cue"}
 MAX_LINE_CHARS = 20_000  # a line's characters: 12 times GAP's longest passage
 MAX_CANDIDATES = 64  # a line's candidates: the public sets have 2, the built-in suite at most 3
@@ -103,16 +109,17 @@ class Words:
 
 def _span(obj, text: str, what: str, where: str) -> tuple[str, int]:
     if not isinstance(obj, dict) or set(obj) != {"text", "start"}:
-        raise ExampleError(f"{where}: {what} should be a string or an object {{\"text\", \"start\"}}")
+        raise ExampleError(f'{where}: {what} should be a string or an object {{"text", "start"}}')
     words, start = obj["text"], obj["start"]
     if not isinstance(words, str) or not words.strip() or words != words.strip():
         raise ExampleError(f"{where}: {what} text should be non-empty, without spaces around it")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0 or start + len(words) > len(text):
-        raise ExampleError(f"{where}: {what} '{words}' start {start!r} is not inside the text "
-                           f"({len(text)} characters)")
-    if text[start:start + len(words)] != words:
-        raise ExampleError(f"{where}: {what} '{words}' is not at character {start} "
-                           f"(the text there reads '{text[start:start + len(words)]}')")
+        raise ExampleError(f"{where}: {what} '{words}' start {start!r} is not inside the text ({len(text)} characters)")
+    if text[start : start + len(words)] != words:
+        raise ExampleError(
+            f"{where}: {what} '{words}' is not at character {start} "
+            f"(the text there reads '{text[start : start + len(words)]}')"
+        )
     return words, start
 
 
@@ -163,8 +170,9 @@ def _check_spans(obj, text: str, where: str):
         raise ExampleError(f"{where}: 'pronoun_occurrence' is for a pronoun given as a word; a span has its start")
     pronoun, p_start = _span(obj["pronoun"], text, "the pronoun", where)
     spans = [_span(c, text, f"candidate {i + 1}", where) for i, c in enumerate(obj["candidates"])]
-    marked = sorted([(p_start, p_start + len(pronoun), "the pronoun")]
-                    + [(s, s + len(w), f"candidate '{w}'") for w, s in spans])
+    marked = sorted(
+        [(p_start, p_start + len(pronoun), "the pronoun")] + [(s, s + len(w), f"candidate '{w}'") for w, s in spans]
+    )
     for (_, end, a), (start, _, b) in itertools.pairwise(marked):
         if start < end:
             raise ExampleError(f"{where}: {a} and {b} overlap")
@@ -194,15 +202,32 @@ def parse_example(obj, line: int | None = None) -> CorefExample:
     else:
         if not all(isinstance(c, str) and c.strip() for c in candidates):
             raise ExampleError(f"{where}: every candidate should be a non-empty string")
-        pronoun, candidates, p_start, c_starts = obj["pronoun"].strip(), tuple(c.strip() for c in candidates), None, None
+        pronoun, candidates, p_start, c_starts = (
+            obj["pronoun"].strip(),
+            tuple(c.strip() for c in candidates),
+            None,
+            None,
+        )
         occurrence = _check_words(obj, text, pronoun, candidates, where)
         answer, answer_at = _answer(obj, candidates, where, exact=False)
         if isinstance(obj["answer"], str):  # kept as written; matched case-insensitively
             answer, answer_at = obj["answer"].strip(), None
     pair_id, cue = obj.get("pair_id"), obj.get("cue")
     extra = {k: v for k, v in obj.items() if k not in KNOWN}
-    return CorefExample(text, pronoun, candidates, answer, occurrence, None if pair_id is None else str(pair_id),
-                        None if cue is None else str(cue), line, p_start, c_starts, answer_at, extra)
+    return CorefExample(
+        text,
+        pronoun,
+        candidates,
+        answer,
+        occurrence,
+        None if pair_id is None else str(pair_id),
+        None if cue is None else str(cue),
+        line,
+        p_start,
+        c_starts,
+        answer_at,
+        extra,
+    )
 
 
 def read_line(raw: str, number: int):
@@ -238,8 +263,9 @@ def parse_examples(text: str, check: Callable[[], None] | None = None) -> list[C
             pairs.setdefault(example.pair_id, []).append(example)
     for pair_id, twins in pairs.items():
         if len(twins) != 2:
-            raise ExampleError(f"line {twins[-1].line}: pair_id '{pair_id}' is used {len(twins)} times, "
-                               "twins come in twos")
+            raise ExampleError(
+                f"line {twins[-1].line}: pair_id '{pair_id}' is used {len(twins)} times, twins come in twos"
+            )
     return examples
 
 

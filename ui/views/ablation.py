@@ -1,6 +1,7 @@
 """The Ablation view: the sentence run again with chosen heads zeroed or made uniform, and what changes:
 hidden states, every head's map, the sentence embedding, the [MASK] guesses, on an example with a known
 antecedent the pronoun → answer margin and, once a coreference suite is scored, the accuracy of the later heads."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,21 +39,37 @@ def draw(run) -> None:
         result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), word)
     if not outcome.ok:
         return
-    st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
-               "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
-               "the first ablated layer do not change.")
+    st.caption(
+        "The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
+        "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
+        "the first ablated layer do not change."
+    )
     with slot or st.container():
-        show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine,
-                             np.array(heads), font_size=font_size()), "ablation")
-    show_text(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
-              f"{result.embedding_cosine:.4f} to the original.", "ablation-embedding", st.write)
+        show(
+            ablation_figure(
+                result.hidden_cosine,
+                result.attention_change,
+                result.embedding_cosine,
+                np.array(heads),
+                font_size=font_size(),
+            ),
+            "ablation",
+        )
+    show_text(
+        f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
+        f"{result.embedding_cosine:.4f} to the original.",
+        "ablation-embedding",
+        st.write,
+    )
     coref_margin(run, result, text)
     suite_accuracy(tuple(sorted(heads)), word)
     if result.predictions is not None:
         p = result.predictions
         show_text(f"Top predictions for [MASK] at position {p.position}:", "ablation-mask", st.write)
-        rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
-                 "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
+        rows = [
+            {"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0], "p after": round(a[1], 4)}
+            for k, (b, a) in enumerate(zip(p.before, p.after))
+        ]
         show_table(rows, "Top predictions for [MASK], before and after", hide_index=True)
     elif (reason := get_mlm_head(st.session_state.source)[1]) is not None:
         st.caption(plain(reason))
@@ -68,18 +85,27 @@ def coref_margin(run, result, text: str) -> None:
     enc = run.encoded
     word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
     try:
-        change = margin_change(result, CorefExample(text, pronoun, tuple(candidates), answer), enc.tokens, word_ids,
-                               enc.offsets)
+        change = margin_change(
+            result, CorefExample(text, pronoun, tuple(candidates), answer), enc.tokens, word_ids, enc.offsets
+        )
     except ExampleError:  # a tokenizer that cuts the example's words otherwise
         return
     layer, head = change.best
-    show_text(f"Coreference: attention from “{pronoun}” to “{answer}” minus the best other candidate "
-              f"({', '.join(c for c in candidates if c != answer)}), before and after the ablation; above 0, a "
-              "head prefers the answer.", "ablation-margin-says")
-    show_table({"measure": [f"best head before ablation (L{layer} H{head})", "mean over heads", "heads above 0"],
-                "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
-                "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)]},
-               "The pronoun → answer margin", hide_index=True)
+    show_text(
+        f"Coreference: attention from “{pronoun}” to “{answer}” minus the best other candidate "
+        f"({', '.join(c for c in candidates if c != answer)}), before and after the ablation; above 0, a "
+        "head prefers the answer.",
+        "ablation-margin-says",
+    )
+    show_table(
+        {
+            "measure": [f"best head before ablation (L{layer} H{head})", "mean over heads", "heads above 0"],
+            "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
+            "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)],
+        },
+        "The pronoun → answer margin",
+        hide_index=True,
+    )
 
 
 def suite_accuracy(heads: tuple[tuple[int, int], ...], mode: str) -> None:
@@ -87,8 +113,10 @@ def suite_accuracy(heads: tuple[tuple[int, int], ...], mode: str) -> None:
     with the heads ablated, and the accuracy of the heads after the first ablated layer before and after."""
     source, suite = st.session_state.source, chosen_suite()
     if suite is None or not is_scored(source, suite):
-        st.caption("Score a coreference suite in the Coreference view (Suite mode) to see here how this ablation "
-                   "changes the suite accuracy of the heads after the first ablated layer.")
+        st.caption(
+            "Score a coreference suite in the Coreference view (Suite mode) to see here how this ablation "
+            "changes the suite accuracy of the heads after the first ablated layer."
+        )
         return
     before = suite_scores(source, suite)  # kept: is_scored said so
     if before.n == 0:
@@ -106,16 +134,28 @@ def suite_accuracy(heads: tuple[tuple[int, int], ...], mode: str) -> None:
     if not outcome.ok:
         return
     change = suite_change(before.accuracy, after.accuracy, list(heads))
-    show_text(f"Coreference suite: {plain(suite.name)}, {before.n} examples with an answer, scored again with the "
-              "heads ablated.", "ablation-suite-says")
+    show_text(
+        f"Coreference suite: {plain(suite.name)}, {before.n} examples with an answer, scored again with the "
+        "heads ablated.",
+        "ablation-suite-says",
+    )
     if change is None:
         st.caption("No head comes after the first ablated layer.")
         return
     layer, head = change.best
-    show_table({"measure": [f"best later head before ablation (L{layer} H{head})",
-                            f"mean over the {change.n_heads} later heads"],
-                "before": [f"{change.best_before:.1%}", f"{change.mean_before:.1%}"],
-                "after": [f"{change.best_after:.1%}", f"{change.mean_after:.1%}"],
-                "change": [f"{100 * (change.best_after - change.best_before):+.1f} pts",
-                           f"{100 * (change.mean_after - change.mean_before):+.1f} pts"]},
-               "Suite accuracy of the heads after the first ablated layer", hide_index=True)
+    show_table(
+        {
+            "measure": [
+                f"best later head before ablation (L{layer} H{head})",
+                f"mean over the {change.n_heads} later heads",
+            ],
+            "before": [f"{change.best_before:.1%}", f"{change.mean_before:.1%}"],
+            "after": [f"{change.best_after:.1%}", f"{change.mean_after:.1%}"],
+            "change": [
+                f"{100 * (change.best_after - change.best_before):+.1f} pts",
+                f"{100 * (change.mean_after - change.mean_before):+.1f} pts",
+            ],
+        },
+        "Suite accuracy of the heads after the first ablated layer",
+        hide_index=True,
+    )
