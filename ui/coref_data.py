@@ -124,12 +124,12 @@ class TimeLeft:
 
 def duration(seconds: float) -> str:
     """A time to come, no finer than it can be known: to 5 s under a minute, to 10 s under ten, then minutes."""
-    if seconds < 60:
-        return f"{max(5, 5 * round(seconds / 5))} s"
-    if seconds < 600:
-        minutes, rest = divmod(10 * round(seconds / 10), 60)
-        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-    return f"{round(seconds / 60)} min"
+    step = 5 if seconds < 60 else 10 if seconds < 600 else 60
+    rounded = max(5, step * round(seconds / step))
+    minutes, rest = divmod(rounded, 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
 def scoring_ahead() -> bool:
