@@ -196,3 +196,26 @@ def test_the_time_left_comes_from_the_rate_since_the_first_report():
     assert left(2000, 2000) == ""
     assert [duration(s) for s in (2, 42, 59, 61, 127, 599, 601, 3600)] == [
         "5 s", "40 s", "1 min", "1 min", "2 min 10 s", "10 min", "10 min", "60 min"]
+
+
+# ---- a suite about to be scored clears the previous one's results ------------------------------------
+
+def area_and_before(at) -> tuple[int, list[str]]:
+    """The index of the top-level block holding the set picker, and the kinds of the elements before it."""
+    children = list(at.main.children.values())
+    index = next(i for i, c in enumerate(children)
+                 if hasattr(c, "children") and any(s.key == "coref_set" for s in c.get("selectbox")))
+    return index, [getattr(c, "type", None) for c in children[:index]]
+
+
+def test_a_suite_about_to_be_scored_is_drawn_after_empty_places(tiny):
+    """In the browser the previous suite's results would stay, greyed, under the progress bar: the run that
+    scores draws empty elements where they were (tests/test_browser_upload.py sees them go)."""
+    from ui.coref_data import SHIFT
+
+    at, _ = upload(tiny, span_lines()[::-1])  # examples no other test scores: this run scores them
+    index, before = area_and_before(at)
+    assert before[-SHIFT:] == ["empty"] * SHIFT
+    at.run()  # scored already: drawn where it was, nothing cleared
+    index_now, before_now = area_and_before(at)
+    assert index_now == index - SHIFT and before_now == before[:-SHIFT]

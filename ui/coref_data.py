@@ -139,21 +139,18 @@ def scoring_ahead() -> bool:
             and st.session_state.get("coref_stopped") != (source, suite.cache_key))
 
 
+SHIFT = 4  # elements above the view that may be gone since the last run: a link's notices (shown once) …
+
+
 def suite_area():
-    """Where the Suite and Twins modes draw: one of two places, the other left empty. The browser keeps what
-    a place held in the last run, greyed, until this run draws over it or ends; a suite about to be scored
-    takes the other place, so the previous suite's results go at once instead of waiting, greyed, under the
-    progress bar."""
+    """Where the Suite and Twins modes draw. The browser keeps the last run's elements, greyed, until this run
+    draws over them or ends, and a container drawn where the last run's was keeps its contents too; so a
+    suite about to be scored (GAP: a minute) is drawn after SHIFT empty elements, which take the place of
+    the previous suite's results even where up to SHIFT - 1 elements above are gone since the last run."""
     if scoring_ahead():
-        st.session_state.coref_place = 1 - st.session_state.get("coref_place", 0)
-    used = st.session_state.get("coref_place", 0)
-    area = None
-    for place in (0, 1):
-        if place == used:
-            area = st.container()
-        else:
-            st.empty()  # an element where the other place's block was: its old contents go
-    return area
+        for _ in range(SHIFT):
+            st.empty()  # an element where a block was: the block and all its contents go
+    return st.container()
 
 
 def suite_store() -> BoundedStore:
