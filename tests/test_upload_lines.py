@@ -134,6 +134,23 @@ def test_the_page_lists_the_bad_lines_and_scores_the_good_ones_when_asked(tiny, 
                                   score_heads(model, tokenizer, examples).accuracy)
 
 
+def test_a_file_with_bad_lines_as_the_first_upload_offers_its_good_ones(tiny):
+    from ui.coref_data import digest
+
+    at = tiny
+    at.selectbox(key="coref_set").select("Upload").run()
+    examples, problems = parse_examples_leniently(jsonl([GOOD, "[]"]))
+    at.session_state["coref_upload_waiting"] = (("first.jsonl", examples, "upload:" + digest(examples)), problems)
+    at.run()
+    assert not at.exception and not at.info  # no "Upload a JSONL file" under the list
+    assert [b.label for b in at.button if b.label.startswith("Score the")] == ["Score the 1 valid example"]
+    with_nothing = parse_examples_leniently(jsonl(["[]"]))
+    at.session_state["coref_upload_waiting"] = (("none.jsonl", [], "upload:" + digest([])), with_nothing[1])
+    at.run()
+    assert not at.exception and not [b for b in at.button if b.label.startswith("Score the")]
+    assert "None of its lines can be scored" in at.error[0].value
+
+
 @pytest.fixture
 def tiny(tiny_dir):
     from test_app import start

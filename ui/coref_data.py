@@ -134,7 +134,7 @@ def duration(seconds: float) -> str:
 
 def scoring_ahead() -> bool:
     """Whether this run will score the suite picked with the model in use (not yet scored, not stopped)."""
-    suite, source = chosen_suite(), st.session_state.get("source")
+    suite, source = chosen_suite(), st.session_state.source
     return (suite is not None and not is_scored(source, suite)
             and st.session_state.get("coref_stopped") != (source, suite.cache_key))
 
@@ -338,8 +338,9 @@ def suite_picker() -> Suite | None:
         st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
     waiting = key == "upload" and waiting_upload()
     suite = chosen_suite()
-    if suite is None and not waiting:
-        st.info("Upload a JSONL file of examples to score them.")
+    if suite is None:
+        if not waiting:
+            st.info("Upload a JSONL file of examples to score them.")
     elif key == "upload":
         st.caption(f"Examples in use: {plain(suite.name)}")
     return suite

@@ -282,7 +282,9 @@ def parse_examples_leniently(text: str, check: Callable[[], None] | None = None,
     count). A pair_id not used by exactly two good lines is a problem of its last line, and its lines are
     left out, so the examples returned are a suite parse_examples takes. A text without a line that is not
     blank is an ExampleError, as in parse_examples."""
-    examples, problems, count, seen = [], [], 0, False
+    examples: list[CorefExample] = []
+    problems: list[tuple[int, str]] = []  # (line, message)
+    count, seen = 0, False
     for number, raw in _lines(text, check):
         seen = True
         try:
