@@ -143,12 +143,13 @@ def test_a_file_with_bad_lines_as_the_first_upload_offers_its_good_ones(tiny):
     at.session_state["coref_upload_waiting"] = (("first.jsonl", examples, "upload:" + digest(examples)), problems)
     at.run()
     assert not at.exception and not at.info  # no "Upload a JSONL file" under the list
+    assert [e.value.split(" has ")[0] for e in at.error] == ["first\\.jsonl"]  # the list, nothing gone wrong
     assert [b.label for b in at.button if b.label.startswith("Score the")] == ["Score the 1 valid example"]
     with_nothing = parse_examples_leniently(jsonl(["[]"]))
     at.session_state["coref_upload_waiting"] = (("none.jsonl", [], "upload:" + digest([])), with_nothing[1])
     at.run()
     assert not at.exception and not [b for b in at.button if b.label.startswith("Score the")]
-    assert "None of its lines can be scored" in at.error[0].value
+    assert len(at.error) == 1 and "None of its lines can be scored" in at.error[0].value
 
 
 @pytest.fixture
