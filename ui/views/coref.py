@@ -14,7 +14,7 @@ from attention.analysis.coref_metrics import (
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from ..computations import coref_values
-from ..coref_data import excluded_reasons, scores_or_message, suite_picker
+from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref_groups import grouped
 from ..coref_measures import measures, second_model
 from ..coref_sentence import (
@@ -37,7 +37,11 @@ def draw(run) -> None:
                                 label_visibility="collapsed")
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
     chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
-    this_sentence(run, slot) if chosen == "sentence" else views[chosen](run)
+    if chosen == "sentence":
+        this_sentence(run, slot)
+    else:
+        with suite_area():  # a suite about to be scored clears the previous one's results
+            views[chosen](run)
 
 
 def this_sentence(run, slot=None) -> None:
