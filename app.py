@@ -8,6 +8,7 @@ the model, the default sentence; ui/preload.py) as the server starts, while the 
 still loading the page. The page's modules are imported in `main`, after `preload` has waited for
 that, so no two threads import them at once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,16 +39,16 @@ def main() -> None:
     preload.preload()
     if warming is not None:
         warming.empty()
-    from ui import registry
     from attention.bigrun import NeedsSmallerInput
-    from ui.models import LOADED, get_model
-    from ui.runs import get_run
+    from ui import registry
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
+    from ui.models import LOADED, get_model
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
     from ui.present import keys as present_keys
     from ui.present import link_control, show_link
+    from ui.runs import get_run
     from ui.state import (
         clamp_selection,
         init_from_url,
@@ -105,8 +106,10 @@ def main() -> None:
             st.info(notice)
     st.session_state.url_notices = []
     if all(run.encoded.special):
-        st.info("The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
-                "characters), so only [CLS] and [SEP] remain.")
+        st.info(
+            "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
+            "characters), so only [CLS] and [SEP] remain."
+        )
     if present:
         present_controls(run)
     else:
@@ -134,5 +137,7 @@ if __name__ == "__main__":
         main()
     except Exception:  # no traceback on the page; the server log keeps it
         log.exception("unexpected error while drawing the page")
-        st.error("Something went wrong while drawing this view. Your sentence is kept: try another view or "
-                 "sentence, or reload the page.")
+        st.error(
+            "Something went wrong while drawing this view. Your sentence is kept: try another view or "
+            "sentence, or reload the page."
+        )

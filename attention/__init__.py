@@ -1,17 +1,34 @@
 """Multi-head attention and transformer models (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2, Llama, Mistral,
 Qwen2, and the encoder-decoders BART, mBART, Marian and T5) written out in plain PyTorch, loading real
 checkpoints."""
+
 from .config import BertConfig, ConfigError, ModelConfig
-from .inputs import Encoded, encode
 from .convert import map_state_dict
 from .errors import ModelLoadError
+from .inputs import Encoded, encode
 from .loading import LoadReport, load_bert, load_model
 from .mha import MultiHeadAttention, scaled_dot_product_attention
 from .models import FAMILIES, EncoderDecoder, ModelOutput, Seq2SeqOutput, Transformer
 from .models.bert import BertModel, BertOutput
 
 __all__ = [
-    "FAMILIES", "BertConfig", "BertModel", "BertOutput", "ConfigError", "Encoded", "EncoderDecoder", "LoadReport",
-    "ModelConfig", "ModelLoadError", "ModelOutput", "MultiHeadAttention", "Seq2SeqOutput", "Transformer", "encode",
-    "load_bert", "load_model", "map_state_dict", "scaled_dot_product_attention",
+    "FAMILIES",
+    "BertConfig",
+    "BertModel",
+    "BertOutput",
+    "ConfigError",
+    "Encoded",
+    "EncoderDecoder",
+    "LoadReport",
+    "ModelConfig",
+    "ModelLoadError",
+    "ModelOutput",
+    "MultiHeadAttention",
+    "Seq2SeqOutput",
+    "Transformer",
+    "encode",
+    "load_bert",
+    "load_model",
+    "map_state_dict",
+    "scaled_dot_product_attention",
 ]

@@ -17,9 +17,7 @@ SPACE_MARKERS = ("Ġ", "▁", " ")
 def _check_square(attn: np.ndarray) -> np.ndarray:
     attn = np.asarray(attn)
     if attn.ndim != 2 or attn.shape[0] != attn.shape[1]:
-        raise ValueError(
-            f"expected a square [query_pos, key_pos] map, got shape {attn.shape}"
-        )
+        raise ValueError(f"expected a square [query_pos, key_pos] map, got shape {attn.shape}")
     return attn
 
 
@@ -34,8 +32,7 @@ def drop_special(attn: np.ndarray, keep: np.ndarray, renormalize: bool) -> np.nd
     keep = np.asarray(keep)
     if keep.dtype != bool or keep.shape != (attn.shape[0],):
         raise ValueError(
-            f"keep must be a boolean mask of shape ({attn.shape[0]},), "
-            f"got dtype {keep.dtype} and shape {keep.shape}"
+            f"keep must be a boolean mask of shape ({attn.shape[0]},), got dtype {keep.dtype} and shape {keep.shape}"
         )
     sub = attn[np.ix_(keep, keep)]  # (K, K)
     if not renormalize:
@@ -78,8 +75,9 @@ def written_words(
     the first.
     """
     if not len(tokens) == len(word_ids) == len(offsets):
-        raise ValueError(f"tokens, word_ids and offsets differ in length: "
-                         f"{len(tokens)}, {len(word_ids)}, {len(offsets)}")
+        raise ValueError(
+            f"tokens, word_ids and offsets differ in length: {len(tokens)}, {len(word_ids)}, {len(offsets)}"
+        )
     runs: list[list[list[int]]] = []  # runs of the tokenizer's words with no space between them
     for group in word_groups(word_ids):
         if runs and _continues(runs[-1][-1][-1], group[0], tokens, word_ids, offsets):
@@ -92,13 +90,17 @@ def written_words(
 def _continues(last: int, first: int, tokens, word_ids, offsets) -> bool:
     """Whether the word starting at position ``first`` is written on, with no space, from ``last``."""
     before, after = word_ids[last], word_ids[first]
-    return (before is not None and after is not None and after > before
-            and offsets[last][1] == offsets[first][0] and not tokens[first].startswith(SPACE_MARKERS))
+    return (
+        before is not None
+        and after is not None
+        and after > before
+        and offsets[last][1] == offsets[first][0]
+        and not tokens[first].startswith(SPACE_MARKERS)
+    )
 
 
 def _is_punctuation(positions: Sequence[int], tokens: Sequence[str]) -> bool:
-    text = "".join(tokens[p].removeprefix(WORDPIECE_CONTINUATION).lstrip("".join(SPACE_MARKERS))
-                   for p in positions)
+    text = "".join(tokens[p].removeprefix(WORDPIECE_CONTINUATION).lstrip("".join(SPACE_MARKERS)) for p in positions)
     return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 
 
@@ -108,7 +110,7 @@ def _edge_punctuation_apart(run: list[list[int]], tokens: Sequence[str]) -> list
     if not wordy:
         return run
     first, last = wordy[0], wordy[-1]
-    return [*run[:first], [p for group in run[first:last + 1] for p in group], *run[last + 1:]]
+    return [*run[:first], [p for group in run[first : last + 1] for p in group], *run[last + 1 :]]
 
 
 def merge_word_pieces(
@@ -129,9 +131,7 @@ def merge_word_pieces(
     attn = _check_square(attn)
     n_tokens = attn.shape[0]
     if len(word_ids) != n_tokens:
-        raise ValueError(
-            f"word_ids has {len(word_ids)} entries but the map has {n_tokens} positions"
-        )
+        raise ValueError(f"word_ids has {len(word_ids)} entries but the map has {n_tokens} positions")
     if (tokens is None) != (offsets is None):
         raise ValueError("tokens and offsets go together: both or neither")
     groups = word_groups(word_ids) if tokens is None or offsets is None else written_words(tokens, word_ids, offsets)
@@ -177,8 +177,8 @@ def pairwise_change(maps: np.ndarray) -> np.ndarray:
     n_heads = maps.shape[0]
     change = np.zeros((n_heads, n_heads))
     for i in range(n_heads - 1):
-        row = np.abs(maps[i + 1:] - maps[i]).mean(axis=(1, 2), dtype=np.float64)  # (H - i - 1,)
-        change[i, i + 1:] = change[i + 1:, i] = row
+        row = np.abs(maps[i + 1 :] - maps[i]).mean(axis=(1, 2), dtype=np.float64)  # (H - i - 1,)
+        change[i, i + 1 :] = change[i + 1 :, i] = row
     return change
 
 
@@ -191,5 +191,7 @@ def group_means(change: np.ndarray, groups: Sequence[int]) -> tuple[float, float
     same = group_of[:, None] == group_of[None, :]
     distinct = ~np.eye(len(group_of), dtype=bool)
     within, across = values[same & distinct], values[~same]
-    return (float(within.mean()) if within.size else float("nan"),
-            float(across.mean()) if across.size else float("nan"))
+    return (
+        float(within.mean()) if within.size else float("nan"),
+        float(across.mean()) if across.size else float("nan"),
+    )

@@ -1,6 +1,7 @@
 """Big models' runs: when every attention map of a run (n_layers·H·L·L float32) is more than BIG_RUN_BYTES,
 the run keeps pooled tiles gathered layer by layer as one forward pass goes, and reads one layer's full
 maps on demand (`LayerMaps`), through a loader its caller gives (the app's caches them)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -34,7 +35,8 @@ class NeedsSmallerInput(ValueError):
             f"This view needs every head's full map at once: {n_layers} layers × {n_heads} heads at {n_tokens} "
             f"tokens is {full:,.0f} MB, more than the {BIG_RUN_BYTES // MB} MB this server holds for one run. "
             "Try a shorter input with this model, or another view (the head view, overview and GQA view "
-            "read one layer at a time).")
+            "read one layer at a time)."
+        )
 
 
 def maps_bytes(n_layers: int, n_heads: int, n_tokens: int) -> int:
@@ -127,6 +129,7 @@ class LayerMaps:
 class PooledRun:
     """A big model's run (its maps more than BIG_RUN_BYTES): what the views need, gathered layer by
     layer as the forward pass went, and its full maps one layer at a time (``attentions[layer]``)."""
+
     encoded: Any  # attention.inputs.Encoded
     pooled: np.ndarray  # (n_layers, H, C, C) each map mean-pooled to at most POOL_CELLS a side
     strongest: np.ndarray  # (n_layers, H, 3): query, key and weight of each head's largest entry
@@ -168,8 +171,13 @@ def pooled_run(model, enc, causal: bool, load: Loader, tiles: Callable) -> Poole
             means[layer] = maps.mean(axis=0)
 
     forward_maps(model, enc, causal, on_layer)
-    return PooledRun(enc, read_only(np.stack(pooled)), read_only(np.stack(strongest)),
-                     read_only(np.stack(means)) if keep_means else None, LayerMaps(load, n_layers, H, L))
+    return PooledRun(
+        enc,
+        read_only(np.stack(pooled)),
+        read_only(np.stack(strongest)),
+        read_only(np.stack(means)) if keep_means else None,
+        LayerMaps(load, n_layers, H, L),
+    )
 
 
 def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
@@ -178,8 +186,12 @@ def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
 
     per_layer: dict[int, dict[str, np.ndarray]] = {}
     punct = punctuation_mask(enc.tokens)
-    forward_maps(model, enc, causal, lambda i, maps: per_layer.setdefault(
-        i, head_stats(maps[None], enc.special, enc.sequence_ids, punct)))
+    forward_maps(
+        model,
+        enc,
+        causal,
+        lambda i, maps: per_layer.setdefault(i, head_stats(maps[None], enc.special, enc.sequence_ids, punct)),
+    )
     layers = [per_layer[i] for i in range(len(per_layer))]
     return {name: read_only(np.concatenate([s[name] for s in layers])) for name in layers[0]}
 

@@ -6,6 +6,7 @@ through `safetensors.safe_open`: its header gives each tensor's name, shape and 
 data, and each tensor is read from the file when it is asked for. With `shapes_only` every tensor is an
 empty one on the meta device, its name, shape and dtype only: what the checks before building compare.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,28 @@ from .errors import ModelLoadError
 
 BIN_REFUSED = "this server loads safetensors weights only, and this checkpoint has only pytorch_model.bin"
 # (index of shards, single file, is it safetensors), in the order they are looked for
-_LAYOUTS = (("model.safetensors.index.json", "model.safetensors", True),
-            ("pytorch_model.bin.index.json", "pytorch_model.bin", False))
+_LAYOUTS = (
+    ("model.safetensors.index.json", "model.safetensors", True),
+    ("pytorch_model.bin.index.json", "pytorch_model.bin", False),
+)
 # safetensors' dtype names; one it adds later is read as float32 for the shape check, and cast on load
-_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-                       "U8": torch.uint8, "BOOL": torch.bool}
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
 
 
-def read_checkpoint(folder: Path, bin_files: bool = True, shapes_only: bool = False
-                    ) -> tuple[Mapping[str, torch.Tensor], str]:
+def read_checkpoint(
+    folder: Path, bin_files: bool = True, shapes_only: bool = False
+) -> tuple[Mapping[str, torch.Tensor], str]:
     """The weights of a folder and the file (or index) they came from. With `bin_files` False a folder
     with only .bin weights is refused. Safetensors weights come as a SafetensorsWeights, which reads
     nothing up front: a tensor is in memory once its caller asks for it and keeps it."""
@@ -88,10 +101,12 @@ class SafetensorsWeights(Mapping[str, torch.Tensor]):
 
     def shapes(self) -> dict[str, torch.Tensor]:
         """Every tensor as an empty one on the meta device, from the files' headers alone."""
+
         def meta(path: Path, opened: safe_open, name: str) -> torch.Tensor:
             part = _damaged_if_raises(path, lambda: opened.get_slice(name))
-            return torch.empty(part.get_shape(), dtype=_SAFETENSORS_DTYPES.get(part.get_dtype(), torch.float32),
-                               device="meta")
+            return torch.empty(
+                part.get_shape(), dtype=_SAFETENSORS_DTYPES.get(part.get_dtype(), torch.float32), device="meta"
+            )
 
         return {name: meta(path, opened, name) for name, (path, opened) in self._files.items()}
 
@@ -140,8 +155,9 @@ def _read_bin(path: Path) -> dict[str, torch.Tensor]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (UnpicklingError for unsafe content, RuntimeError for a damaged zip)
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"{path.name} could not be loaded safely ({reason}); "
-                             "prefer a model.safetensors file") from None
+        raise ModelLoadError(
+            f"{path.name} could not be loaded safely ({reason}); prefer a model.safetensors file"
+        ) from None
     return _tensors(path, state)
 
 

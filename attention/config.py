@@ -5,6 +5,7 @@ reads. Each family's file (attention/models/) fills a ModelConfig from its own c
 what the family does differently from BERT is declared in the fields below the sizes, never
 written as a second copy of the model. BertConfig is ModelConfig restricted to BERT checkpoints.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,13 +23,31 @@ QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all he
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
-    "int": int, "float": (int, float), "str": str, "bool": bool, "int | None": (int, type(None)),
-    "bool | None": (bool, type(None)), "str | None": (str, type(None))}
+    "int": int,
+    "float": (int, float),
+    "str": str,
+    "bool": bool,
+    "int | None": (int, type(None)),
+    "bool | None": (bool, type(None)),
+    "str | None": (str, type(None)),
+}
 _ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer", "decoder_start_token_id")
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
-BERT_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-              "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-              "type_vocab_size", "layer_norm_eps", "pad_token_id", "position_embedding_type")
+BERT_NAMES = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "pad_token_id",
+    "position_embedding_type",
+)
 
 
 class ConfigError(ValueError):
@@ -108,33 +127,41 @@ class ModelConfig:
             if kind.startswith("int") and isinstance(value, int) and value < (field.name not in _ZERO_ALLOWED):
                 raise ConfigError(f"{field.name} must be positive, not {value}")
         if self.position_embedding_type not in POSITIONS:
-            raise ConfigError(f"position_embedding_type '{self.position_embedding_type}' is not supported: "
-                              f"one of {', '.join(POSITIONS)}")
+            raise ConfigError(
+                f"position_embedding_type '{self.position_embedding_type}' is not supported: "
+                f"one of {', '.join(POSITIONS)}"
+            )
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act '{self.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
         if self.norm not in NORMS:
             raise ConfigError(f"norm '{self.norm}' is not supported (one of {', '.join(NORMS)})")
         if self.rope_type not in ROPE_TYPES:
-            raise ConfigError(f"rope_scaling type '{self.rope_type}' is not supported "
-                              f"(one of {', '.join(ROPE_TYPES)})")
+            raise ConfigError(f"rope_scaling type '{self.rope_type}' is not supported (one of {', '.join(ROPE_TYPES)})")
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
-                              f"num_attention_heads {self.num_attention_heads}")
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
+            )
         if self.num_attention_heads % self.kv_heads:
-            raise ConfigError(f"num_attention_heads {self.num_attention_heads} is not divisible by "
-                              f"num_key_value_heads {self.kv_heads}")
+            raise ConfigError(
+                f"num_attention_heads {self.num_attention_heads} is not divisible by "
+                f"num_key_value_heads {self.kv_heads}"
+            )
         if self.qk_norm not in (None, *QK_NORMS):
             raise ConfigError(f"qk_norm '{self.qk_norm}' is not supported (one of {', '.join(QK_NORMS)})")
         rotary = self.position_embedding_type == "rotary"
         if not 0 < self.rotary_fraction <= 1 or rotary and (self.rotary_dim < 2 or self.rotary_dim % 2):
-            raise ConfigError(f"a rotary fraction of {self.rotary_fraction} of {self.head_size} coordinates "
-                              "is not an even number of them")
+            raise ConfigError(
+                f"a rotary fraction of {self.rotary_fraction} of {self.head_size} coordinates "
+                "is not an even number of them"
+            )
         if self.qkv_per_head and (not self.fused_qkv or self.kv_heads != self.num_attention_heads):
             raise ConfigError("a per-head Q·K·V layout needs a fused projection and one K/V head per query head")
         decoder_heads = self.decoder_attention_heads or self.num_attention_heads
         if self.is_encoder_decoder and self.head_dim is None and self.hidden_size % decoder_heads:
-            raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
-                              f"decoder_attention_heads {self.decoder_attention_heads}")
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not divisible by "
+                f"decoder_attention_heads {self.decoder_attention_heads}"
+            )
         if self.positions_skip_padding and self.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
 
@@ -145,10 +172,14 @@ class ModelConfig:
     def decoder_config(self) -> ModelConfig:
         """An encoder-decoder's decoder stack: its own sizes, causal, attending to the encoder's output."""
         return dataclasses.replace(
-            self, is_encoder_decoder=False, causal=True, cross_attention=True,
+            self,
+            is_encoder_decoder=False,
+            causal=True,
+            cross_attention=True,
             num_hidden_layers=self.decoder_layers or self.num_hidden_layers,
             num_attention_heads=self.decoder_attention_heads or self.num_attention_heads,
-            intermediate_size=self.decoder_ffn_dim or self.intermediate_size)
+            intermediate_size=self.decoder_ffn_dim or self.intermediate_size,
+        )
 
     @property
     def head_size(self) -> int:

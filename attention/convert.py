@@ -2,6 +2,7 @@
 copied strictly: every tensor of the model given exactly once, with its shape, or a ModelLoadError
 naming the first one at fault.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,9 +18,13 @@ LAYERS_HINT = " (does num_hidden_layers in config.json match the weights?)"
 _OLD_NORM_NAMES = re.compile(r"LayerNorm\.(gamma|beta)$")  # the original TensorFlow checkpoints' names
 
 
-def convert_checkpoint(family: Family, checkpoint: Mapping[str, torch.Tensor], origins: dict[str, str] | None = None,
-                       dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
-                       ) -> tuple[dict[str, torch.Tensor], list[str]]:
+def convert_checkpoint(
+    family: Family,
+    checkpoint: Mapping[str, torch.Tensor],
+    origins: dict[str, str] | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Rename a checkpoint's tensors to this package's names, as `family` declares them.
 
     Accepts the family's base-model checkpoints and task models whose base model sits under the
@@ -44,8 +49,10 @@ def convert_checkpoint(family: Family, checkpoint: Mapping[str, torch.Tensor], o
     renamed, ignored = {}, []
     for name in checkpoint:
         inside = not prefixed or name.startswith(prefix)
-        key = _OLD_NORM_NAMES.sub(lambda m: "LayerNorm." + {"gamma": "weight", "beta": "bias"}[m.group(1)],
-                                  name[len(prefix):] if prefixed and inside else name)
+        key = _OLD_NORM_NAMES.sub(
+            lambda m: "LayerNorm." + {"gamma": "weight", "beta": "bias"}[m.group(1)],
+            name[len(prefix) :] if prefixed and inside else name,
+        )
         target = family.rename(key) if inside else None
         if target is None:
             if not family.is_ignored(key):
@@ -75,22 +82,32 @@ def map_state_dict(checkpoint: dict[str, torch.Tensor]) -> tuple[dict[str, torch
     return convert_checkpoint(FAMILIES["bert"], checkpoint)
 
 
-def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], what: str = "the checkpoint",
-                  prefix: str = "", unknown_hint: str = "", name_of: Callable[[str], str] | None = None) -> None:
+def check_tensors(
+    tensors: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    what: str = "the checkpoint",
+    prefix: str = "",
+    unknown_hint: str = "",
+    name_of: Callable[[str], str] | None = None,
+) -> None:
     """Strict: every expected tensor present, none unknown, every shape equal; else a ModelLoadError
     naming the first key at fault (as `prefix` + key, or as `name_of(key)` says) and `what` was being read."""
     name_of = name_of or (lambda key: prefix + key)
     missing = sorted(set(expected) - set(tensors))
     if missing:
-        raise ModelLoadError(f"{what} has no tensor '{name_of(missing[0])}'"
-                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        raise ModelLoadError(
+            f"{what} has no tensor '{name_of(missing[0])}'"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        )
     extra = sorted(set(tensors) - set(expected))
     if extra:
         raise ModelLoadError(f"{what} has a tensor this model does not know: '{name_of(extra[0])}'{unknown_hint}")
     for key, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
-            raise ModelLoadError(f"tensor '{name_of(key)}' has shape {tuple(tensor.shape)}, "
-                                 f"the config needs {tuple(expected[key].shape)}")
+            raise ModelLoadError(
+                f"tensor '{name_of(key)}' has shape {tuple(tensor.shape)}, "
+                f"the config needs {tuple(expected[key].shape)}"
+            )
 
 
 def copy_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor], assign: bool = False) -> None:

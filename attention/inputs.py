@@ -1,4 +1,5 @@
 """Text to model inputs, with the tokens, words and offsets the views need."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ class Encoded:
     total_tokens: int  # length before truncation
     notice: str | None  # set when the input was truncated
     special_tokens_mask: tuple[bool, ...] | None = None  # the tokenizer's: True for the tokens it added
-
 
     @property
     def truncated(self) -> bool:
@@ -65,17 +65,29 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
     cut_text, cut_pair = within_positions(max_length, text, pair)
     cut = cut_text != text or cut_pair != pair
     total = len(tokenizer(cut_text, cut_pair, verbose=False)["input_ids"])
-    enc = tokenizer(cut_text, cut_pair, truncation=True, max_length=max_length, return_offsets_mapping=True,
-                    return_token_type_ids=True, return_special_tokens_mask=True, return_tensors="pt")
+    enc = tokenizer(
+        cut_text,
+        cut_pair,
+        truncation=True,
+        max_length=max_length,
+        return_offsets_mapping=True,
+        return_token_type_ids=True,
+        return_special_tokens_mask=True,
+        return_tensors="pt",
+    )
     length = enc["input_ids"].shape[1]
     notice = None
     if total > length:
-        notice = (f"The input has {'at least ' if cut else ''}{total} tokens; the model reads at most "
-                  f"{max_length} positions, so only the first {length} tokens are shown.")
+        notice = (
+            f"The input has {'at least ' if cut else ''}{total} tokens; the model reads at most "
+            f"{max_length} positions, so only the first {length} tokens are shown."
+        )
     elif cut:  # text of very long words or runs of spaces: the characters cut made no tokens past the positions
-        notice = (f"The input has {len(text) + len(pair or ''):,} characters; the model reads at most "
-                  f"{max_length} positions, so only the first {CHARS_PER_POSITION * max_length:,} characters "
-                  f"of each sentence are read ({length} tokens).")
+        notice = (
+            f"The input has {len(text) + len(pair or ''):,} characters; the model reads at most "
+            f"{max_length} positions, so only the first {CHARS_PER_POSITION * max_length:,} characters "
+            f"of each sentence are read ({length} tokens)."
+        )
     return Encoded(
         input_ids=enc["input_ids"],
         attention_mask=enc["attention_mask"],

@@ -10,6 +10,7 @@ The checkpoint is held once, not twice: safetensors files are read tensor by ten
 renamed, each cast to the asked-for dtype and moved to the asked-for device, and the model is built
 on the meta device (no memory, no random initialisation) and takes those tensors as its own.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,14 @@ class LoadReport:
     dtype: str = "float32"  # the weights' dtype (the kept attention maps are float32 whatever it is)
 
 
-def load_model(source: str | os.PathLike | None = None, *, downloads: bool = True, bin_files: bool = True,
-               device: str | torch.device | None = "cpu", dtype: str | torch.dtype | None = None):
+def load_model(
+    source: str | os.PathLike | None = None,
+    *,
+    downloads: bool = True,
+    bin_files: bool = True,
+    device: str | torch.device | None = "cpu",
+    dtype: str | torch.dtype | None = None,
+):
     """Load a checkpoint of any supported family into our model. Returns (model, tokenizer).
 
     source: None for the bundled all-MiniLM-L6-v2, a folder with config.json, model.safetensors
@@ -76,8 +83,12 @@ def load_model(source: str | os.PathLike | None = None, *, downloads: bool = Tru
     return _load(source, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
 
 
-def load_bert(source: str | os.PathLike | None = None, *, device: str | torch.device | None = "cpu",
-              dtype: str | torch.dtype | None = None):
+def load_bert(
+    source: str | os.PathLike | None = None,
+    *,
+    device: str | torch.device | None = "cpu",
+    dtype: str | torch.dtype | None = None,
+):
     """Load a BERT checkpoint into our model. Returns (model, tokenizer).
 
     As load_model, but a checkpoint of any other family is refused with a ModelLoadError naming it.
@@ -87,13 +98,20 @@ def load_bert(source: str | os.PathLike | None = None, *, device: str | torch.de
 
 # ---- device and precision -------------------------------------------------------------------------
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
 DEVICE_HINT = "use device='cpu', or device='auto' to take a GPU only when there is one"
 
 
 def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:
-    """"cpu" (or None), "cuda", "cuda:N", a torch.device, or "auto": CUDA when torch.cuda.is_available(),
+    """ "cpu" (or None), "cuda", "cuda:N", a torch.device, or "auto": CUDA when torch.cuda.is_available(),
     else the CPU. A GPU asked for where there is none is a ModelLoadError, not an error deep in torch."""
     if device is None or device == "cpu":
         return torch.device("cpu")
@@ -108,8 +126,9 @@ def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:
     if device.type != "cuda":
         raise ModelLoadError(f"device '{device}' is not supported: only 'cpu' and 'cuda' are")
     if not torch.cuda.is_available():
-        raise DeviceUnavailable(str(device), "torch finds no CUDA GPU on this machine "
-                                "(torch.cuda.is_available() is False)")
+        raise DeviceUnavailable(
+            str(device), "torch finds no CUDA GPU on this machine (torch.cuda.is_available() is False)"
+        )
     if device.index is not None and device.index >= torch.cuda.device_count():
         raise DeviceUnavailable(str(device), f"this machine has {torch.cuda.device_count()} CUDA GPU(s)")
     return device
@@ -131,8 +150,15 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     raise ModelLoadError(f"dtype must be 'float32', 'bfloat16', 'float16' or 'auto', not {dtype!r}")
 
 
-def _load(source: str | os.PathLike | None, model_type: str | None = None, *, downloads: bool = True,
-          bin_files: bool = True, device: str | torch.device | None = "cpu", dtype: str | torch.dtype | None = None):
+def _load(
+    source: str | os.PathLike | None,
+    model_type: str | None = None,
+    *,
+    downloads: bool = True,
+    bin_files: bool = True,
+    device: str | torch.device | None = "cpu",
+    dtype: str | torch.dtype | None = None,
+):
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     folder = resolve_source(source, downloads)
@@ -149,17 +175,31 @@ def _load(source: str | os.PathLike | None, model_type: str | None = None, *, do
     del tensors
     model.eval().requires_grad_(False)
     tokenizer = load_tokenizer(folder, config.vocab_size)
-    model.load_report = LoadReport(DEFAULT_NAME if source is None else str(source), str(folder),
-                                   weights_file, tuple(ignored), origins, str(device),
-                                   str(dtype).removeprefix("torch."))
+    model.load_report = LoadReport(
+        DEFAULT_NAME if source is None else str(source),
+        str(folder),
+        weights_file,
+        tuple(ignored),
+        origins,
+        str(device),
+        str(dtype).removeprefix("torch."),
+    )
     return model, tokenizer
 
 
 # sizes past these are refused before anything is built: far beyond any checkpoint this app can show,
 # and a config.json may say anything
-LIMITS = {"num_hidden_layers": 1024, "num_attention_heads": 1024, "hidden_size": 65_536,
-          "intermediate_size": 262_144, "vocab_size": 4_194_304, "max_position_embeddings": 1_048_576,
-          "decoder_layers": 1024, "decoder_attention_heads": 1024, "decoder_ffn_dim": 262_144}
+LIMITS = {
+    "num_hidden_layers": 1024,
+    "num_attention_heads": 1024,
+    "hidden_size": 65_536,
+    "intermediate_size": 262_144,
+    "vocab_size": 4_194_304,
+    "max_position_embeddings": 1_048_576,
+    "decoder_layers": 1024,
+    "decoder_attention_heads": 1024,
+    "decoder_ffn_dim": 262_144,
+}
 
 
 def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> None:
@@ -190,8 +230,9 @@ def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, Mo
             if model_type is None:
                 raise ConfigError("config.json has no model_type: cannot tell which kind of model it is")
             if model_type not in FAMILIES:
-                raise ConfigError(f"'{model_type}' models are not supported: model_type must be one of "
-                                  f"{', '.join(FAMILIES)}")
+                raise ConfigError(
+                    f"'{model_type}' models are not supported: model_type must be one of {', '.join(FAMILIES)}"
+                )
         family = FAMILIES[model_type]
         return family, family.read_config(values)
     except ConfigError as err:
@@ -213,8 +254,9 @@ def load_tokenizer(folder: Path, vocab_size: int):
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"the tokenizer in {folder} has no fast version (needed for word offsets)")
     if len(tokenizer) > vocab_size:
-        raise ModelLoadError(f"the tokenizer knows {len(tokenizer)} tokens but the model only {vocab_size}: "
-                             "they do not belong together")
+        raise ModelLoadError(
+            f"the tokenizer knows {len(tokenizer)} tokens but the model only {vocab_size}: they do not belong together"
+        )
     # every model here takes token_type_ids (zeros where the family has none), so every tokenizer gives them
     if "token_type_ids" not in tokenizer.model_input_names:
         tokenizer.model_input_names = [*tokenizer.model_input_names, "token_type_ids"]

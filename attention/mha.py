@@ -12,6 +12,7 @@ line of code that made it, so the shape-flow diagram shows the real forward pass
 A head mask (H,) ablates heads right after the softmax: 1 keeps a head, 0 ablates it, either by
 zeroing its probabilities ("zero") or by spreading them evenly over the keys it may see ("uniform").
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -183,8 +184,9 @@ def build_mask(
     mask = attention_mask
     if mask is not None and mask.dim() == 2:
         if tuple(mask.shape) != (batch, key_len):
-            raise ValueError(f"a key padding mask must be (batch, key_len) = {(batch, key_len)}, "
-                             f"got {tuple(mask.shape)}")
+            raise ValueError(
+                f"a key padding mask must be (batch, key_len) = {(batch, key_len)}, got {tuple(mask.shape)}"
+            )
         mask = mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
     if is_causal:
         # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
@@ -244,7 +246,7 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
-        self.scaling = self.head_dim ** -0.5 if scaling is None else scaling
+        self.scaling = self.head_dim**-0.5 if scaling is None else scaling
         self.dropout = dropout
         self.fused_qkv = fused_qkv
         self.qkv_per_head = qkv_per_head
@@ -275,12 +277,19 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = qkv.shape
         d = self.head_dim
         per_head = qkv.view(B, L, self.num_heads, 3 * d)  # (B, L, H, 3·d): [q_h k_h v_h] for each head h
-        views = [record(f"{x}_view", per_head[..., i * d:(i + 1) * d]) for i, x in enumerate("qkv")]  # (B, L, H, d)
+        views = [record(f"{x}_view", per_head[..., i * d : (i + 1) * d]) for i, x in enumerate("qkv")]  # (B, L, H, d)
         return tuple(record(f"{x}_heads", view.transpose(1, 2)) for x, view in zip("qkv", views))  # (B, H, L, d)
 
-    def map_rows(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor | None,
-                 record: Recorder = no_record, head_mask: torch.Tensor | None = None,
-                 ablation: str = "zero") -> torch.Tensor:
+    def map_rows(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        mask: torch.Tensor | None,
+        rows: torch.Tensor | None,
+        record: Recorder = no_record,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
+    ) -> torch.Tensor:
         """The map of the queries `rows` (B, P) against every key, with their rows of the mask: (B, H, P, S),
         the same numbers as those rows of the full map; every query's, (B, H, L, S), when rows is None."""
         if rows is not None:
@@ -339,8 +348,8 @@ class MultiHeadAttention(nn.Module):
                 Q, K, _ = self.qkv_widths
                 qkv = record("qkv_proj", self.qkv_proj(query))  # (B, L, (H+2G)·d)
                 q = record("q_proj", qkv[..., :Q])  # (B, L, H·d)
-                k = record("k_proj", qkv[..., Q:Q + K])  # (B, S, G·d)
-                v = record("v_proj", qkv[..., Q + K:])  # (B, S, G·d)
+                k = record("k_proj", qkv[..., Q : Q + K])  # (B, S, G·d)
+                v = record("v_proj", qkv[..., Q + K :])  # (B, S, G·d)
             else:
                 q = record("q_proj", self.q_proj(query))  # (B, L, H·d)
                 k = record("k_proj", self.k_proj(key))  # (B, S, G·d)
@@ -373,16 +382,16 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if (not keep_map or rows is not None) and head_mask is None and record is no_record:
             fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=fused_mask, dropout_p=dropout_p,
-                                                   scale=self.scaling)  # (B, H, L, d), no map kept
+            heads = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=fused_mask, dropout_p=dropout_p, scale=self.scaling
+            )  # (B, H, L, d), no map kept
             if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
                 heads = heads.nan_to_num(0.0) if heads.requires_grad else heads.nan_to_num_(0.0)
             merged = heads.transpose(1, 2).reshape(B, L, -1)  # (B, L, H, d) -> (B, L, H·d)
             if rows is None:
                 return self.o_proj(merged), None
             return self.o_proj(merged), self.map_rows(q, k, mask, rows)  # only the kept rows: (B, H, P, S)
-        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record,
-                                                    head_mask, ablation)
+        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
         if rows is not None:  # recorded or ablated: the full map was made, its rows are kept

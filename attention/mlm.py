@@ -7,6 +7,7 @@ declared in its file (attention/models/, `masked_lm`). Encoder checkpoints (such
 MiniLM) have no head; task checkpoints (BertForMaskedLM, RobertaForMaskedLM ...) do, and
 `load_mlm_head` reads it from the same files. GPT-2 has none.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -17,11 +18,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .config import ModelConfig
-from .inputs import on_model_device
 from .checkpoint import read_checkpoint
+from .config import ModelConfig
 from .convert import check_tensors
 from .errors import ModelLoadError
+from .inputs import on_model_device
 from .models import FAMILIES, Transformer
 from .models.blocks import ACTIVATIONS
 from .models.family import MaskedLMNames
@@ -67,15 +68,19 @@ class MaskedLMHead(nn.Module):
 def _parts(names: MaskedLMNames) -> dict[str, str]:
     """The family's name of each part of the head (under names.root) -> ours; the bias first, as
     DistilBERT's is its decoder's own."""
-    return {names.bias: "bias", names.dense: "transform.dense", names.norm: "transform.LayerNorm",
-            names.decoder: "decoder"}
+    return {
+        names.bias: "bias",
+        names.dense: "transform.dense",
+        names.norm: "transform.LayerNorm",
+        names.decoder: "decoder",
+    }
 
 
 def _checkpoint_name(key: str, names: MaskedLMNames) -> str:
     """The checkpoint's name for the head's tensor `key`, for error messages."""
     for theirs, ours in _parts(names).items():
         if key == ours or key.startswith(ours + "."):
-            return names.root + theirs + key[len(ours):]
+            return names.root + theirs + key[len(ours) :]
     return names.root + key
 
 
@@ -87,10 +92,12 @@ def _head_tensors(checkpoint: Mapping[str, torch.Tensor], names: MaskedLMNames) 
     tensors = {}
     for name in [n for n in checkpoint if n.startswith(names.root)]:
         tensor = checkpoint[name]
-        key = re.sub(r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}", name[len(names.root):])
+        key = re.sub(
+            r"LayerNorm\.(gamma|beta)$", lambda m: f"LayerNorm.{_OLD_NAMES[m.group(1)]}", name[len(names.root) :]
+        )
         for theirs, ours in parts.items():
             if key == theirs or key.startswith(theirs + "."):
-                key = ours + key[len(theirs):]
+                key = ours + key[len(theirs) :]
                 break
         tensors[key] = tensor.float() if tensor.is_floating_point() else tensor
     return tensors
@@ -108,8 +115,9 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
     """
     report = getattr(model, "load_report", None)
     if report is None:
-        raise ModelLoadError("this model was not loaded by load_model, so there is no checkpoint to read "
-                             "an MLM head from")
+        raise ModelLoadError(
+            "this model was not loaded by load_model, so there is no checkpoint to read an MLM head from"
+        )
     family = FAMILIES.get(model.config.model_type)
     names = None if family is None else family.masked_lm
     if names is None:
@@ -124,15 +132,18 @@ def load_mlm_head(model: Transformer) -> MaskedLMHead | None:
     word_embeddings = model.embeddings.word_embeddings
     decoder_weight = tensors.pop("decoder.weight", None)
     embeddings = word_embeddings.weight  # (V, E), in the model's dtype, on its device
-    if decoder_weight is not None and (decoder_weight.shape != embeddings.shape or not torch.equal(
-            decoder_weight.to(dtype=embeddings.dtype, device=embeddings.device), embeddings)):
-        raise ModelLoadError(f"'{names.root}{names.decoder}.weight' differs from the word embeddings: "
-                             "only MLM heads tied to the embeddings are supported")
+    if decoder_weight is not None and (
+        decoder_weight.shape != embeddings.shape
+        or not torch.equal(decoder_weight.to(dtype=embeddings.dtype, device=embeddings.device), embeddings)
+    ):
+        raise ModelLoadError(
+            f"'{names.root}{names.decoder}.weight' differs from the word embeddings: "
+            "only MLM heads tied to the embeddings are supported"
+        )
 
     head = MaskedLMHead(model.config, names.activation)
     expected = {k: v for k, v in head.state_dict().items() if k != "decoder.weight"}
-    check_tensors(tensors, expected, what="the checkpoint's MLM head",
-                  name_of=lambda key: _checkpoint_name(key, names))
+    check_tensors(tensors, expected, what="the checkpoint's MLM head", name_of=lambda key: _checkpoint_name(key, names))
     head.tie_to(word_embeddings)  # first: the meta decoder weight could not be moved
     head.to(dtype=embeddings.dtype, device=embeddings.device)  # load_state_dict casts the float32 tensors
     head.load_state_dict({**tensors, "decoder.weight": word_embeddings.weight}, strict=True)

@@ -8,6 +8,7 @@ as transformers computes them ("linear", "dynamic" NTK, "llama3"); "default" lea
 
 Letters: B batch, L positions, n heads, d head width.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,7 @@ def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torc
         longest = max(seq_len or 0, config.max_position_embeddings)
         factor = config.rope_factor
         base = base * ((factor * longest / config.max_position_embeddings) - (factor - 1)) ** (d / (d - 2))
-    inv_freq = 1.0 / (base ** exponents)  # (d/2,)
+    inv_freq = 1.0 / (base**exponents)  # (d/2,)
     if config.rope_type == "linear":
         return inv_freq / config.rope_factor
     if config.rope_type == "llama3":

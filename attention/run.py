@@ -1,4 +1,5 @@
 """One sentence (or pair) through the model, kept as read-only numpy arrays for the views."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,8 +65,14 @@ class HeadMap:
     note: str  # what was done to the raw map, for a caption
 
 
-def head_map(run: SentenceRun, layer: int, head: int, hide_special: bool = False,
-             renormalize: bool = True, merge_words: bool = False) -> HeadMap:
+def head_map(
+    run: SentenceRun,
+    layer: int,
+    head: int,
+    hide_special: bool = False,
+    renormalize: bool = True,
+    merge_words: bool = False,
+) -> HeadMap:
     """One head's map, optionally with word pieces merged into words and [CLS]/[SEP] hidden."""
     matrix = run.attentions[layer, head]
     labels = list(run.tokens)
@@ -75,13 +82,18 @@ def head_map(run: SentenceRun, layer: int, head: int, hide_special: bool = False
         matrix, groups = merge_word_pieces(matrix, run.encoded.word_ids, run.encoded.tokens, run.encoded.offsets)
         labels = merge_labels(labels, groups)
         special = np.array([bool(special[g[0]]) for g in groups])
-        notes.append("word pieces merged: a word's row is the mean of its pieces' rows, "
-                     "its column the sum of its pieces' columns")
+        notes.append(
+            "word pieces merged: a word's row is the mean of its pieces' rows, "
+            "its column the sum of its pieces' columns"
+        )
     if hide_special and special.any() and not special.all():
         matrix = drop_special(matrix, ~special, renormalize)
         labels = [label for label, s in zip(labels, special) if not s]
-        notes.append("[CLS] and [SEP] hidden; rows renormalised to sum to 1" if renormalize
-                     else "[CLS] and [SEP] hidden; rows not renormalised, so they sum to less than 1")
+        notes.append(
+            "[CLS] and [SEP] hidden; rows renormalised to sum to 1"
+            if renormalize
+            else "[CLS] and [SEP] hidden; rows not renormalised, so they sum to less than 1"
+        )
     return HeadMap(matrix, labels, "; ".join(notes) or "raw attention probabilities; each row sums to 1")
 
 
@@ -96,12 +108,16 @@ class PaddedBatch:
 def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
     """Several sentences in one padded batch, as the model sees them."""
     limit = model.config.max_position_embeddings
-    batch = tokenizer(list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit,
-                      return_tensors="pt")
+    batch = tokenizer(
+        list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit, return_tensors="pt"
+    )
     with torch.inference_mode():
-        out = model(*on_model_device(model, batch["input_ids"], batch["attention_mask"],
-                                     batch.get("token_type_ids")))
+        out = model(*on_model_device(model, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")))
     tokens = [batch.tokens(i) for i in range(len(texts))]
     stacked = read_only(torch.stack(out.attentions).float().cpu().numpy())  # (n_layers, B, H, S, S)
-    return PaddedBatch([f"sentence {i + 1}" for i in range(len(texts))], tokens,
-                       read_only(batch["attention_mask"].numpy().copy()), stacked)
+    return PaddedBatch(
+        [f"sentence {i + 1}" for i in range(len(texts))],
+        tokens,
+        read_only(batch["attention_mask"].numpy().copy()),
+        stacked,
+    )

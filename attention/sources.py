@@ -1,5 +1,6 @@
 """Where a model's files come from: the bundled default, a local checkpoint folder, or a Hugging Face
 Hub id (from the local cache, downloaded there first when allowed)."""
+
 from __future__ import annotations
 
 import os
@@ -48,18 +49,23 @@ def _from_hub(repo_id: str, downloads: bool = True) -> Path:
     try:
         folder = Path(snapshot_download(repo_id, allow_patterns=_HUB_FILES, local_files_only=not downloads))
         if not any(folder.glob("model.safetensors*")):  # older repositories only have the .bin
-            folder = Path(snapshot_download(repo_id, allow_patterns=[*_HUB_FILES, "pytorch_model.bin*"],
-                                            local_files_only=not downloads))
+            folder = Path(
+                snapshot_download(
+                    repo_id, allow_patterns=[*_HUB_FILES, "pytorch_model.bin*"], local_files_only=not downloads
+                )
+            )
         return folder
     except (hub.RepositoryNotFoundError, hub.GatedRepoError):
         raise ModelLoadError(f"'{repo_id}' is not a public model on the Hugging Face Hub") from None
     except (hub.LocalEntryNotFoundError, hub.OfflineModeIsEnabled, OSError, ConnectionError):
         if not downloads:
-            raise ModelLoadError(f"'{repo_id}' is not in this server's Hugging Face cache, and this server "
-                                 "does not download models") from None
+            raise ModelLoadError(
+                f"'{repo_id}' is not in this server's Hugging Face cache, and this server does not download models"
+            ) from None
         raise ModelLoadError(
             f"'{repo_id}' is not in the local Hugging Face cache and the Hub cannot be reached (offline?): "
             f"download it once where there is a connection ({HUB_DOWNLOAD} {repo_id}) "
-            "or give the path of a local checkpoint folder") from None
+            "or give the path of a local checkpoint folder"
+        ) from None
     except Exception as err:  # noqa: BLE001  (any other failure of the download client, said in one sentence)
         raise ModelLoadError(f"could not fetch '{repo_id}' from the Hugging Face Hub: {err}") from None

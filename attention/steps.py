@@ -4,24 +4,50 @@ its axes and its operation in words. attention/trace.py gives every recorded ste
 Letters: B batch, L query length, S key/value length, D model width, H query heads,
 G key/value heads, d head width, E embedding width (where a projection from it is recorded).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-LETTERS = {"B": "batch", "L": "queries", "S": "keys", "D": "width", "H": "heads", "G": "K/V heads",
-           "d": "head width", "E": "embedding width"}
+LETTERS = {
+    "B": "batch",
+    "L": "queries",
+    "S": "keys",
+    "D": "width",
+    "H": "heads",
+    "G": "K/V heads",
+    "d": "head width",
+    "E": "embedding width",
+}
 TITLES = {
-    "embedding": "embeddings", "embed_proj": "embedding projection", "block_input": "hidden states x",
-    "input": "input x", "qkv_proj": "fused QKV projection",
-    "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
-    "q_view": "Q view", "k_view": "K view", "v_view": "V view",
-    "q_heads": "Q transpose", "k_heads": "K transpose", "v_heads": "V transpose",
-    "q_rot": "Q rotated by position", "k_rot": "K rotated by position",
-    "k_shared": "K shared by groups", "v_shared": "V shared by groups", "mask": "mask",
-    "q_norm": "Q normalised", "k_norm": "K normalised",
-    "scores": "scores Q·Kᵀ·scaling", "masked_scores": "masked scores", "probs": "softmax",
-    "heads": "probs · V", "merged": "transpose and merge", "output": "output projection",
+    "embedding": "embeddings",
+    "embed_proj": "embedding projection",
+    "block_input": "hidden states x",
+    "input": "input x",
+    "qkv_proj": "fused QKV projection",
+    "q_proj": "Q projection",
+    "k_proj": "K projection",
+    "v_proj": "V projection",
+    "q_view": "Q view",
+    "k_view": "K view",
+    "v_view": "V view",
+    "q_heads": "Q transpose",
+    "k_heads": "K transpose",
+    "v_heads": "V transpose",
+    "q_rot": "Q rotated by position",
+    "k_rot": "K rotated by position",
+    "k_shared": "K shared by groups",
+    "v_shared": "V shared by groups",
+    "mask": "mask",
+    "q_norm": "Q normalised",
+    "k_norm": "K normalised",
+    "scores": "scores Q·Kᵀ·scaling",
+    "masked_scores": "masked scores",
+    "probs": "softmax",
+    "heads": "probs · V",
+    "merged": "transpose and merge",
+    "output": "output projection",
 }
 
 
@@ -38,12 +64,22 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     lane = name.split("_")[0]
     T, n = ("L", "H") if lane == "q" else ("S", kv)
     table = {
-        "input": ("B", "L", "D"), "output": ("B", "L", "D"), "merged": ("B", "L", "H·d"),
-        "embedding": ("B", "L", "E"), "embed_proj": ("B", "L", "D"), "block_input": ("B", "L", "D"),
+        "input": ("B", "L", "D"),
+        "output": ("B", "L", "D"),
+        "merged": ("B", "L", "H·d"),
+        "embedding": ("B", "L", "E"),
+        "embed_proj": ("B", "L", "D"),
+        "block_input": ("B", "L", "D"),
         "qkv_proj": ("B", "L", qkv_width(sizes["H"], sizes["G"])),
-        "q_proj": ("B", "L", "H·d"), "k_proj": ("B", "S", f"{kv}·d"), "v_proj": ("B", "S", f"{kv}·d"),
-        "k_shared": ("B", "H", "S", "d"), "v_shared": ("B", "H", "S", "d"), "heads": ("B", "H", "L", "d"),
-        "scores": ("B", "H", "L", "S"), "masked_scores": ("B", "H", "L", "S"), "probs": ("B", "H", "L", "S"),
+        "q_proj": ("B", "L", "H·d"),
+        "k_proj": ("B", "S", f"{kv}·d"),
+        "v_proj": ("B", "S", f"{kv}·d"),
+        "k_shared": ("B", "H", "S", "d"),
+        "v_shared": ("B", "H", "S", "d"),
+        "heads": ("B", "H", "L", "d"),
+        "scores": ("B", "H", "L", "S"),
+        "masked_scores": ("B", "H", "L", "S"),
+        "probs": ("B", "H", "L", "S"),
     }
     dims: tuple[str, ...] | None
     if name.endswith("_view"):
@@ -53,7 +89,7 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     elif name.endswith("_norm"):  # over all heads' projection (OLMo2)
         dims = table[f"{lane}_proj"]
     elif name == "mask":  # broadcastable to (B, H, L, S): axes of size 1 are "1"
-        full = ("B", "H", "L", "S")[-len(shape):]
+        full = ("B", "H", "L", "S")[-len(shape) :]
         dims = tuple(x if size == sizes[x] and (size != 1 or x == "B") else "1" for x, size in zip(full, shape))
     else:
         dims = table.get(name)
@@ -100,8 +136,11 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
         "embedding": f"word + position embeddings, {sizes.get('E')} wide",
         "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
         "block_input": f"hidden states entering layer {layer}",
-        "input": ("attention_norm(x): normalised before the attention (pre-norm)" if "block_input" in tensors
-                  else f"hidden states entering layer {layer}"),
+        "input": (
+            "attention_norm(x): normalised before the attention (pre-norm)"
+            if "block_input" in tensors
+            else f"hidden states entering layer {layer}"
+        ),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",

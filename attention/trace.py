@@ -9,6 +9,7 @@ title, axis letters and operation in words come from attention/steps.py.
 Letters: B batch, L query length, S key/value length, D model width, H query heads,
 G key/value heads, d head width.
 """
+
 from __future__ import annotations
 
 import ast
@@ -130,8 +131,13 @@ class Trace:
         return sizes
 
 
-def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, layer: int = 0) -> Trace:
+def trace_layer(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    token_type_ids: torch.Tensor | None = None,
+    layer: int = 0,
+) -> Trace:
     """Run the model once and record every step of layer `layer`'s attention.
 
     The inputs are sent to the model's device; each recorded tensor is kept as a CPU copy in the
@@ -159,8 +165,14 @@ def trace_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | N
 
 
 # the module each step multiplies by, under our names (attention/models/blocks.py)
-_WEIGHTS = {"qkv_proj": "attention.qkv_proj", "q_proj": "attention.q_proj", "k_proj": "attention.k_proj",
-            "v_proj": "attention.v_proj", "output": "attention.o_proj", "embed_proj": "embeddings.project"}
+_WEIGHTS = {
+    "qkv_proj": "attention.qkv_proj",
+    "q_proj": "attention.q_proj",
+    "k_proj": "attention.k_proj",
+    "v_proj": "attention.v_proj",
+    "output": "attention.o_proj",
+    "embed_proj": "embeddings.project",
+}
 
 
 def weight_names(origins: dict[str, str], layer: int, family: Family) -> dict[str, str]:
@@ -175,15 +187,31 @@ def weight_names(origins: dict[str, str], layer: int, family: Family) -> dict[st
     return names
 
 
-def _build(layer: int, records: Records, scaling: float, token_type_ids: torch.Tensor | None,
-           weights: dict[str, str] | None = None) -> Trace:
+def _build(
+    layer: int,
+    records: Records,
+    scaling: float,
+    token_type_ids: torch.Tensor | None,
+    weights: dict[str, str] | None = None,
+) -> Trace:
     shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
     recorded = {name: shape for name, shape in shapes.items() if shape is not None}
     B, L, D = recorded["input"]
     _, H, _, d = recorded["q_heads"]
     _, G, S, _ = recorded["k_heads"]
-    sizes = {"B": B, "L": L, "S": S, "D": D, "H": H, "G": G, "d": d, "H·d": H * d, "G·d": G * d, "1": 1,
-             qkv_width(H, G): (H + 2 * G) * d}
+    sizes = {
+        "B": B,
+        "L": L,
+        "S": S,
+        "D": D,
+        "H": H,
+        "G": G,
+        "d": d,
+        "H·d": H * d,
+        "G·d": G * d,
+        "1": 1,
+        qkv_width(H, G): (H + 2 * G) * d,
+    }
     if "embedding" in recorded:  # a projection from the embedding width E (ELECTRA)
         sizes["E"] = recorded["embedding"][-1]
     tensors = {name: t for name, t, _, _ in records}
@@ -191,15 +219,26 @@ def _build(layer: int, records: Records, scaling: float, token_type_ids: torch.T
     for name, tensor, filename, lineno in records:
         shape = shapes[name]
         code, linenos = source_of(filename, lineno)
-        steps.append(Step(
-            name=name, shape=shape, dims=dims_of(name, shape, sizes), title=TITLES.get(name, name),
-            op=op_words(name, tensors, sizes, scaling, layer), code=code, path=_relative(filename),
-            lineno=linenos[0], tensor=tensor, linenos=linenos, weights=(weights or {}).get(name),
-        ))
+        steps.append(
+            Step(
+                name=name,
+                shape=shape,
+                dims=dims_of(name, shape, sizes),
+                title=TITLES.get(name, name),
+                op=op_words(name, tensors, sizes, scaling, layer),
+                code=code,
+                path=_relative(filename),
+                lineno=linenos[0],
+                tensor=tensor,
+                linenos=linenos,
+                weights=(weights or {}).get(name),
+            )
+        )
     return Trace(layer, steps, token_type_ids, scaling)
 
 
 # ---- the line of code behind each step -------------------------------------------------------
+
 
 def _relative(filename: str) -> str:
     try:
@@ -271,8 +310,9 @@ def _record_call(stmt: ast.stmt) -> ast.Call | None:
 
 
 def _calls_record(stmt: ast.stmt) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "record"
-               for n in ast.walk(stmt))
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "record" for n in ast.walk(stmt)
+    )
 
 
 def _root_name(node: ast.expr) -> str | None:
@@ -309,6 +349,7 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
 
 # ---- one head's slice of a step, as the app shows it -------------------------------------------
 
+
 def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.ndarray, str, str]:
     """The 2-D slice of step `name` for query head `head`: (matrix, row axis, column axis).
 
@@ -331,16 +372,19 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         raise ValueError(f"step {name!r} kept no tensor")
     t, dims = step.tensor[batch], step.dims
     if name == "qkv_proj" and "q_proj" not in trace:  # laid out per head (GPT-NeoX): the head's 3·d columns
-        return t[:, head * 3 * d:(head + 1) * 3 * d].float().cpu().numpy(), "L", "3·d"
+        return t[:, head * 3 * d : (head + 1) * 3 * d].float().cpu().numpy(), "L", "3·d"
     if name == "qkv_proj":  # the head's own Q, K and V columns side by side: (L, 3·d)
         Q, K = H * d, G * d
         kv = head // (H // G)
-        columns = [t[:, head * d:(head + 1) * d], t[:, Q + kv * d:Q + (kv + 1) * d],
-                   t[:, Q + K + kv * d:Q + K + (kv + 1) * d]]
+        columns = [
+            t[:, head * d : (head + 1) * d],
+            t[:, Q + kv * d : Q + (kv + 1) * d],
+            t[:, Q + K + kv * d : Q + K + (kv + 1) * d],
+        ]
         return torch.cat(columns, dim=1).float().cpu().numpy(), "L", "3·d"
     axes: tuple[str, ...]
     if name.endswith("_proj") or name.endswith("_norm") and t.dim() == 2:  # (T, n·d): the head's d columns
-        matrix, axes = t[:, own * d:(own + 1) * d], (dims[1], "d")
+        matrix, axes = t[:, own * d : (own + 1) * d], (dims[1], "d")
     elif name.endswith("_view"):
         matrix, axes = t[:, own, :], (dims[1], "d")
     elif t.dim() == 3:  # (n, T, d) or (H, L, S)

@@ -1,6 +1,7 @@
 """The load bench's rig (bench/load.py; bench/README.md says why each part is there): the server's memory
 and everyone's CPU read from /proc, Linux's autogroup off for a run, the strangers' idle-priority Chromium,
 and what the report says of the machine and the server."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +42,11 @@ def rss_mb(pid: int) -> float:
     total = 0
     for p in tree(pid):
         with contextlib.suppress(OSError):
-            total += sum(int(line.split()[1]) for line in Path(f"/proc/{p}/status").read_text().splitlines()
-                         if line.startswith("VmRSS:"))  # kB
+            total += sum(
+                int(line.split()[1])
+                for line in Path(f"/proc/{p}/status").read_text().splitlines()
+                if line.startswith("VmRSS:")
+            )  # kB
     return total / 1024
 
 
@@ -71,10 +75,12 @@ class CpuMeter:
 
     def since(self, start: tuple[float, ...]) -> str:
         wall, server, others, apart, driver = (b - a for a, b in zip(start, self.read()))
-        return (f"CPU used: server {server:.1f} s, Chromium {others:.1f} s"
-                + (f", the strangers' Chromium {apart:.1f} s" if self.strangers else "")
-                + (f", the laptops' clients (this driver) {driver:.1f} s" if self.laptops else "")
-                + f", of {os.cpu_count() * wall:.1f} s ({os.cpu_count()} CPUs x {wall:.1f} s)")
+        return (
+            f"CPU used: server {server:.1f} s, Chromium {others:.1f} s"
+            + (f", the strangers' Chromium {apart:.1f} s" if self.strangers else "")
+            + (f", the laptops' clients (this driver) {driver:.1f} s" if self.laptops else "")
+            + f", of {os.cpu_count() * wall:.1f} s ({os.cpu_count()} CPUs x {wall:.1f} s)"
+        )
 
 
 class RssSampler(threading.Thread):
@@ -121,14 +127,18 @@ def machine_wide_priorities():
     try:
         AUTOGROUP.write_text("0")
     except OSError:
-        yield ("Linux's autogroup is ON and this user may not turn it off (root may): priorities count only "
-               "inside each session, so the server's long computations take a session's share from the "
-               "room's browsers here, which they do not in a room (expect slower figures; the strangers' "
-               "browser is put at the lowest group priority)")
+        yield (
+            "Linux's autogroup is ON and this user may not turn it off (root may): priorities count only "
+            "inside each session, so the server's long computations take a session's share from the "
+            "room's browsers here, which they do not in a room (expect slower figures; the strangers' "
+            "browser is put at the lowest group priority)"
+        )
         return
     try:
-        yield "Linux's autogroup turned off for this run (it was on) and back on after: priorities compare "\
-              "across all the machine's processes, as on a server serving a room alone"
+        yield (
+            "Linux's autogroup turned off for this run (it was on) and back on after: priorities compare "
+            "across all the machine's processes, as on a server serving a room alone"
+        )
     finally:
         AUTOGROUP.write_text(before)
 
@@ -138,14 +148,17 @@ async def launch_idle(playwright, chromium: str, args: list[str], folder: Path) 
     nothing else wants one), and its pid."""
     wrapper, pid_file = folder / "chromium-idle", folder / "chromium-idle.pid"
     # with autogroup on, the session Playwright started it in gets the lowest group priority
-    wrapper.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\necho 19 > /proc/self/autogroup 2>/dev/null\n'
-                       f'exec chrt --idle 0 "{chromium}" "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\necho $$ > "{pid_file}"\necho 19 > /proc/self/autogroup 2>/dev/null\n'
+        f'exec chrt --idle 0 "{chromium}" "$@"\n'
+    )
     wrapper.chmod(0o755)
     browser = await playwright.chromium.launch(executable_path=str(wrapper), args=args)
     return browser, int(pid_file.read_text())
 
 
 # ---- reporting ------------------------------------------------------------------------------------
+
 
 def health(url: str) -> str:
     try:
@@ -156,13 +169,28 @@ def health(url: str) -> str:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine())
-    torch_version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
-                                   capture_output=True, text=True, check=False).stdout.strip() or "?"
-    return (f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {os.cpu_count()} CPUs ({cpu}); "
-            f"Python {platform.python_version()}, torch {torch_version}, "
-            f"streamlit {importlib.metadata.version('streamlit')}")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    torch_version = (
+        subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.__version__)"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        or "?"
+    )
+    return (
+        f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {os.cpu_count()} CPUs ({cpu}); "
+        f"Python {platform.python_version()}, torch {torch_version}, "
+        f"streamlit {importlib.metadata.version('streamlit')}"
+    )
 
 
 def load_average() -> str:

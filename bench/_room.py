@@ -2,6 +2,7 @@
 Chromium page on this machine, timed by the page's clock, and laptops, websocket clients that speak
 Streamlit's protocol to the app and draw nothing. Each submits a sentence with its marker word and
 checks that it shows its own marker and no other session's."""
+
 from __future__ import annotations
 
 import asyncio
@@ -100,8 +101,9 @@ class Page:
 
     async def shown(self, words: set[str]) -> list[str]:
         """Which of `words` the page's charts show, as "word (in chart)"."""
-        return sorted(f"{w} (in {title})" for title, found in await self.page.evaluate(CHART_WORDS)
-                      for w in set(found) & words)
+        return sorted(
+            f"{w} (in {title})" for title, found in await self.page.evaluate(CHART_WORDS) for w in set(found) & words
+        )
 
     async def checked(self, name: str, own: str, previous: set[str], foreign: set[str]) -> list[str]:
         """Its marker missing from its heatmap, another session's marker on any chart, or its previous
@@ -116,8 +118,10 @@ class Page:
             await asyncio.sleep(3)
             later = await self.shown(previous - {own})
             if later or not all("faded copy" in s for s in stale):
-                problems.append(f"{name}: '{own}' on the heatmap while {stale} still drawn"
-                                f"{'; STILL there 3 s later' if later else '; gone 3 s later'}")
+                problems.append(
+                    f"{name}: '{own}' on the heatmap while {stale} still drawn"
+                    f"{'; STILL there 3 s later' if later else '; gone 3 s later'}"
+                )
         return problems
 
     async def error_boxes(self) -> list[str]:
@@ -128,6 +132,7 @@ class Page:
 
 
 # ---- the laptops ----------------------------------------------------------------------------------
+
 
 def chart_words(spec: dict) -> set[str]:
     """The words a plotly figure's traces and axis labels show (its template and colours left out)."""
@@ -170,8 +175,9 @@ class Laptop:
         import websockets
 
         ws_url = "ws" + self.url.removeprefix("http") + "/_stcore/stream"
-        self.ws = await websockets.connect(ws_url, subprotocols=["streamlit"], origin=self.url,
-                                           max_size=None, open_timeout=timeout_s)
+        self.ws = await websockets.connect(
+            ws_url, subprotocols=["streamlit"], origin=self.url, max_size=None, open_timeout=timeout_s
+        )
         await asyncio.wait_for(self.run(None, None), timeout_s)
         missing = {"text", "run"} - set(self.ids)
         if missing:
@@ -202,8 +208,12 @@ class Laptop:
             kind = msg.WhichOneof("type")
             if kind == "script_finished":
                 return shown
-            if kind == "delta" and msg.delta.WhichOneof("type") == "new_element" and \
-                    self.read(msg.delta.new_element, marker) and shown is None:
+            if (
+                kind == "delta"
+                and msg.delta.WhichOneof("type") == "new_element"
+                and self.read(msg.delta.new_element, marker)
+                and shown is None
+            ):
                 shown = time.perf_counter() - start
 
     def read(self, element, marker: str | None) -> bool:
@@ -246,11 +256,15 @@ class Laptop:
         """Its marker missing from its heatmap, another session's marker on any chart."""
         missing = f"{name}: its marker '{own}' is not on its heatmap (labels {self.heatmap})"
         problems = [] if own in self.heatmap else [missing]
-        leaked = sorted(f"{w} (in {chart.rsplit('-', 1)[-1]})" for chart, words in self.words.items()
-                        for w in words & (foreign - {own}))
+        leaked = sorted(
+            f"{w} (in {chart.rsplit('-', 1)[-1]})"
+            for chart, words in self.words.items()
+            for w in words & (foreign - {own})
+        )
         if leaked:
-            problems.append(f"ISOLATION VIOLATED: {name} (marker '{own}') was sent {leaked}; heatmap labels "
-                            f"{self.heatmap}")
+            problems.append(
+                f"ISOLATION VIOLATED: {name} (marker '{own}') was sent {leaked}; heatmap labels {self.heatmap}"
+            )
         return problems
 
     async def checked(self, name: str, own: str, previous: set[str], foreign: set[str]) -> list[str]:

@@ -11,6 +11,7 @@ conversion with its run and grid. Attention flow, the one slow analysis, is time
 `--flow-sizes` tokens (once each: it is deterministic and slow). bertviz, the tool the head and
 model views are compared with elsewhere, has none of these analyses, so there is no ratio to print.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from attention import load_bert  # noqa: E402
 from attention.analysis.ablation import ablate  # noqa: E402
-from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
-from attention.analysis.stats import (embed_heads, head_distances, head_stats, pattern_labels,  # noqa: E402
-                                      punctuation_mask)
 from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
 from attention.analysis.query_key import query_key  # noqa: E402
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
+from attention.analysis.stats import (
+    embed_heads,
+    head_distances,
+    head_stats,
+    pattern_labels,  # noqa: E402
+    punctuation_mask,
+)
 from attention.run import run_sentence  # noqa: E402
 from attention.trace import trace_layer  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402
@@ -85,17 +91,21 @@ def main() -> None:
         return gqa_change_grid(map_change(run.attentions, grouped.attentions), run.n_heads // 3)
 
     forward = interleaved_medians([lambda: run_sentence(model, tokenizer, text)], args.repeats)[0]
-    print(f"model: {model.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
-          f"{platform.processor() or platform.machine()}; median of {args.repeats}")
+    print(
+        f"model: {model.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
+        f"{platform.processor() or platform.machine()}; median of {args.repeats}"
+    )
     print(f"load average {os.getloadavg()[0]:.2f} at the start: on a busy machine every figure grows")
     print(f"sentence of {L} tokens; forward pass (tokenize + run) {forward * 1e3:.1f} ms")
     print(f"{'view':<36} {'ms after forward':>17}  target <= {TARGET_S * 1e3:.0f} ms")
-    views = [("head statistics, patterns, table", stats_view),
-             (f"head comparison over {len(PRESETS) + 1} sentences", comparison_view),
-             ("rollout beside raw attention", rollout_view),
-             ("query·key panel (layer recorded)", query_key_view),
-             ("ablation of one head", ablation_view),
-             ("grouped-query conversion and run", gqa_view)]
+    views = [
+        ("head statistics, patterns, table", stats_view),
+        (f"head comparison over {len(PRESETS) + 1} sentences", comparison_view),
+        ("rollout beside raw attention", rollout_view),
+        ("query·key panel (layer recorded)", query_key_view),
+        ("ablation of one head", ablation_view),
+        ("grouped-query conversion and run", gqa_view),
+    ]
     for name, fn in views:
         seconds = interleaved_medians([fn], args.repeats)[0]
         flag = "" if seconds <= TARGET_S else "  TARGET MISSED"

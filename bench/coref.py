@@ -10,6 +10,7 @@ second: >= 1 is the target). The runs alternate, and both the wall-clock and the
 reported: on a shared machine the CPU time is the steadier of the two.
 `--gap 2000` times all of GAP development (target: <= 60 s for ours on a 2-core CPU).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def interleaved_times(fns, repeats: int) -> list[tuple[float, float]]:
 
 def reference_attentions(reference, input_ids, attention_mask, token_type_ids):
     """transformers' per-layer attention probabilities for one padded batch."""
-    return reference(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                     output_attentions=True).attentions
+    return reference(
+        input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, output_attentions=True
+    ).attentions
 
 
 def run(name, model, reference, tokenizer, examples, repeats) -> None:
@@ -52,17 +54,27 @@ def run(name, model, reference, tokenizer, examples, repeats) -> None:
     theirs = score_heads(reference, tokenizer, examples, forward=reference_attentions)
     differ = int((ours.correct != theirs.correct).sum())
     assert differ <= 1e-3 * ours.correct.size, f"{differ} head decisions differ between the two models"
-    (t_ours, cpu_ours), (t_ref, cpu_ref) = interleaved_times([
-        lambda: score_heads(model, tokenizer, examples),
-        lambda: score_heads(reference, tokenizer, examples, forward=reference_attentions)], repeats)
+    (t_ours, cpu_ours), (t_ref, cpu_ref) = interleaved_times(
+        [
+            lambda: score_heads(model, tokenizer, examples),
+            lambda: score_heads(reference, tokenizer, examples, forward=reference_attentions),
+        ],
+        repeats,
+    )
     n = len(examples)
     layer, head, best = ours.ranked(1)[0]
-    print(f"{name}: {n} examples, median of {repeats}: ours {t_ours:.2f} s ({n / t_ours:.0f} examples/s); "
-          f"transformers' attentions {t_ref:.2f} s ({n / t_ref:.0f} examples/s); ratio {t_ref / t_ours:.2f}")
-    print(f"  process CPU time: ours {cpu_ours:.2f} s, transformers' attentions {cpu_ref:.2f} s; "
-          f"ratio {cpu_ref / cpu_ours:.2f}")
-    print(f"  best head L{layer}H{head} {best:.3f}; baselines nearest {ours.baselines['nearest']:.3f}, first "
-          f"{ours.baselines['first']:.3f}; {differ} of {ours.correct.size} head decisions differ between the models")
+    print(
+        f"{name}: {n} examples, median of {repeats}: ours {t_ours:.2f} s ({n / t_ours:.0f} examples/s); "
+        f"transformers' attentions {t_ref:.2f} s ({n / t_ref:.0f} examples/s); ratio {t_ref / t_ours:.2f}"
+    )
+    print(
+        f"  process CPU time: ours {cpu_ours:.2f} s, transformers' attentions {cpu_ref:.2f} s; "
+        f"ratio {cpu_ref / cpu_ours:.2f}"
+    )
+    print(
+        f"  best head L{layer}H{head} {best:.3f}; baselines nearest {ours.baselines['nearest']:.3f}, first "
+        f"{ours.baselines['first']:.3f}; {differ} of {ours.correct.size} head decisions differ between the models"
+    )
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ the call; on a GPU: peak allocated GPU memory above what was allocated before it
 By default (auto) both run on CUDA in bfloat16 when a GPU is present (ours keeps its maps in float32,
 transformers' eager returns bfloat16 ones), else on the CPU in float32; the first line says which.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,22 +27,38 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
-from attention.models import FAMILIES, Transformer  # noqa: E402
 from forward import interleaved_medians  # noqa: E402
 from fused import _reset_peak, _status_mb  # noqa: E402
 
-SHAPE = dict(vocab_size=1000, hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
-             head_dim=64, intermediate_size=2048, max_position_embeddings=4096, tie_word_embeddings=True,
-             rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
-                                  high_freq_factor=4.0, original_max_position_embeddings=2048))
+from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
+from attention.models import FAMILIES, Transformer  # noqa: E402
+
+SHAPE = dict(
+    vocab_size=1000,
+    hidden_size=512,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=2048,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+    rope_parameters=dict(
+        rope_type="llama3",
+        rope_theta=500000.0,
+        factor=32.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=2048,
+    ),
+)
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def pick_device_and_dtype(device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
-    """"auto": CUDA in bfloat16 when a GPU is present, else the CPU in float32."""
+    """ "auto": CUDA in bfloat16 when a GPU is present, else the CPU in float32."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -51,10 +68,12 @@ def pick_device_and_dtype(device: str, dtype: str) -> tuple[torch.device, torch.
     return torch.device(device), DTYPES[dtype]
 
 
-def model_pair(device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32):
+def model_pair(device: torch.device | None = None, dtype: torch.dtype = torch.float32):
     """transformers' eager LlamaModel with random weights, and ours converted from its tensors, both on
-    `device` in `dtype`."""
+    `device` (the CPU by default) in `dtype`."""
     from transformers import LlamaConfig, LlamaModel
+
+    device = device or torch.device("cpu")
 
     torch.manual_seed(0)
     theirs = LlamaModel(LlamaConfig(**SHAPE, attn_implementation="eager")).eval()
@@ -84,8 +103,7 @@ def forwards(ours, theirs, length: int, layer: int):
     return {"ours": run_ours, "theirs": run_theirs}
 
 
-def peak_in_child(which: str, length: int, threads: int, layer: int, device: torch.device,
-                  dtype: torch.dtype) -> dict:
+def peak_in_child(which: str, length: int, threads: int, layer: int, device: torch.device, dtype: torch.dtype) -> dict:
     torch.set_num_threads(threads)
     fn = forwards(*model_pair(device, dtype), length, layer)[which]
     with torch.inference_mode():
@@ -94,7 +112,7 @@ def peak_in_child(which: str, length: int, threads: int, layer: int, device: tor
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
             fn()
-            return {"peak_mb": (torch.cuda.max_memory_allocated(device) - baseline) / 2 ** 20}
+            return {"peak_mb": (torch.cuda.max_memory_allocated(device) - baseline) / 2**20}
         if not _reset_peak():
             return {"peak_mb": float("nan")}
         baseline = _status_mb("VmRSS")
@@ -103,8 +121,22 @@ def peak_in_child(which: str, length: int, threads: int, layer: int, device: tor
 
 
 def measure_peak(which: str, length: int, threads: int, layer: int, device: torch.device, dtype: torch.dtype) -> float:
-    command = [sys.executable, __file__, "--child", which, "--lengths", str(length), "--threads", str(threads),
-               "--layer", str(layer), "--device", str(device), "--dtype", str(dtype).removeprefix("torch.")]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        which,
+        "--lengths",
+        str(length),
+        "--threads",
+        str(threads),
+        "--layer",
+        str(layer),
+        "--device",
+        str(device),
+        "--dtype",
+        str(dtype).removeprefix("torch."),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
@@ -116,8 +148,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layer", type=int, default=4, help="the layer whose maps ours keeps")
     parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N")
-    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
-                        help="the weights' dtype; auto: bfloat16 on a GPU, float32 on the CPU")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", *DTYPES],
+        help="the weights' dtype; auto: bfloat16 on a GPU, float32 on the CPU",
+    )
     parser.add_argument("--child", choices=["ours", "theirs"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     device, dtype = pick_device_and_dtype(args.device, args.dtype)
@@ -128,14 +164,18 @@ def main() -> None:
     ours, theirs = model_pair(device, dtype)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} threads"
     memory = "peak GPU memory allocated" if device.type == "cuda" else "peak RSS"
-    print(f"Llama-3.2-1B-like, scaled down: {SHAPE['hidden_size']} wide, {SHAPE['num_hidden_layers']} layers, "
-          f"{SHAPE['num_attention_heads']} heads / {SHAPE['num_key_value_heads']} K/V heads of 64; "
-          f"ours keeps layer {args.layer}'s maps, transformers eager all of them")
+    print(
+        f"Llama-3.2-1B-like, scaled down: {SHAPE['hidden_size']} wide, {SHAPE['num_hidden_layers']} layers, "
+        f"{SHAPE['num_attention_heads']} heads / {SHAPE['num_key_value_heads']} K/V heads of 64; "
+        f"ours keeps layer {args.layer}'s maps, transformers eager all of them"
+    )
     print(f"device: {device} ({where}); weights {str(dtype).removeprefix('torch.')}; memory: {memory}")
     # a GPU's forward takes milliseconds: seconds to three places would show one significant digit
     unit, scale, places = ("ms", 1000, 2) if device.type == "cuda" else ("s", 1, 3)
-    print(f"{'tokens':>6}  {'ours ' + unit:>8}  {'theirs ' + unit:>8}  {'time ratio':>10}  {'ours MB':>8}  "
-          f"{'theirs MB':>9}  {'memory ratio':>12}")
+    print(
+        f"{'tokens':>6}  {'ours ' + unit:>8}  {'theirs ' + unit:>8}  {'time ratio':>10}  {'ours MB':>8}  "
+        f"{'theirs MB':>9}  {'memory ratio':>12}"
+    )
     for length in args.lengths:
         fns = forwards(ours, theirs, length, args.layer)
         with torch.inference_mode():
@@ -143,11 +183,14 @@ def main() -> None:
             atol = 1e-5 if dtype == torch.float32 else 2e-2
             torch.testing.assert_close(fns["ours"]().float(), fns["theirs"]().float(), atol=atol, rtol=0)
             mine, ref = interleaved_medians([fns["ours"], fns["theirs"]], args.repeats)
-        peak_ours, peak_theirs = (measure_peak(w, length, args.threads, args.layer, device, dtype)
-                                  for w in ("ours", "theirs"))
-        print(f"{length:>6}  {mine * scale:>8.{places}f}  {ref * scale:>8.{places}f}  {mine / ref:>10.2f}  "
-              f"{peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
-              f"{peak_ours / peak_theirs if peak_theirs else float('nan'):>12.2f}")
+        peak_ours, peak_theirs = (
+            measure_peak(w, length, args.threads, args.layer, device, dtype) for w in ("ours", "theirs")
+        )
+        print(
+            f"{length:>6}  {mine * scale:>8.{places}f}  {ref * scale:>8.{places}f}  {mine / ref:>10.2f}  "
+            f"{peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
+            f"{peak_ours / peak_theirs if peak_theirs else float('nan'):>12.2f}"
+        )
 
 
 if __name__ == "__main__":

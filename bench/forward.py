@@ -10,6 +10,7 @@ on random checkpoints with the base models' widths (BERT, RoBERTa, DistilBERT, E
 model's own count, 6 for DistilBERT and 12 for the others), token ids drawn at random.
 The other benches take their timing loop, model pair and texts of a given length from here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,7 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -80,11 +82,17 @@ def text_of_length(tokenizer, target: int, variant: int) -> str:
 # transformers' base model and config for each family, at the base models' widths
 BASE_SHAPES = {
     "bert": ("BertModel", "BertConfig", dict(num_hidden_layers=12)),
-    "roberta": ("RobertaModel", "RobertaConfig", dict(num_hidden_layers=12, max_position_embeddings=514,
-                                                      type_vocab_size=1, vocab_size=50265)),
+    "roberta": (
+        "RobertaModel",
+        "RobertaConfig",
+        dict(num_hidden_layers=12, max_position_embeddings=514, type_vocab_size=1, vocab_size=50265),
+    ),
     "distilbert": ("DistilBertModel", "DistilBertConfig", dict(n_layers=6)),
-    "electra": ("ElectraModel", "ElectraConfig", dict(num_hidden_layers=12, hidden_size=768, embedding_size=768,
-                                                      num_attention_heads=12, intermediate_size=3072)),
+    "electra": (
+        "ElectraModel",
+        "ElectraConfig",
+        dict(num_hidden_layers=12, hidden_size=768, embedding_size=768, num_attention_heads=12, intermediate_size=3072),
+    ),
     "gpt2": ("GPT2Model", "GPT2Config", dict(n_layer=12)),
 }
 _LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
@@ -109,8 +117,10 @@ def family_pair(family: str, layers: int = 0, seed: int = 0):
 
 def family_table(repeats: int, layers: int) -> None:
     """Per family, ours / transformers at 120 and 500 tokens."""
-    print(f"\nfamilies: random checkpoints, {'base model layer counts' if not layers else f'{layers} layers'}, "
-          f"768 wide, 12 heads; median of {repeats}")
+    print(
+        f"\nfamilies: random checkpoints, {'base model layer counts' if not layers else f'{layers} layers'}, "
+        f"768 wide, 12 heads; median of {repeats}"
+    )
     print(f"{'family':<11} {'layers':>6} {'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
     for family in BASE_SHAPES:
         ours, theirs = family_pair(family, layers)
@@ -119,12 +129,17 @@ def family_table(repeats: int, layers: int) -> None:
             mask, types = torch.ones_like(ids), torch.zeros_like(ids)
             extra = {"token_type_ids": types} if ours.config.type_vocab_size else {}
             with torch.inference_mode():
-                t_ours, t_theirs = interleaved_medians([
-                    lambda: ours(ids, mask, types),
-                    lambda: theirs(ids, attention_mask=mask, output_attentions=True, **extra),
-                ], repeats)
-            print(f"{family:<11} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
-                  f"{t_theirs * 1e3:>16.1f} {t_ours / t_theirs:>7.2f}")
+                t_ours, t_theirs = interleaved_medians(
+                    [
+                        partial(ours, ids, mask, types),
+                        partial(theirs, ids, attention_mask=mask, output_attentions=True, **extra),
+                    ],
+                    repeats,
+                )
+            print(
+                f"{family:<11} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
+                f"{t_theirs * 1e3:>16.1f} {t_ours / t_theirs:>7.2f}"
+            )
         del ours, theirs
 
 
@@ -133,14 +148,17 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: bundled MiniLM)")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=4,
-                    help="layers of each family's random model (0: the base model's own count)")
+    ap.add_argument(
+        "--layers", type=int, default=4, help="layers of each family's random model (0: the base model's own count)"
+    )
     ap.add_argument("--no-families", action="store_true", help="only the --model table")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ours, tokenizer, theirs = reference_pair(args.model)
-    print(f"model: {ours.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
-          f"{platform.processor() or platform.machine()}; median of {args.repeats}")
+    print(
+        f"model: {ours.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
+        f"{platform.processor() or platform.machine()}; median of {args.repeats}"
+    )
     print(f"{'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
     for target in (16, 128, 512):
         text = " ".join(SENTENCE.split()[: max(1, target - 2)])
@@ -149,10 +167,13 @@ def main() -> None:
         enc = encode(tokenizer, text, max_length=target)
         ids, mask, types = enc.input_ids, enc.attention_mask, enc.token_type_ids
         with torch.inference_mode():
-            t_ours, t_theirs = interleaved_medians([
-                lambda: ours(ids, mask, types),
-                lambda: theirs(ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
-            ], args.repeats)
+            t_ours, t_theirs = interleaved_medians(
+                [
+                    partial(ours, ids, mask, types),
+                    partial(theirs, ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
+                ],
+                args.repeats,
+            )
         print(f"{ids.shape[1]:>7} {t_ours * 1e3:>9.2f} {t_theirs * 1e3:>16.2f} {t_ours / t_theirs:>7.2f}")
     if not args.no_families:
         family_table(args.repeats, args.layers)

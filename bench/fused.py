@@ -14,6 +14,7 @@ peak memory, each (implementation, length) once in a fresh Python process (see `
 The full run writes data/fused_bench.json; `--quick` (128, 512 and 1024 tokens) writes nothing
 unless --out is given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,16 +42,20 @@ B, H, D_HEAD = 1, 12, 32
 LENGTHS = (128, 256, 512, 1024, 2048, 4096)
 QUICK_LENGTHS = (128, 512, 1024)
 ATOL, RTOL = 1e-5, 1e-4
-MB = 2 ** 20
+MB = 2**20
 IMPLEMENTATIONS = {
     "explicit": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],  # (output, probs) -> output
     "fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
 }
-TIME_NOTE = ("median of per-call wall time (time.perf_counter), the two implementations called in turn "
-             "after one warm-up call each; torch.inference_mode; inputs built once per length")
-MEMORY_NOTE = ("peak resident set size of a fresh process per (implementation, length), above a baseline "
-               "taken after importing torch, building q, k, v and one 8-token warm-up call; {how}; "
-               "MB = 2**20 bytes")
+TIME_NOTE = (
+    "median of per-call wall time (time.perf_counter), the two implementations called in turn "
+    "after one warm-up call each; torch.inference_mode; inputs built once per length"
+)
+MEMORY_NOTE = (
+    "peak resident set size of a fresh process per (implementation, length), above a baseline "
+    "taken after importing torch, building q, k, v and one 8-token warm-up call; {how}; "
+    "MB = 2**20 bytes"
+)
 AGREEMENT_NOTE = f"outputs compared with torch.allclose(atol={ATOL}, rtol={RTOL}) at every length before timing"
 
 
@@ -136,17 +141,29 @@ def time_length(length: int, repeats: int, budget: float) -> dict:
     repeats = max(3, min(repeats, int(budget / pair_seconds)))
     with torch.inference_mode():
         t_explicit, t_fused = interleaved_medians(
-            [lambda: IMPLEMENTATIONS["explicit"](q, k, v), lambda: IMPLEMENTATIONS["fused"](q, k, v)], repeats)
-    return {"tokens": length, "explicit_ms": t_explicit * 1e3, "fused_ms": t_fused * 1e3,
-            "repeats": repeats, "max_abs_diff": diff}
+            [lambda: IMPLEMENTATIONS["explicit"](q, k, v), lambda: IMPLEMENTATIONS["fused"](q, k, v)], repeats
+        )
+    return {
+        "tokens": length,
+        "explicit_ms": t_explicit * 1e3,
+        "fused_ms": t_fused * 1e3,
+        "repeats": repeats,
+        "max_abs_diff": diff,
+    }
 
 
 # ---- report ------------------------------------------------------------------
 
 
 def machine_info(threads: int) -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -170,20 +187,27 @@ def ratio(a: float, b: float) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'tokens':>7} {'explicit ms':>12} {'fused ms':>9} {'ratio':>6} {'explicit MB':>12} "
-          f"{'fused MB':>9} {'ratio':>6} {'(B,H,L,L) MB':>13} {'max |diff|':>11}")
+    print(
+        f"{'tokens':>7} {'explicit ms':>12} {'fused ms':>9} {'ratio':>6} {'explicit MB':>12} "
+        f"{'fused MB':>9} {'ratio':>6} {'(B,H,L,L) MB':>13} {'max |diff|':>11}"
+    )
     for r in rows:
-        print(f"{r['tokens']:>7} {r['explicit_ms']:>12.2f} {r['fused_ms']:>9.2f} "
-              f"{ratio(r['explicit_ms'], r['fused_ms']):>6} {r['explicit_peak_mb']:>12.1f} "
-              f"{r['fused_peak_mb']:>9.1f} {ratio(r['explicit_peak_mb'], r['fused_peak_mb']):>6} "
-              f"{probs_mb(r['tokens']):>13.1f} {r['max_abs_diff']:>11.1e}")
+        print(
+            f"{r['tokens']:>7} {r['explicit_ms']:>12.2f} {r['fused_ms']:>9.2f} "
+            f"{ratio(r['explicit_ms'], r['fused_ms']):>6} {r['explicit_peak_mb']:>12.1f} "
+            f"{r['fused_peak_mb']:>9.1f} {ratio(r['explicit_peak_mb'], r['fused_peak_mb']):>6} "
+            f"{probs_mb(r['tokens']):>13.1f} {r['max_abs_diff']:>11.1e}"
+        )
 
 
 def run(lengths: list[int], repeats: int, budget: float, threads: int) -> dict:
     machine = machine_info(threads)
-    print(f"B={B}, H={H}, d={D_HEAD}, float32, no mask; torch {machine['torch']} ({machine['cpu_capability']}), "
-          f"{threads} threads, {machine['cpu']}, {machine['cores']} CPUs, "
-          f"load {machine['load_average_at_start']}", flush=True)
+    print(
+        f"B={B}, H={H}, d={D_HEAD}, float32, no mask; torch {machine['torch']} ({machine['cpu_capability']}), "
+        f"{threads} threads, {machine['cpu']}, {machine['cores']} CPUs, "
+        f"load {machine['load_average_at_start']}",
+        flush=True,
+    )
     rows, how = [], None
     for length in lengths:
         row = time_length(length, repeats, budget)
@@ -195,8 +219,10 @@ def run(lengths: list[int], repeats: int, budget: float, threads: int) -> dict:
         rows.append(row)
         print(f"  {length} tokens done ({row['repeats']} repeats)", file=sys.stderr)
     print_table(rows)
-    print(f"ratios are explicit / fused. time: {TIME_NOTE}.\nmemory: {MEMORY_NOTE.format(how=how)}.\n"
-          f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"ratios are explicit / fused. time: {TIME_NOTE}.\nmemory: {MEMORY_NOTE.format(how=how)}.\n"
+        f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     shape = {"batch": B, "heads": H, "head_dim": D_HEAD, "dtype": "float32", "mask": None}
     method = {"time": TIME_NOTE, "memory": MEMORY_NOTE.format(how=how), "agreement": AGREEMENT_NOTE}

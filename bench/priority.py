@@ -20,6 +20,7 @@ the busy cores let it run (a priority inversion); `thread` shows such stalls, `k
 The long rounds show what the long computation still gets. Needs the privilege to set a thread's
 priority back (root, or `ulimit -e 20`); without it the lowered modes are skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,9 +93,14 @@ def one_mode(mode: str, model, tokenizer, args) -> str:
     if long:
         long.join()
     q = statistics.quantiles(times, n=100)
-    ms = lambda s: f"{s * 1000:.0f}"
-    return (f"{mode:8s} short runs {len(times):4d}: median {ms(statistics.median(times))} ms, p95 {ms(q[94])}, "
-            f"p99 {ms(q[98])}, longest {ms(max(times))}; long rounds done {rounds[0]}")
+
+    def ms(s: float) -> str:
+        return f"{s * 1000:.0f}"
+
+    return (
+        f"{mode:8s} short runs {len(times):4d}: median {ms(statistics.median(times))} ms, p95 {ms(q[94])}, "
+        f"p99 {ms(q[98])}, longest {ms(max(times))}; long rounds done {rounds[0]}"
+    )
 
 
 def main() -> int:
@@ -108,10 +114,12 @@ def main() -> int:
     priority.BIG_NICE = args.nice
     torch.set_num_threads(1)
     model, tokenizer = load_model(None)
-    print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"torch {torch.__version__}; "
-          f"{args.busy} busy processes, {args.ordinary} short-sentence threads, {args.seconds:.0f} s per mode, "
-          f"nice {args.nice}")
+    print(
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"torch {torch.__version__}; "
+        f"{args.busy} busy processes, {args.ordinary} short-sentence threads, {args.seconds:.0f} s per mode, "
+        f"nice {args.nice}"
+    )
     for mode in args.modes.split(","):
         if mode in ("thread", "kernels") and not priority.may_raise_priority(0):
             print(f"{mode:8s} skipped: this process may not set a thread's priority back")

@@ -13,8 +13,10 @@ One run measures:
     and the median run is reported, every run's time beside it;
   - bertviz's model view of the head view's texts: the page's size and the time from loading it
     until its SVG is drawn, each case in a fresh Chromium, bounded in time and memory.
---quick skips 512 tokens and bertviz; --sizes picks the token counts, --no-bertviz skips bertviz. Targets missed are printed, never raised: the exit code is 0.
+--quick skips 512 tokens and bertviz; --sizes picks the token counts, --no-bertviz skips bertviz. Targets missed
+are printed, never raised: the exit code is 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]
-from browser import CHROMIUM, app_server, launch  # noqa: E402
-
 from _bertviz_assets import ASSETS  # noqa: E402
 from _bertviz_assets import draw as bertviz  # noqa: E402
+from browser import CHROMIUM, app_server, launch  # noqa: E402
+
 from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
@@ -40,11 +42,11 @@ SUBMIT_TIMEOUT, COLD_TIMEOUT = 60, 120  # seconds
 LATE_VISIT_S = 6  # a speaker starts the server, then opens the page: the server warms up meanwhile
 # the issue "Speed a speaker feels": the first heatmap within 4 s of starting the server, and the head
 # view and the overview of 512 tokens within 1 s of the click each
-TARGETS = {"cold_s": 4.0, "head_s": {512: 1.0}, "overview_s": {16: 0.5, 252: 2.0, 512: 1.0},
-           "overview_mb": {252: 5.0}}
+TARGETS = {"cold_s": 4.0, "head_s": {512: 1.0}, "overview_s": {16: 0.5, 252: 2.0, 512: 1.0}, "overview_mb": {252: 5.0}}
 # ---- inputs ------------------------------------------------------------------------------
 
 # ---- our app -----------------------------------------------------------------------------
+
 
 class Frames:
     """Every websocket frame the page receives: arrival time, size and Streamlit message type."""
@@ -206,8 +208,9 @@ def late_visit(pw, labels: dict, result: AppResult) -> None:
         browser.close()
 
 
-def measure_submit(page, frames: Frames, variants: list[str], view: str, labels: dict, n: int,
-                   result: AppResult) -> None:
+def measure_submit(
+    page, frames: Frames, variants: list[str], view: str, labels: dict, n: int, result: AppResult
+) -> None:
     """Submit each text of `n` tokens; keep the run of median time (an odd count has one)."""
     from playwright.sync_api import Error as PlaywrightError
 
@@ -249,19 +252,40 @@ def cell(value: float | None, fmt: str, missing: str = "—") -> str:
 
 
 def table(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> list[str]:
-    columns = ["tokens", "head s", "head MB", "overview s", "overview MB", "bertviz s", "bertviz MB",
-               "bertviz build s", "time ratio", "bytes ratio"]
+    columns = [
+        "tokens",
+        "head s",
+        "head MB",
+        "overview s",
+        "overview MB",
+        "bertviz s",
+        "bertviz MB",
+        "bertviz build s",
+        "time ratio",
+        "bytes ratio",
+    ]
     rows = []
     for n in sizes:
         h_s, h_b, _ = app.head.get(n, (None,) * 3)
         o_s, o_b, _ = app.overview.get(n, (None,) * 3)
-        row = [str(n), cell(h_s, ".2f"), cell(h_b and h_b / 1e6, ".2f"), cell(o_s, ".2f"), cell(o_b and o_b / 1e6, ".2f")]
+        row = [
+            str(n),
+            cell(h_s, ".2f"),
+            cell(h_b and h_b / 1e6, ".2f"),
+            cell(o_s, ".2f"),
+            cell(o_b and o_b / 1e6, ".2f"),
+        ]
         case = (cases or {}).get(n)
         if case is None:
             row += ["—"] * 5
         else:
-            row += [case.short, f"{case.page_bytes / 1e6:.1f}", f"{case.build_s:.2f}", time_ratio(o_s, case),
-                    cell(o_b and o_b / case.page_bytes, ".4f")]
+            row += [
+                case.short,
+                f"{case.page_bytes / 1e6:.1f}",
+                f"{case.build_s:.2f}",
+                time_ratio(o_s, case),
+                cell(o_b and o_b / case.page_bytes, ".4f"),
+            ]
         rows.append(row)
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     header = " | ".join(c.rjust(w) for c, w in zip(columns, widths))
@@ -289,19 +313,29 @@ def missed_targets(app: AppResult, sizes=SIZES) -> list[str]:
     for n, limit in TARGETS["overview_mb"].items():
         size = app.overview.get(n, (None,) * 3)[1]
         if n in sizes and (size is None or size / 1e6 >= limit):
-            missed.append(f"overview data at {n} tokens {cell(size and size / 1e6, '.2f', 'not measured')} MB, "
-                          f"target < {limit:g} MB")
+            missed.append(
+                f"overview data at {n} tokens {cell(size and size / 1e6, '.2f', 'not measured')} MB, "
+                f"target < {limit:g} MB"
+            )
     return missed
 
 
 def machine(load_at_start: str) -> str:
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine())
-    return (f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {os.cpu_count()} CPUs ({cpu}), load average "
-            f"{load_at_start} at the start, {load_average()} at the end; torch {torch.__version__}; "
-            f"Python {platform.python_version()}")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    return (
+        f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; {os.cpu_count()} CPUs ({cpu}), load average "
+        f"{load_at_start} at the start, {load_average()} at the end; torch {torch.__version__}; "
+        f"Python {platform.python_version()}"
+    )
 
 
 def load_average() -> str:
@@ -313,11 +347,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip 512 tokens and bertviz")
     ap.add_argument("--repeats", type=int, default=3, help="texts submitted per size and view (default 3)")
     ap.add_argument("--bertviz-timeout", type=float, default=180, help="seconds per bertviz case (default 180)")
-    ap.add_argument("--sizes", type=int, nargs="+", help="token counts to measure (default 16 252 512; "
-                    "--quick: 16 252)")
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", help="token counts to measure (default 16 252 512; --quick: 16 252)"
+    )
     ap.add_argument("--no-bertviz", action="store_true", help="measure our app only")
-    ap.add_argument("--bertviz-draw-all", action="store_true",
-                    help="draw every bertviz page, even after a smaller one was not drawn in time")
+    ap.add_argument(
+        "--bertviz-draw-all",
+        action="store_true",
+        help="draw every bertviz page, even after a smaller one was not drawn in time",
+    )
     args = ap.parse_args()
     load_at_start = load_average()
 
@@ -327,8 +365,10 @@ def main() -> None:
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     sizes = tuple(args.sizes) if args.sizes else QUICK_SIZES if args.quick else SIZES
     repeats = max(1, args.repeats)
-    texts = {view: {n: [text_of_length(tokenizer, n, first + r) for r in range(repeats)] for n in sizes}
-             for view, first in (("head", 1), ("overview", 1 + repeats))}  # none is the app's default
+    texts = {
+        view: {n: [text_of_length(tokenizer, n, first + r) for r in range(repeats)] for n in sizes}
+        for view, first in (("head", 1), ("overview", 1 + repeats))
+    }  # none is the app's default
     sizes = tuple(len(encode(tokenizer, texts["head"][n][0]).tokens) for n in sizes)  # as tokenized
     texts = {view: dict(zip(sizes, by_size.values())) for view, by_size in texts.items()}
 
@@ -336,34 +376,48 @@ def main() -> None:
     cases, bertviz_note = None, f"bertviz: skipped ({'--quick' if args.quick else '--no-bertviz'})"
     if not (args.quick or args.no_bertviz):
         try:
-            cases = bertviz.measure(model.load_report.path, {n: v[0] for n, v in texts["head"].items()},
-                                    n_layers * n_heads,
-                                    args.bertviz_timeout, progress, draw_all=args.bertviz_draw_all)
+            cases = bertviz.measure(
+                model.load_report.path,
+                {n: v[0] for n, v in texts["head"].items()},
+                n_layers * n_heads,
+                args.bertviz_timeout,
+                progress,
+                draw_all=args.bertviz_draw_all,
+            )
             bertviz_note = bertviz_versions()
         except Exception as err:  # npm or bertviz missing, ...: report it, keep our numbers
             bertviz_note = f"bertviz: not measured ({type(err).__name__}: {err})"
 
     print(f"Render benchmark, {machine(load_at_start)}")
-    print(f"model: {model.load_report.source}, {n_layers} layers x {n_heads} heads; Chromium "
-          f"{chromium_version()}; {bertviz_note}")
+    print(
+        f"model: {model.load_report.source}, {n_layers} layers x {n_heads} heads; Chromium "
+        f"{chromium_version()}; {bertviz_note}"
+    )
     report(sizes, app, cases)
 
 
 def report(sizes, app: AppResult, cases: dict[int, bertviz.Case] | None) -> None:
-    print(f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s "
-          f"(first script run ended at {cell(app.cold_script_s, '.2f')} s); "
-          f"Head -> Overview switch at {sizes[-1]} tokens: {cell(app.switch_s, '.2f')} s")
-    print(f"page opened {LATE_VISIT_S} s after the server answered (it warms up meanwhile), to the first heatmap "
-          f"drawn: {cell(app.late_s, '.2f')} s")
+    print(
+        f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s "
+        f"(first script run ended at {cell(app.cold_script_s, '.2f')} s); "
+        f"Head -> Overview switch at {sizes[-1]} tokens: {cell(app.switch_s, '.2f')} s"
+    )
+    print(
+        f"page opened {LATE_VISIT_S} s after the server answered (it warms up meanwhile), to the first heatmap "
+        f"drawn: {cell(app.late_s, '.2f')} s"
+    )
     print()
     print("\n".join(table(sizes, app, cases)))
-    print("s: click on Run to a settled, painted page (ours); page load to the model view drawn and painted "
-          "(bertviz). MB: websocket bytes received for the run (ours); HTML page size (bertviz).")
-    print("bertviz build s: transformers forward + model_view(html_action='return'), in Python. "
-          "Ratios: our overview / bertviz model view.")
+    print(
+        "s: click on Run to a settled, painted page (ours); page load to the model view drawn and painted "
+        "(bertviz). MB: websocket bytes received for the run (ours); HTML page size (bertviz)."
+    )
+    print(
+        "bertviz build s: transformers forward + model_view(html_action='return'), in Python. "
+        "Ratios: our overview / bertviz model view."
+    )
     for view in ("head", "overview"):
-        samples = "; ".join(f"{n}: {', '.join(f'{s:.2f}' for s in app.samples[view, n])}"
-                            for n in getattr(app, view))
+        samples = "; ".join(f"{n}: {', '.join(f'{s:.2f}' for s in app.samples[view, n])}" for n in getattr(app, view))
         print(f"{view}: every run, s (the table has the median): {samples}")
     for view in ("head", "overview"):
         runs = ", ".join(f"{n}: {found[2]:.2f}" for n, found in getattr(app, view).items())

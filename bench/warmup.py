@@ -7,6 +7,7 @@ run), its full collections, and how long one full collection takes after it (wha
 for whenever the collector makes one). "plain" leaves the collector alone (gc.disable and gc.freeze
 made no-ops).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for _ in range(args.repeats):
         for mode in ("tuned", "plain"):
-            run = subprocess.run([sys.executable, "-c", ONE_RUN, mode], cwd=ROOT, env=env, capture_output=True,
-                                 text=True, check=False)
+            run = subprocess.run(
+                [sys.executable, "-c", ONE_RUN, mode], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+            )
             print(run.stdout.strip() or f"{mode}: failed\n{run.stderr[-2000:]}", flush=True)
     return 0
 

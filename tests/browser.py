@@ -1,4 +1,5 @@
 """Start the app on loopback and open it in Debian's Chromium (shared by browser tests and benchmarks)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:
@@ -31,10 +38,23 @@ def server_process(log, timeout: float = 120, env: dict[str, str] | None = None)
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
-         "--server.address=127.0.0.1", "--browser.gatherUsageStats=false",
-         "--server.fileWatcherType=none"],  # an edit to the code during a run must not offer a rerun
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless=true",
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--browser.gatherUsageStats=false",
+            "--server.fileWatcherType=none",
+        ],  # an edit to the code during a run must not offer a rerun
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -42,10 +62,10 @@ def server_process(log, timeout: float = 120, env: dict[str, str] | None = None)
             try:
                 urllib.request.urlopen(url + "/_stcore/health", timeout=1)
                 break
-            except OSError:
+            except OSError as err:
                 if proc.poll() is not None or time.time() > deadline:
                     log.seek(0)
-                    raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace"))
+                    raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace")) from err
                 time.sleep(0.25)
         yield proc, url
     finally:

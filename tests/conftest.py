@@ -1,4 +1,5 @@
 """Shared fixtures: the bundled MiniLM and a tiny random BERT checkpoint written to a temp folder."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,27 @@ os.environ.setdefault("ATTENTION_DEVICE", "cpu")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-            max_position_embeddings=64, type_vocab_size=2, initializer_range=0.3)
+TINY = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+    type_vocab_size=2,
+    initializer_range=0.3,
+)
 # a WordPiece vocabulary that fits the tiny model's 99 ids
-_WORDS = ("the animal street it was too tired cross because didn ##ed ##ing cat dog sat on mat big small "
-          "trophy suitcase fit in not he she they book read ##er ##ly and of to is mouse ran")
-TINY_VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'", "!", "?"]
-              + list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
-              + _WORDS.split())
+_WORDS = (
+    "the animal street it was too tired cross because didn ##ed ##ing cat dog sat on mat big small "
+    "trophy suitcase fit in not he she they book read ##er ##ly and of to is mouse ran"
+)
+TINY_VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "'", "!", "?"]
+    + list("abcdefghijklmnopqrstuvwxyz")
+    + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
+    + _WORDS.split()
+)
 assert len(TINY_VOCAB) == len(set(TINY_VOCAB)) == TINY["vocab_size"]
 
 
@@ -31,7 +45,7 @@ def write_tiny_tokenizer(folder: Path) -> None:
     from transformers import BertTokenizer
 
     vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(TINY_VOCAB[:TINY["vocab_size"]]) + "\n", encoding="utf-8")
+    vocab.write_text("\n".join(TINY_VOCAB[: TINY["vocab_size"]]) + "\n", encoding="utf-8")
     tokenizer = BertTokenizer(vocab=str(vocab), do_lower_case=True)
     assert len(tokenizer) == TINY["vocab_size"]
     tokenizer.save_pretrained(str(folder))

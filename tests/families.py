@@ -2,45 +2,81 @@
 tokenizer that fits: BERT's WordPiece vocabulary (conftest.TINY_VOCAB) for BERT, DistilBERT and
 ELECTRA, a byte-level BPE trained here on a few sentences for RoBERTa, GPT-2 and the Llama-style
 decoders (with a <s> token before each text, as Llama's tokenizer adds). Offline."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
-
 from conftest import TINY, write_tiny_tokenizer
 
 BPE_VOCAB = 300  # 256 bytes, the special tokens and a few merges
 SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
 CONFIGS = {  # model_type -> (transformers config class, its arguments)
     "bert": ("BertConfig", dict(**SHAPE, vocab_size=TINY["vocab_size"], max_position_embeddings=64)),
-    "roberta": ("RobertaConfig", dict(**SHAPE, vocab_size=BPE_VOCAB, max_position_embeddings=66, type_vocab_size=1,
-                                      pad_token_id=1, bos_token_id=0, eos_token_id=2)),
-    "distilbert": ("DistilBertConfig", dict(vocab_size=TINY["vocab_size"], dim=32, n_layers=2, n_heads=4,
-                                            hidden_dim=37, max_position_embeddings=64)),
-    "electra": ("ElectraConfig", dict(**SHAPE, vocab_size=TINY["vocab_size"], embedding_size=16,
-                                      max_position_embeddings=64)),
-    "gpt2": ("GPT2Config", dict(vocab_size=BPE_VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
-                                bos_token_id=0, eos_token_id=0)),
+    "roberta": (
+        "RobertaConfig",
+        dict(
+            **SHAPE,
+            vocab_size=BPE_VOCAB,
+            max_position_embeddings=66,
+            type_vocab_size=1,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+        ),
+    ),
+    "distilbert": (
+        "DistilBertConfig",
+        dict(vocab_size=TINY["vocab_size"], dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64),
+    ),
+    "electra": (
+        "ElectraConfig",
+        dict(**SHAPE, vocab_size=TINY["vocab_size"], embedding_size=16, max_position_embeddings=64),
+    ),
+    "gpt2": (
+        "GPT2Config",
+        dict(vocab_size=BPE_VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0),
+    ),
 }
 # the Llama-style decoders: 4 heads of width 8, 2 key/value heads unless a test says otherwise; a few spare
 # ids, as Qwen2Tokenizer adds its own <|endoftext|> padding token
-_DECODER = dict(vocab_size=BPE_VOCAB + 4, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
-                num_key_value_heads=2, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
-                tie_word_embeddings=False)
+_DECODER = dict(
+    vocab_size=BPE_VOCAB + 4,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=40,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    bos_token_id=1,
+    eos_token_id=2,
+    tie_word_embeddings=False,
+)
 DECODER_CONFIGS = {
     "llama": ("LlamaConfig", dict(_DECODER, rope_parameters=dict(rope_type="default", rope_theta=500.0))),
     "mistral": ("MistralConfig", dict(_DECODER, sliding_window=5)),  # shorter than the test sentences
     "qwen2": ("Qwen2Config", _DECODER),
 }
 CONFIGS.update(DECODER_CONFIGS)
-TASK_CLASSES = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "distilbert": "DistilBertForMaskedLM",
-                "electra": "ElectraForPreTraining", "gpt2": "GPT2LMHeadModel",
-                "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+TASK_CLASSES = {
+    "bert": "BertForMaskedLM",
+    "roberta": "RobertaForMaskedLM",
+    "distilbert": "DistilBertForMaskedLM",
+    "electra": "ElectraForPreTraining",
+    "gpt2": "GPT2LMHeadModel",
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+}
 DECODERS = tuple(DECODER_CONFIGS)
 FAMILIES = tuple(f for f in CONFIGS if f not in DECODERS)
-_TEXTS = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat.",
-          "The trophy doesn't fit in the suitcase because it is too big.", "She read the book and he ran."]
+_TEXTS = [
+    "The animal didn't cross the street because it was too tired.",
+    "The cat sat on the mat.",
+    "The trophy doesn't fit in the suitcase because it is too big.",
+    "She read the book and he ran.",
+]
 
 
 def write_bpe_tokenizer(folder: Path, roberta: bool, llama: bool = False) -> None:
@@ -49,21 +85,40 @@ def write_bpe_tokenizer(folder: Path, roberta: bool, llama: bool = False) -> Non
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    specials = (["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if roberta else ["<unk>", "<s>", "</s>"] if llama
-                else ["<|endoftext|>"])
+    specials = (
+        ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        if roberta
+        else ["<unk>", "<s>", "</s>"]
+        if llama
+        else ["<|endoftext|>"]
+    )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(_TEXTS * 4, trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=specials,
-                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        _TEXTS * 4,
+        trainers.BpeTrainer(
+            vocab_size=BPE_VOCAB, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     if roberta:
         tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-        names = dict(bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>", unk_token="<unk>",
-                     pad_token="<pad>", mask_token="<mask>")
+        names = dict(
+            bos_token="<s>",
+            eos_token="</s>",
+            sep_token="</s>",
+            cls_token="<s>",
+            unk_token="<unk>",
+            pad_token="<pad>",
+            mask_token="<mask>",
+        )
     elif llama:
-        tok.post_processor = processors.Sequence([
-            processors.ByteLevel(trim_offsets=False),
-            processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1", special_tokens=[("<s>", 1)])])
+        tok.post_processor = processors.Sequence(
+            [
+                processors.ByteLevel(trim_offsets=False),
+                processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1", special_tokens=[("<s>", 1)]),
+            ]
+        )
         names = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
@@ -81,8 +136,15 @@ def randomise(model: torch.nn.Module, std: float = 0.3, seed: int = 0) -> None:
             p.copy_(torch.randn(p.shape, generator=generator) * std)
 
 
-def make_family(folder: Path, family: str, model_class: str | None = None, safe: bool = True, seed: int = 0,
-                max_shard_size: str | None = None, **overrides) -> Path:
+def make_family(
+    folder: Path,
+    family: str,
+    model_class: str | None = None,
+    safe: bool = True,
+    seed: int = 0,
+    max_shard_size: str | None = None,
+    **overrides,
+) -> Path:
     """Save a tiny random `family` model of `model_class` (its task class by default) and its tokenizer;
     with `max_shard_size` ("20KB") in several files and an index."""
     import transformers
@@ -111,15 +173,26 @@ def reference(folder: Path):
 
 
 # ---- more families (tests/test_families_more.py): XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2 ----
-_NEOX = dict(vocab_size=BPE_VOCAB + 4, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-             max_position_embeddings=64, bos_token_id=1, eos_token_id=2)
+_NEOX = dict(
+    vocab_size=BPE_VOCAB + 4,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 MORE_CONFIGS = {  # model_type -> (transformers config class, its arguments, task class, tokenizer kind)
     "xlm-roberta": ("XLMRobertaConfig", CONFIGS["roberta"][1], "XLMRobertaForMaskedLM", "roberta"),
     "qwen3": ("Qwen3Config", dict(_DECODER, head_dim=16), "Qwen3ForCausalLM", "llama"),  # H·d = 64 ≠ 32
-    "gpt_neox": ("GPTNeoXConfig", dict(_NEOX, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
-                 "GPTNeoXForCausalLM", "llama"),
-    "opt": ("OPTConfig", dict(_NEOX, ffn_dim=37, pad_token_id=1, word_embed_proj_dim=32),
-            "OPTForCausalLM", "llama"),
+    "gpt_neox": (
+        "GPTNeoXConfig",
+        dict(_NEOX, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
+        "GPTNeoXForCausalLM",
+        "llama",
+    ),
+    "opt": ("OPTConfig", dict(_NEOX, ffn_dim=37, pad_token_id=1, word_embed_proj_dim=32), "OPTForCausalLM", "llama"),
 }
 
 
@@ -135,27 +208,61 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
     model.save_pretrained(str(folder))
     write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
     return folder
+
+
 MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo2ForCausalLM", "llama")
 
 
 # ---- encoder-decoders: the task class saved, transformers' base model (BartModel, T5Model ...) the reference ----
-_SEQ2SEQ = dict(vocab_size=BPE_VOCAB, d_model=32, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=37,
-                decoder_layers=3, decoder_attention_heads=2, decoder_ffn_dim=41, max_position_embeddings=64,
-                pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+_SEQ2SEQ = dict(
+    vocab_size=BPE_VOCAB,
+    d_model=32,
+    encoder_layers=2,
+    encoder_attention_heads=4,
+    encoder_ffn_dim=37,
+    decoder_layers=3,
+    decoder_attention_heads=2,
+    decoder_ffn_dim=41,
+    max_position_embeddings=64,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
 # T5 with few buckets, so that the test sentences reach the logarithmic ones and the last
-_T5 = dict(vocab_size=BPE_VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
-           relative_attention_num_buckets=8, relative_attention_max_distance=12, pad_token_id=1, eos_token_id=2,
-           decoder_start_token_id=1)
+_T5 = dict(
+    vocab_size=BPE_VOCAB,
+    d_model=32,
+    d_kv=8,
+    d_ff=37,
+    num_layers=2,
+    num_decoder_layers=3,
+    num_heads=4,
+    relative_attention_num_buckets=8,
+    relative_attention_max_distance=12,
+    pad_token_id=1,
+    eos_token_id=2,
+    decoder_start_token_id=1,
+)
 SEQ2SEQ_CONFIGS = {  # name -> (transformers config class, its arguments, task class)
     "bart": ("BartConfig", _SEQ2SEQ, "BartForConditionalGeneration"),
-    "bart-scaled": ("BartConfig", dict(_SEQ2SEQ, scale_embedding=True, activation_function="relu"),
-                    "BartForConditionalGeneration"),
+    "bart-scaled": (
+        "BartConfig",
+        dict(_SEQ2SEQ, scale_embedding=True, activation_function="relu"),
+        "BartForConditionalGeneration",
+    ),
     "mbart": ("MBartConfig", _SEQ2SEQ, "MBartForConditionalGeneration"),
-    "marian": ("MarianConfig", dict(_SEQ2SEQ, scale_embedding=True, activation_function="swish",
-                                    decoder_start_token_id=1), "MarianMTModel"),
+    "marian": (
+        "MarianConfig",
+        dict(_SEQ2SEQ, scale_embedding=True, activation_function="swish", decoder_start_token_id=1),
+        "MarianMTModel",
+    ),
     "t5": ("T5Config", _T5, "T5ForConditionalGeneration"),  # v1.0: ReLU, tied embeddings
-    "t5-gated": ("T5Config", dict(_T5, d_kv=12, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
-                 "T5ForConditionalGeneration"),  # v1.1 / Flan-T5: gated GELU, heads 4·12 wide ≠ d_model
+    "t5-gated": (
+        "T5Config",
+        dict(_T5, d_kv=12, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+        "T5ForConditionalGeneration",
+    ),  # v1.1 / Flan-T5: gated GELU, heads 4·12 wide ≠ d_model
 }
 SEQ2SEQ = tuple(SEQ2SEQ_CONFIGS)
 

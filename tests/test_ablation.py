@@ -1,14 +1,14 @@
 """Head ablation: the head mask in the forward pass, the MLM head, and `ablate`'s measures."""
+
 import numpy as np
 import pytest
 import torch
+from conftest import TINY, make_tiny
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_bert, scaled_dot_product_attention
 from attention.analysis.ablation import AblationResult, MaskPredictions, ablate
 from attention.mlm import MaskedLMHead, load_mlm_head, predict_masked
-
-from conftest import TINY, make_tiny
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 HIDDEN_TOL = dict(atol=1e-5, rtol=0)
@@ -28,6 +28,7 @@ def assert_same_outputs(a, b):
 
 
 # ---- the head mask in the forward pass -------------------------------------------------------
+
 
 @pytest.mark.parametrize("ablation", ["zero", "uniform"])
 def test_a_mask_of_ones_changes_nothing_bit_for_bit(minilm, ablation):
@@ -118,8 +119,7 @@ def test_uniform_ablation_leaves_rows_without_keys_at_zero():
     keep = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])  # (L, S)
     additive = torch.zeros(3, 3).masked_fill(~keep, float("-inf"))
     for mask in (keep, additive):
-        _, probs = scaled_dot_product_attention(q, k, v, mask, head_mask=torch.tensor([0.0, 1.0]),
-                                                ablation="uniform")
+        _, probs = scaled_dot_product_attention(q, k, v, mask, head_mask=torch.tensor([0.0, 1.0]), ablation="uniform")
         expected = torch.tensor([[0.5, 0.0, 0.5], [0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]])
         torch.testing.assert_close(probs[0, 0], expected, atol=1e-7, rtol=0)
         assert torch.all(probs[0, 1, 1] == 0) and not torch.isnan(probs).any()
@@ -142,8 +142,9 @@ def test_invalid_head_masks_and_ablations_are_clear_errors(minilm):
         scaled_dot_product_attention(*(torch.randn(1, 3, 2, 4) for _ in range(3)), head_mask=torch.ones(4))
 
 
-def _eager_with_head_mask(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                          reference_head_mask=None, **kwargs):
+def _eager_with_head_mask(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, reference_head_mask=None, **kwargs
+):
     """transformers 5's eager attention plus the head mask transformers 4 applied after the softmax."""
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
@@ -176,8 +177,14 @@ def test_zero_ablation_matches_transformers_head_mask_rule(tiny_dir):
     head_mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
     with torch.no_grad():
         ours = model(ids, mask, types, head_mask=head_mask)
-        theirs = reference(ids, attention_mask=mask, token_type_ids=types, output_attentions=True,
-                           output_hidden_states=True, reference_head_mask=head_mask)
+        theirs = reference(
+            ids,
+            attention_mask=mask,
+            token_type_ids=types,
+            output_attentions=True,
+            output_hidden_states=True,
+            reference_head_mask=head_mask,
+        )
         unmasked = reference(ids, attention_mask=mask, token_type_ids=types)
     assert not torch.allclose(theirs.last_hidden_state, unmasked.last_hidden_state)  # the mask reached it
     for b, n in enumerate(mask.sum(-1).tolist()):
@@ -188,6 +195,7 @@ def test_zero_ablation_matches_transformers_head_mask_rule(tiny_dir):
 
 
 # ---- the MLM head ------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_mlm_dir(tmp_path_factory):
@@ -227,12 +235,16 @@ def test_predict_masked_with_ablated_heads_matches_transformers(tiny_mlm_dir):
     reference = reference_with_head_mask("BertForMaskedLM", tiny_mlm_dir)
     ids, mask, types, position = masked_sentence(tokenizer)
     head_mask = torch.tensor([[0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]])
-    guesses = dict(predict_masked(model, head, ids, mask, types, position, top_k=TINY["vocab_size"],
-                                  head_mask=head_mask))
+    guesses = dict(
+        predict_masked(model, head, ids, mask, types, position, top_k=TINY["vocab_size"], head_mask=head_mask)
+    )
     plain = dict(predict_masked(model, head, ids, mask, types, position, top_k=TINY["vocab_size"]))
     with torch.no_grad():
-        expected = reference(ids, attention_mask=mask, token_type_ids=types,
-                             reference_head_mask=head_mask).logits[0, position].softmax(-1)
+        expected = (
+            reference(ids, attention_mask=mask, token_type_ids=types, reference_head_mask=head_mask)
+            .logits[0, position]
+            .softmax(-1)
+        )
     ours = torch.tensor([guesses[i] for i in range(TINY["vocab_size"])])
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
     assert not torch.allclose(ours, torch.tensor([plain[i] for i in range(TINY["vocab_size"])]), atol=1e-4)
@@ -266,15 +278,26 @@ def mlm_with_edited_weights(folder, edit):
     return folder
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda w: w.update({"cls.predictions.transform.dense.weight": torch.zeros(31, 32)}),
-     r"'cls\.predictions\.transform\.dense\.weight' has shape \(31, 32\), the config needs \(32, 32\)"),
-    (lambda w: w.update({"cls.predictions.bias": torch.zeros(98)}), r"cls\.predictions\.bias.*\(98,\).*\(99,\)"),
-    (lambda w: w.pop("cls.predictions.transform.LayerNorm.bias"),
-     r"no tensor 'cls\.predictions\.transform\.LayerNorm\.bias'"),
-    (lambda w: w.update({"cls.predictions.decoder.weight": torch.zeros(99, 32)}), "differs from the word embeddings"),
-    (lambda w: w.update({"cls.predictions.transform.extra": torch.zeros(3)}), r"does not know.*transform\.extra"),
-], ids=["dense-shape", "bias-shape", "missing", "untied-decoder", "unknown"])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda w: w.update({"cls.predictions.transform.dense.weight": torch.zeros(31, 32)}),
+            r"'cls\.predictions\.transform\.dense\.weight' has shape \(31, 32\), the config needs \(32, 32\)",
+        ),
+        (lambda w: w.update({"cls.predictions.bias": torch.zeros(98)}), r"cls\.predictions\.bias.*\(98,\).*\(99,\)"),
+        (
+            lambda w: w.pop("cls.predictions.transform.LayerNorm.bias"),
+            r"no tensor 'cls\.predictions\.transform\.LayerNorm\.bias'",
+        ),
+        (
+            lambda w: w.update({"cls.predictions.decoder.weight": torch.zeros(99, 32)}),
+            "differs from the word embeddings",
+        ),
+        (lambda w: w.update({"cls.predictions.transform.extra": torch.zeros(3)}), r"does not know.*transform\.extra"),
+    ],
+    ids=["dense-shape", "bias-shape", "missing", "untied-decoder", "unknown"],
+)
 def test_a_broken_mlm_head_is_a_load_error(tmp_path, edit, message):
     model, _ = load_bert(mlm_with_edited_weights(tmp_path / "broken", edit))  # the encoder itself loads
     with pytest.raises(ModelLoadError, match=message):
@@ -282,6 +305,7 @@ def test_a_broken_mlm_head_is_a_load_error(tmp_path, edit, message):
 
 
 # ---- ablate ------------------------------------------------------------------------------------
+
 
 def test_ablate_with_a_mask_of_ones_reports_no_change(minilm):
     model, tokenizer = minilm
@@ -329,8 +353,10 @@ def test_ablate_compares_the_guesses_for_the_first_mask(tiny_mlm_dir):
     assert isinstance(result.predictions, MaskPredictions) and result.predictions.position == position == 2
 
     def named(**kwargs):
-        return [(tokenizer.convert_ids_to_tokens(i), p)
-                for i, p in predict_masked(model, head, ids, mask, types, position, top_k=4, **kwargs)]
+        return [
+            (tokenizer.convert_ids_to_tokens(i), p)
+            for i, p in predict_masked(model, head, ids, mask, types, position, top_k=4, **kwargs)
+        ]
 
     assert result.predictions.before == named()
     assert result.predictions.after == named(head_mask=head_mask, ablation="uniform")

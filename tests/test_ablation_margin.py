@@ -1,4 +1,5 @@
 """margin_change: what ablating heads does to a coreference example's pronoun → answer margin."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,7 @@ def ablated(minilm):
     enc = encode(tokenizer, SENTENCE)
     mask = np.ones((6, 12), dtype=np.float32)
     mask[2, [0, 3, 7]] = 0
-    return enc, ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
-                       ablation="uniform")
+    return enc, ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask, ablation="uniform")
 
 
 def test_the_margin_before_and_after_is_the_maps_own(ablated):
@@ -34,8 +34,9 @@ def test_the_margin_before_and_after_is_the_maps_own(ablated):
     before, after = by_hand(result.base_attentions, enc.tokens), by_hand(result.ablated_attentions, enc.tokens)
     layer, head = np.unravel_index(np.argmax(before), before.shape)
     assert change.best == (layer, head)
-    np.testing.assert_allclose([change.best_before, change.best_after], [before[layer, head], after[layer, head]],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        [change.best_before, change.best_after], [before[layer, head], after[layer, head]], rtol=1e-6
+    )
     np.testing.assert_allclose([change.mean_before, change.mean_after], [before.mean(), after.mean()], rtol=1e-5)
     assert (change.preferring_before, change.preferring_after) == ((before > 0).sum(), (after > 0).sum())
     np.testing.assert_array_equal(after[:2], before[:2])  # layers before the ablated one keep their maps
@@ -53,5 +54,6 @@ def test_nothing_ablated_changes_no_margin(minilm):
 def test_words_not_in_the_sentence_are_an_example_error(ablated):
     enc, result = ablated
     with pytest.raises(ExampleError):
-        margin_change(result, CorefExample(SENTENCE, "she", ("animal", "street"), "animal"), enc.tokens,
-                      enc.word_ids, enc.offsets)
+        margin_change(
+            result, CorefExample(SENTENCE, "she", ("animal", "street"), "animal"), enc.tokens, enc.word_ids, enc.offsets
+        )

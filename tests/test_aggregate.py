@@ -48,9 +48,7 @@ def test_merge_word_pieces_without_pieces_is_identity():
 
 def test_word_groups_keeps_sentence_pair_words_apart():
     # In a pair, word indices restart at 0 for the second sentence.
-    assert word_groups([None, 0, 1, 1, None, 0, 0, None]) == [
-        [0], [1], [2, 3], [4], [5, 6], [7]
-    ]
+    assert word_groups([None, 0, 1, 1, None, 0, 0, None]) == [[0], [1], [2, 3], [4], [5, 6], [7]]
 
 
 def test_merge_labels_joins_pieces_without_marker():

@@ -1,5 +1,6 @@
 """Merging word pieces into the words as written: a contraction is one word for every tokenizer family
 (BERT's WordPiece, byte-level BPE's Ġ, SentencePiece's ▁), its sentence's punctuation stays apart."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,14 +22,40 @@ def test_wordpiece_contraction_is_one_word(minilm):
     tokenizer = minilm[1]
     enc = encode(tokenizer, SENTENCE)
     at = enc.tokens.index("didn")
-    assert enc.tokens[at:at + 3] == ["didn", "'", "t"] and len(set(enc.word_ids[at:at + 3])) == 3  # 3 words
-    assert words(tokenizer, SENTENCE) == ["[CLS]", "the", "animal", "didn't", "cross", "the", "street", "because",
-                                          "it", "was", "too", "tired", ".", "[SEP]"]
+    assert enc.tokens[at : at + 3] == ["didn", "'", "t"] and len(set(enc.word_ids[at : at + 3])) == 3  # 3 words
+    assert words(tokenizer, SENTENCE) == [
+        "[CLS]",
+        "the",
+        "animal",
+        "didn't",
+        "cross",
+        "the",
+        "street",
+        "because",
+        "it",
+        "was",
+        "too",
+        "tired",
+        ".",
+        "[SEP]",
+    ]
 
 
 def test_wordpiece_punctuation_at_a_words_edge_stays_apart_and_inside_joins(minilm):
-    assert words(minilm[1], '"Yes," (it) e-mail it\'s.') == ["[CLS]", '"', "yes", ",", '"', "(", "it", ")",
-                                                             "e-mail", "it's", ".", "[SEP]"]
+    assert words(minilm[1], '"Yes," (it) e-mail it\'s.') == [
+        "[CLS]",
+        '"',
+        "yes",
+        ",",
+        '"',
+        "(",
+        "it",
+        ")",
+        "e-mail",
+        "it's",
+        ".",
+        "[SEP]",
+    ]
 
 
 def test_a_pairs_second_sentence_never_joins_the_first(minilm):
@@ -48,8 +75,20 @@ def bpe(tmp_path_factory):
 def test_byte_level_bpe_contraction_is_one_word_and_spaces_part_words(bpe):
     enc = encode(bpe, SENTENCE)
     assert "'t" in enc.tokens and len(set(enc.word_ids)) == 13  # Ġdidn and 't are two words by word_ids
-    assert words(bpe, SENTENCE) == ["The", "Ġanimal", "Ġdidn't", "Ġcross", "Ġthe", "Ġstreet", "Ġbecause", "Ġit",
-                                    "Ġwas", "Ġtoo", "Ġtired", "."]
+    assert words(bpe, SENTENCE) == [
+        "The",
+        "Ġanimal",
+        "Ġdidn't",
+        "Ġcross",
+        "Ġthe",
+        "Ġstreet",
+        "Ġbecause",
+        "Ġit",
+        "Ġwas",
+        "Ġtoo",
+        "Ġtired",
+        ".",
+    ]
 
 
 def test_byte_level_bpe_pair(bpe):
@@ -68,8 +107,20 @@ def test_sentencepiece_marker_starts_a_word():
     enc = encode(tokenizer, SENTENCE)
     assert enc.tokens[enc.tokens.index("'") + 2].startswith("▁")  # ▁didn ' t ▁cross: three words, then one
     assert offsets_touch(enc, enc.tokens.index("'") + 2)
-    assert words(tokenizer, SENTENCE) == ["▁The", "▁animal", "▁didn't", "▁cross", "▁the", "▁street", "▁because",
-                                          "▁it", "▁was", "▁too", "▁tired", "."]
+    assert words(tokenizer, SENTENCE) == [
+        "▁The",
+        "▁animal",
+        "▁didn't",
+        "▁cross",
+        "▁the",
+        "▁street",
+        "▁because",
+        "▁it",
+        "▁was",
+        "▁too",
+        "▁tired",
+        ".",
+    ]
 
 
 def offsets_touch(enc, position: int) -> bool:
@@ -84,6 +135,6 @@ def test_merged_map_of_written_words(minilm):
     assert [didnt, didnt + 1, didnt + 2] in groups and merged.shape == (len(enc.tokens) - 2,) * 2
     np.testing.assert_allclose(merged.sum(1), 1, rtol=1e-6)
     unit = groups.index([didnt, didnt + 1, didnt + 2])
-    np.testing.assert_allclose(merged[0, unit], attn[0, didnt:didnt + 3].sum())
+    np.testing.assert_allclose(merged[0, unit], attn[0, didnt : didnt + 3].sum())
     with pytest.raises(ValueError, match="both or neither"):
         merge_word_pieces(attn, enc.word_ids, enc.tokens)

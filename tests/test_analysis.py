@@ -1,5 +1,6 @@
 """Rollout, flow, head statistics and patterns, head distances and MDS: hand-computed cases on
 synthetic maps, checks against scipy, and the real model on the default sentence."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,16 +20,18 @@ def as_model_output(*layers) -> tuple[torch.Tensor, ...]:
 
 # ---- rollout -----------------------------------------------------------------------------------
 
+
 def test_rollout_matches_the_formula_by_hand():
-    layer0 = [[[1, 0, 0], [1, 0, 0], [1, 0, 0]],  # head a: everything to token 0
-              [[0, 0, 1], [0, 0, 1], [0, 0, 1]]]  # head b: everything to token 2
-    layer1 = [[[0, 1, 0], [0, 1, 0], [0, 1, 0]],
-              [[0, 1, 0], [1, 0, 0], [0, 0, 1]]]
+    layer0 = [
+        [[1, 0, 0], [1, 0, 0], [1, 0, 0]],  # head a: everything to token 0
+        [[0, 0, 1], [0, 0, 1], [0, 0, 1]],
+    ]  # head b: everything to token 2
+    layer1 = [[[0, 1, 0], [0, 1, 0], [0, 1, 0]], [[0, 1, 0], [1, 0, 0], [0, 0, 1]]]
     # mean over heads, then 0.5 · mean + 0.5 · I (rows already sum to 1):
-    A0 = np.array([[.75, 0, .25], [.25, .5, .25], [.25, 0, .75]])  # mean rows are [.5, 0, .5]
-    A1 = np.array([[.5, .5, 0], [.25, .75, 0], [0, .25, .75]])  # mean [[0,1,0],[.5,.5,0],[0,.5,.5]]
+    A0 = np.array([[0.75, 0, 0.25], [0.25, 0.5, 0.25], [0.25, 0, 0.75]])  # mean rows are [.5, 0, .5]
+    A1 = np.array([[0.5, 0.5, 0], [0.25, 0.75, 0], [0, 0.25, 0.75]])  # mean [[0,1,0],[.5,.5,0],[0,.5,.5]]
     # R1 = A1 · A0, row by row: .5·A0[0] + .5·A0[1], .25·A0[0] + .75·A0[1], .25·A0[1] + .75·A0[2]
-    R1 = np.array([[.5, .25, .25], [.375, .375, .25], [.25, .125, .625]])
+    R1 = np.array([[0.5, 0.25, 0.25], [0.375, 0.375, 0.25], [0.25, 0.125, 0.625]])
     np.testing.assert_allclose(A1 @ A0, R1)  # the hand arithmetic, checked
     result = rollout(as_model_output(layer0, layer1))
     assert result.shape == (2, 1, 3, 3)
@@ -61,7 +64,7 @@ FLOW_W2 = [[0, 1, 0], [0, 1, 0], [1, 0, 0]]
 #   j=0 -> i=1: via (1,1) min(.5, 1) = .5        j=1 -> i=1: via (1,1) min(.5, 1) = .5
 #   j=2 -> i=1: 0                                 j=0 -> i=2: via (1,0) min(1, .5) = .5
 #   j=1 -> i=2: (1,1) does not reach (2,2): 0    j=2 -> i=2: via (1,2) min(1, .5) = .5
-FLOW_BY_HAND = np.array([[1.0, .5, 0], [.5, .5, 0], [.5, 0, .5]])
+FLOW_BY_HAND = np.array([[1.0, 0.5, 0], [0.5, 0.5, 0], [0.5, 0, 0.5]])
 
 
 def test_flow_matches_max_flow_by_hand():
@@ -74,7 +77,7 @@ def test_flow_all_layers_starts_with_the_first_layer_capacities():
     flow = attention_flow(as_model_output([FLOW_W1], [FLOW_W2]), layers="all")
     assert flow.shape == (2, 3, 3)
     # into layer 1 the only path from j to i is the edge itself, so the flow is A1
-    np.testing.assert_allclose(flow[0], [[1, 0, 0], [.5, .5, 0], [0, 0, 1]], atol=1e-8)
+    np.testing.assert_allclose(flow[0], [[1, 0, 0], [0.5, 0.5, 0], [0, 0, 1]], atol=1e-8)
     np.testing.assert_allclose(flow[1], FLOW_BY_HAND, atol=1e-8)
 
 
@@ -89,8 +92,9 @@ def test_flow_refuses_long_inputs():
 
 
 def test_flow_picks_the_batch_item():
-    pair = tuple(torch.cat([a, torch.eye(3, dtype=a.dtype)[None, None]])
-                 for a in as_model_output([FLOW_W1], [FLOW_W2]))  # item 1 attends only to itself
+    pair = tuple(
+        torch.cat([a, torch.eye(3, dtype=a.dtype)[None, None]]) for a in as_model_output([FLOW_W1], [FLOW_W2])
+    )  # item 1 attends only to itself
     np.testing.assert_allclose(attention_flow(pair, batch=0), FLOW_BY_HAND, atol=1e-8)
     np.testing.assert_allclose(attention_flow(pair, batch=1), np.eye(3), atol=1e-8)
 
@@ -140,8 +144,13 @@ def heterogeneous_map() -> np.ndarray:  # .9 on one token of the other segment, 
     return m
 
 
-BUILT = {"vertical": vertical_map(), "diagonal": diagonal_map(), "block": block_map(),
-         "broad": broad_map(), "heterogeneous": heterogeneous_map()}
+BUILT = {
+    "vertical": vertical_map(),
+    "diagonal": diagonal_map(),
+    "block": block_map(),
+    "broad": broad_map(),
+    "heterogeneous": heterogeneous_map(),
+}
 
 
 def pair_stats(*maps: np.ndarray) -> dict[str, np.ndarray]:
@@ -195,11 +204,25 @@ def test_statistics_by_hand():
 
 def test_punctuation_mask():
     tokens = ["[CLS]", "didn", "'", "t", ".", "...", "##.", "a.", "«", "$", "é", "", "[SEP]"]
-    assert punctuation_mask(tokens).tolist() == [False, False, True, False, True, True, True, False,
-                                                 True, True, False, False, False]
+    assert punctuation_mask(tokens).tolist() == [
+        False,
+        False,
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
 
 
 # ---- heads compared ----------------------------------------------------------------------------------
+
 
 def random_maps(rng, n_layers: int, H: int, length: int) -> np.ndarray:
     return normalized_rows(rng.random((n_layers, H, length, length)) ** 4)
@@ -270,6 +293,7 @@ def test_mds_puts_points_on_a_line_on_one_axis():
 
 # ---- the real model ----------------------------------------------------------------------------------
 
+
 def test_rollout_on_the_default_model(minilm):
     from attention.run import run_sentence
 
@@ -302,8 +326,7 @@ def test_head_patterns_on_the_default_sentence(minilm):
 
     model, tokenizer = minilm
     run = run_sentence(model, tokenizer, DEFAULT_SENTENCE)
-    stats = head_stats(run.attentions, run.encoded.special, run.encoded.sequence_ids,
-                       punctuation_mask(run.tokens))
+    stats = head_stats(run.attentions, run.encoded.special, run.encoded.sequence_ids, punctuation_mask(run.tokens))
     for name, value in stats.items():
         assert value.shape == (6, 12), name
         assert np.isfinite(value).all(), name

@@ -1,4 +1,5 @@
 """The app's flows through Streamlit's AppTest: submit, layer/head, options, URL state, bad input."""
+
 from __future__ import annotations
 
 import base64
@@ -7,11 +8,10 @@ import re
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from attention.run import run_sentence
-
-from conftest import ROOT
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
@@ -42,8 +42,11 @@ def decode(array):
 
 
 def heatmaps(at: AppTest) -> list[dict]:
-    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")
-            if json.loads(e.proto.spec)["data"][0]["type"] == "heatmap"]
+    return [
+        json.loads(e.proto.spec)
+        for e in at.get("plotly_chart")
+        if json.loads(e.proto.spec)["data"][0]["type"] == "heatmap"
+    ]
 
 
 def head_figure(at: AppTest) -> dict:
@@ -153,13 +156,16 @@ def test_url_restores_sentence_view_layer_and_head(minilm):
     np.testing.assert_allclose(decode(head_figure(at)["data"][0]["z"]), expected.attentions[4, 11], atol=1e-6)
 
 
-@pytest.mark.parametrize("params, notice", [
-    (dict(layer="99"), "Layer 99 does not exist"),
-    (dict(head="-3"), "head is not a number"),
-    (dict(layer="abc"), "layer is not a number"),
-    (dict(view="nonsense"), "Unknown view"),
-    (dict(s="x" * 100_001), "longer than"),
-])
+@pytest.mark.parametrize(
+    "params, notice",
+    [
+        (dict(layer="99"), "Layer 99 does not exist"),
+        (dict(head="-3"), "head is not a number"),
+        (dict(layer="abc"), "layer is not a number"),
+        (dict(view="nonsense"), "Unknown view"),
+        (dict(s="x" * 100_001), "longer than"),
+    ],
+)
 def test_bad_url_parameters_are_clamped_with_a_notice(params, notice):
     at = start(**params)
     no_errors(at)
@@ -259,6 +265,7 @@ def test_another_checkpoint_loads_from_the_sidebar(tiny_dir):
 
 # ---- the coreference view ------------------------------------------------------------------------
 
+
 def chart(at: AppTest, title_start: str) -> dict:
     for element in at.get("plotly_chart"):
         fig = json.loads(element.proto.spec)
@@ -274,12 +281,18 @@ def test_coreference_on_the_sentence_is_prefilled_and_exact(minilm, default_run)
     no_errors(at)
     assert at.selectbox(key="coref_pronoun").value == 9  # "it", the 10th word
     words = ["animal", "street"]
-    assert [at.multiselect(key="coref_candidates").format_func(i) for i in
-            at.multiselect(key="coref_candidates").value] == words
+    assert [
+        at.multiselect(key="coref_candidates").format_func(i) for i in at.multiselect(key="coref_candidates").value
+    ] == words
     fig = chart(at, "attention it → animal")
     enc = default_run.encoded
-    expected = score_example(CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), default_run.attentions,
-                             enc.tokens, enc.word_ids, enc.offsets).margin
+    expected = score_example(
+        CorefExample(SENTENCE, "it", ("animal", "street"), "animal"),
+        default_run.attentions,
+        enc.tokens,
+        enc.word_ids,
+        enc.offsets,
+    ).margin
     np.testing.assert_allclose(decode(fig["data"][0]["z"]), expected, atol=1e-6)
     at.selectbox(key="coref_answer").select(at.multiselect(key="coref_candidates").value[1]).run()
     np.testing.assert_allclose(decode(chart(at, "attention it → street")["data"][0]["z"]), -expected, atol=1e-6)
@@ -309,13 +322,20 @@ def test_coreference_suite_and_minimal_pairs(minilm):
 
 # ---- hostile and unusual sentences ----------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected_tokens", [
-    ("The\u200b animal\u202e didn't\u200d cross.", ["[CLS]", "the", "animal", "didn", "'", "t", "cross", ".", "[SEP]"]),
-    ("The\x00 animal\x07 cross.", ["[CLS]", "the", "animal", "cross", ".", "[SEP]"]),
-    ("I love 😍 attention!", ["[CLS]", "i", "love", "[UNK]", "attention", "!", "[SEP]"]),
-    ("東京 is big", ["[CLS]", "東", "京", "is", "big", "[SEP]"]),
-    ("$$\\frac{a}{b}$$", ["[CLS]", "$", "$", "\\", "fra", "##c", "{", "a", "}", "{", "b", "}", "$", "$", "[SEP]"]),
-])
+
+@pytest.mark.parametrize(
+    "text, expected_tokens",
+    [
+        (
+            "The\u200b animal\u202e didn't\u200d cross.",
+            ["[CLS]", "the", "animal", "didn", "'", "t", "cross", ".", "[SEP]"],
+        ),
+        ("The\x00 animal\x07 cross.", ["[CLS]", "the", "animal", "cross", ".", "[SEP]"]),
+        ("I love 😍 attention!", ["[CLS]", "i", "love", "[UNK]", "attention", "!", "[SEP]"]),
+        ("東京 is big", ["[CLS]", "東", "京", "is", "big", "[SEP]"]),
+        ("$$\\frac{a}{b}$$", ["[CLS]", "$", "$", "\\", "fra", "##c", "{", "a", "}", "{", "b", "}", "$", "$", "[SEP]"]),
+    ],
+)
 def test_unusual_characters_give_the_tokenizers_tokens(text, expected_tokens):
     at = start(s=text)
     no_errors(at)

@@ -1,20 +1,20 @@
 """The analysis views in the app (AppTest): each figure shows the numbers its function computes."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
+from test_app import SENTENCE, decode, no_errors, start, submit
 
 from attention.analysis.ablation import ablate
-from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
-from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.query_key import query_key
+from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
+from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.run import run_sentence
 from attention.trace import trace_layer
 from ui.workers import flow_workers
-
-from test_app import SENTENCE, decode, no_errors, start, submit
 
 
 def figures(at) -> list[dict]:
@@ -39,9 +39,14 @@ def test_head_stats_table_and_patterns_on_the_overview(minilm):
     assert row["pattern"] == labels[2, 5]
     assert abs(row["entropy"] - stats["entropy"][2, 5]) < 1e-3
     # the 2-D map of heads: one point per head, each carrying [layer, head]
-    points = [tuple(int(v) for v in p) for fig in figures(at) for t in fig["data"]
-              if t.get("name", "").startswith("layer ") for p in decode(t["customdata"]).reshape(-1, 2)]
-    assert sorted(points) == [(l, h) for l in range(run.n_layers) for h in range(run.n_heads)]
+    points = [
+        tuple(int(v) for v in p)
+        for fig in figures(at)
+        for t in fig["data"]
+        if t.get("name", "").startswith("layer ")
+        for p in decode(t["customdata"]).reshape(-1, 2)
+    ]
+    assert sorted(points) == [(layer, h) for layer in range(run.n_layers) for h in range(run.n_heads)]
 
     at.segmented_control(key="view").set_value("Overview").run()
     at.checkbox(key="overview_patterns").check().run()
@@ -119,8 +124,9 @@ def test_grouped_query_comparison_and_fused_panel(minilm):
     at.select_slider(key="gqa_kv").set_value(4).run()
     no_errors(at)
     grouped = run_sentence(to_grouped(model, 4), tokenizer, SENTENCE)
-    grid = next(t for fig in figures(at) for t in fig["data"]
-                if t["type"] == "heatmap" and np.shape(decode(t["z"])) == (6, 12))
+    grid = next(
+        t for fig in figures(at) for t in fig["data"] if t["type"] == "heatmap" and np.shape(decode(t["z"])) == (6, 12)
+    )
     np.testing.assert_allclose(decode(grid["z"]), map_change(run.attentions, grouped.attentions), atol=1e-6)
     assert sum(t["type"] == "scatter" for fig in figures(at) for t in fig["data"]) >= 2  # the fused panel
 
@@ -133,10 +139,10 @@ def test_analysis_views_survive_the_url():
 
 
 def test_ablation_shows_mask_predictions_for_a_checkpoint_with_an_mlm_head(tmp_path):
+    from conftest import make_tiny
+
     from attention import load_bert
     from attention.mlm import load_mlm_head
-
-    from conftest import make_tiny
 
     folder = make_tiny(tmp_path / "mlm", "BertForMaskedLM")
     at = start(view="ablation", layer="1", head="2")
@@ -149,8 +155,15 @@ def test_ablation_shows_mask_predictions_for_a_checkpoint_with_an_mlm_head(tmp_p
     enc = tokenizer("the cat sat on the [MASK] .", return_tensors="pt")
     mask = np.ones((2, 4), dtype=np.float32)
     mask[1, 2] = 0
-    expected = ablate(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], head_mask=mask,
-                      mlm_head=load_mlm_head(model), tokenizer=tokenizer)
+    expected = ablate(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        enc["token_type_ids"],
+        head_mask=mask,
+        mlm_head=load_mlm_head(model),
+        tokenizer=tokenizer,
+    )
     table = at.dataframe[-1].value
     assert list(table["before"]) == [token for token, _ in expected.predictions.before]
     assert list(table["after"]) == [token for token, _ in expected.predictions.after]
@@ -165,7 +178,6 @@ def load_in_sidebar(at, folder):
 
 def test_a_broken_mlm_head_is_a_caption_and_ablation_still_works(tmp_path):
     import torch
-
     from test_ablation import mlm_with_edited_weights
 
     folder = mlm_with_edited_weights(tmp_path / "broken", lambda w: w.update({"cls.predictions.bias": torch.zeros(98)}))

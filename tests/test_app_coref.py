@@ -1,17 +1,18 @@
 """The coreference view's suites through AppTest: the set picker and its sources, grouping, intervals,
 the public sets' own measures and a second model. Most flows use the tiny random checkpoint and small
 uploads in the span format, so they run in seconds."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
+from conftest import ROOT
+from test_app import chart, decode, no_errors, start
 
 from attention.analysis.coref import parse_examples, score_heads
 from attention.analysis.coref_metrics import compare_models, gap_metrics
-from conftest import ROOT
-from test_app import chart, decode, no_errors, start
 
 # the tiny checkpoint's vocabulary holds these words (tests/conftest.py)
 LINES = [
@@ -28,8 +29,16 @@ def span_lines() -> list[dict]:
     rows = []
     for text, candidates, answer, gender, frame in LINES:
         spans = [{"text": c, "start": text.index(c)} for c in candidates]
-        rows.append({"text": text, "pronoun": {"text": "it", "start": text.index(" it ") + 1}, "candidates": spans,
-                     "answer": answer, "gender": gender, "frame": frame})
+        rows.append(
+            {
+                "text": text,
+                "pronoun": {"text": "it", "start": text.index(" it ") + 1},
+                "candidates": spans,
+                "answer": answer,
+                "gender": gender,
+                "frame": frame,
+            }
+        )
     return rows
 
 
@@ -52,7 +61,10 @@ def tiny(tiny_dir):
 
 def test_the_picker_names_each_public_sets_source_licence_and_citation(tiny):
     at = tiny
-    for label, licence, cite in [("Winogender", "MIT", "Rudinger"), ("GAP validation", "Apache License 2.0", "Webster")]:
+    for label, licence, cite in [
+        ("Winogender", "MIT", "Rudinger"),
+        ("GAP validation", "Apache License 2.0", "Webster"),
+    ]:
         at.selectbox(key="coref_set").select(label).run()
         no_errors(at)
         facts = " ".join(c.value for c in at.caption)
@@ -88,10 +100,10 @@ def test_grouping_draws_a_grid_per_group_and_the_paired_difference(tiny, tiny_di
     no_errors(at)
     result = score_heads(*load_model(str(tiny_dir)), examples)
     groups = group(result, "gender")
-    np.testing.assert_array_equal(decode(chart(at, "accuracy, gender = male")["data"][0]["z"]),
-                                  groups["male"].accuracy)
-    np.testing.assert_allclose(decode(chart(at, "accuracy male − female")["data"][0]["z"]),
-                               groups["male"].accuracy - groups["female"].accuracy)
+    np.testing.assert_array_equal(decode(chart(at, "accuracy, gender = male")["data"][0]["z"]), groups["male"].accuracy)
+    np.testing.assert_allclose(
+        decode(chart(at, "accuracy male − female")["data"][0]["z"]), groups["male"].accuracy - groups["female"].accuracy
+    )
     test = paired_groups(result, "gender", "male", "female", ("frame",), *best_head(result))
     note = next(c.value for c in at.caption if "Paired by" in c.value).replace("\\", "")
     assert f"{test.n} pairs" in note and f"p = {test.p:.3g}" in note
@@ -102,8 +114,7 @@ def test_grouping_draws_a_grid_per_group_and_the_paired_difference(tiny, tiny_di
 
 
 def test_a_link_restores_the_set_and_the_grouping(tiny_dir):
-    at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender", by="gender", ga="female",
-               gb="male")
+    at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender", by="gender", ga="female", gb="male")
     no_errors(at)
     assert at.selectbox(key="coref_set").value == "Winogender"
     assert (at.selectbox(key="coref_group_a").value, at.selectbox(key="coref_group_b").value) == ("female", "male")
@@ -119,15 +130,20 @@ def test_gap_shows_the_held_out_best_head_and_f1(tiny, tiny_dir):
     at.selectbox(key="coref_set").select("GAP validation").run()
     no_errors(at)
     model, tokenizer = load_model(str(tiny_dir))
-    dev, val = (score_heads(model, tokenizer, load_examples(ROOT / "data" / f"gap-{s}.jsonl"))
-                for s in ("development", "validation"))
+    dev, val = (
+        score_heads(model, tokenizer, load_examples(ROOT / "data" / f"gap-{s}.jsonl"))
+        for s in ("development", "validation")
+    )
     held = held_out_best(dev, val)
     note = next(c.value for c in at.caption if "Chosen on development" in c.value)
     assert f"layer {held.layer}, head {held.head}" in note and f"{held.accuracy:.1%}" in note.replace("\\", "")
     table = next(d.value for d in at.dataframe if "F1 overall" in d.value.columns)
     f1 = gap_metrics(val)
-    assert table["F1 overall"].tolist() == [round(float(f1["heads"]["overall"][held.layer, held.head]), 3),
-                                            round(float(f1["nearest"]["overall"]), 3), round(float(f1["first"]["overall"]), 3)]
+    assert table["F1 overall"].tolist() == [
+        round(float(f1["heads"]["overall"][held.layer, held.head]), 3),
+        round(float(f1["nearest"]["overall"]), 3),
+        round(float(f1["first"]["overall"]), 3),
+    ]
 
 
 def test_winogender_shows_the_gender_gap_per_head(tiny_dir):
@@ -138,13 +154,13 @@ def test_winogender_shows_the_gender_gap_per_head(tiny_dir):
     at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender")
     no_errors(at)
     result = score_heads(*load_model(str(tiny_dir)), load_examples(ROOT / "data" / "winogender.jsonl"))
-    np.testing.assert_allclose(decode(chart(at, "accuracy male − female")["data"][0]["z"]),
-                               winogender_bias(result).gap)
+    np.testing.assert_allclose(decode(chart(at, "accuracy male − female")["data"][0]["z"]), winogender_bias(result).gap)
 
 
 def test_a_second_model_is_compared_and_a_bad_one_is_a_message(tiny, tiny_dir, tmp_path):
-    from attention import load_model
     from conftest import make_tiny
+
+    from attention import load_model
 
     other_dir = make_tiny(tmp_path / "other", seed=1)
     at, examples = upload(tiny, span_lines())
@@ -173,19 +189,36 @@ def test_the_built_in_suite_with_the_bundled_model_has_intervals_and_groups(mini
     at = start(view="coref", coref="suite", by="cue")
     no_errors(at)
     result = score_heads(*minilm, load_examples(ROOT / "data" / "coref_examples.jsonl"))
-    bars = next(f["data"][0] for f in (json.loads(e.proto.spec) for e in at.get("plotly_chart"))
-                if f["data"][0]["type"] == "bar")
+    bars = next(
+        f["data"][0]
+        for f in (json.loads(e.proto.spec) for e in at.get("plotly_chart"))
+        if f["data"][0]["type"] == "bar"
+    )
     layer, head, best = result.ranked(1)[0]
     low, high = clopper_pearson(result.correct.sum(axis=0), result.n)
     assert bars["y"][0] == f"L{layer} H{head}"
     np.testing.assert_allclose(decode(bars["error_x"]["arrayminus"])[0], best - low[layer, head])
     np.testing.assert_allclose(decode(bars["error_x"]["array"])[0], high[layer, head] - best)
     csv = accuracy_csv(result).splitlines()
-    assert csv[0].split(",")[:10] == ["layer", "head", "accuracy", "correct", "examples", "baseline_nearest",
-                                      "baseline_first", "ci95_low", "ci95_high", "p_vs_best_holm_71"]
+    assert csv[0].split(",")[:10] == [
+        "layer",
+        "head",
+        "accuracy",
+        "correct",
+        "examples",
+        "baseline_nearest",
+        "baseline_first",
+        "ci95_low",
+        "ci95_high",
+        "p_vs_best_holm_71",
+    ]
     first = csv[1].split(",")
     assert first[:3] == [str(layer), str(head), f"{best:.4f}"]
-    assert first[7:10] == [f"{low[layer, head]:.4f}", f"{high[layer, head]:.4f}", ""]  # the best: no test against itself
+    assert first[7:10] == [
+        f"{low[layer, head]:.4f}",
+        f"{high[layer, head]:.4f}",
+        "",
+    ]  # the best: no test against itself
     assert at.selectbox(key="coref_by").value == "cue"
     chart(at, "accuracy, cue = winograd")
     assert any("do not pair up" in c.value for c in at.caption)
@@ -208,8 +241,14 @@ def test_a_stopped_scoring_waits_to_be_started_again(tiny, tiny_dir):
 
 
 def test_a_suite_this_model_cannot_score_is_a_message():
-    rows = [{"text": "The cat didn't see the dog because it was dark.", "pronoun": "it",
-             "candidates": ["didn't", "dog"], "answer": "dog"}]
+    rows = [
+        {
+            "text": "The cat didn't see the dog because it was dark.",
+            "pronoun": "it",
+            "candidates": ["didn't", "dog"],
+            "answer": "dog",
+        }
+    ]
     at = start(view="coref", coref="suite")
     at, _ = upload(at, rows)
     assert not at.exception
@@ -223,14 +262,15 @@ def test_the_best_heads_are_tested_against_the_best_with_holm(minilm):
     at = start(view="coref", coref="suite")
     no_errors(at)
     result = score_heads(*minilm, load_examples(ROOT / "data" / "coref_examples.jsonl"))
-    everyone = [(l, h) for l, h, _ in result.ranked()]
+    everyone = [(layer, h) for layer, h, _ in result.ranked()]
     heads = everyone[:10]
     (bl, bh) = heads[0]
-    raw = [mcnemar_exact(result.correct[:, l, h], result.correct[:, bl, bh]).p for l, h in everyone[1:]]
+    raw = [mcnemar_exact(result.correct[:, layer, h], result.correct[:, bl, bh]).p for layer, h in everyone[1:]]
     column = "p vs best (Holm over 71)"  # the family: every other head, as in the CSV's p_vs_best_holm_71
     table = next(d.value for d in at.dataframe if column in d.value.columns)
-    assert list(table["head"]) == [f"L{l} H{h}" for l, h in heads]
+    assert list(table["head"]) == [f"L{layer} H{h}" for layer, h in heads]
     assert table[column].iloc[0] == "—"
     assert [float(p) for p in table[column].iloc[1:]] == pytest.approx(
-        [float(f"{p:.3g}") for p in holm(raw)[:9]], rel=1e-3)
+        [float(f"{p:.3g}") for p in holm(raw)[:9]], rel=1e-3
+    )
     assert any("Holm" in c.value for c in at.caption)

@@ -1,6 +1,7 @@
 """The Coreference view on the typed sentence through AppTest: one criterion for the best head (the first
 visit, the walk's last step and the view's table), no winner on a tie, the sentence's own twin in Minimal
 pairs, and the suite's downloads and tests against the baselines."""
+
 from __future__ import annotations
 
 import csv
@@ -20,10 +21,12 @@ WIDE = "The animal didn't cross the street because it was too wide."
 
 def best(run, text: str, answer: str, criterion: str) -> tuple[int, int]:
     enc = run.encoded
-    score = score_example(CorefExample(text, "it", ("animal", "street"), answer), run.attentions, enc.tokens,
-                          enc.word_ids, enc.offsets)
-    return ranked(head_values(score.attention, run.attentions, score.located, score.example.answer_index,
-                              criterion), 1)[0]
+    score = score_example(
+        CorefExample(text, "it", ("animal", "street"), answer), run.attentions, enc.tokens, enc.word_ids, enc.offsets
+    )
+    return ranked(
+        head_values(score.attention, run.attentions, score.located, score.example.answer_index, criterion), 1
+    )[0]
 
 
 def table(at, column: str):
@@ -52,8 +55,9 @@ def test_the_first_visit_the_walk_and_the_view_name_one_best_head(minilm):
     assert str(at.query_params["rank"]).strip("[]'") == "margin"
     walk = start(view="walk", walk="10", rank="margin")
     no_errors(walk)
-    assert any(f"Opened layer {m_layer}, head {m_head}, the best of 72 heads by margin" in c.value
-               for c in walk.caption)
+    assert any(
+        f"Opened layer {m_layer}, head {m_head}, the best of 72 heads by margin" in c.value for c in walk.caption
+    )
 
 
 def test_a_model_whose_heads_do_not_separate_the_candidates_declares_no_winner(tmp_path):
@@ -82,10 +86,19 @@ def test_the_sentence_and_its_twin_in_minimal_pairs(minilm):
     no_errors(at)
     assert at.text_input(key="coref_twin").value == WIDE  # the example's twin, pre-filled
     assert at.selectbox(key="coref_twin_answer").value == "street"
-    a, b = (score_example(CorefExample(t, "it", ("animal", "street"), ans), r.attentions, r.tokens,
-                          r.encoded.word_ids, r.encoded.offsets)
-            for t, ans, r in ((SENTENCE, "animal", run_sentence(*minilm, SENTENCE)),
-                              (WIDE, "street", run_sentence(*minilm, WIDE))))
+    a, b = (
+        score_example(
+            CorefExample(t, "it", ("animal", "street"), ans),
+            r.attentions,
+            r.tokens,
+            r.encoded.word_ids,
+            r.encoded.offsets,
+        )
+        for t, ans, r in (
+            (SENTENCE, "animal", run_sentence(*minilm, SENTENCE)),
+            (WIDE, "street", run_sentence(*minilm, WIDE)),
+        )
+    )
     flips = flipping_heads(a, b)
     assert flips.any()
     assert [t.value for t in at.text][:2] == [SENTENCE, WIDE]
@@ -141,5 +154,7 @@ def test_the_suite_downloads_name_model_and_suite_and_the_best_head_meets_the_ba
     assert np.mean([int(r[f"L{layer}H{head}"]) for r in rows]) == accuracy
     assert np.mean([int(r["nearest_right"]) for r in rows]) == result.baselines["nearest"]
     assert rows[0]["suite"] == "the built-in suite" and rows[0]["text"] == result.details[0].example.text
-    assert file_name("examples", "all-MiniLM-L6-v2 (bundled)", "GAP development") == \
-        "coreference-examples_all-MiniLM-L6-v2-bundled_GAP-development.csv"
+    assert (
+        file_name("examples", "all-MiniLM-L6-v2 (bundled)", "GAP development")
+        == "coreference-examples_all-MiniLM-L6-v2-bundled_GAP-development.csv"
+    )

@@ -1,4 +1,5 @@
 """Any suite with a `split` field: the best head chosen on one split and reported on the others."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,9 +1,9 @@
 """Every family through every view of the app (AppTest): a tiny checkpoint of each opened by its link,
 each view and coreference mode drawn with no error."""
+
 from __future__ import annotations
 
 import pytest
-
 from families import DECODERS, FAMILIES, MORE_CONFIGS, make_family, make_more, make_seq2seq
 from test_app import SENTENCE, no_errors, start
 

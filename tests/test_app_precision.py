@@ -4,6 +4,7 @@ one sentence on the page; a bad value is ignored with a warning in the server lo
 
 The settings are read once per process (ui/settings.py); AppTest runs the page in this process, so the
 tests set ui.models' copies, as test_caps.py does for the caps."""
+
 from __future__ import annotations
 
 import os
@@ -13,17 +14,16 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT, make_tiny
+from families import make_family
+from test_app import decode, head_figure, no_errors, start, submit
+from test_app_families import every_view_draws as each_view_draws
 
 import ui.models as cache
 from attention import ModelLoadError, load_model
 from attention.analysis.ablation import ablate
 from attention.mlm import load_mlm_head
 from attention.run import run_sentence
-
-from conftest import ROOT, make_tiny
-from families import make_family
-from test_app_families import every_view_draws as each_view_draws
-from test_app import decode, head_figure, no_errors, start, submit
 from ui.stores import forget_everything
 
 # bfloat16 keeps 8 bits of mantissa: a map computed from bfloat16 weights (its softmax in float32) is
@@ -100,11 +100,25 @@ def test_the_mlm_head_of_a_bfloat16_model_guesses_in_the_ablation_view(bfloat16,
     enc = tokenizer(sentence, return_tensors="pt")
     mask = np.ones((2, 4), dtype=np.float32)
     mask[1, 2] = 0
-    expected = ablate(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], head_mask=mask,
-                      mlm_head=head, tokenizer=tokenizer).predictions
+    expected = ablate(
+        model,
+        enc["input_ids"],
+        enc["attention_mask"],
+        enc["token_type_ids"],
+        head_mask=mask,
+        mlm_head=head,
+        tokenizer=tokenizer,
+    ).predictions
     fp32, _ = load_model(folder)
-    full = ablate(fp32, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], head_mask=mask,
-                  mlm_head=load_mlm_head(fp32), tokenizer=tokenizer).predictions
+    full = ablate(
+        fp32,
+        enc["input_ids"],
+        enc["attention_mask"],
+        enc["token_type_ids"],
+        head_mask=mask,
+        mlm_head=load_mlm_head(fp32),
+        tokenizer=tokenizer,
+    ).predictions
     assert abs(expected.before[0][1] - full.before[0][1]) <= BF16_TOL  # the same head, rounded
 
     at = start(model=str(folder), view="ablation", layer="1", head="2")
@@ -136,6 +150,7 @@ def test_a_checkpoint_that_stores_its_tied_decoder_loads_in_bfloat16_and_an_unti
 
 # ---- the device ----------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_a_gpu_asked_for_on_a_machine_without_one_is_one_sentence_on_the_page(monkeypatch):
     monkeypatch.setattr(cache, "DEVICE", "cuda")
@@ -143,8 +158,10 @@ def test_a_gpu_asked_for_on_a_machine_without_one_is_one_sentence_on_the_page(mo
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value for e in at.error]
     assert len(errors) == 1, errors
-    assert errors[0].startswith("This server is set to run the model on 'cuda' (`ATTENTION_DEVICE`), but torch "
-                                "finds no CUDA GPU on this machine"), errors[0]
+    assert errors[0].startswith(
+        "This server is set to run the model on 'cuda' (`ATTENTION_DEVICE`), but torch "
+        "finds no CUDA GPU on this machine"
+    ), errors[0]
     assert "Traceback" not in errors[0] and "Something went wrong" not in errors[0]
     assert [e for e in at.sidebar.error]  # in the model box
     with pytest.raises(ModelLoadError, match="ATTENTION_DEVICE"):  # outside a page: the same sentence, raised
@@ -163,8 +180,11 @@ def test_the_device_and_dtype_reach_load_model(monkeypatch):
     cache._load_model("x", True, False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # "auto" takes a GPU when there is one
     cache._load_model("x", True, False)
-    assert asked == [("x", True, False, "cpu", "float16"), ("x", True, False, "cpu", "auto"),
-                     ("x", True, False, "cuda", "auto")]
+    assert asked == [
+        ("x", True, False, "cpu", "float16"),
+        ("x", True, False, "cpu", "auto"),
+        ("x", True, False, "cuda", "auto"),
+    ]
 
 
 def test_the_caption_names_the_device_and_dtype_unless_cpu_float32():
@@ -180,6 +200,7 @@ def test_the_caption_names_the_device_and_dtype_unless_cpu_float32():
 
 # ---- the settings --------------------------------------------------------------------------------
 
+
 def test_the_device_and_dtype_settings_take_their_words():
     from ui.settings import read
 
@@ -190,9 +211,16 @@ def test_the_device_and_dtype_settings_take_their_words():
     assert read({"ATTENTION_DEVICE": "auto", "ATTENTION_DTYPE": "FLOAT16"})[0]["dtype"] == "float16"
 
 
-@pytest.mark.parametrize("var, bad, default", [
-    ("ATTENTION_DTYPE", "int8", "auto"), ("ATTENTION_DTYPE", "bf-16", "auto"), ("ATTENTION_DEVICE", "gpu", "auto"),
-    ("ATTENTION_DEVICE", "cuda:x", "auto"), ("ATTENTION_DEVICE", "mps", "auto")])
+@pytest.mark.parametrize(
+    "var, bad, default",
+    [
+        ("ATTENTION_DTYPE", "int8", "auto"),
+        ("ATTENTION_DTYPE", "bf-16", "auto"),
+        ("ATTENTION_DEVICE", "gpu", "auto"),
+        ("ATTENTION_DEVICE", "cuda:x", "auto"),
+        ("ATTENTION_DEVICE", "mps", "auto"),
+    ],
+)
 def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
     from ui.settings import read
 
@@ -206,14 +234,24 @@ def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
 def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
     show = "import ui.models as c; print(c.DEVICE, c.DTYPE)"
-    done = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env={**env, "ATTENTION_DTYPE": "int8"},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", show], cwd=ROOT, env={**env, "ATTENTION_DTYPE": "int8"}, capture_output=True, text=True
+    )
     assert done.stdout.split() == ["auto", "auto"], done.stderr
     assert "ATTENTION_DTYPE='int8' ignored: the weights' dtype must be one of" in done.stderr
-    done = subprocess.run([sys.executable, "-c", show], cwd=ROOT,
-                          env={**env, "ATTENTION_DTYPE": "bf16", "ATTENTION_DEVICE": "cuda:0"},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", show],
+        cwd=ROOT,
+        env={**env, "ATTENTION_DTYPE": "bf16", "ATTENTION_DEVICE": "cuda:0"},
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.split() == ["cuda:0", "bfloat16"] and "ignored" not in done.stderr, done.stderr
-    check = subprocess.run([sys.executable, "-m", "ui.settings"], cwd=ROOT, env={**env, "ATTENTION_DEVICE": "gpu"},
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-m", "ui.settings"],
+        cwd=ROOT,
+        env={**env, "ATTENTION_DEVICE": "gpu"},
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 1 and "ATTENTION_DEVICE=auto (default) (the value given is ignored)" in check.stdout

@@ -1,6 +1,7 @@
 """The report holds what the page shows (tables, the walk's text and step, coreference choices as words,
 the page's link); Renormalise rows unticked while it does not apply; the sidebar's unused tensors folded;
 the ablation view's pronoun → answer margin."""
+
 from __future__ import annotations
 
 import html
@@ -44,8 +45,8 @@ def test_the_head_stats_report_holds_the_table_the_page_shows():
     no_errors(at)
     shown = at.dataframe[0].value
     page = report(at)
-    table = page[page.index("<figcaption>Each head on this sentence</figcaption>"):]
-    table = table[:table.index("</table>")]
+    table = page[page.index("<figcaption>Each head on this sentence</figcaption>") :]
+    table = table[: table.index("</table>")]
     assert re.findall(r"<th>(.*?)</th>", table) == list(shown.columns)
     rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
     assert len(rows) == len(shown) == 6 * 12
@@ -120,16 +121,26 @@ def test_ablation_gives_the_pronoun_to_answer_margin_before_and_after(minilm):
     mask = np.ones((6, 12), dtype=np.float32)
     mask[5, 11] = 0
     result = ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask)
-    change = margin_change(result, CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), enc.tokens,
-                           enc.word_ids, enc.offsets)
+    change = margin_change(
+        result, CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), enc.tokens, enc.word_ids, enc.offsets
+    )
     table = at.dataframe[-1].value
     layer, head = change.best
-    assert list(table["measure"]) == [f"best head before ablation (L{layer} H{head})", "mean over heads",
-                                      "heads above 0"]
-    assert list(table["before"]) == [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}",
-                                     str(change.preferring_before)]
-    assert list(table["after"]) == [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}",
-                                    str(change.preferring_after)]
+    assert list(table["measure"]) == [
+        f"best head before ablation (L{layer} H{head})",
+        "mean over heads",
+        "heads above 0",
+    ]
+    assert list(table["before"]) == [
+        f"{change.best_before:+.3f}",
+        f"{change.mean_before:+.3f}",
+        str(change.preferring_before),
+    ]
+    assert list(table["after"]) == [
+        f"{change.best_after:+.3f}",
+        f"{change.mean_after:+.3f}",
+        str(change.preferring_after),
+    ]
     assert "<figcaption>The pronoun → answer margin</figcaption>" in report(at)
     at.text_area(key="text").input("The cat sat on the mat.")
     next(b for b in at.button if b.label == "Run").click()
@@ -139,10 +150,12 @@ def test_ablation_gives_the_pronoun_to_answer_margin_before_and_after(minilm):
 
 def table_rows(page: str, caption: str) -> list[list[str]]:
     """The cells of the report's table under `caption`, row by row (the header row first)."""
-    table = page[page.index(f"<figcaption>{caption}</figcaption>"):]
-    table = table[:table.index("</table>")]
-    return [[html.unescape(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
-            for row in re.findall(r"<tr>(.*?)</tr>", table)]
+    table = page[page.index(f"<figcaption>{caption}</figcaption>") :]
+    table = table[: table.index("</table>")]
+    return [
+        [html.unescape(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", table)
+    ]
 
 
 def test_the_coreference_reports_hold_the_ranked_heads_and_the_suites_mcnemar_table():

@@ -1,12 +1,12 @@
 """What the page keeps: choices across runs (an empty Run included), every choice in the URL and back,
 and the report of the view in use."""
+
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
-
 from test_app import SENTENCE, no_errors, start, submit
 
 VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
@@ -104,16 +104,19 @@ def test_coreference_choices_in_the_link():
     assert written["pronoun"] == "7" and written["candidates"] == "1,4" and written["answer"] == "4"
 
 
-@pytest.mark.parametrize("params, notice", [
-    (dict(draw="sideways"), "draw is not one of heatmap, lines"),
-    (dict(hide="yes"), "hide is not 0 or 1"),
-    (dict(heads="1,x"), "heads is not a number"),
-    (dict(ablate="1-2"), "ablate is not layer.head pairs"),
-    (dict(view="coref", pronoun="999", candidates="1,500"), "Pick the pronoun and at least two"),
-    (dict(view="qk", query="999"), None),
-    (dict(view="efficient", kv="7"), None),
-    (dict(view="coref", coref="pairs", pair="99"), None),
-])
+@pytest.mark.parametrize(
+    "params, notice",
+    [
+        (dict(draw="sideways"), "draw is not one of heatmap, lines"),
+        (dict(hide="yes"), "hide is not 0 or 1"),
+        (dict(heads="1,x"), "heads is not a number"),
+        (dict(ablate="1-2"), "ablate is not layer.head pairs"),
+        (dict(view="coref", pronoun="999", candidates="1,500"), "Pick the pronoun and at least two"),
+        (dict(view="qk", query="999"), None),
+        (dict(view="efficient", kv="7"), None),
+        (dict(view="coref", coref="pairs", pair="99"), None),
+    ],
+)
 def test_bad_choices_in_a_link_fall_back_with_a_notice(params, notice):
     at = start(layer="1", head="2", **params)
     no_errors(at)

@@ -1,5 +1,6 @@
 """The load bench's rig: Linux's autogroup off for its run where it may be, and back as it was after; the
 laptops that stand for most of its room, and what they check."""
+
 import asyncio
 import sys
 from pathlib import Path
@@ -39,11 +40,14 @@ def test_autogroup_is_off_inside_the_run_and_back_on_after_it_even_when_the_run_
     assert "turned off for this run" in line
 
 
-@pytest.mark.parametrize("value, writable, says", [
-    ("0", True, "is off"),
-    (None, True, "no autogroup"),
-    ("1", False, "may not turn it off"),
-])
+@pytest.mark.parametrize(
+    "value, writable, says",
+    [
+        ("0", True, "is off"),
+        (None, True, "no autogroup"),
+        ("1", False, "may not turn it off"),
+    ],
+)
 def test_autogroup_left_as_it_is_when_it_is_off_missing_or_not_ours_to_change(monkeypatch, value, writable, says):
     setting = Setting(value, writable)
     monkeypatch.setattr(_rig, "AUTOGROUP", setting)
@@ -54,9 +58,14 @@ def test_autogroup_left_as_it_is_when_it_is_off_missing_or_not_ours_to_change(mo
 
 
 def test_chart_words_are_the_traces_and_tick_labels_not_the_template():
-    spec = {"data": [{"type": "heatmap", "x": ["[CLS]·0", "zebra·1"], "hovertemplate": "%{y} → %{x}"}],
-            "layout": {"xaxis": {"ticktext": ["[CLS]", "otter"]}, "template": {"layout": {"title": "gold"}},
-                       "title": {"text": "Layer 3, head 1"}}}
+    spec = {
+        "data": [{"type": "heatmap", "x": ["[CLS]·0", "zebra·1"], "hovertemplate": "%{y} → %{x}"}],
+        "layout": {
+            "xaxis": {"ticktext": ["[CLS]", "otter"]},
+            "template": {"layout": {"title": "gold"}},
+            "title": {"text": "Layer 3, head 1"},
+        },
+    }
     words = _room.chart_words(spec)
     assert {"zebra", "otter", "[CLS]"} <= words
     assert "gold" not in words and "0" in words
@@ -73,8 +82,14 @@ def test_a_laptop_submits_the_sentence_form_and_reads_its_heatmap_and_a_foreign_
         try:
             opened = list(laptop.heatmap)
             shown = await laptop.submit("The zebra didn't cross the road.", "zebra", 60)
-            return opened, shown, list(laptop.heatmap), laptop.check("s", "zebra", {"otter"}), \
-                laptop.check("s", "otter", {"zebra"}), laptop.errors
+            return (
+                opened,
+                shown,
+                list(laptop.heatmap),
+                laptop.check("s", "zebra", {"otter"}),
+                laptop.check("s", "otter", {"zebra"}),
+                laptop.errors,
+            )
         finally:
             await laptop.close()
 

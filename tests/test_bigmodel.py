@@ -1,18 +1,19 @@
-"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES, the run keeps
-pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on demand."""
+"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES,
+the run keeps pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on
+demand."""
+
 from __future__ import annotations
 
 import weakref
 
 import numpy as np
 import pytest
+from families import make_family
 
-from attention import load_model
+from attention import bigrun, load_model
 from attention.analysis.stats import head_stats, punctuation_mask
 from attention.inputs import encode
 from attention.run import run_sentence
-from families import make_family
-from attention import bigrun
 from ui import runs
 from ui.runs import big_run_loader
 from viz.overview import head_tiles, overview_figure, overview_grid, pool_map
@@ -96,8 +97,9 @@ def test_hooks_leave_another_threads_forward_alone(llama):
     seen = []
     with bigrun.layer_hooks(model, lambda i, maps: seen.append(i)):
         out = []
-        thread = threading.Thread(target=lambda: out.append(model(enc.input_ids, enc.attention_mask,
-                                                                    enc.token_type_ids)))
+        thread = threading.Thread(
+            target=lambda: out.append(model(enc.input_ids, enc.attention_mask, enc.token_type_ids))
+        )
         thread.start()
         thread.join()
     assert seen == []
@@ -135,8 +137,7 @@ def test_overview_from_tiles_is_the_overview_of_the_maps(llama):
     pooled, strongest = head_tiles(full.attentions, bigrun.POOL_CELLS)
     from_tiles = overview_figure(pooled, strongest, len(full.tokens), full.tokens, highlight=(1, 2))
     direct = overview_grid(full.attentions, full.tokens, highlight=(1, 2))
-    np.testing.assert_allclose(np.asarray(from_tiles.data[0].z, float), np.asarray(direct.data[0].z, float),
-                               rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(from_tiles.data[0].z, float), np.asarray(direct.data[0].z, float), rtol=1e-5)
     assert from_tiles.data[1].hovertext == direct.data[1].hovertext
 
 
@@ -160,6 +161,7 @@ def test_overview_of_32_heads_fits_the_column_and_thins_labels():
 
 # ---- the app (AppTest) -------------------------------------------------------------------------------
 
+
 def app_figures(at) -> list[dict]:
     import json
 
@@ -171,23 +173,25 @@ def titled(at, start: str) -> dict:
 
 
 def test_gqa_view_shows_the_models_own_grouping(llama):
-    from attention.aggregate import pairwise_change
     from test_app import decode, no_errors, start
+
+    from attention.aggregate import pairwise_change
 
     folder, _, _, full = llama
     at = start(model=str(folder), s=TEXT, view="efficient", layer="1", head="0")
     no_errors(at)
     assert any("this model's own grouping" in s.value for s in at.subheader)
-    assert any("trained with grouped-query attention" in c.value and "2 key/value heads for its 4 query heads"
-               in c.value for c in at.caption)
+    assert any(
+        "trained with grouped-query attention" in c.value and "2 key/value heads for its 4 query heads" in c.value
+        for c in at.caption
+    )
     groups = titled(at, "Layer 1: query heads by the key/value head they share")
     assert list(groups["layout"]["yaxis"]["ticktext"]) == ["K/V 0", "K/V 1"]
     markers = groups["data"][1]
     rows = {tuple(d): y for d, y in zip(markers["customdata"], markers["y"])}
     assert rows[(1, 0)] == rows[(1, 1)] < rows[(1, 2)] == rows[(1, 3)]  # heads 0, 1 share K/V 0; 2, 3 K/V 1
     pairs = titled(at, "Layer 1: how far apart every two heads' maps are")
-    np.testing.assert_allclose(decode(pairs["data"][0]["z"]), pairwise_change(full.attentions[1]), rtol=1e-4,
-                               atol=1e-7)
+    np.testing.assert_allclose(decode(pairs["data"][0]["z"]), pairwise_change(full.attentions[1]), rtol=1e-4, atol=1e-7)
     # the further what-if stays: 2 key/value heads can still become 1
     assert any(s.value == "What-if: fewer key/value heads" for s in at.subheader)
     assert at.select_slider(key="gqa_kv").value == 1
@@ -219,8 +223,9 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
     monkeypatch.setattr(runs, "run_sentence", forbidden)
     at = start(model=str(folder), s=TEXT, layer="2", head="3")
     no_errors(at)
-    np.testing.assert_allclose(decode(head_figure(at)["data"][0]["z"]), full.attentions[2, 3], rtol=1e-4,
-                               atol=1e-6)  # the layer read on demand
+    np.testing.assert_allclose(
+        decode(head_figure(at)["data"][0]["z"]), full.attentions[2, 3], rtol=1e-4, atol=1e-6
+    )  # the layer read on demand
     said = []
     for view in at.segmented_control(key="view").options:
         at.segmented_control(key="view").set_value(view).run()
@@ -243,10 +248,12 @@ def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
     run = bigrun.pooled_run(model, enc, False, big_run_loader(("", TEXT, "", False)), head_tiles)
     for layer in range(run.n_layers):
         expected = as_attention_tuple(full.attentions[: layer + 1])
-        np.testing.assert_allclose(rollout(through_layer(run, layer))[-1, 0], rollout(expected)[-1, 0],
-                                   rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(attention_flow(through_layer(run, 1)), attention_flow(
-        as_attention_tuple(full.attentions[:2])), atol=1e-6)
+        np.testing.assert_allclose(
+            rollout(through_layer(run, layer))[-1, 0], rollout(expected)[-1, 0], rtol=1e-5, atol=1e-6
+        )
+    np.testing.assert_allclose(
+        attention_flow(through_layer(run, 1)), attention_flow(as_attention_tuple(full.attentions[:2])), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("heads, kv_heads, width", [(4, 2, 800), (4, 1, 800), (32, 8, 800), (4, 2, 300)])
@@ -256,11 +263,15 @@ def test_the_grouping_figures_titles_are_never_cut(heads, kv_heads, width):
     from viz.efficient import CHAR_WIDTH, gqa_groups_figure, head_change_matrix
 
     kv = [h // (heads // kv_heads) for h in range(heads)]
-    for fig in (gqa_groups_figure(np.random.rand(heads, 8, 8), kv, 1, width=width),
-                head_change_matrix(np.random.rand(heads, heads), kv, 1, width=width)):
+    for fig in (
+        gqa_groups_figure(np.random.rand(heads, 8, 8), kv, 1, width=width),
+        head_change_matrix(np.random.rand(heads, heads), kv, 1, width=width),
+    ):
         layout = fig.layout
         assert layout.width <= max(width, 240 + layout.margin.l + 110)
-        for text, size in ((layout.title.text, layout.title.font.size), (layout.title.subtitle.text,
-                                                                        layout.title.subtitle.font.size)):
+        for text, size in (
+            (layout.title.text, layout.title.font.size),
+            (layout.title.subtitle.text, layout.title.subtitle.font.size),
+        ):
             widest = max(len(line) for line in text.split("<br>"))
             assert layout.margin.l + widest * size * CHAR_WIDTH <= layout.width, text

@@ -1,18 +1,35 @@
 """The shared block's Llama-style options, each against transformers' own module: RMSNorm, a
 gated feed-forward block, no bias, grouped K/V heads; and the options it refuses."""
+
 import pytest
 import torch
+from families import randomise
 
 from attention import ConfigError, ModelConfig, Transformer
 from attention.models.blocks import Block, make_norm
 
-from families import randomise
-
-LLAMA_LIKE = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
-                  max_position_embeddings=64, hidden_act="silu", layer_norm_eps=1e-6, type_vocab_size=0,
-                  pad_token_id=None, norm="rms_norm", gated_mlp=True, attention_bias=False, mlp_bias=False,
-                  num_key_value_heads=2, embedding_norm=False, pre_norm=True, final_norm=True, causal=True,
-                  model_type="llama-like")
+LLAMA_LIKE = dict(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=40,
+    max_position_embeddings=64,
+    hidden_act="silu",
+    layer_norm_eps=1e-6,
+    type_vocab_size=0,
+    pad_token_id=None,
+    norm="rms_norm",
+    gated_mlp=True,
+    attention_bias=False,
+    mlp_bias=False,
+    num_key_value_heads=2,
+    embedding_norm=False,
+    pre_norm=True,
+    final_norm=True,
+    causal=True,
+    model_type="llama-like",
+)
 
 
 def test_rms_norm_is_llamas():
@@ -32,8 +49,13 @@ def test_gated_feed_forward_is_llamas():
     block = Block(ModelConfig(**LLAMA_LIKE))
     randomise(block, std=0.3)
     theirs = LlamaMLP(LlamaConfig(hidden_size=32, intermediate_size=40, hidden_act="silu", mlp_bias=False))
-    theirs.load_state_dict({"gate_proj.weight": block.gate.weight, "up_proj.weight": block.intermediate.weight,
-                            "down_proj.weight": block.output.weight})
+    theirs.load_state_dict(
+        {
+            "gate_proj.weight": block.gate.weight,
+            "up_proj.weight": block.intermediate.weight,
+            "down_proj.weight": block.output.weight,
+        }
+    )
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(block.feed_forward(x), theirs(x), atol=1e-6, rtol=0)
 
@@ -48,11 +70,16 @@ def test_no_bias_grouped_pre_norm_causal_model_runs():
     assert torch.all(out.attentions[0].triu(diagonal=1) == 0)
 
 
-@pytest.mark.parametrize("change, message", [(dict(norm="batch_norm"), "norm 'batch_norm'"),
-                                             (dict(num_key_value_heads=3), "not divisible by num_key_value_heads"),
-                                             (dict(position_embedding_type="alibi"), "alibi"),
-                                             (dict(rope_type="yarn"), "rope_scaling type .yarn."),
-                                             (dict(pre_norm=1), "pre_norm should be a bool")])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(norm="batch_norm"), "norm 'batch_norm'"),
+        (dict(num_key_value_heads=3), "not divisible by num_key_value_heads"),
+        (dict(position_embedding_type="alibi"), "alibi"),
+        (dict(rope_type="yarn"), "rope_scaling type .yarn."),
+        (dict(pre_norm=1), "pre_norm should be a bool"),
+    ],
+)
 def test_undeclared_options_are_refused(change, message):
     with pytest.raises(ConfigError, match=message):
         ModelConfig(**{**LLAMA_LIKE, **change})
@@ -66,7 +93,7 @@ def test_embedding_tables_are_random_on_the_cpu_and_left_empty_on_meta():
     assert table.weight.requires_grad and table.padding_idx == 3
     assert torch.all(table.weight[3] == 0) and 0.8 < table.weight.std().item() < 1.2  # as torch initialises
     with torch.device("meta"):
-        assert embedding_table(10 ** 9, 4096).weight.device.type == "meta"  # no data, whatever the size
+        assert embedding_table(10**9, 4096).weight.device.type == "meta"  # no data, whatever the size
 
 
 def test_loading_does_not_pay_for_initialising_meta_tensors():

@@ -1,4 +1,5 @@
 """End to end in Debian's Chromium: type a sentence, see its tokens and shapes, open a head."""
+
 from __future__ import annotations
 
 import re
@@ -6,11 +7,12 @@ import shutil
 import time
 
 import pytest
-
 from browser import CHROMIUM, app_server, launch, wait_settled
 
-pytestmark = pytest.mark.skipif(shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
+    reason="Debian's chromium is not installed (apt-get install -y chromium)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +51,15 @@ def axis_labels(page) -> list[str]:
 
 def chart_text(page, needle: str) -> str:
     """The text of the first chart that contains `needle`, once it does."""
-    page.wait_for_function("(n) => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes(n))",
-                           arg=needle, timeout=60_000)
-    return page.evaluate("(n) => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent)"
-                         ".find(t => t.includes(n))", needle)
+    page.wait_for_function(
+        "(n) => [...document.querySelectorAll('.js-plotly-plot')].some(p => p.textContent.includes(n))",
+        arg=needle,
+        timeout=60_000,
+    )
+    return page.evaluate(
+        "(n) => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent).find(t => t.includes(n))",
+        needle,
+    )
 
 
 def test_typed_sentence_appears_on_the_heatmap_axes(page):
@@ -76,8 +83,11 @@ def click_head(page, needle: str, layer: int, head: int) -> None:
     """Click the (layer, head) target of the chart containing `needle`, located from plotly's own data."""
     chart_text(page, needle)
     wait_settled(page)
-    page.evaluate("""(needle) => [...document.querySelectorAll('.js-plotly-plot')]
-        .find(p => p.textContent.includes(needle)).scrollIntoView({block: 'center'})""", needle)
+    page.evaluate(
+        """(needle) => [...document.querySelectorAll('.js-plotly-plot')]
+        .find(p => p.textContent.includes(needle)).scrollIntoView({block: 'center'})""",
+        needle,
+    )
     box, previous = None, {}
     deadline = time.time() + 30
     # until the page has stopped moving and the point is on the chart itself, not on something drawn over it
@@ -92,7 +102,8 @@ def click_head(page, needle: str, layer: int, head: int) -> None:
 
 def target_point(page, needle: str, layer: int, head: int) -> dict:
     """Where (layer, head) is drawn in the chart containing `needle`, in page coordinates."""
-    return page.evaluate("""([needle, layer, head]) => {
+    return page.evaluate(
+        """([needle, layer, head]) => {
         const el = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes(needle));
         const tr = el._fullData.find(t => t.type === 'scatter' && t.customdata
                                          && t.customdata.some(c => c[0] === layer && c[1] === head));
@@ -102,7 +113,9 @@ def target_point(page, needle: str, layer: int, head: int) -> dict:
         const r = el.getBoundingClientRect();
         const x = r.left + xa._offset + xa.l2p(xa.d2l(tr.x[i])), y = r.top + ya._offset + ya.l2p(ya.d2l(tr.y[i]));
         return {x, y, on_chart: el.contains(document.elementFromPoint(x, y))};
-    }""", [needle, layer, head])
+    }""",
+        [needle, layer, head],
+    )
 
 
 def fresh(page, query: str = "") -> None:
@@ -125,7 +138,9 @@ def test_open_a_head_from_the_overview(page):
 
 
 def test_open_a_head_from_the_coreference_grid(page):
-    fresh(page, "?view=coref&layer=0&head=0")  # the default sentence, "The animal didn't cross the street because it was too tired."
+    fresh(
+        page, "?view=coref&layer=0&head=0"
+    )  # the default sentence, "The animal didn't cross the street because it was too tired."
     click_head(page, "minus the best other candidate", 3, 1)
     page.wait_for_function("() => document.body.innerText.includes('Layer 3, head 1')", timeout=60_000)
     assert "view=head" in page.url and "layer=3" in page.url and "head=1" in page.url
@@ -135,7 +150,7 @@ def test_markup_in_the_sentence_runs_nothing_and_shows_as_text(page):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     fresh(page, "?view=head")
-    run_sentence(page, '<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $$x$$')
+    run_sentence(page, "<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $$x$$")
     page.wait_for_function(f"() => ({HEAD_LABELS})()?.includes('bold')", timeout=60_000)
     labels = axis_labels(page)
     assert "<" in labels and "script" in labels  # the characters are drawn as text
@@ -157,8 +172,9 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
     import json
 
     fresh(page, "?view=coref&coref=suite")
-    page.wait_for_function("() => document.body.innerText.includes('examples from the built-in suite')",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => document.body.innerText.includes('examples from the built-in suite')", timeout=120_000
+    )
     pick(page, "Examples to score", "Upload")
     page.wait_for_function("() => document.body.innerText.includes('Upload a JSONL file')", timeout=60_000)
     bad = tmp_path / "weights.jsonl"
@@ -167,11 +183,25 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
     page.wait_for_function("() => document.body.innerText.includes('not UTF-8')", timeout=60_000)
     assert "The examples in use stay as they were" in page.inner_text("body")
     good = tmp_path / "mini.jsonl"
-    good.write_text("\n".join(json.dumps(e) for e in [
-        {"text": "The cat chased the dog because it was angry.", "pronoun": "it", "candidates": ["cat", "dog"],
-         "answer": "cat"},
-        {"text": "The trophy does not fit in the suitcase because it is too big.", "pronoun": "it",
-         "candidates": ["trophy", "suitcase"], "answer": "trophy"}]))
+    good.write_text(
+        "\n".join(
+            json.dumps(e)
+            for e in [
+                {
+                    "text": "The cat chased the dog because it was angry.",
+                    "pronoun": "it",
+                    "candidates": ["cat", "dog"],
+                    "answer": "cat",
+                },
+                {
+                    "text": "The trophy does not fit in the suitcase because it is too big.",
+                    "pronoun": "it",
+                    "candidates": ["trophy", "suitcase"],
+                    "answer": "trophy",
+                },
+            ]
+        )
+    )
     page.locator("input[type=file]").set_input_files(str(good))
     page.wait_for_function("() => document.body.innerText.includes('2 examples from mini.jsonl')", timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
@@ -197,8 +227,9 @@ def test_stop_interrupts_the_scoring_of_gap(page):
     update, and the view says so and offers to start again."""
     fresh(page, "?view=coref&coref=suite")
     pick(page, "Examples to score", "GAP development")
-    page.wait_for_function("() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)", timeout=120_000
+    )
     page.get_by_role("button", name="Stop scoring").click()
     started = time.monotonic()
     page.wait_for_function("() => document.body.innerText.includes('was stopped')", timeout=30_000)
@@ -212,8 +243,9 @@ def test_stop_interrupts_the_scoring_of_gap(page):
 
     # started again, it stops again
     page.get_by_role("button", name="Score it").click()
-    page.wait_for_function("() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => /Scoring .*: [1-9][0-9]* of 2000 examples/.test(document.body.innerText)", timeout=120_000
+    )
     page.get_by_role("button", name="Stop scoring").click()
     started = time.monotonic()
     page.wait_for_function("() => document.body.innerText.includes('was stopped')", timeout=30_000)
@@ -253,8 +285,9 @@ def test_hostile_sentence_shows_its_own_tokens_as_text(page, minilm, name):
     run_sentence(page, HOSTILE[name])
     typed = page.get_by_label("Sentence", exact=True).input_value()
     expected = encode(minilm[1], typed).tokens
-    page.wait_for_function(f"(want) => JSON.stringify(({HEAD_LABELS})()) === JSON.stringify(want)",
-                           arg=expected, timeout=60_000)
+    page.wait_for_function(
+        f"(want) => JSON.stringify(({HEAD_LABELS})()) === JSON.stringify(want)", arg=expected, timeout=60_000
+    )
     page.wait_for_timeout(300)
     page_is_clean(page, dialogs)
 
@@ -280,8 +313,12 @@ def test_bad_link_parameters_are_clamped_with_notices(page):
     other.wait_for_selector(".js-plotly-plot", timeout=120_000)
     wait_settled(other)
     body = other.inner_text("body")
-    for notice in ("longer than 20,000 characters", "Unknown view in the link", "head is not a number",
-                   "Layer 99 does not exist"):
+    for notice in (
+        "longer than 20,000 characters",
+        "Unknown view in the link",
+        "head is not a number",
+        "Layer 99 does not exist",
+    ):
         assert notice in body
     assert "Layer 5, head 0" in body and other.locator('[data-testid="stException"]').count() == 0
     other.close()

@@ -1,20 +1,21 @@
 """In Chromium at 1280 × 720, a tiny Llama-shaped checkpoint of 32 layers × 32 heads (8 K/V heads): the
 overview fits the page with its head labels thinned rather than piled, the Layer and Head pickers reach
 layer 31 and head 31 and write them to the URL, and the GQA view draws the model's own grouping."""
+
 from __future__ import annotations
 
 import os
 import urllib.parse
 
 import pytest
-
 from browser import CHROMIUM, app_server, launch, wait_settled
 from families import make_family
 from test_browser_layout import FIGURES, overlap
 from test_browser_state import SIZE, clean, wait_drawn
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 SENTENCE = "The cat sat on the mat."
 WIDE = dict(num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=64, intermediate_size=64)
 
@@ -41,8 +42,9 @@ def open_view(page, url: str, folder, view: str, **more) -> None:
 
 def figures_fit(page) -> list[dict]:
     """Every figure within the main column, no two tick labels overlapping; the figures."""
-    main = page.evaluate("() => document.querySelector('[data-testid=stMainBlockContainer]')"
-                         ".getBoundingClientRect().right")
+    main = page.evaluate(
+        "() => document.querySelector('[data-testid=stMainBlockContainer]').getBoundingClientRect().right"
+    )
     assert page.evaluate("() => document.documentElement.scrollWidth") <= SIZE["width"]
     figures = page.evaluate(FIGURES)
     for fig in figures:

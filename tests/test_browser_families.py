@@ -1,5 +1,6 @@
 """In Chromium: a tiny checkpoint of every family opened in the app, its tokens on the head map (a causal
 model's map a lower triangle), its own steps in the shape flow, and every other view drawn."""
+
 from __future__ import annotations
 
 import os
@@ -7,13 +8,13 @@ import urllib.parse
 
 import numpy as np
 import pytest
-
 from browser import CHROMIUM, app_server, launch
 from families import DECODERS, FAMILIES, make_family
 from test_browser_state import SIZE, clean, wait_drawn
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 SENTENCE = "The animal didn't cross the street because it was too tired."  # an example: coreference is set
 
 HEAD_MAP = """() => {

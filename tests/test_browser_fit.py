@@ -1,6 +1,7 @@
 """In Chromium at 1280 × 720 with ?present=1, every view of the registry, the Lines drawing and every step of
 the guided walk: the view's main (first) figure lies whole on the first screen, and every figure's title is
 drawn as the figure sets it (each line whole, none cut short) inside its chart."""
+
 from __future__ import annotations
 
 import html
@@ -13,8 +14,9 @@ from test_browser_state import SIZE, clean, wait_drawn
 
 from ui.registry import VIEWS
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 WALK_STEPS = 11  # the bundled model's walk: no fused projection, no shared K/V
 CASES = {v.key: f"view={v.key}" for v in VIEWS if v.key != "walk"}
 CASES["lines"] = "view=head&draw=lines"
@@ -57,8 +59,11 @@ def test_the_main_figure_is_on_the_first_screen_and_every_title_is_whole(browser
     clean(page)
     # a chart's code comes as a chunk of its own and can arrive after the run has ended
     page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
-    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].every(p =>
-        !(p.layout && p.layout.title && p.layout.title.text) || p.querySelector('.gtitle'))""", timeout=60_000)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].every(p =>
+        !(p.layout && p.layout.title && p.layout.title.text) || p.querySelector('.gtitle'))""",
+        timeout=60_000,
+    )
     assert page.evaluate("window.scrollY") == 0
     figures = page.evaluate(FIGURES)
     main = figures[0]["box"]

@@ -1,31 +1,39 @@
 """At the narrowest window the page is laid out for (1280 × 720), with a 41- and a 128-token sentence:
 no figure runs past the page's right edge, no text spills out of a shape-flow box, and no two tick
 labels of a heatmap overlap, in the views that draw figures side by side and in presentation mode."""
+
 from __future__ import annotations
 
 import os
 import urllib.parse
 
 import pytest
-
 from browser import CHROMIUM, app_server, launch, wait_settled
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 
-WORDS = ("the animal did not cross the street because it was too tired and the weather was cold so everyone "
-         "stayed inside the old house near the river while the children played quietly with their small wooden "
-         "toys all afternoon long and their grandmother told stories about the war the harvest the long winters "
-         "and the summer when the bridge fell into the water after a storm that lasted three days and nights "
-         "without any break in the rain which flooded the fields the roads and the lower rooms of every farm along "
-         "the valley so that people had to carry their food their animals and their furniture up to the hills "
-         "where they waited for the water to go down again before they could return").split()
+WORDS = (
+    "the animal did not cross the street because it was too tired and the weather was cold so everyone "
+    "stayed inside the old house near the river while the children played quietly with their small wooden "
+    "toys all afternoon long and their grandmother told stories about the war the harvest the long winters "
+    "and the summer when the bridge fell into the water after a storm that lasted three days and nights "
+    "without any break in the rain which flooded the fields the roads and the lower rooms of every farm along "
+    "the valley so that people had to carry their food their animals and their furniture up to the hills "
+    "where they waited for the water to go down again before they could return"
+).split()
 # every word is one WordPiece: n words and "." make n + 3 tokens with [CLS] and [SEP]
 SENTENCES = {41: " ".join(WORDS[:38]) + ".", 128: " ".join(WORDS[:125]) + "."}
 PAGES = [  # view, tokens, presentation mode, coreference mode
-    ("flow", 41, False, None), ("flow", 128, True, None), ("rollout", 41, False, None),
-    ("rollout", 128, True, None), ("efficient", 41, False, None),
-    ("masks", 41, False, None), ("masks", 128, True, None), ("coref", 41, False, "Minimal pairs"),
+    ("flow", 41, False, None),
+    ("flow", 128, True, None),
+    ("rollout", 41, False, None),
+    ("rollout", 128, True, None),
+    ("efficient", 41, False, None),
+    ("masks", 41, False, None),
+    ("masks", 128, True, None),
+    ("coref", 41, False, "Minimal pairs"),
     ("coref", 41, True, "Minimal pairs"),
 ]
 
@@ -94,29 +102,36 @@ def open_page(browser, view: str, n: int, present: bool, mode: str | None):
     return page
 
 
-@pytest.mark.parametrize("view, n, present, mode", PAGES,
-                         ids=[f"{v}-{n}{'-present' if p else ''}{'-pairs' if m else ''}" for v, n, p, m in PAGES])
+@pytest.mark.parametrize(
+    "view, n, present, mode",
+    PAGES,
+    ids=[f"{v}-{n}{'-present' if p else ''}{'-pairs' if m else ''}" for v, n, p, m in PAGES],
+)
 def test_figures_stay_on_the_page_and_their_labels_apart(browser, view, n, present, mode):
     page = open_page(browser, view, n, present, mode)
     try:
         assert page.locator('[data-testid="stException"]').count() == 0
         page_right = page.evaluate("() => document.documentElement.clientWidth")
-        main = page.evaluate("() => document.querySelector('[data-testid=stMainBlockContainer]')"
-                             ".getBoundingClientRect().right")
+        main = page.evaluate(
+            "() => document.querySelector('[data-testid=stMainBlockContainer]').getBoundingClientRect().right"
+        )
         figures = page.evaluate(FIGURES)
         assert len(figures) >= 2
         for fig in figures:
             assert fig["right"] <= min(page_right, main) + 1, f"{fig['title']!r} runs past the right edge"
             for labels in fig["ticks"]:
                 for a, b in zip(labels, labels[1:]):
-                    assert not overlap(a["corners"], b["corners"]), \
+                    assert not overlap(a["corners"], b["corners"]), (
                         f"{fig['title']!r}: tick labels {a['text']!r} and {b['text']!r} overlap"
+                    )
         if view == "flow":
             boxes = page.evaluate(FLOW_BOXES)
             inside = 0
             for left, top, right, bottom in boxes["lines"]:
-                box = next((r for r in boxes["rects"] if r[0] <= left + 1 and left < r[2] and r[1] <= top + 2
-                            and top < r[3]), None)
+                box = next(
+                    (r for r in boxes["rects"] if r[0] <= left + 1 and left < r[2] and r[1] <= top + 2 and top < r[3]),
+                    None,
+                )
                 if box is not None:
                     inside += 1
                     assert right <= box[2] + 0.5 and bottom <= box[3] + 2, "text spills out of its box"

@@ -1,5 +1,6 @@
 """In Chromium at 1280 × 720 with ?present=1: each view's main figure lies wholly on the first screen,
 at least half the window wide, with tick labels of 18 px or more, and the head key steps the head."""
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,14 @@ import pytest
 from browser import CHROMIUM, app_server, launch
 from test_browser_state import SIZE, clean, wait_drawn
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 SENTENCE = "The animal didn't cross the street because it was too tired."  # 16 tokens
-LONG = ("The trophy did not fit into the brown suitcase because it was far too large, so the traveller had to "
-        "leave it behind at the hotel and buy a new bag before the long flight home.")  # 41 tokens
+LONG = (
+    "The trophy did not fit into the brown suitcase because it was far too large, so the traveller had to "
+    "leave it behind at the hotel and buy a new bag before the long flight home."
+)  # 41 tokens
 FIRST_FIGURE = """() => {
     const chart = document.querySelector('[data-testid="stPlotlyChart"]');
     const box = chart.getBoundingClientRect();
@@ -121,8 +125,10 @@ def settle_on(page, pattern: str) -> None:
 def pick(page, key: str, option: str) -> None:
     """Open the select box of this widget key and click an option with the mouse (a second time if the
     first click came as the box was still moving into place and opened nothing)."""
-    box, choice = page.locator(f".st-key-{key} [data-testid=stSelectbox]"), page.get_by_role("option", name=option,
-                                                                                            exact=True)
+    box, choice = (
+        page.locator(f".st-key-{key} [data-testid=stSelectbox]"),
+        page.get_by_role("option", name=option, exact=True),
+    )
     box.wait_for(state="visible", timeout=30_000)
     for attempt in range(3):
         box.click()

@@ -1,17 +1,18 @@
 """In Chromium: a fresh server opened by many sessions at once, an empty Run then a real one, a link
 that reproduces the page in a new browser, and the report of the view in use."""
+
 from __future__ import annotations
 
 import os
 import re
 
 import pytest
-
 from browser import CHROMIUM, app_server, launch, wait_settled
 from test_browser import chart_text, fresh, open_view, run_sentence
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
 SENTENCE = "The animal didn't cross the street because it was too tired."
 VIEWS = ["head", "overview", "shapeflow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
 SIZE = {"width": 1280, "height": 720}
@@ -25,8 +26,11 @@ def clean(page) -> None:
 
 def wait_drawn(page, timeout: float = 180_000) -> None:
     """Until the script run has drawn its view to the end (the report button comes last) or failed."""
-    page.wait_for_function("""() => document.body.innerText.includes('Download this view as an offline HTML report')
-        || document.body.innerText.includes('Something went wrong')""", timeout=timeout)
+    page.wait_for_function(
+        """() => document.body.innerText.includes('Download this view as an offline HTML report')
+        || document.body.innerText.includes('Something went wrong')""",
+        timeout=timeout,
+    )
     wait_settled(page, timeout=timeout / 1000)
 
 
@@ -86,8 +90,10 @@ def page_state(page) -> dict:
     """What a person sees: every chart's text, the widgets' values, the info boxes."""
     return page.evaluate("""() => ({
         charts: [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent),
-        checks: [...document.querySelectorAll('input[type=checkbox]')].map(c => [c.closest('label')?.innerText, c.checked]),
-        radios: [...document.querySelectorAll('input[type=radio]')].map(c => [c.closest('label')?.innerText, c.checked]),
+        checks: [...document.querySelectorAll('input[type=checkbox]')]
+            .map(c => [c.closest('label')?.innerText, c.checked]),
+        radios: [...document.querySelectorAll('input[type=radio]')]
+            .map(c => [c.closest('label')?.innerText, c.checked]),
         chips: [...document.querySelectorAll('[data-testid=stMultiSelectTagsContainer] [data-tag]')]
             .filter(t => !t.closest('template')).map(t => t.getAttribute('aria-label')),
     })""")
@@ -129,8 +135,9 @@ def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
 
 def test_the_report_is_the_view_in_use(page, tmp_path):
     fresh(page, "?view=coref&coref=suite&layer=1&head=2")
-    page.wait_for_function("() => document.body.innerText.includes('examples from the built-in suite')",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => document.body.innerText.includes('examples from the built-in suite')", timeout=120_000
+    )
     wait_settled(page)
     with page.expect_download() as info:
         page.get_by_role("button", name="Download this view as an offline HTML report").click()

@@ -1,5 +1,6 @@
 """In Debian's Chromium: an upload with bad lines lists them and scores its good lines from the button; a suite
 being scored says the time left and no longer shows the previous suite's results under its bar."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,17 @@ import pytest
 from browser import CHROMIUM, app_server, launch, wait_settled
 from test_browser import fresh, pick
 
-pytestmark = pytest.mark.skipif(shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
+    reason="Debian's chromium is not installed (apt-get install -y chromium)",
+)
 
-GOOD = {"text": "The cat chased the dog because it was angry.", "pronoun": "it", "candidates": ["cat", "dog"],
-        "answer": "cat"}
+GOOD = {
+    "text": "The cat chased the dog because it was angry.",
+    "pronoun": "it",
+    "candidates": ["cat", "dog"],
+    "answer": "cat",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +62,10 @@ def test_a_suite_being_scored_says_the_time_left_and_hides_the_previous_results(
     fresh(page, "?view=coref&coref=suite")
     body_has(page, "examples from the built-in suite", 120_000)
     pick_now(page, "Examples to score", "GAP development")
-    page.wait_for_function("() => /Scoring this model: [0-9]+ of 2000 examples, about .+ left/"
-                           ".test(document.body.innerText)", timeout=120_000)
+    page.wait_for_function(
+        "() => /Scoring this model: [0-9]+ of 2000 examples, about .+ left/.test(document.body.innerText)",
+        timeout=120_000,
+    )
     text = page.inner_text("body")
     assert "examples from the built-in suite" not in text and "Best head" not in text
     assert re.search(r"about (\d+ s|\d+ min( \d+ s)?) left", text)

@@ -1,4 +1,5 @@
 """The app's shared result stores stay bounded in entries and in bytes."""
+
 import threading
 
 import numpy as np

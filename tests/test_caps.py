@@ -1,6 +1,7 @@
 """Issue 16's caps: one heavy computation at a time per server, released however it ends; a time
 limit per kind, checked at progress updates, with nothing partial kept; a waiting session told so;
 and every size cap's message naming its limit."""
+
 from __future__ import annotations
 
 import os
@@ -8,14 +9,14 @@ import threading
 import time
 
 import numpy as np
-import torch
 import pytest
+import torch
+from test_app import no_errors, start, submit
 
-from ui import priority as priorities, slots, stores
+from ui import priority as priorities
+from ui import slots, stores
 from ui.slots import Heavy, ServerBusy, TooLong
 from ui.stores import BoundedStore
-
-from test_app import no_errors, start, submit
 
 
 class Stopped(BaseException):
@@ -143,9 +144,10 @@ def test_a_suite_past_its_time_limit_is_a_message(monkeypatch, tiny_dir):
 def test_size_caps_name_their_limits(monkeypatch, minilm):
     import json
 
+    from test_app_coref import span_lines
+
     import ui.coref_data as coref_data
     from attention.inputs import encode
-    from test_app_coref import span_lines
 
     class Upload:
         name, size = "big.jsonl", 3 * 1024 * 1024
@@ -175,6 +177,7 @@ class _Attrs(dict):
 
 
 # ---- ablation and GQA conversion: progress, and so a time limit ------------------------------------
+
 
 def test_ablation_reports_progress_and_stops_where_its_caller_raises(minilm):
     from attention.analysis.ablation import ablate
@@ -241,8 +244,9 @@ def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(m
     at = start(view="efficient")
     at = submit(at, text)
     no_errors(at)
-    assert any("took longer than 0 s and was stopped; try a shorter sentence or a smaller model" in w.value
-               for w in at.warning)
+    assert any(
+        "took longer than 0 s and was stopped; try a shorter sentence or a smaller model" in w.value for w in at.warning
+    )
     runs = stores.store("grouped-runs", 16, 200 * stores.MB)
     assert not [k for k in runs.items if text in k]
     assert free(slots.HEAVY)
@@ -255,12 +259,20 @@ def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(m
 
 # ---- the caps as operator settings ------------------------------------------------------------------
 
+
 def test_the_caps_come_from_the_environment():
     from ui.settings import read
 
-    values, warnings = read({"ATTENTION_HEAVY_SLOTS": "2", "ATTENTION_HEAVY_WAIT_S": "30",
-                             "ATTENTION_TIME_LIMIT_FLOW": "15.5", "ATTENTION_TIME_LIMIT_GQA": " 300 ",
-                             "ATTENTION_MAX_UPLOAD_MB": "1", "ATTENTION_MAX_EXAMPLES": "100"})
+    values, warnings = read(
+        {
+            "ATTENTION_HEAVY_SLOTS": "2",
+            "ATTENTION_HEAVY_WAIT_S": "30",
+            "ATTENTION_TIME_LIMIT_FLOW": "15.5",
+            "ATTENTION_TIME_LIMIT_GQA": " 300 ",
+            "ATTENTION_MAX_UPLOAD_MB": "1",
+            "ATTENTION_MAX_EXAMPLES": "100",
+        }
+    )
     assert not warnings
     assert values["heavy_slots"] == 2 and values["heavy_wait_s"] == 30
     assert values["limit_flow"] == 15.5 and values["limit_gqa"] == 300 and values["limit_suite"] == 120
@@ -268,11 +280,20 @@ def test_the_caps_come_from_the_environment():
     assert read({})[0]["heavy_slots"] == 1 and read({})[0]["limit_ablation"] == 60
 
 
-@pytest.mark.parametrize("var, bad", [("ATTENTION_HEAVY_SLOTS", "0"), ("ATTENTION_HEAVY_SLOTS", "1.5"),
-                                      ("ATTENTION_HEAVY_SLOTS", "two"), ("ATTENTION_TIME_LIMIT_FLOW", "-1"),
-                                      ("ATTENTION_TIME_LIMIT_SUITE", "nan"), ("ATTENTION_TIME_LIMIT_SUITE", "inf"),
-                                      ("ATTENTION_HEAVY_WAIT_S", "1e9"), ("ATTENTION_MAX_UPLOAD_MB", "0.5"),
-                                      ("ATTENTION_MAX_EXAMPLES", "5k")])
+@pytest.mark.parametrize(
+    "var, bad",
+    [
+        ("ATTENTION_HEAVY_SLOTS", "0"),
+        ("ATTENTION_HEAVY_SLOTS", "1.5"),
+        ("ATTENTION_HEAVY_SLOTS", "two"),
+        ("ATTENTION_TIME_LIMIT_FLOW", "-1"),
+        ("ATTENTION_TIME_LIMIT_SUITE", "nan"),
+        ("ATTENTION_TIME_LIMIT_SUITE", "inf"),
+        ("ATTENTION_HEAVY_WAIT_S", "1e9"),
+        ("ATTENTION_MAX_UPLOAD_MB", "0.5"),
+        ("ATTENTION_MAX_EXAMPLES", "5k"),
+    ],
+)
 def test_a_bad_value_is_ignored_and_said_in_the_log(var, bad):
     from ui.settings import SETTINGS, read
 
@@ -290,15 +311,27 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    show = ("import ui.slots as c, ui.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
-            "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)")
+    show = (
+        "import ui.slots as c, ui.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
+        "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
-    set_ = {"ATTENTION_HEAVY_SLOTS": "3", "ATTENTION_HEAVY_WAIT_S": "45", "ATTENTION_TIME_LIMIT_ABLATION": "20",
-            "ATTENTION_MAX_UPLOAD_MB": "1", "ATTENTION_MAX_EXAMPLES": "50"}
+    set_ = {
+        "ATTENTION_HEAVY_SLOTS": "3",
+        "ATTENTION_HEAVY_WAIT_S": "45",
+        "ATTENTION_TIME_LIMIT_ABLATION": "20",
+        "ATTENTION_MAX_UPLOAD_MB": "1",
+        "ATTENTION_MAX_EXAMPLES": "50",
+    }
     done = subprocess.run([sys.executable, "-c", show], cwd=root, env={**env, **set_}, capture_output=True, text=True)
     assert done.stdout.split() == ["3", "45.0", "20.0", str(1024 * 1024), "50"], done.stderr
-    done = subprocess.run([sys.executable, "-c", show], cwd=root, env={**env, "ATTENTION_HEAVY_SLOTS": "lots"},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", show],
+        cwd=root,
+        env={**env, "ATTENTION_HEAVY_SLOTS": "lots"},
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.split() == ["1", "120.0", "60.0", str(2 * 1024 * 1024), "5000"], done.stderr
     assert "ATTENTION_HEAVY_SLOTS='lots' ignored: the number of heavy slots must be a whole number" in done.stderr
     check = [sys.executable, "-m", "ui.settings"]
@@ -323,7 +356,8 @@ def in_a_kernel(elements: int) -> int:
 @pytest.mark.skipif(not priorities.may_raise_priority(0), reason="this process may not set a thread's priority back")
 @pytest.mark.parametrize("steps", [priorities.BIG_NICE, 7])  # 7: below the cap of 19, so lowering twice would show
 def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_and_its_python_does_not(
-        monkeypatch, steps):
+    monkeypatch, steps
+):
     """A long input's run (or any computation that takes a slot, heavy jobs included) runs its torch
     kernels on big tensors BIG_NICE steps below the page, so a room's short sentences get the cores
     first; its Python, and kernels on small tensors, stay at the page's priority, as does all of a short
@@ -340,6 +374,7 @@ def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_an
             other.start()
             other.join()
             return np.zeros(3)
+
         return inner
 
     store.get_or_compute("long", compute("long"))
@@ -348,7 +383,12 @@ def test_a_computation_that_takes_a_slot_runs_its_kernels_at_a_lower_priority_an
     store.get_or_compute("outer", lambda: (store.get_or_compute("inner", compute("inner")), compute("outer")())[1])
     low = (before, before + priorities.BIG_NICE, before)
     assert {k: v for k, v in seen.items() if "another" not in k} == {
-        "long": low, "short": (before, before, before), "flow": low, "inner": low, "outer": low}  # nested: once
+        "long": low,
+        "short": (before, before, before),
+        "flow": low,
+        "inner": low,
+        "outer": low,
+    }  # nested: once
     assert {v for k, v in seen.items() if "another" in k} == {before}  # other threads' kernels: not lowered
     assert priority() == before and in_a_kernel(8) == before
 

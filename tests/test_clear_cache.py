@@ -1,6 +1,7 @@
 """A visitor's "Clear caches" (Streamlit honours it from any browser: AppSession's handler clears
 st.cache_data and st.cache_resource) leaves the server as it was: the loaded models, the stores and
 what they hold, the budget and its slots, the heavy slot held, the kept resources."""
+
 from __future__ import annotations
 
 import threading
@@ -58,4 +59,3 @@ def test_a_visitors_clear_cache_leaves_the_models_stores_and_slots_alone(monkeyp
     assert get_run("", "A sentence the clear-cache test alone runs.", "") is run
     assert (shared.max_bytes, shared.slots._value, HEAVY.slots.capacity) == caps
     assert all(a is b for a, b in zip((get_mlm_head(""), set_examples("builtin"), flow_workers()), kept))
-

@@ -1,4 +1,5 @@
 """Coreference scoring: hand-computed cases on synthetic attention, file validation, the real model."""
+
 from __future__ import annotations
 
 import json
@@ -7,12 +8,19 @@ import sys
 
 import numpy as np
 import pytest
-
-from attention.analysis.coref import (CorefExample, ExampleError, flipping_heads, load_examples, parse_examples,
-                             score_example, score_heads, twin_pairs)
-from attention.analysis.coref_cli import main
-
 from conftest import ROOT
+
+from attention.analysis.coref import (
+    CorefExample,
+    ExampleError,
+    flipping_heads,
+    load_examples,
+    parse_examples,
+    score_example,
+    score_heads,
+    twin_pairs,
+)
+from attention.analysis.coref_cli import main
 
 
 def encoding(words: list[str], pieces: dict[str, int] | None = None):
@@ -54,9 +62,15 @@ def test_right_wrong_and_tied_heads():
     L = len(tokens)
     it, dog, cat = pos[6][0], pos[1][0], pos[4][0]
     attn = uniform(3, L)
-    attn[0, 0, it] = 0; attn[0, 0, it, dog] = 0.7; attn[0, 0, it, cat] = 0.3  # right
-    attn[0, 1, it] = 0; attn[0, 1, it, dog] = 0.2; attn[0, 1, it, cat] = 0.8  # wrong
-    attn[0, 2, it] = 0; attn[0, 2, it, dog] = 0.5; attn[0, 2, it, cat] = 0.5  # a tie is wrong
+    attn[0, 0, it] = 0
+    attn[0, 0, it, dog] = 0.7
+    attn[0, 0, it, cat] = 0.3  # right
+    attn[0, 1, it] = 0
+    attn[0, 1, it, dog] = 0.2
+    attn[0, 1, it, cat] = 0.8  # wrong
+    attn[0, 2, it] = 0
+    attn[0, 2, it, dog] = 0.5
+    attn[0, 2, it, cat] = 0.5  # a tie is wrong
     score = score_example(example(text, "it", ["dog", "cat"], "dog"), attn, tokens, word_ids, offsets)
     assert score.correct.tolist() == [[True, False, False]]
     np.testing.assert_allclose(score.attention[0], [[0.7, 0.3], [0.2, 0.8], [0.5, 0.5]])
@@ -83,8 +97,12 @@ def test_pronoun_in_several_pieces_averages_its_rows():
     text, tokens, word_ids, offsets, pos = encoding(words, {"herself": 2})
     first, second = pos[4]
     attn = uniform(1, len(tokens))
-    attn[0, 0, first] = 0; attn[0, 0, first, pos[0][0]] = 0.1; attn[0, 0, first, pos[2][0]] = 0.9
-    attn[0, 0, second] = 0; attn[0, 0, second, pos[0][0]] = 0.8; attn[0, 0, second, pos[2][0]] = 0.2
+    attn[0, 0, first] = 0
+    attn[0, 0, first, pos[0][0]] = 0.1
+    attn[0, 0, first, pos[2][0]] = 0.9
+    attn[0, 0, second] = 0
+    attn[0, 0, second, pos[0][0]] = 0.8
+    attn[0, 0, second, pos[2][0]] = 0.2
     score = score_example(example(text, "herself", ["mary", "anna"], "mary"), attn, tokens, word_ids, offsets)
     np.testing.assert_allclose(score.attention[0, 0], [0.45, 0.55])
     assert not score.correct[0, 0]  # the mean of the rows prefers anna; the second row alone would not
@@ -95,8 +113,10 @@ def test_pronoun_occurring_twice_uses_the_given_occurrence():
     text, tokens, word_ids, offsets, pos = encoding(words)
     first_it, second_it, dog, cat = pos[0][0], pos[9][0], pos[4][0], pos[7][0]
     attn = uniform(1, len(tokens))
-    attn[0, 0, first_it] = 0; attn[0, 0, first_it, dog] = 1.0  # the first "it" looks at dog
-    attn[0, 0, second_it] = 0; attn[0, 0, second_it, cat] = 1.0  # the second at cat
+    attn[0, 0, first_it] = 0
+    attn[0, 0, first_it, dog] = 1.0  # the first "it" looks at dog
+    attn[0, 0, second_it] = 0
+    attn[0, 0, second_it, cat] = 1.0  # the second at cat
     ex = example(text, "it", ["dog", "cat"], "cat", pronoun_occurrence=2)
     score = score_example(ex, attn, tokens, word_ids, offsets)
     assert score.located.pronoun == [second_it] and score.correct[0, 0]
@@ -107,43 +127,53 @@ def test_pronoun_occurring_twice_uses_the_given_occurrence():
 def test_nearest_baseline_looks_after_when_nothing_is_before():
     words = "she said the nurse and the teacher left".split()
     text, tokens, word_ids, offsets, pos = encoding(words)
-    score = score_example(example(text, "she", ["teacher", "nurse"], "nurse"), uniform(1, len(tokens)),
-                          tokens, word_ids, offsets)
+    score = score_example(
+        example(text, "she", ["teacher", "nurse"], "nurse"), uniform(1, len(tokens)), tokens, word_ids, offsets
+    )
     assert score.located.nearest == 1  # nurse is the closest after "she"
     assert score.located.first == 1  # and the earliest
     words = "the cat and the dog saw that it ran".split()
     text, tokens, word_ids, offsets, pos = encoding(words)
-    score = score_example(example(text, "it", ["cat", "dog"], "cat"), uniform(1, len(tokens)), tokens, word_ids,
-                          offsets)
+    score = score_example(
+        example(text, "it", ["cat", "dog"], "cat"), uniform(1, len(tokens)), tokens, word_ids, offsets
+    )
     assert score.located.nearest == 1 and score.located.first == 0
 
 
 def test_case_insensitive_word_matching():
     words = "John told Bill that he won".split()
     text, tokens, word_ids, offsets, pos = encoding(words)
-    score = score_example(example(text, "HE", ["john", "BILL"], "John"), uniform(1, len(tokens)), tokens,
-                          word_ids, offsets)
+    score = score_example(
+        example(text, "HE", ["john", "BILL"], "John"), uniform(1, len(tokens)), tokens, word_ids, offsets
+    )
     assert score.located.candidates == [pos[0], pos[2]] and score.located.pronoun == pos[4]
 
 
-GOOD = {"text": "The animal didn't cross the street because it was too tired.", "pronoun": "it",
-        "candidates": ["animal", "street"], "answer": "animal"}
+GOOD = {
+    "text": "The animal didn't cross the street because it was too tired.",
+    "pronoun": "it",
+    "candidates": ["animal", "street"],
+    "answer": "animal",
+}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"answer": "dog"}, "line 2: answer 'dog' is not one of the candidates"),
-    ({"pronoun": "she"}, "line 2: 'she' is not a word of the text"),
-    ({"candidates": ["animal", "road"]}, "line 2: 'road' is not a word of the text"),
-    ({"candidates": ["animal", "anim"]}, "line 2: 'anim' is not a word of the text"),  # whole words only
-    ({"candidates": ["animal"]}, "line 2: needs at least two candidates"),
-    ({"candidates": ["animal", "Animal"]}, "line 2: candidates repeat a word"),
-    ({"candidates": ["animal", "it"]}, "line 2: the pronoun 'it' is also a candidate"),
-    ({"pronoun_occurrence": 2}, "line 2: the text has fewer than 2 occurrences of 'it'"),
-    ({"pronoun_occurrence": 0}, "line 2: 'pronoun_occurrence' should be a whole number"),
-    ({"candidates": "animal street"}, "line 2: 'candidates' should be a list"),
-    ({"text": None}, "line 2: 'text' should be a str"),
-    ({"candidates": ["the animal", "street"], "answer": "street"}, "line 2: 'the animal' should be a single word"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"answer": "dog"}, "line 2: answer 'dog' is not one of the candidates"),
+        ({"pronoun": "she"}, "line 2: 'she' is not a word of the text"),
+        ({"candidates": ["animal", "road"]}, "line 2: 'road' is not a word of the text"),
+        ({"candidates": ["animal", "anim"]}, "line 2: 'anim' is not a word of the text"),  # whole words only
+        ({"candidates": ["animal"]}, "line 2: needs at least two candidates"),
+        ({"candidates": ["animal", "Animal"]}, "line 2: candidates repeat a word"),
+        ({"candidates": ["animal", "it"]}, "line 2: the pronoun 'it' is also a candidate"),
+        ({"pronoun_occurrence": 2}, "line 2: the text has fewer than 2 occurrences of 'it'"),
+        ({"pronoun_occurrence": 0}, "line 2: 'pronoun_occurrence' should be a whole number"),
+        ({"candidates": "animal street"}, "line 2: 'candidates' should be a list"),
+        ({"text": None}, "line 2: 'text' should be a str"),
+        ({"candidates": ["the animal", "street"], "answer": "street"}, "line 2: 'the animal' should be a single word"),
+    ],
+)
 def test_invalid_lines_name_the_line_and_the_problem(change, message):
     bad = {**GOOD, **change}
     if change.get("text", 0) is None:
@@ -260,13 +290,20 @@ def test_command_line(capsys, tmp_path):
 def test_the_library_never_imports_the_command_line_which_still_runs_as_the_module():
     """The command line imports the library, never the reverse: the scoring modules and the page import no
     coref_cli. `python -m attention.analysis.coref FILE`, as README and CI run it, is still the command line."""
-    code = ("import sys\nimport attention.analysis.coref, attention.analysis.coref_metrics, attention.analysis.coref_csv"
-            "\nimport ui.views.coref\nprint(sorted(m for m in sys.modules if m.endswith('coref_cli')))")
+    code = (
+        "import sys\nimport attention.analysis.coref, attention.analysis.coref_metrics, attention.analysis.coref_csv"
+        "\nimport ui.views.coref\nprint(sorted(m for m in sys.modules if m.endswith('coref_cli')))"
+    )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["[]"]
-    run = subprocess.run([sys.executable, "-m", "attention.analysis.coref", str(SUITE), "--top", "2"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "attention.analysis.coref", str(SUITE), "--top", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "baselines: nearest" in run.stdout and "examples scored in" in run.stdout
     assert len([line for line in run.stdout.splitlines() if line.startswith(("   1 ", "   2 "))]) == 2

@@ -1,5 +1,6 @@
 """The criterion a sentence's heads are ranked by (margin, specificity), checked on hand-built maps, and
 the candidates suggested for a typed sentence."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,24 +1,37 @@
 """GAP F1, Winogender's gender gap, the held-out best head, model against model, and the command line."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ROOT, make_tiny
 
 from attention.analysis.coref import CorefResult, ExampleScore, Located, load_examples, parse_example, score_heads
 from attention.analysis.coref_cli import main
-from attention.analysis.coref_metrics import (compare_models, gap_counts, gap_metrics, heads_against_best,
-                                              held_out_best, paired_groups, winogender_bias)
+from attention.analysis.coref_metrics import (
+    compare_models,
+    gap_counts,
+    gap_metrics,
+    heads_against_best,
+    held_out_best,
+    paired_groups,
+    winogender_bias,
+)
 from attention.analysis.coref_stats import f1, mcnemar_exact
-
-from conftest import ROOT, make_tiny
 
 
 def scored(index, answer, gender, to_a, to_b, nearest_is_a=True):
     """One example scored by a single head attending `to_a`, `to_b` to candidates A and B."""
     text = "Ann met Bea and she left."
-    ex = parse_example({"text": text, "pronoun": {"text": "she", "start": 16},
-                        "candidates": [{"text": "Ann", "start": 0}, {"text": "Bea", "start": 8}],
-                        "answer": answer, "gender": gender})
+    ex = parse_example(
+        {
+            "text": text,
+            "pronoun": {"text": "she", "start": 16},
+            "candidates": [{"text": "Ann", "start": 0}, {"text": "Bea", "start": 8}],
+            "answer": answer,
+            "gender": gender,
+        }
+    )
     located = Located([4], [[1], [3]] if nearest_is_a else [[3], [1]])
     attention = np.array([[[to_a, to_b]]])  # (1 layer, 1 head, 2 candidates)
     right = None if ex.answer_index is None else attention[..., ex.answer_index] > attention[..., 1 - ex.answer_index]
@@ -27,8 +40,13 @@ def scored(index, answer, gender, to_a, to_b, nearest_is_a=True):
 
 def result_of(scores) -> CorefResult:
     details = [s for s in scores if s.correct is not None]
-    return CorefResult(np.mean([d.correct for d in details], axis=0), {"nearest": 0.0, "first": 0.0}, details,
-                       (), tuple(s for s in scores if s.correct is None))
+    return CorefResult(
+        np.mean([d.correct for d in details], axis=0),
+        {"nearest": 0.0, "first": 0.0},
+        details,
+        (),
+        tuple(s for s in scores if s.correct is None),
+    )
 
 
 def test_gap_counts_by_hand():
@@ -39,9 +57,13 @@ def test_gap_counts_by_hand():
 
 
 def test_gap_metrics_by_hand():
-    scores = [scored(0, 0, "masculine", 0.6, 0.2), scored(1, 1, "masculine", 0.7, 0.1),  # M: tp 1, fp 1, fn 1
-              scored(2, 1, "feminine", 0.1, 0.5), scored(3, None, "feminine", 0.3, 0.3),  # F: tp 1, tie names none
-              scored(4, None, "feminine", 0.2, 0.4)]  # F: fp 1
+    scores = [
+        scored(0, 0, "masculine", 0.6, 0.2),
+        scored(1, 1, "masculine", 0.7, 0.1),  # M: tp 1, fp 1, fn 1
+        scored(2, 1, "feminine", 0.1, 0.5),
+        scored(3, None, "feminine", 0.3, 0.3),  # F: tp 1, tie names none
+        scored(4, None, "feminine", 0.2, 0.4),
+    ]  # F: fp 1
     metrics = gap_metrics(result_of(scores))
     heads = metrics["heads"]
     assert heads["masculine"][0, 0] == pytest.approx(f1(1, 1, 1))  # 0.5
@@ -49,7 +71,9 @@ def test_gap_metrics_by_hand():
     assert heads["overall"][0, 0] == pytest.approx(f1(2, 2, 1))  # 4/7
     assert heads["bias"][0, 0] == pytest.approx((2 / 3) / 0.5)
     # nearest names B (closest before the pronoun): M tp 1, fp 1, fn 1; F tp 1, fp 2
-    assert metrics["nearest"]["masculine"] == pytest.approx(0.5) and metrics["nearest"]["feminine"] == pytest.approx(0.5)
+    assert metrics["nearest"]["masculine"] == pytest.approx(0.5) and metrics["nearest"]["feminine"] == pytest.approx(
+        0.5
+    )
     # first names A: M tp 1, fp 1, fn 1; F tp 0, fp 3, fn 1
     assert metrics["first"]["masculine"] == pytest.approx(0.5) and metrics["first"]["feminine"] == 0
 
@@ -57,8 +81,10 @@ def test_gap_metrics_by_hand():
 def two_heads(rights: list[tuple[bool, bool]], first_index: int = 0) -> CorefResult:
     """A result of two heads (layer 0) from each example's right/wrong pair."""
     base = scored(0, 0, "masculine", 0.9, 0.1)
-    details = [ExampleScore(base.example, [], base.located, np.zeros((1, 2, 2)), np.array([r]), first_index + i)
-               for i, r in enumerate(rights)]
+    details = [
+        ExampleScore(base.example, [], base.located, np.zeros((1, 2, 2)), np.array([r]), first_index + i)
+        for i, r in enumerate(rights)
+    ]
     return CorefResult(np.mean([d.correct for d in details], axis=0), {"nearest": 0.25, "first": 0.5}, details)
 
 
@@ -81,10 +107,10 @@ def test_heads_against_best_uses_holm(minilm):
     examples = load_examples(ROOT / "data" / "coref_examples.jsonl")
     result = score_heads(model, tokenizer, examples)
     (bl, bh, _), *rest = result.ranked(4)
-    heads = [(bl, bh)] + [(l, h) for l, h, _ in rest]
+    heads = [(bl, bh)] + [(layer, h) for layer, h, _ in rest]
     tests = heads_against_best(result, heads)
     assert tests[0][1] == 1.0 and tests[0][0].p == 1.0
-    raw = [mcnemar_exact(result.correct[:, l, h], result.correct[:, bl, bh]).p for l, h in heads[1:]]
+    raw = [mcnemar_exact(result.correct[:, layer, h], result.correct[:, bl, bh]).p for layer, h in heads[1:]]
     assert [t.p for t, _ in tests[1:]] == pytest.approx(raw)
     assert all(adj >= p for (_, adj), p in zip(tests[1:], raw))
 
@@ -108,8 +134,24 @@ def test_command_line_on_gap_with_groups_held_out_and_a_second_model(capsys, tmp
     val.write_text("\n".join(lines[40:70]) + "\n", encoding="utf-8")
     tiny = make_tiny(tmp_path / "tiny", max_position_embeddings=512)
     out_csv = tmp_path / "heads.csv"
-    assert main([str(dev), "--by", "gender", "--top", "3", "--csv", str(out_csv), "--validate-on", str(val),
-                 "--compare", str(tiny)]) == 0
+    assert (
+        main(
+            [
+                str(dev),
+                "--by",
+                "gender",
+                "--top",
+                "3",
+                "--csv",
+                str(out_csv),
+                "--validate-on",
+                str(val),
+                "--compare",
+                str(tiny),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "excluded: " in printed and "no antecedent among the candidates" in printed
     assert "by gender:" in printed and "masculine" in printed and "feminine" in printed
@@ -132,5 +174,6 @@ def test_command_line_on_gap_with_groups_held_out_and_a_second_model(capsys, tmp
     model, tokenizer = load_bert()
     held = score_heads(model, tokenizer, load_examples(val))
     for row in rows:
-        assert float(row["held_out_accuracy"]) == pytest.approx(held.accuracy[int(row["layer"]), int(row["head"])],
-                                                                abs=5e-5)
+        assert float(row["held_out_accuracy"]) == pytest.approx(
+            held.accuracy[int(row["layer"]), int(row["head"])], abs=5e-5
+        )

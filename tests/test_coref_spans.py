@@ -1,18 +1,28 @@
 """Mentions by character offsets, examples that cannot count (no antecedent, past the token window) and
 results grouped by a field."""
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-
-from attention.analysis.coref import (NO_ANSWER, ExampleError, OutsideWindow, load_examples, locate, parse_example,
-                                      parse_examples, score_example, score_heads)
-
 from conftest import ROOT, make_tiny
 
+from attention.analysis.coref import (
+    NO_ANSWER,
+    ExampleError,
+    OutsideWindow,
+    load_examples,
+    locate,
+    parse_example,
+    parse_examples,
+    score_example,
+    score_heads,
+)
+
 TEXT = "Henry Rosenthal met Bob at the club, and later Henry Rosenthal lent his car to Bob."
+
 
 def at(word: str, nth: int = 1) -> int:
     start = -1
@@ -21,10 +31,17 @@ def at(word: str, nth: int = 1) -> int:
     return start
 
 
-SPANS = {"text": TEXT, "pronoun": {"text": "his", "start": at("his")},
-         "candidates": [{"text": "Henry Rosenthal", "start": at("Henry Rosenthal", 2)},
-                        {"text": "Bob", "start": at("Bob", 2)}],
-         "answer": "Henry Rosenthal", "gender": "masculine", "split": "development"}
+SPANS = {
+    "text": TEXT,
+    "pronoun": {"text": "his", "start": at("his")},
+    "candidates": [
+        {"text": "Henry Rosenthal", "start": at("Henry Rosenthal", 2)},
+        {"text": "Bob", "start": at("Bob", 2)},
+    ],
+    "answer": "Henry Rosenthal",
+    "gender": "masculine",
+    "split": "development",
+}
 
 
 def encode(text: str):
@@ -48,34 +65,69 @@ def test_spans_parse_with_extra_fields_and_repeated_names():
     assert ex.candidates == ("Henry Rosenthal", "Bob") and ex.candidate_starts == (at("Henry", 2), at("Bob", 2))
     assert ex.answer_index == 0 and ex.fields == {"gender": "masculine", "split": "development"}
     assert ex.value("gender") == "masculine" and ex.value("missing") is None
-    same = parse_example({**SPANS, "candidates": [{"text": "Bob", "start": at("Bob")},
-                                                  {"text": "Bob", "start": at("Bob", 2)}], "answer": 1})
+    same = parse_example(
+        {
+            **SPANS,
+            "candidates": [{"text": "Bob", "start": at("Bob")}, {"text": "Bob", "start": at("Bob", 2)}],
+            "answer": 1,
+        }
+    )
     assert same.answer_index == 1  # two mentions of one name: the index says which
     neither = parse_example({**SPANS, "answer": None})
     assert neither.answer is None and neither.answer_index is None
 
 
 def test_old_word_lines_keep_their_fields_too():
-    ex = parse_example({"text": "The cat saw the dog and it ran.", "pronoun": "it", "candidates": ["cat", "dog"],
-                        "answer": "Cat", "source": "x", "cue": "syntax"})
+    ex = parse_example(
+        {
+            "text": "The cat saw the dog and it ran.",
+            "pronoun": "it",
+            "candidates": ["cat", "dog"],
+            "answer": "Cat",
+            "source": "x",
+            "cue": "syntax",
+        }
+    )
     assert ex.answer == "Cat" and ex.answer_index == 0 and ex.fields == {"source": "x"} and ex.value("cue") == "syntax"
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"pronoun": {"text": "his", "start": 999}}, "line 1: the pronoun 'his' start 999 is not inside the text"),
-    ({"pronoun": {"text": "his", "start": 3}}, "line 1: the pronoun 'his' is not at character 3 (the text there reads 'ry ')"),
-    ({"pronoun": {"text": "his"}}, "line 1: the pronoun should be a string or an object"),
-    ({"candidates": [{"text": "Bob", "start": -1}, {"text": "Bob", "start": at("Bob")}]}, "line 1: candidate 1 'Bob' start -1"),
-    ({"candidates": [{"text": "Henry", "start": 0}, {"text": "Henry Rosenthal", "start": 0}], "answer": 0},
-     "line 1: candidate 'Henry' and candidate 'Henry Rosenthal' overlap"),
-    ({"candidates": [{"text": " Bob", "start": at("Bob") - 1}, {"text": "Henry", "start": 0}]}, "line 1: candidate 1 text"),
-    ({"answer": "Bill"}, "line 1: answer 'Bill' is not one of the candidates"),
-    ({"answer": "henry rosenthal"}, "line 1: answer 'henry rosenthal' is not one of the candidates"),  # spans: exact
-    ({"answer": 2}, "line 1: answer index 2 is not one of the 2 candidates"),
-    ({"pronoun_occurrence": 2}, "line 1: 'pronoun_occurrence' is for a pronoun given as a word"),
-    ({"candidates": [{"text": "Bob", "start": at("Bob")}, {"text": "Bob", "start": at("Bob", 2)}], "answer": "Bob"},
-     "line 1: answer 'Bob' matches several candidates: give its index instead"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pronoun": {"text": "his", "start": 999}}, "line 1: the pronoun 'his' start 999 is not inside the text"),
+        (
+            {"pronoun": {"text": "his", "start": 3}},
+            "line 1: the pronoun 'his' is not at character 3 (the text there reads 'ry ')",
+        ),
+        ({"pronoun": {"text": "his"}}, "line 1: the pronoun should be a string or an object"),
+        (
+            {"candidates": [{"text": "Bob", "start": -1}, {"text": "Bob", "start": at("Bob")}]},
+            "line 1: candidate 1 'Bob' start -1",
+        ),
+        (
+            {"candidates": [{"text": "Henry", "start": 0}, {"text": "Henry Rosenthal", "start": 0}], "answer": 0},
+            "line 1: candidate 'Henry' and candidate 'Henry Rosenthal' overlap",
+        ),
+        (
+            {"candidates": [{"text": " Bob", "start": at("Bob") - 1}, {"text": "Henry", "start": 0}]},
+            "line 1: candidate 1 text",
+        ),
+        ({"answer": "Bill"}, "line 1: answer 'Bill' is not one of the candidates"),
+        (
+            {"answer": "henry rosenthal"},
+            "line 1: answer 'henry rosenthal' is not one of the candidates",
+        ),  # spans: exact
+        ({"answer": 2}, "line 1: answer index 2 is not one of the 2 candidates"),
+        ({"pronoun_occurrence": 2}, "line 1: 'pronoun_occurrence' is for a pronoun given as a word"),
+        (
+            {
+                "candidates": [{"text": "Bob", "start": at("Bob")}, {"text": "Bob", "start": at("Bob", 2)}],
+                "answer": "Bob",
+            },
+            "line 1: answer 'Bob' matches several candidates: give its index instead",
+        ),
+    ],
+)
 def test_bad_spans_name_the_line_and_the_problem(change, message):
     with pytest.raises(ExampleError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         parse_examples(json.dumps({**SPANS, **change}))
@@ -102,8 +154,14 @@ def test_a_multi_word_mention_sums_all_its_pieces_and_the_pronoun_averages_its_r
 
 def test_a_pronoun_in_pieces_averages_its_rows():
     text = "Anna met Maria because herself was late."
-    ex = parse_example({"text": text, "pronoun": {"text": "herself", "start": text.index("herself")},
-                        "candidates": [{"text": "Anna", "start": 0}, {"text": "Maria", "start": 9}], "answer": 1})
+    ex = parse_example(
+        {
+            "text": text,
+            "pronoun": {"text": "herself", "start": text.index("herself")},
+            "candidates": [{"text": "Anna", "start": 0}, {"text": "Maria", "start": 9}],
+            "answer": 1,
+        }
+    )
     tokens, word_ids, offsets = encode(text)
     located = locate(ex, word_ids, offsets)
     assert len(located.pronoun) == 2
@@ -124,12 +182,24 @@ def test_truncation_excludes_and_counts_instead_of_mis_scoring(tmp_path):
     long_text = short + " " + filler + " the mouse ran because it was big ."
     far = long_text.rindex("mouse")
     lines = [
-        {"text": short, "pronoun": {"text": "it", "start": short.index("it")},
-         "candidates": [{"text": "cat", "start": 4}, {"text": "mat", "start": short.index("mat")}], "answer": "cat"},
-        {"text": long_text, "pronoun": {"text": "it", "start": short.index("it")},  # all in the first 64 tokens
-         "candidates": [{"text": "cat", "start": 4}, {"text": "mat", "start": short.index("mat")}], "answer": "mat"},
-        {"text": long_text, "pronoun": {"text": "it", "start": long_text.rindex("it")},  # past the window
-         "candidates": [{"text": "mouse", "start": far}, {"text": "cat", "start": 4}], "answer": "mouse"},
+        {
+            "text": short,
+            "pronoun": {"text": "it", "start": short.index("it")},
+            "candidates": [{"text": "cat", "start": 4}, {"text": "mat", "start": short.index("mat")}],
+            "answer": "cat",
+        },
+        {
+            "text": long_text,
+            "pronoun": {"text": "it", "start": short.index("it")},  # all in the first 64 tokens
+            "candidates": [{"text": "cat", "start": 4}, {"text": "mat", "start": short.index("mat")}],
+            "answer": "mat",
+        },
+        {
+            "text": long_text,
+            "pronoun": {"text": "it", "start": long_text.rindex("it")},  # past the window
+            "candidates": [{"text": "mouse", "start": far}, {"text": "cat", "start": 4}],
+            "answer": "mouse",
+        },
         {"text": long_text, "pronoun": "it", "pronoun_occurrence": 2, "candidates": ["cat", "mouse"], "answer": "cat"},
         {"text": short, "pronoun": "it", "candidates": ["cat", "mat"], "answer": None},
     ]
@@ -140,7 +210,10 @@ def test_truncation_excludes_and_counts_instead_of_mis_scoring(tmp_path):
     result = score_heads(model, tokenizer, examples)
     assert [d.index for d in result.details] == [0, 1] and result.n == 2
     assert [(e.index, e.reason) for e in result.excluded] == [
-        (2, "a mention lies past the first 64 tokens"), (3, "a mention lies past the first 64 tokens"), (4, NO_ANSWER)]
+        (2, "a mention lies past the first 64 tokens"),
+        (3, "a mention lies past the first 64 tokens"),
+        (4, NO_ANSWER),
+    ]
     assert result.excluded_counts == {"a mention lies past the first 64 tokens": 2, NO_ANSWER: 1}
     assert [d.index for d in result.unanswered] == [4] and result.unanswered[0].correct is None
     np.testing.assert_array_equal(result.accuracy, np.mean([d.correct for d in result.details], axis=0))

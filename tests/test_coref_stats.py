@@ -1,4 +1,5 @@
 """Intervals and paired tests on hand-computed cases."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,7 +47,7 @@ def test_holm_by_hand():
 def test_f1_and_pearson():
     np.testing.assert_allclose(f1([3, 0], [1, 0], [2, 0]), [6 / 9, 0.0])  # P 3/4, R 3/5 -> 2PR/(P+R) = 2/3
     x = np.array([1.0, 2, 3, 4])
-    y = np.stack([2 * x, -x, x ** 2, np.ones(4)], axis=1)  # (4, 4)
+    y = np.stack([2 * x, -x, x**2, np.ones(4)], axis=1)  # (4, 4)
     r = pearson(x, y)
     assert r[0] == pytest.approx(1) and r[1] == pytest.approx(-1) and np.isnan(r[3])
-    assert r[2] == pytest.approx(stats.pearsonr(x, x ** 2).statistic)
+    assert r[2] == pytest.approx(stats.pearsonr(x, x**2).statistic)

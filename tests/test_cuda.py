@@ -6,11 +6,15 @@ scoring, rollout and flow, grouped-query conversion, a big run's layer-by-layer 
 gives the CPU model's results, as float32 numpy arrays on the CPU.
 
 Skipped where torch finds no CUDA GPU (CI, laptops): run it on a machine that has one."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT, make_tiny
+from families import CONFIGS, make_family
+from test_precision import check_fused_layers_and_kept_rows, worst
 
 from attention import encode, load_bert, load_model
 from attention.analysis.ablation import ablate
@@ -22,10 +26,6 @@ from attention.inputs import on_model_device
 from attention.mlm import load_mlm_head, predict_masked
 from attention.run import run_padded_batch, run_sentence, stack_attentions
 from attention.trace import head_matrix, trace_layer
-
-from conftest import ROOT, make_tiny
-from families import CONFIGS, make_family
-from test_precision import check_fused_layers_and_kept_rows, worst
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
 
@@ -67,6 +67,7 @@ def their_model(folder, dtype: torch.dtype):
 
 # ---- the model itself -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_each_family_on_the_gpu_matches_transformers_there(folders, family, dtype):
@@ -87,8 +88,10 @@ def test_each_family_on_the_gpu_matches_transformers_there(folders, family, dtyp
     keep, half = mask.bool(), dtype != "float32"
     hidden = worst(mine.hidden_states, ref.hidden_states, keep, relative=half)
     maps = worst(mine.attentions, ref.attentions, keep, maps=True)
-    print(f"\n{family} {dtype} on {torch.cuda.get_device_name()}: max|Δ hidden| {hidden:.2e}"
-          f"{' of the largest value' if half else ''}, max|Δ map| {maps:.2e}")
+    print(
+        f"\n{family} {dtype} on {torch.cuda.get_device_name()}: max|Δ hidden| {hidden:.2e}"
+        f"{' of the largest value' if half else ''}, max|Δ map| {maps:.2e}"
+    )
     hidden_tol, map_tol = TOL[dtype]
     if family == "gpt2" and half:
         hidden_tol = GPT2_BF16_HIDDEN_TOL
@@ -122,8 +125,9 @@ def test_every_way_of_asking_for_the_gpu(folders, device):
 
 @pytest.mark.parametrize("how", ["pytorch_model.bin", "shards"])
 def test_bin_and_sharded_checkpoints_load_onto_the_gpu(tmp_path, how):
-    folder = make_family(tmp_path / how, "qwen2", safe=how != "pytorch_model.bin",
-                         max_shard_size="20KB" if how == "shards" else None)
+    folder = make_family(
+        tmp_path / how, "qwen2", safe=how != "pytorch_model.bin", max_shard_size="20KB" if how == "shards" else None
+    )
     model, tokenizer = load_model(folder, device="cuda", dtype="bfloat16")
     assert on_gpu(model)
     assert model.load_report.weights_file == {"shards": "model.safetensors.index.json"}.get(how, how)
@@ -142,6 +146,7 @@ def test_fused_layers_and_kept_rows_on_the_gpu(folders, family, dtype):
 
 
 # ---- what the app computes with a GPU model (ui/runs.py, ui/computations.py, ui/coref_data.py) -------------
+
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("family", FAMILIES)
@@ -202,9 +207,15 @@ def test_the_shape_flow_trace_of_a_gpu_model_holds_cpu_copies(folders, family):
         assert qk.product.dtype == np.float32
 
 
-@pytest.mark.parametrize("family, model_class", [("bert", "BertForMaskedLM"), ("roberta", "RobertaForMaskedLM"),
-                                                 ("distilbert", "DistilBertForMaskedLM"),
-                                                 ("electra", "ElectraForMaskedLM")])
+@pytest.mark.parametrize(
+    "family, model_class",
+    [
+        ("bert", "BertForMaskedLM"),
+        ("roberta", "RobertaForMaskedLM"),
+        ("distilbert", "DistilBertForMaskedLM"),
+        ("electra", "ElectraForMaskedLM"),
+    ],
+)
 def test_the_mlm_head_and_ablation_of_a_gpu_model(tmp_path, family, model_class):
     """get_mlm_head's load_mlm_head and get_ablation's ablate on the GPU: the head sits beside the model,
     and guesses, maps and cosines are the CPU model's."""
@@ -218,16 +229,17 @@ def test_the_mlm_head_and_ablation_of_a_gpu_model(tmp_path, family, model_class)
     enc = encode(tokenizer, text)  # CPU tensors, as the app keeps them
     position = enc.tokens.index(tokenizer.mask_token)
     args = (enc.input_ids, enc.attention_mask, enc.token_type_ids)
-    guesses, expected = predict_masked(gpu, head, *args, position), predict_masked(cpu, load_mlm_head(cpu), *args,
-                                                                                  position)
+    guesses, expected = (
+        predict_masked(gpu, head, *args, position),
+        predict_masked(cpu, load_mlm_head(cpu), *args, position),
+    )
     assert [i for i, _ in guesses] == [i for i, _ in expected]
     np.testing.assert_allclose([p for _, p in guesses], [p for _, p in expected], atol=1e-5)
     mask = np.ones((2, 4), dtype=np.float32)
     mask[1, 2] = 0
     for mode in ("zero", "uniform"):
         result = ablate(gpu, *args, head_mask=mask, ablation=mode, mlm_head=head, tokenizer=tokenizer)
-        reference = ablate(cpu, *args, head_mask=mask, ablation=mode, mlm_head=load_mlm_head(cpu),
-                           tokenizer=tokenizer)
+        reference = ablate(cpu, *args, head_mask=mask, ablation=mode, mlm_head=load_mlm_head(cpu), tokenizer=tokenizer)
         assert result.base_attentions.dtype == np.float32 and result.hidden_cosine.dtype == np.float64
         np.testing.assert_allclose(result.ablated_attentions, reference.ablated_attentions, **CPU_TOL)
         np.testing.assert_allclose(result.hidden_cosine, reference.hidden_cosine, atol=1e-6)
@@ -302,8 +314,9 @@ def test_a_big_runs_layer_by_layer_maps_from_a_gpu_model(folders):
     np.testing.assert_allclose(first, expected[0], atol=1e-6)
     later = bigrun.layer_maps(gpu, enc, False, 1)  # after a fused layer 0: bfloat16 sums in another order
     assert np.abs(later - expected[1]).max() <= BF16_TOL
-    np.testing.assert_allclose(bigrun.layer_selection(gpu, enc, False, (slice(None), [3], slice(None))),
-                               expected[:, :, [3]], atol=1e-6)
+    np.testing.assert_allclose(
+        bigrun.layer_selection(gpu, enc, False, (slice(None), [3], slice(None))), expected[:, :, [3]], atol=1e-6
+    )
     pooled = bigrun.pooled_run(gpu, enc, False, None, head_tiles)
     assert pooled.pooled.shape[:2] == expected.shape[:2]
     np.testing.assert_allclose(pooled.head_means, expected.mean(axis=1), atol=1e-6)
@@ -342,8 +355,8 @@ def test_a_tiny_bert_checkpoint_in_float16(tmp_path):
     assert np.abs(run.attentions - run_sentence(cpu, tokenizer, SENTENCES[0]).attentions).max() <= BF16_TOL
 
 
-
 # ---- the app itself, set to the GPU (ATTENTION_DEVICE=cuda, ATTENTION_DTYPE=bfloat16) ---------------------
+
 
 @pytest.fixture
 def app_on_the_gpu(monkeypatch):

@@ -1,10 +1,12 @@
 """Llama, Mistral and Qwen2, loaded from tiny random sharded causal-LM checkpoints, give transformers'
 numbers for every key/value head count; and what they declare (rotary positions and their scaling,
 grouped K/V, Qwen2's biases, Mistral's window, head_dim, tied embeddings) holds."""
+
 import json
 
 import pytest
 import torch
+from families import DECODERS, make_family, reference
 
 from attention import ModelLoadError, encode, load_model
 from attention.analysis.ablation import ablate
@@ -15,8 +17,6 @@ from attention.rotary import inverse_frequencies
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow
-
-from families import DECODERS, make_family, reference
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 KV_HEADS = {1: "MQA", 2: "GQA", 4: "MHA"}  # of 4 query heads
@@ -76,8 +76,13 @@ def test_checkpoint_is_read_from_shards_and_declares_its_family(loaded):
     c = model.config
     assert model.load_report.weights_file == "model.safetensors.index.json"
     assert model.load_report.ignored_keys == ("lm_head.weight",)  # not tied in these checkpoints
-    assert (c.model_type, c.position_embedding_type, c.norm, c.kv_heads, c.head_size) == (family, "rotary",
-                                                                                          "rms_norm", kv, 8)
+    assert (c.model_type, c.position_embedding_type, c.norm, c.kv_heads, c.head_size) == (
+        family,
+        "rotary",
+        "rms_norm",
+        kv,
+        8,
+    )
     assert c.kv_head_of == tuple(h // (4 // kv) for h in range(4))
     assert not hasattr(model.embeddings, "position_embeddings")
     biases = {name.rsplit(".", 2)[-2] for name, _ in model.named_parameters() if name.endswith("bias")}
@@ -139,11 +144,14 @@ def test_trace_ablation_gqa_runs_and_query_key(loaded):
 
 
 def test_regrouping_a_grouped_model_across_its_groups_is_refused(tmp_path):
-    model, _ = load_model(make_family(tmp_path / "llama", "llama", num_attention_heads=6, num_key_value_heads=3,
-                                      hidden_size=48))
+    model, _ = load_model(
+        make_family(tmp_path / "llama", "llama", num_attention_heads=6, num_key_value_heads=3, hidden_size=48)
+    )
     assert kv_head_options(6, 3) == [3, 1]
-    with pytest.raises(ValueError, match="already shares 3 key/value heads among its 6 query heads: num_kv_heads "
-                                         "must divide 3 \\(one of 3, 1\\)"):
+    with pytest.raises(
+        ValueError,
+        match="already shares 3 key/value heads among its 6 query heads: num_kv_heads must divide 3 \\(one of 3, 1\\)",
+    ):
         to_grouped(model, 2)
 
 
@@ -155,25 +163,49 @@ def check_parity(folder, family="llama"):
     return model
 
 
-@pytest.mark.parametrize("scaling", [dict(rope_type="linear", factor=2.5),
-                                     dict(rope_type="dynamic", factor=2.0),
-                                     dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                                          original_max_position_embeddings=16)])
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        dict(rope_type="linear", factor=2.5),
+        dict(rope_type="dynamic", factor=2.0),
+        dict(
+            rope_type="llama3",
+            factor=8.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=16,
+        ),
+    ],
+)
 def test_rope_scaling_types_match_transformers(tmp_path, scaling):
     parameters = dict(scaling, rope_theta=50.0)  # a small theta: llama3's three wavelength bands all occur
     model = check_parity(make_family(tmp_path / "llama", "llama", rope_parameters=parameters))
     assert (model.config.rope_type, model.config.rope_factor, model.config.rope_theta) == (
-        scaling["rope_type"], scaling["factor"], 50.0)
+        scaling["rope_type"],
+        scaling["factor"],
+        50.0,
+    )
 
 
 def test_dynamic_frequencies_beyond_the_positions_are_transformers(tmp_path):
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    theirs = LlamaConfig(hidden_size=32, num_attention_heads=4, max_position_embeddings=64,
-                         rope_parameters=dict(rope_type="dynamic", factor=3.0, rope_theta=1000.0))
-    ours = ModelConfig(hidden_size=32, num_attention_heads=4, max_position_embeddings=64, position_embedding_type="rotary",
-                       rope_type="dynamic", rope_factor=3.0, rope_theta=1000.0)
+    theirs = LlamaConfig(
+        hidden_size=32,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        rope_parameters=dict(rope_type="dynamic", factor=3.0, rope_theta=1000.0),
+    )
+    ours = ModelConfig(
+        hidden_size=32,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        position_embedding_type="rotary",
+        rope_type="dynamic",
+        rope_factor=3.0,
+        rope_theta=1000.0,
+    )
     for seq_len in (10, 64, 100):
         expected, _ = ROPE_INIT_FUNCTIONS["dynamic"](theirs, None, seq_len=seq_len)
         torch.testing.assert_close(inverse_frequencies(ours, seq_len), expected, atol=0, rtol=1e-6)
@@ -189,12 +221,21 @@ def test_older_config_names_rope_theta_and_rope_scaling(tmp_path):
     assert (model.config.rope_theta, model.config.rope_type, model.config.rope_factor) == (250.0, "linear", 4.0)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(rope_parameters=dict(rope_type="yarn", factor=2.0, rope_theta=1e4)), "rope_scaling type 'yarn' is not supported"),
-    (dict(rope_parameters=dict(rope_type="llama3", factor=8.0, rope_theta=1e4)), "'llama3' needs low_freq_factor"),
-    (dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5)),
-     "partial_rotary_factor"),
-    (dict(head_dim=7), "head_dim 7 is odd")])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(rope_parameters=dict(rope_type="yarn", factor=2.0, rope_theta=1e4)),
+            "rope_scaling type 'yarn' is not supported",
+        ),
+        (dict(rope_parameters=dict(rope_type="llama3", factor=8.0, rope_theta=1e4)), "'llama3' needs low_freq_factor"),
+        (
+            dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5)),
+            "partial_rotary_factor",
+        ),
+        (dict(head_dim=7), "head_dim 7 is odd"),
+    ],
+)
 def test_a_rope_config_this_model_cannot_follow_is_one_clear_error(tmp_path, change, message):
     folder = make_family(tmp_path / "llama", "llama")
     config = json.loads((folder / "config.json").read_text())
@@ -206,7 +247,7 @@ def test_a_rope_config_this_model_cannot_follow_is_one_clear_error(tmp_path, cha
 def test_head_dim_other_than_hidden_over_heads(tmp_path):
     model = check_parity(make_family(tmp_path / "llama", "llama", head_dim=12))
     assert model.config.head_size == 12 and model.layers[0].attention.q_proj.out_features == 48
-    assert model.layers[0].attention.scaling == 12 ** -0.5
+    assert model.layers[0].attention.scaling == 12**-0.5
 
 
 def test_tied_word_embeddings(tmp_path):
@@ -215,8 +256,9 @@ def test_tied_word_embeddings(tmp_path):
 
 
 def test_qwen2_sliding_window_in_later_layers(tmp_path):
-    model = check_parity(make_family(tmp_path / "qwen2", "qwen2", use_sliding_window=True, sliding_window=4,
-                                     max_window_layers=1))
+    model = check_parity(
+        make_family(tmp_path / "qwen2", "qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=1)
+    )
     assert (model.config.sliding_window, model.config.first_sliding_layer) == (4, 1)
     assert model.config.window_of(0) is None and model.config.window_of(1) == 4
 

@@ -1,9 +1,11 @@
 """Every family, loaded from a tiny random task checkpoint, gives transformers' numbers; and what
 each family declares (positions, token types, fused Q·K·V, causality, heads) holds."""
+
 import json
 
 import pytest
 import torch
+from families import FAMILIES, make_family, reference
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_bert, load_model
@@ -12,8 +14,6 @@ from attention.analysis.gqa import to_grouped
 from attention.mlm import MaskedLMHead, load_mlm_head
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
-
-from families import FAMILIES, make_family, reference
 
 HIDDEN_TOL = dict(atol=1e-5, rtol=0)
 ATTN_TOL = dict(atol=1e-6, rtol=0)
@@ -35,8 +35,9 @@ def max_differences(ours, theirs, family, input_ids, attention_mask=None, token_
     kwargs = {"token_type_ids": token_type_ids} if family in TOKEN_TYPES else {}
     with torch.no_grad():
         mine = ours(input_ids, attention_mask, token_type_ids)
-        ref = theirs(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True,
-                     **kwargs)
+        ref = theirs(
+            input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True, **kwargs
+        )
     n_layers = ours.config.num_hidden_layers
     assert len(mine.hidden_states) == n_layers + 1 == len(ref.hidden_states)
     assert len(mine.attentions) == n_layers == len(ref.attentions)
@@ -58,8 +59,7 @@ def test_single_sentences_match_transformers(loaded):
     family, ours, tokenizer, theirs = loaded
     for text in SENTENCES:
         enc = encode(tokenizer, text)
-        hidden, attention = max_differences(ours, theirs, family, enc.input_ids, enc.attention_mask,
-                                            enc.token_type_ids)
+        hidden, attention = max_differences(ours, theirs, family, enc.input_ids, enc.attention_mask, enc.token_type_ids)
         assert hidden <= 1e-5 and attention <= 1e-6, (family, hidden, attention)
 
 
@@ -72,8 +72,9 @@ def test_padded_batches_match_transformers(loaded, side):
     finally:
         tokenizer.padding_side = "right"
     assert batch["attention_mask"].sum(1).tolist()[0] != batch["attention_mask"].sum(1).tolist()[1]
-    hidden, attention = max_differences(ours, theirs, family, batch["input_ids"], batch["attention_mask"],
-                                        batch.get("token_type_ids"))
+    hidden, attention = max_differences(
+        ours, theirs, family, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
+    )
     assert hidden <= 1e-5 and attention <= 1e-6, (family, side, hidden, attention)
 
 
@@ -86,8 +87,13 @@ def test_sentence_pairs_match_transformers(loaded):
 
 def test_task_head_tensors_are_listed_as_ignored(loaded):
     family, model, _, _ = loaded
-    heads = {"bert": "cls.predictions.", "roberta": "lm_head.", "distilbert": "vocab_",
-             "electra": "discriminator_predictions.", "gpt2": None}[family]
+    heads = {
+        "bert": "cls.predictions.",
+        "roberta": "lm_head.",
+        "distilbert": "vocab_",
+        "electra": "discriminator_predictions.",
+        "gpt2": None,
+    }[family]
     ignored = model.load_report.ignored_keys
     if heads is None:  # GPT2LMHeadModel's lm_head is tied to wte: save_pretrained leaves it out
         assert ignored == ()
@@ -126,8 +132,9 @@ def test_trace_ablation_gqa_and_runs_work_for_every_family(loaded):
         matrix, rows, cols = head_matrix(trace, "qkv_proj", head=2)
         fused = trace.step("qkv_proj").tensor[0]
         assert (rows, cols) == ("L", "3·d")
-        torch.testing.assert_close(torch.from_numpy(matrix), torch.cat([fused[:, 16:24], fused[:, 48:56],
-                                                                         fused[:, 80:88]], dim=1))
+        torch.testing.assert_close(
+            torch.from_numpy(matrix), torch.cat([fused[:, 16:24], fused[:, 48:56], fused[:, 80:88]], dim=1)
+        )
     result = ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=[[1, 0, 1, 1], [1] * 4])
     assert result.attention_change[0, 1] > 0 and result.attention_change[0, 0] == 0
     same, shared = to_grouped(model, 4), to_grouped(model, 1)
@@ -190,9 +197,14 @@ def test_gpt2_base_model_and_old_buffers(tmp_path):
     assert torch.equal(model.layers[1].intermediate.weight, conv.t())
 
 
-@pytest.mark.parametrize("family, name", [("gpt2", "transformer.h.0.attn.c_attn.rotary"),
-                                          ("distilbert", "distilbert.transformer.layer.0.attention.extra.weight"),
-                                          ("roberta", "surprise.weight")])
+@pytest.mark.parametrize(
+    "family, name",
+    [
+        ("gpt2", "transformer.h.0.attn.c_attn.rotary"),
+        ("distilbert", "distilbert.transformer.layer.0.attention.extra.weight"),
+        ("roberta", "surprise.weight"),
+    ],
+)
 def test_an_unknown_tensor_is_an_error(tmp_path, family, name):
     folder = make_family(tmp_path / family, family)
     weights = load_file(str(folder / "model.safetensors"))
@@ -204,8 +216,10 @@ def test_an_unknown_tensor_is_an_error(tmp_path, family, name):
 
 def test_unknown_model_type_names_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
-    with pytest.raises(ModelLoadError, match="'xlnet' models are not supported: model_type must be one of "
-                                             "bert, roberta, distilbert, electra, gpt2"):
+    with pytest.raises(
+        ModelLoadError,
+        match="'xlnet' models are not supported: model_type must be one of bert, roberta, distilbert, electra, gpt2",
+    ):
         load_model(tmp_path)
 
 
@@ -219,9 +233,10 @@ def test_default_is_the_bundled_minilm():
     assert model.config.model_type == "bert" and model.config.num_hidden_layers == 6
 
 
-@pytest.mark.parametrize("family, model_class", [("roberta", "RobertaForMaskedLM"),
-                                                 ("distilbert", "DistilBertForMaskedLM"),
-                                                 ("electra", "ElectraForMaskedLM")])
+@pytest.mark.parametrize(
+    "family, model_class",
+    [("roberta", "RobertaForMaskedLM"), ("distilbert", "DistilBertForMaskedLM"), ("electra", "ElectraForMaskedLM")],
+)
 def test_masked_lm_heads_match_transformers(tmp_path, family, model_class):
     import transformers
 
@@ -243,11 +258,15 @@ def test_families_without_a_masked_lm_head_give_none(tmp_path, family):
     assert load_mlm_head(model) is None
 
 
-@pytest.mark.parametrize("family, change, message", [("roberta", {"pad_token_id": None}, "pad_token_id should be an int"),
-                                                     ("gpt2", {"n_embd": "wide"}, "hidden_size should be an int"),
-                                                     ("gpt2", {"scale_attn_by_inverse_layer_idx": True},
-                                                      "scale_attn_by_inverse_layer_idx=True is not supported"),
-                                                     ("distilbert", {"n_heads": 5}, "not divisible")])
+@pytest.mark.parametrize(
+    "family, change, message",
+    [
+        ("roberta", {"pad_token_id": None}, "pad_token_id should be an int"),
+        ("gpt2", {"n_embd": "wide"}, "hidden_size should be an int"),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx=True is not supported"),
+        ("distilbert", {"n_heads": 5}, "not divisible"),
+    ],
+)
 def test_a_bad_config_is_one_clear_error(tmp_path, family, change, message):
     folder = make_family(tmp_path / family, family)
     config = json.loads((folder / "config.json").read_text())

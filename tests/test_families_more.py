@@ -2,6 +2,7 @@
 transformers' eager numbers, single and padded; what each declares (Q/K norms, partial rotary, a
 per-head fused Q·K·V, parallel residuals, OPT's positions and projections) holds, and the shape-flow
 trace records it."""
+
 import pytest
 import test_config_checks
 import test_decoders
@@ -36,6 +37,7 @@ def load(tmp_path_factory):
             folder = make_more(tmp_path_factory.mktemp(case), family, **overrides)
             built[case] = (*load_model(folder), reference(folder))
         return built[case]
+
     return load_case
 
 
@@ -93,16 +95,21 @@ def test_gpt_neox_reads_its_fused_projection_per_head_and_turns_a_share_of_each_
     assert shape_flow(trace).layout.annotations
 
 
-@pytest.mark.parametrize("family, values, words", [
-    ("qwen3", {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "yarn"),
-    ("qwen3", {"layer_types": ["sliding_attention", "full_attention"], "use_sliding_window": True,
-               "sliding_window": 4},
-     "layer_types"),
-    ("gpt_neox", {"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.1}}, "rotary fraction"),
-    ("gpt_neox", {"use_parallel_residual": "yes"}, "use_parallel_residual"),
-    ("opt", {"layer_norm_elementwise_affine": False}, "layer_norm_elementwise_affine"),
-    ("opt", {"activation_function": "mystery"}, "hidden_act 'mystery'"),
-])
+@pytest.mark.parametrize(
+    "family, values, words",
+    [
+        ("qwen3", {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "yarn"),
+        (
+            "qwen3",
+            {"layer_types": ["sliding_attention", "full_attention"], "use_sliding_window": True, "sliding_window": 4},
+            "layer_types",
+        ),
+        ("gpt_neox", {"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.1}}, "rotary fraction"),
+        ("gpt_neox", {"use_parallel_residual": "yes"}, "use_parallel_residual"),
+        ("opt", {"layer_norm_elementwise_affine": False}, "layer_norm_elementwise_affine"),
+        ("opt", {"activation_function": "mystery"}, "hidden_act 'mystery'"),
+    ],
+)
 def test_config_values_not_followed_are_refused_by_name(tmp_path, family, values, words):
     folder = test_config_checks.edited(make_more(tmp_path / family, family), **values)
     with pytest.raises(ModelLoadError) as err:
@@ -114,8 +121,12 @@ def test_config_values_not_followed_are_refused_by_name(tmp_path, family, values
 def test_opt_declares_its_norms_positions_and_projections(load, case):
     model, tokenizer, _ = load(case)
     c, projected = model.config, case != "opt"
-    assert (c.pre_norm, c.final_norm, c.position_offset, c.positions_from_mask) == (not projected, not projected,
-                                                                                    2, True)
+    assert (c.pre_norm, c.final_norm, c.position_offset, c.positions_from_mask) == (
+        not projected,
+        not projected,
+        2,
+        True,
+    )
     assert model.embeddings.position_embeddings.weight.shape == (64 + 2, 32)  # D wide, after project_in
     assert hasattr(model.embeddings, "project") == hasattr(model, "project_out") == projected
     enc = encode(tokenizer, SENTENCE)

@@ -1,4 +1,5 @@
 """Grouped-query conversion of a trained model, the per-head map change, and their figures."""
+
 import copy
 import json
 from pathlib import Path
@@ -58,10 +59,10 @@ def test_kv_heads_are_the_means_of_their_groups(minilm, num_kv_heads):
             assert getattr(new, proj).weight.shape == (num_kv_heads * d, model.config.hidden_size)
             for g in range(num_kv_heads):
                 heads = range(g * group, (g + 1) * group)  # consecutive query heads
-                want_w = sum(weight[h * d:(h + 1) * d] for h in heads) / group  # (d, D)
-                want_b = sum(bias[h * d:(h + 1) * d] for h in heads) / group  # (d,)
-                torch.testing.assert_close(getattr(new, proj).weight[g * d:(g + 1) * d], want_w)
-                torch.testing.assert_close(getattr(new, proj).bias[g * d:(g + 1) * d], want_b)
+                want_w = sum(weight[h * d : (h + 1) * d] for h in heads) / group  # (d, D)
+                want_b = sum(bias[h * d : (h + 1) * d] for h in heads) / group  # (d,)
+                torch.testing.assert_close(getattr(new, proj).weight[g * d : (g + 1) * d], want_w)
+                torch.testing.assert_close(getattr(new, proj).bias[g * d : (g + 1) * d], want_b)
         for proj in ("q_proj", "o_proj"):  # queries and the output projection are kept as they are
             assert torch.equal(getattr(new, proj).weight, getattr(old, proj).weight)
             assert torch.equal(getattr(new, proj).bias, getattr(old, proj).bias)
@@ -123,7 +124,9 @@ def test_regrouping_a_grouped_model(minilm):
 @pytest.mark.parametrize("bad", [5, 7, 13, 24, 0, -1, 2.0, True])
 def test_a_count_that_does_not_divide_the_heads_is_refused(minilm, bad):
     model, _ = minilm
-    with pytest.raises(ValueError, match=r"num_kv_heads must divide the 12 attention heads \(one of 12, 6, 4, 3, 2, 1\)"):
+    with pytest.raises(
+        ValueError, match=r"num_kv_heads must divide the 12 attention heads \(one of 12, 6, 4, 3, 2, 1\)"
+    ):
         to_grouped(model, bad)
 
 
@@ -215,8 +218,14 @@ def test_gqa_change_grid_of_a_real_conversion(minilm):
 
 
 BENCH = {
-    "machine": {"cpu": "Some <CPU>", "cores": 2, "torch_threads": 2, "platform": "Linux", "torch": "2.13.0",
-                "date": "2025-01-02T03:04:05+00:00"},
+    "machine": {
+        "cpu": "Some <CPU>",
+        "cores": 2,
+        "torch_threads": 2,
+        "platform": "Linux",
+        "torch": "2.13.0",
+        "date": "2025-01-02T03:04:05+00:00",
+    },
     "shape": {"batch": 1, "heads": 12, "head_dim": 32, "dtype": "float32", "mask": None},
     "rows": [
         {"tokens": 512, "explicit_ms": 30.0, "fused_ms": 10.0, "explicit_peak_mb": 13.0, "fused_peak_mb": 1.5},
@@ -238,7 +247,7 @@ def test_fused_panel_plots_time_and_memory_per_length():
     assert list(explicit_memory.y) == [1.0, 13.0]
     assert list(fused_memory.y) == [None, 1.5]  # a peak of 0 cannot sit on a log axis
     buffer = by_name["one (B, H, L, L) float32 buffer"][0]
-    np.testing.assert_allclose(buffer.y, [12 * 128 ** 2 * 4 / 2 ** 20, 12 * 512 ** 2 * 4 / 2 ** 20])
+    np.testing.assert_allclose(buffer.y, [12 * 128**2 * 4 / 2**20, 12 * 512**2 * 4 / 2**20])
     assert "%{x} tokens: %{y:.3g} ms" in explicit_time.hovertemplate
     assert "MB" in explicit_memory.hovertemplate
     for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.yaxis, fig.layout.yaxis2):
@@ -265,8 +274,9 @@ def test_conversion_keeps_a_layer_s_own_scaling(minilm):
     enc = encode(tokenizer, "The cat sat on the mat.")
     with torch.inference_mode():
         before = changed(enc.input_ids, enc.attention_mask, enc.token_type_ids)
-        after = to_grouped(changed, changed.config.num_attention_heads)(enc.input_ids, enc.attention_mask,
-                                                                          enc.token_type_ids)
+        after = to_grouped(changed, changed.config.num_attention_heads)(
+            enc.input_ids, enc.attention_mask, enc.token_type_ids
+        )
     assert to_grouped(changed, 4).layers[0].attention.scaling == 0.5
     assert torch.equal(before.last_hidden_state, after.last_hidden_state)
 

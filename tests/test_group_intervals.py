@@ -1,5 +1,6 @@
 """Group by: each group's counts, baselines and exact 95% intervals in the groups' table, in the grids' hover,
 in the note where the groups do not pair up, and in the grouped CSV."""
+
 from __future__ import annotations
 
 import csv
@@ -43,8 +44,10 @@ def test_the_groups_table_has_counts_baselines_and_intervals(scored):
         own_layer, own_head, accuracy = g.ranked(1)[0]
         row = table.iloc[i]
         assert (row["examples counted"], row["left out"]) == (g.n, len(g.excluded))
-        assert (row["baseline nearest"], row["baseline first"]) == (round(g.baselines["nearest"], 3),
-                                                                    round(g.baselines["first"], 3))
+        assert (row["baseline nearest"], row["baseline first"]) == (
+            round(g.baselines["nearest"], 3),
+            round(g.baselines["first"], 3),
+        )
         assert (row["best head"], row["best accuracy"]) == (f"L{own_layer} H{own_head}", round(accuracy, 3))
         assert row["right, 95% interval"] == said(int(g.correct[:, own_layer, own_head].sum()), g.n)
         assert row[f"L{layer} H{head} (best overall)"] == said(int(g.correct[:, layer, head].sum()), g.n)
@@ -86,6 +89,8 @@ def test_the_grouped_csv_holds_every_head_of_every_group(scored):
         assert row["field"] == "gender" and (int(row["correct"]), int(row["examples"])) == (k, g.n)
         assert row["accuracy"] == f"{g.accuracy[layer, head]:.4f}"
         assert (row["ci95_low"], row["ci95_high"]) == (f"{float(low):.4f}", f"{float(high):.4f}")
-        assert (row["baseline_nearest"], row["baseline_first"]) == (f"{g.baselines['nearest']:.4f}",
-                                                                    f"{g.baselines['first']:.4f}")
+        assert (row["baseline_nearest"], row["baseline_first"]) == (
+            f"{g.baselines['nearest']:.4f}",
+            f"{g.baselines['first']:.4f}",
+        )
     np.testing.assert_equal(sorted({r["group"] for r in rows}), ["female", "male"])

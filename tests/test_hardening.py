@@ -1,6 +1,7 @@
 """Cheap attacks on a public server, each bounded before any work: a link repeating a head (or an ablated head,
 or a candidate) hundreds of times, a list longer than any model, an upload made to be slow or to crash the JSON
 reader, a sentence of megabytes, and an unlocked model box said in the server's log."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,15 @@ def run_python(code: str, timeout: float) -> dict:
     """`code` in a fresh interpreter, killed past `timeout` seconds; the JSON it prints last."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
-                             timeout=timeout, cwd=ROOT, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {timeout} s")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -39,6 +47,7 @@ def run_python(code: str, timeout: float) -> dict:
 
 
 # ---- a link's lists -----------------------------------------------------------------------------------------
+
 
 def test_a_link_repeating_a_head_400_times_draws_it_once():
     began = time.perf_counter()
@@ -78,8 +87,14 @@ def test_a_list_past_its_bounds_is_cut_or_refused_with_a_notice_naming_the_bound
 def test_clamp_keeps_no_repeats_and_no_head_past_the_model(monkeypatch):
     from ui import state
 
-    session = Attrs(layer=0, head=0, url_notices=[], line_heads=[3, 3, 1, 15, 1], ablate_heads=[(0, 1), (0, 1), (2, 3)],
-                    coref_candidates=[4, 1, 4, 4])
+    session = Attrs(
+        layer=0,
+        head=0,
+        url_notices=[],
+        line_heads=[3, 3, 1, 15, 1],
+        ablate_heads=[(0, 1), (0, 1), (2, 3)],
+        coref_candidates=[4, 1, 4, 4],
+    )
     monkeypatch.setattr(state.st, "session_state", session)
     state.clamp_selection(6, 12)
     assert session.line_heads == [3, 1]
@@ -89,8 +104,10 @@ def test_clamp_keeps_no_repeats_and_no_head_past_the_model(monkeypatch):
 
 # ---- an uploaded suite ------------------------------------------------------------------------------------------
 
+
 def test_a_2mb_line_with_150000_candidates_is_refused_at_once_naming_the_bound():
-    result = run_python("""
+    result = run_python(
+        """
 import json, time
 from attention.analysis.coref_examples import ExampleError, parse_examples
 words = [f"w{i}" for i in range(150_000)]
@@ -102,7 +119,9 @@ try:
 except ExampleError as err:
     said = str(err)
 print(json.dumps({"seconds": time.perf_counter() - began, "said": said, "size": len(line)}))
-""", timeout=60)
+""",
+        timeout=60,
+    )
     assert result["size"] > 2_000_000
     assert result["seconds"] < 1
     assert result["said"] == f"line 1: {result['size']:,} characters; a line may have at most 20,000"
@@ -125,16 +144,26 @@ def test_a_suite_at_the_bounds_is_read_in_a_second():
     began = time.perf_counter()
     assert len(parse_examples(data)) == 110
     assert time.perf_counter() - began < 1.5
-    too_many = json.dumps({"text": " ".join(f"w{i}" for i in range(70)), "pronoun": "w0",
-                           "candidates": [f"w{i}" for i in range(1, 70)], "answer": "w1"})
+    too_many = json.dumps(
+        {
+            "text": " ".join(f"w{i}" for i in range(70)),
+            "pronoun": "w0",
+            "candidates": [f"w{i}" for i in range(1, 70)],
+            "answer": "w1",
+        }
+    )
     with pytest.raises(ValueError, match=f"^line 1: has 69 candidates; a line may have at most {MAX_CANDIDATES}$"):
         parse_examples(too_many)
 
 
-@pytest.mark.parametrize("line, said", [
-    ("[" * 5000, "line 2: JSON nested too deeply to read"),
-    ('{"text": ' + "7" * 5000 + "}", "line 2: a number has more than 4,300 digits"),
-], ids=["deep-json", "long-integer"])
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ("[" * 5000, "line 2: JSON nested too deeply to read"),
+        ('{"text": ' + "7" * 5000 + "}", "line 2: a number has more than 4,300 digits"),
+    ],
+    ids=["deep-json", "long-integer"],
+)
 def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, line, said):
     from ui import coref_data
 
@@ -156,8 +185,9 @@ def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, l
 def test_reading_an_upload_stops_at_the_suites_time_limit(monkeypatch):
     from ui import coref_data, slots
 
-    row = json.dumps({"text": SENTENCE, "pronoun": "it", "candidates": ["animal", "street"], "answer": "animal",
-                      "n": 1})
+    row = json.dumps(
+        {"text": SENTENCE, "pronoun": "it", "candidates": ["animal", "street"], "answer": "animal", "n": 1}
+    )
 
     class Upload:
         name, size = "slow.jsonl", 100
@@ -169,8 +199,9 @@ def test_reading_an_upload_stops_at_the_suites_time_limit(monkeypatch):
     monkeypatch.setattr(coref_data.st, "session_state", session)
     monkeypatch.setitem(slots.TIME_LIMITS, "suite", 0)
     coref_data.take_upload()
-    assert session.coref_upload_error.startswith("slow.jsonl: This took longer than 0 s and was stopped; try a "
-                                                 "smaller suite.")
+    assert session.coref_upload_error.startswith(
+        "slow.jsonl: This took longer than 0 s and was stopped; try a smaller suite."
+    )
     assert session.coref_suite is None
 
 
@@ -179,8 +210,16 @@ def test_grouping_fields_are_capped_and_found_once_per_suite(monkeypatch):
     from attention.analysis.coref import parse_examples
     from ui.coref_data import Suite
 
-    rows = [{"text": SENTENCE, "pronoun": "it", "candidates": ["animal", "street"], "answer": "animal",
-             **{f"f{k}": f"v{i % 2}" for k in range(40)}} for i in range(6)]
+    rows = [
+        {
+            "text": SENTENCE,
+            "pronoun": "it",
+            "candidates": ["animal", "street"],
+            "answer": "animal",
+            **{f"f{k}": f"v{i % 2}" for k in range(40)},
+        }
+        for i in range(6)
+    ]
     examples = parse_examples("\n".join(json.dumps(r) for r in rows))
     assert groups.group_fields(examples) == [f"f{k}" for k in range(groups.MAX_FIELDS)]
     calls = []
@@ -192,8 +231,10 @@ def test_grouping_fields_are_capped_and_found_once_per_suite(monkeypatch):
 
 # ---- a sentence of megabytes --------------------------------------------------------------------------------------
 
+
 def test_encoding_5mb_of_text_is_quick_and_says_it_was_cut():
-    result = run_python("""
+    result = run_python(
+        """
 import json, resource, time
 from attention import load_model
 from attention.inputs import encode
@@ -204,12 +245,15 @@ began = time.perf_counter()
 enc = encode(tokenizer, text, None, max_length=512)
 print(json.dumps({"seconds": time.perf_counter() - began, "tokens": len(enc.tokens), "notice": enc.notice,
                   "grew_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
-""", timeout=120)
+""",
+        timeout=120,
+    )
     assert result["seconds"] < 2 and result["grew_mb"] < 200  # whole: 7 to 12 s and 850 MB more
     assert result["tokens"] == 512
     assert result["notice"].startswith("The input has at least ")
-    assert result["notice"].endswith("tokens; the model reads at most 512 positions, so only the first 512 tokens "
-                                     "are shown.")
+    assert result["notice"].endswith(
+        "tokens; the model reads at most 512 positions, so only the first 512 tokens are shown."
+    )
 
 
 def test_a_cut_that_leaves_fewer_tokens_than_positions_is_said_in_characters(minilm):
@@ -218,8 +262,10 @@ def test_a_cut_that_leaves_fewer_tokens_than_positions_is_said_in_characters(min
     _, tokenizer = minilm
     enc = encode(tokenizer, "it" + " " * 40_000 + "animal", None, max_length=512)  # spaces make no tokens
     assert enc.tokens == ["[CLS]", "it", "[SEP]"]
-    assert enc.notice == (f"The input has 40,008 characters; the model reads at most 512 positions, so only the "
-                          f"first {CHARS_PER_POSITION * 512:,} characters of each sentence are read (3 tokens).")
+    assert enc.notice == (
+        f"The input has 40,008 characters; the model reads at most 512 positions, so only the "
+        f"first {CHARS_PER_POSITION * 512:,} characters of each sentence are read (3 tokens)."
+    )
 
 
 def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm):
@@ -249,6 +295,7 @@ def test_the_sentence_box_takes_at_most_max_text_chars():
 
 # ---- the unlocked model box -----------------------------------------------------------------------------------
 
+
 def test_an_unlocked_server_says_so_in_its_log_at_start_up(monkeypatch, caplog):
     from ui import preload
 
@@ -256,8 +303,9 @@ def test_an_unlocked_server_says_so_in_its_log_at_start_up(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="attention-app"):
         preload.warn_if_open()
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith("ATTENTION_SOURCES is not set: this server listens on every "
-                                                 "network interface")
+    assert len(said) == 1 and said[0].startswith(
+        "ATTENTION_SOURCES is not set: this server listens on every network interface"
+    )
     caplog.clear()
     monkeypatch.setenv("ATTENTION_SOURCES", "")
     preload.warn_if_open()
@@ -267,8 +315,9 @@ def test_an_unlocked_server_says_so_in_its_log_at_start_up(monkeypatch, caplog):
 def test_the_server_warm_up_logs_the_unlocked_box_once():
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SOURCES"} | {"PYTHONPATH": str(ROOT)}
     code = "from ui import preload; preload.start_warm_up().join()"  # what the server's lifespan starts
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
-                         cwd=ROOT, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr.count("ATTENTION_SOURCES is not set") == 1
 

@@ -1,4 +1,5 @@
 """Tokenization: the same ids as the checkpoint's own WordPiece vocabulary; truncation with a notice."""
+
 import os
 
 import pytest
@@ -47,7 +48,7 @@ def test_words_offsets_and_segments(minilm):
     assert text_a[start:end] == "Embeddings"
     b = [i for i, s in enumerate(enc.sequence_ids) if s == 1]
     assert enc.token_type_ids[0, b].tolist() == [1] * len(b)
-    assert text_b[enc.offsets[b[0]][0]:enc.offsets[b[0]][1]] == "It"
+    assert text_b[enc.offsets[b[0]][0] : enc.offsets[b[0]][1]] == "It"
 
 
 def test_long_input_is_truncated_with_a_notice(minilm):

@@ -1,4 +1,5 @@
 """As a newcomer meets the project: the packages import from any folder after the README's set-up."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,14 @@ from conftest import ROOT
 
 def test_attention_and_viz_import_from_another_folder(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-c", "import attention, viz; print(attention.__file__); print(viz.__file__)"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", "import attention, viz; print(attention.__file__); print(viz.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     for line in run.stdout.split():
         assert os.path.samefile(os.path.commonpath([line, str(ROOT)]), ROOT)  # this checkout's packages

@@ -2,6 +2,7 @@
 built on the meta device. Measured in a fresh process on a random BERT checkpoint of about 200 MB: the
 peak resident memory while loading grows by less than 1.5x the file (reading the whole file into a state
 dict, then copying it into a randomly initialised model, grows by 2x)."""
+
 import json
 import subprocess
 import sys
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from families import make_family
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,23 +51,30 @@ def checkpoints(tmp_path_factory):
     big = make_family(tmp_path_factory.mktemp("big"), "bert", **BIG)
     with safe_open(str(big / "model.safetensors"), "pt") as f:
         corner = f.get_tensor("bert.encoder.layer.7.intermediate.dense.weight")[-1, :4].tolist()
-    return tiny, big, (big / "model.safetensors").stat().st_size / 2 ** 20, corner
+    return tiny, big, (big / "model.safetensors").stat().st_size / 2**20, corner
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.parametrize("dtype", ["default", "bfloat16"])
 def test_loading_holds_the_checkpoint_once(checkpoints, dtype):
     tiny, big, file_mb, corner = checkpoints
-    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(tiny), str(big), dtype],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT), str(tiny), str(big), dtype],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"\n{dtype}: checkpoint {file_mb:.0f} MB, peak growth {result['growth_mb']:.0f} MB, "
-          f"kept {result['kept_mb']:.0f} MB")
+    print(
+        f"\n{dtype}: checkpoint {file_mb:.0f} MB, peak growth {result['growth_mb']:.0f} MB, "
+        f"kept {result['kept_mb']:.0f} MB"
+    )
     half = dtype == "bfloat16"
     assert result["dtype"] == ("torch.bfloat16" if half else "torch.float32")
     # the weights are really there (the measure is of a real load), cast when asked
-    torch.testing.assert_close(torch.tensor(result["corner"]), torch.tensor(corner),
-                               atol=1e-2 if half else 0, rtol=1e-2 if half else 0)
+    torch.testing.assert_close(
+        torch.tensor(result["corner"]), torch.tensor(corner), atol=1e-2 if half else 0, rtol=1e-2 if half else 0
+    )
     assert result["kept_mb"] >= (0.45 if half else 0.9) * file_mb
     assert result["growth_mb"] < 1.5 * file_mb

@@ -1,4 +1,6 @@
 """Loading: sources, the state-dict map, strictness and clear failures."""
+
+import dataclasses
 import json
 import os
 import re
@@ -10,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, make_tiny
 from safetensors.torch import load_file, save_file
 
 from attention import BertConfig, ConfigError, ModelLoadError, load_bert, map_state_dict
 from attention.bert import BertModel
-
-from conftest import ROOT, make_tiny
 
 
 def test_default_is_the_bundled_minilm(minilm):
@@ -24,8 +25,11 @@ def test_default_is_the_bundled_minilm(minilm):
     assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size) == (6, 12, 384)
     assert tokenizer.is_fast and tokenizer.vocab_size == 30522
     assert model.load_report.weights_file == "model.safetensors"
-    assert set(model.load_report.ignored_keys) == {"pooler.dense.weight", "pooler.dense.bias",
-                                                   "embeddings.position_ids"}
+    assert set(model.load_report.ignored_keys) == {
+        "pooler.dense.weight",
+        "pooler.dense.bias",
+        "embeddings.position_ids",
+    }
     assert not model.training and not any(p.requires_grad for p in model.parameters())
 
 
@@ -36,13 +40,15 @@ def test_every_parameter_is_mapped_from_the_checkpoint(minilm):
     assert set(mapped) == set(model.state_dict())
     assert len(mapped) + len(ignored) == len(checkpoint)
     ours = model.state_dict()
-    assert torch.equal(ours["layers.3.attention.q_proj.weight"], checkpoint["encoder.layer.3.attention.self.query.weight"])
+    assert torch.equal(
+        ours["layers.3.attention.q_proj.weight"], checkpoint["encoder.layer.3.attention.self.query.weight"]
+    )
     assert torch.equal(ours["layers.5.output_norm.bias"], checkpoint["encoder.layer.5.output.LayerNorm.bias"])
 
 
 def test_config_is_frozen_and_rejects_other_models(tmp_path):
     config = BertConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.hidden_size = 10
     with pytest.raises(ConfigError, match="gpt2"):
         BertConfig.from_dict({"model_type": "gpt2"})
@@ -56,8 +62,9 @@ def test_config_is_frozen_and_rejects_other_models(tmp_path):
         BertConfig.from_json(bad)
 
 
-@pytest.mark.parametrize("model_class, head", [("BertForMaskedLM", "cls.predictions"),
-                                                ("BertForSequenceClassification", "classifier")])
+@pytest.mark.parametrize(
+    "model_class, head", [("BertForMaskedLM", "cls.predictions"), ("BertForSequenceClassification", "classifier")]
+)
 def test_task_checkpoints_with_bert_prefix(tmp_path, model_class, head):
     import transformers
 
@@ -84,8 +91,12 @@ def test_pytorch_bin_checkpoint(tmp_path, tiny_dir):
 
 
 def test_old_layernorm_names_gamma_beta():
-    mapped, _ = map_state_dict({"bert.encoder.layer.0.output.LayerNorm.gamma": torch.ones(4),
-                                "bert.encoder.layer.0.output.LayerNorm.beta": torch.zeros(4)})
+    mapped, _ = map_state_dict(
+        {
+            "bert.encoder.layer.0.output.LayerNorm.gamma": torch.ones(4),
+            "bert.encoder.layer.0.output.LayerNorm.beta": torch.zeros(4),
+        }
+    )
     assert set(mapped) == {"layers.0.output_norm.weight", "layers.0.output_norm.bias"}
 
 
@@ -99,22 +110,25 @@ def tiny_with_edited_weights(folder, edit):
 
 
 def test_missing_tensor_names_the_key(tmp_path):
-    folder = tiny_with_edited_weights(tmp_path / "missing",
-                                      lambda w: w.pop("encoder.layer.1.attention.self.key.weight"))
+    folder = tiny_with_edited_weights(
+        tmp_path / "missing", lambda w: w.pop("encoder.layer.1.attention.self.key.weight")
+    )
     with pytest.raises(ModelLoadError, match=r"layers\.1\.attention\.k_proj\.weight"):
         load_bert(folder)
 
 
 def test_wrong_shape_names_the_key(tmp_path):
     folder = tiny_with_edited_weights(
-        tmp_path / "shape", lambda w: w.update({"encoder.layer.0.intermediate.dense.weight": torch.zeros(36, 32)}))
+        tmp_path / "shape", lambda w: w.update({"encoder.layer.0.intermediate.dense.weight": torch.zeros(36, 32)})
+    )
     with pytest.raises(ModelLoadError, match=r"layers\.0\.intermediate\.weight.*\(36, 32\).*\(37, 32\)"):
         load_bert(folder)
 
 
 def test_unknown_tensor_is_an_error(tmp_path):
     folder = tiny_with_edited_weights(
-        tmp_path / "extra", lambda w: w.update({"encoder.layer.0.attention.self.rotary.weight": torch.zeros(3)}))
+        tmp_path / "extra", lambda w: w.update({"encoder.layer.0.attention.self.rotary.weight": torch.zeros(3)})
+    )
     with pytest.raises(ModelLoadError, match="rotary"):
         load_bert(folder)
 
@@ -188,12 +202,13 @@ def test_tokenizer_larger_than_the_vocabulary(tmp_path, minilm):
 
 def test_hub_id_offline_is_one_sentence(tmp_path):
     """In a fresh process, offline and with an empty cache: one clear line, no traceback."""
-    code = ("from attention import load_bert, ModelLoadError\n"
-            "try:\n    load_bert('bert-base-uncased')\n"
-            "except ModelLoadError as e:\n    print('ERROR:', e)\n")
+    code = (
+        "from attention import load_bert, ModelLoadError\n"
+        "try:\n    load_bert('bert-base-uncased')\n"
+        "except ModelLoadError as e:\n    print('ERROR:', e)\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     message = run.stdout.strip()
     assert message.startswith("ERROR:") and "bert-base-uncased" in message and "offline" in message
@@ -217,12 +232,13 @@ def test_hub_id_from_the_local_cache(tmp_path, tiny_dir):
         (snapshot / f.name).write_bytes(f.read_bytes())
     (cache / "refs").mkdir()
     (cache / "refs" / "main").write_text("0" * 40)
-    code = ("from attention import load_bert\n"
-            "m, t = load_bert('someone/tiny-bert')\n"
-            "print(m.config.hidden_size, m.load_report.source)\n")
+    code = (
+        "from attention import load_bert\n"
+        "m, t = load_bert('someone/tiny-bert')\n"
+        "print(m.config.hidden_size, m.load_report.source)\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["32", "someone/tiny-bert"]
 
@@ -238,17 +254,29 @@ def test_built_model_has_no_transformers_classes():
 
     import attention
 
-    for module in (attention.mha, attention.bert, attention.config, attention.loading, attention.checkpoint,
-                   attention.convert, attention.sources):
+    for module in (
+        attention.mha,
+        attention.bert,
+        attention.config,
+        attention.loading,
+        attention.checkpoint,
+        attention.convert,
+        attention.sources,
+    ):
         source = inspect.getsource(module)
         assert "from transformers import Bert" not in source and "modeling_bert" not in source
-    assert all(not type(m).__module__.startswith("transformers") for m in BertModel(BertConfig(
-        hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8, vocab_size=10)).modules())
+    assert all(
+        not type(m).__module__.startswith("transformers")
+        for m in BertModel(
+            BertConfig(hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8, vocab_size=10)
+        ).modules()
+    )
 
 
 def files_under(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in folder.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
 
 
 def test_bad_sources_write_nothing_outside_the_cache(tmp_path):
@@ -263,21 +291,37 @@ def test_bad_sources_write_nothing_outside_the_cache(tmp_path):
     (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
     evil = make_tiny(sources / "evil", safe=False)
     torch.save({"embeddings.word_embeddings.weight": _CreatesFile(str(tmp_path / "pwned"))}, evil / "pytorch_model.bin")
-    names = [str(sources / "missing"), str(sources / "no-config"), str(sources / "roberta"), str(truncated),
-             str(evil), "bert-base-uncased"]
+    names = [
+        str(sources / "missing"),
+        str(sources / "no-config"),
+        str(sources / "roberta"),
+        str(truncated),
+        str(evil),
+        "bert-base-uncased",
+    ]
     home, work = tmp_path / "home", tmp_path / "work"
     for folder in (home, work, home / "tmp"):
         folder.mkdir(parents=True, exist_ok=True)
     before = files_under(tmp_path)
-    code = ("import sys\nfrom attention import load_bert, ModelLoadError\n"
-            "for name in sys.argv[1:]:\n"
-            "    try:\n        load_bert(name)\n        print('LOADED', name)\n"
-            "    except ModelLoadError as e:\n        print('ERROR:', str(e).splitlines()[0])\n")
-    env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp"), "HF_HOME": str(home / "cache" / "hf"),
-           "XDG_CACHE_HOME": str(home / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    run = subprocess.run([sys.executable, "-c", code, *names], cwd=work, env=env, capture_output=True, text=True,
-                         timeout=300)
+    code = (
+        "import sys\nfrom attention import load_bert, ModelLoadError\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n        load_bert(name)\n        print('LOADED', name)\n"
+        "    except ModelLoadError as e:\n        print('ERROR:', str(e).splitlines()[0])\n"
+    )
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
+        "HF_HOME": str(home / "cache" / "hf"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", code, *names], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.strip().splitlines()
     assert len(lines) == len(names) and all(line.startswith("ERROR:") for line in lines), run.stdout

@@ -1,4 +1,5 @@
 """MultiHeadAttention against PyTorch's fused attention and against the seed tutorials' forms."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,8 +18,9 @@ def reference(mha: MultiHeadAttention, query, key, value, attn_mask=None, is_cau
     q = mha.q_proj(query).view(B, L, mha.num_heads, d).transpose(1, 2)
     k = mha.k_proj(key).view(B, S, mha.num_kv_heads, d).transpose(1, 2)
     v = mha.v_proj(value).view(B, S, mha.num_kv_heads, d).transpose(1, 2)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                         enable_gqa=mha.num_kv_heads != mha.num_heads)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=mha.num_kv_heads != mha.num_heads
+    )
     return mha.o_proj(out.transpose(1, 2).reshape(B, L, -1))
 
 
@@ -118,7 +120,7 @@ def test_fully_masked_row_gives_zeros_not_nan():
 
 def test_scaling_is_true_division():
     mha = MultiHeadAttention(64, 4)
-    assert mha.head_dim == 16 and mha.scaling == 16 ** -0.5
+    assert mha.head_dim == 16 and mha.scaling == 16**-0.5
     q, k, v = torch.randn(1, 1, 3, 16), torch.randn(1, 1, 4, 16), torch.randn(1, 1, 4, 16)
     _, probs = scaled_dot_product_attention(q, k, v)
     close(probs, torch.softmax(q @ k.transpose(-2, -1) / 4.0, dim=-1))
@@ -146,7 +148,7 @@ class SingleHead(nn.Module):
         self.q, self.k, self.v = (nn.Linear(d_model, head_dim) for _ in range(3))
 
     def forward(self, x):
-        scores = self.q(x) @ self.k(x).transpose(1, 2) / self.q.out_features ** 0.5
+        scores = self.q(x) @ self.k(x).transpose(1, 2) / self.q.out_features**0.5
         return torch.softmax(scores, dim=-1) @ self.v(x)
 
 

@@ -1,23 +1,27 @@
 """Our encoder gives transformers' numbers: every hidden state and every attention map."""
+
 import pytest
 import torch
+from conftest import reference_model
 
 from attention import encode, load_bert
 
-from conftest import reference_model
-
 HIDDEN_TOL = dict(atol=1e-5, rtol=0)
 ATTN_TOL = dict(atol=1e-6, rtol=0)
-SENTENCES = ["The animal didn't cross the street because it was too tired.",
-             "The cat sat on the mat."]
+SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 
 
 def compare(ours, theirs, input_ids, attention_mask=None, token_type_ids=None, lengths=None):
     """Run both models; compare each hidden state and attention map over the unpadded positions."""
     with torch.no_grad():
         mine = ours(input_ids, attention_mask, token_type_ids)
-        ref = theirs(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                     output_attentions=True, output_hidden_states=True)
+        ref = theirs(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_attentions=True,
+            output_hidden_states=True,
+        )
     n_layers = ours.config.num_hidden_layers
     assert len(mine.hidden_states) == n_layers + 1 == len(ref.hidden_states)
     assert len(mine.attentions) == n_layers == len(ref.attentions)

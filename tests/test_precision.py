@@ -1,15 +1,15 @@
 """load_model(device=, dtype=): half-precision weights follow transformers' eager model in the same dtype
 (softmax and kept maps in float32, rotary cos/sin and RMSNorm as transformers computes them); the default
 stays the CPU in float32; a GPU asked for where there is none is one clear ModelLoadError."""
+
 import pytest
 import torch
+from families import make_family, reference
 
 import attention.loading as loading
 from attention import ModelLoadError, load_model
 from attention.inputs import on_model_device
 from attention.run import run_padded_batch
-
-from families import make_family, reference
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 # bfloat16 keeps 8 bits of mantissa: a rounding step is 2^-8 of a value. Our hidden states match transformers'
@@ -37,8 +37,12 @@ def run_both(folder, dtype):
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
         mine = ours(batch["input_ids"], batch["attention_mask"])
-        theirs = their_model(folder, dtype)(batch["input_ids"], attention_mask=batch["attention_mask"],
-                                            output_attentions=True, output_hidden_states=True)
+        theirs = their_model(folder, dtype)(
+            batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            output_attentions=True,
+            output_hidden_states=True,
+        )
     return ours, batch["attention_mask"].bool(), mine, theirs
 
 
@@ -60,8 +64,10 @@ def test_bfloat16_weights_match_transformers_bfloat16_and_keep_float32_maps(fold
     assert ours.load_report.dtype == "bfloat16"
     assert all(h.dtype == torch.bfloat16 for h in mine.hidden_states)
     assert all(a.dtype == torch.float32 for a in mine.attentions)
-    hidden, maps = worst(mine.hidden_states, theirs.hidden_states, keep), worst(mine.attentions, theirs.attentions,
-                                                                                 keep, maps=True)
+    hidden, maps = (
+        worst(mine.hidden_states, theirs.hidden_states, keep),
+        worst(mine.attentions, theirs.attentions, keep, maps=True),
+    )
     print(f"\n{ours.config.model_type} bfloat16: max|Δ hidden| {hidden:.2e}, max|Δ map| {maps:.2e}")
     assert hidden <= HIDDEN_TOL and maps <= MAP_TOL, (hidden, maps)
     # the maps are softmaxed in float32: each real row sums to 1 to float32's precision
@@ -76,8 +82,9 @@ def test_the_same_weights_in_float32_are_told_apart(folder):
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
         mine = ours(batch["input_ids"], batch["attention_mask"])
-        theirs = their_model(folder, torch.bfloat16)(batch["input_ids"], attention_mask=batch["attention_mask"],
-                                                    output_hidden_states=True)
+        theirs = their_model(folder, torch.bfloat16)(
+            batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+        )
     assert {p.dtype for p in ours.parameters()} == {torch.float32}  # the default
     assert worst(mine.hidden_states, theirs.hidden_states, batch["attention_mask"].bool()) > HIDDEN_TOL
 
@@ -144,8 +151,15 @@ def test_auto_takes_the_gpu_in_bfloat16_when_there_is_one(monkeypatch):
     assert loading.resolve_dtype(None, device) == torch.float32  # never half unless asked
 
 
-@pytest.mark.parametrize("device, dtype, words", [("mps", None, "only 'cpu' and 'cuda'"), ("banana", None, "device must"),
-                                                  ("cpu", "int8", "dtype must"), ("cpu", torch.float64, "dtype must")])
+@pytest.mark.parametrize(
+    "device, dtype, words",
+    [
+        ("mps", None, "only 'cpu' and 'cuda'"),
+        ("banana", None, "device must"),
+        ("cpu", "int8", "dtype must"),
+        ("cpu", torch.float64, "dtype must"),
+    ],
+)
 def test_bad_device_or_dtype_is_one_clear_error(folder, device, dtype, words):
     with pytest.raises(ModelLoadError, match=words):
         load_model(folder, device=device, dtype=dtype)

@@ -1,12 +1,13 @@
 """Presentation mode (?present=1): the buttons (and their keys) that step through heads, layers and
 views, and the figures sized for the first screen of a 1280 × 720 window."""
+
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
-
 from test_app import SENTENCE, heatmaps, no_errors, start
+
 from ui.present import KEYS
 from ui.registry import named
 from viz.heatmap import head_heatmap

@@ -1,6 +1,7 @@
 """Presentation mode's fit to the first screen of a 1280 × 720 window, in the figures themselves: every row
 of a 16-token sentence labelled where the rows are as tall as the labels, a title that names the layer, the
 head and the sentence (it goes with the PNG the camera icon saves), and query·key opening on the pronoun."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,40 @@ from viz._style import TITLE_GLYPH
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
-TOKENS = ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it", "was", "too",
-          "tired", ".", "[SEP]"]
+TOKENS = [
+    "[CLS]",
+    "the",
+    "animal",
+    "didn",
+    "'",
+    "t",
+    "cross",
+    "the",
+    "street",
+    "because",
+    "it",
+    "was",
+    "too",
+    "tired",
+    ".",
+    "[SEP]",
+]
 WALK_BUDGET = figure_height(56)  # the walk's figure under its one-line step heading (ui/views/walk.py)
 
 
 def test_a_walk_tensor_of_16_tokens_labels_every_row_as_the_head_view_does():
     probs = np.full((16, 16), 1 / 16)
-    fig = tensor_heatmap(probs, TOKENS, TOKENS, title="softmax [1 × 12 × 16 × 16], head 3", font_size=22,
-                         kind="probs", width=1024, height=WALK_BUDGET, min_label=MIN_PRESENT_LABEL_PX)
+    fig = tensor_heatmap(
+        probs,
+        TOKENS,
+        TOKENS,
+        title="softmax [1 × 12 × 16 × 16], head 3",
+        font_size=22,
+        kind="probs",
+        width=1024,
+        height=WALK_BUDGET,
+        min_label=MIN_PRESENT_LABEL_PX,
+    )
     assert fig.layout.height <= WALK_BUDGET
     rows_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / 16
     assert MIN_PRESENT_LABEL_PX <= rows_px < 26  # about 24 px: rows as tall as an 18 px label and a little more
@@ -32,8 +58,14 @@ def test_a_walk_tensor_of_16_tokens_labels_every_row_as_the_head_view_does():
 
 
 def test_rows_shorter_than_the_label_are_still_thinned():
-    fig = tensor_heatmap(np.zeros((40, 8)), [f"w{i}" for i in range(40)], font_size=22, width=600,
-                         height=WALK_BUDGET, min_label=MIN_PRESENT_LABEL_PX)
+    fig = tensor_heatmap(
+        np.zeros((40, 8)),
+        [f"w{i}" for i in range(40)],
+        font_size=22,
+        width=600,
+        height=WALK_BUDGET,
+        min_label=MIN_PRESENT_LABEL_PX,
+    )
     assert 1 < len(fig.layout.yaxis.tickvals) < 40
     assert fig.layout.yaxis.tickfont.size >= MIN_PRESENT_LABEL_PX
 

@@ -1,5 +1,6 @@
 """Tests for promises that deliberate bugs once slipped past: a buffer older Llama checkpoints carry, the
 batched coreference scorer on a pronoun of several pieces, and a group with nothing left to score."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import make_tiny
+from families import make_family, reference
 from safetensors.torch import load_file, save_file
 
 from attention import load_model
 from attention.analysis.coref import NO_ANSWER, group, parse_examples, score_example, score_heads
 from attention.run import run_sentence
-from conftest import make_tiny
-from families import make_family, reference
 
 INV_FREQ = "model.layers.{}.self_attn.rotary_emb.inv_freq"
 
@@ -39,12 +40,24 @@ def test_a_llama_checkpoint_with_rotary_inv_freq_loads_and_lists_it_as_ignored(t
 def test_batched_coreference_equals_one_by_one_on_a_pronoun_of_several_pieces(minilm):
     model, tokenizer = minilm
     lines = [  # "themself" is three pieces (them ##sel ##f), "it" one: one batch mixes the two
-        {"text": "The nurse told the patient that themself was late.", "pronoun": "themself",
-         "candidates": ["nurse", "patient"], "answer": "nurse"},
-        {"text": "The animal didn't cross the street because it was too tired.", "pronoun": "it",
-         "candidates": ["animal", "street"], "answer": "animal"},
-        {"text": "The chef thanked the waiter because themself had cooked all night long.", "pronoun": "themself",
-         "candidates": ["chef", "waiter"], "answer": "chef"},
+        {
+            "text": "The nurse told the patient that themself was late.",
+            "pronoun": "themself",
+            "candidates": ["nurse", "patient"],
+            "answer": "nurse",
+        },
+        {
+            "text": "The animal didn't cross the street because it was too tired.",
+            "pronoun": "it",
+            "candidates": ["animal", "street"],
+            "answer": "animal",
+        },
+        {
+            "text": "The chef thanked the waiter because themself had cooked all night long.",
+            "pronoun": "themself",
+            "candidates": ["chef", "waiter"],
+            "answer": "chef",
+        },
     ]
     examples = parse_examples("\n".join(json.dumps(x) for x in lines))
     assert len(tokenizer.tokenize("themself")) == 3
@@ -66,8 +79,14 @@ def test_a_group_whose_examples_are_all_unanswered_or_excluded_is_kept_with_n_ze
     lines = [
         {"text": short, "pronoun": "it", "candidates": ["cat", "mat"], "answer": "cat", "kind": "scored"},
         {"text": short, "pronoun": "it", "candidates": ["cat", "mat"], "answer": None, "kind": "left out"},
-        {"text": long_text, "pronoun": "it", "pronoun_occurrence": 2, "candidates": ["mouse", "dog"],
-         "answer": "mouse", "kind": "left out"},
+        {
+            "text": long_text,
+            "pronoun": "it",
+            "pronoun_occurrence": 2,
+            "candidates": ["mouse", "dog"],
+            "answer": "mouse",
+            "kind": "left out",
+        },
     ]
     examples = parse_examples("\n".join(json.dumps(x) for x in lines))
     result = score_heads(model, tokenizer, examples, by="kind")
@@ -87,8 +106,9 @@ def test_one_by_one_scores_average_the_pronoun_rows(minilm, pieces):
     model, tokenizer = minilm
     pronoun = "it" if pieces == 1 else "themself"
     text = f"The nurse told the patient that {pronoun} was late."
-    ex = parse_examples(json.dumps({"text": text, "pronoun": pronoun, "candidates": ["nurse", "patient"],
-                                    "answer": "nurse"}))[0]
+    ex = parse_examples(
+        json.dumps({"text": text, "pronoun": pronoun, "candidates": ["nurse", "patient"], "answer": "nurse"})
+    )[0]
     run = run_sentence(model, tokenizer, text)
     enc = run.encoded
     score = score_example(ex, run.attentions, enc.tokens, enc.word_ids, enc.offsets)

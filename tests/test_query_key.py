@@ -1,12 +1,12 @@
 """The query·key view: one query's vectors, products, scores and probabilities, as the model used them."""
+
 import numpy as np
 import pytest
 import torch
+from test_trace import run as traced
 
 from attention import BertConfig, BertModel, MultiHeadAttention
 from attention.analysis.query_key import QueryKey, query_key
-
-from test_trace import run as traced
 
 SHORT = "The cat sat on the mat."
 LAYER = 2
@@ -25,8 +25,14 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def tiny_model(num_kv_heads: int | None = None) -> BertModel:
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
     model = BertModel(config).eval()
     if num_kv_heads is not None:
         model.layers[1].attention = MultiHeadAttention(32, 4, num_kv_heads=num_kv_heads).eval()
@@ -41,7 +47,7 @@ def test_products_sum_to_the_recorded_scores_and_probs_are_the_models_attentions
         for query in range(L):
             qk = query_key(trace, head, query)
             assert (qk.layer, qk.head, qk.query) == (LAYER, head, query)
-            assert qk.scaling == pytest.approx(d ** -0.5, rel=1e-12)
+            assert qk.scaling == pytest.approx(d**-0.5, rel=1e-12)
             np.testing.assert_allclose(qk.product.sum(-1) * qk.scaling, qk.scores, rtol=0, atol=1e-5)
             np.testing.assert_allclose(qk.probs, softmax(qk.scores), rtol=0, atol=1e-6)
             np.testing.assert_allclose(qk.probs, attentions[LAYER][0, head, query].numpy(), rtol=0, atol=1e-6)
@@ -61,10 +67,18 @@ def test_vectors_are_the_recorded_ones_with_the_right_shapes(single):
     assert qk.probs.sum() == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("head, query, message", [
-    (12, 0, "head must be an integer from 0 to 11"), (-1, 0, "head"), (True, 0, "head"), ("1", 0, "head"),
-    (0, 9, "query must be an integer from 0 to 8"), (0, -1, "query"), (0, 1.0, "query"),
-])
+@pytest.mark.parametrize(
+    "head, query, message",
+    [
+        (12, 0, "head must be an integer from 0 to 11"),
+        (-1, 0, "head"),
+        (True, 0, "head"),
+        ("1", 0, "head"),
+        (0, 9, "query must be an integer from 0 to 8"),
+        (0, -1, "query"),
+        (0, 1.0, "query"),
+    ],
+)
 def test_a_head_or_query_out_of_range_is_refused(single, head, query, message):
     trace, _ = single
     with pytest.raises(ValueError, match=message):

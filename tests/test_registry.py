@@ -1,6 +1,7 @@
 """The view registry (ui/registry.py) is the one place a view is declared: the page draws each row's
 function for its key, the selectors, presentation mode's next view, the URL and the report follow its
 rows, and a Param that no row reads (and that is not shared) is refused."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """viz.html_report's tables, lines of text and link: what a page shows besides its figures, escaped."""
+
 from __future__ import annotations
 
 import html
@@ -20,12 +21,19 @@ def report(parts, link=None) -> str:
 
 
 def main_of(page: str) -> str:
-    return page[page.index("<main>"):page.index("</main>")]
+    return page[page.index("<main>") : page.index("</main>")]
 
 
 def test_a_table_is_an_html_table_with_every_cell_escaped():
-    frame = pd.DataFrame({"head": ["L0 H1", XSS], f"to {XSS}": [0.123456, np.float32(0.5)], "n": [np.int64(3), 4],
-                          "right": [True, np.bool_(False)], "gap": [float("nan"), 1e-7]})
+    frame = pd.DataFrame(
+        {
+            "head": ["L0 H1", XSS],
+            f"to {XSS}": [0.123456, np.float32(0.5)],
+            "n": [np.int64(3), 4],
+            "right": [True, np.bool_(False)],
+            "gap": [float("nan"), 1e-7],
+        }
+    )
     page = report([("Heads <ranked>", frame)])
     body = main_of(page)
     assert XSS not in page and "<img" not in body
@@ -54,5 +62,5 @@ def test_the_link_is_in_the_header_and_only_a_web_address_is_a_link():
     assert f'<dt>Link</dt><dd><a href="{escaped}">{escaped}</a></dd>' in page
     page = report([], link='javascript:alert("x")')
     assert "<dt>Link</dt><dd>javascript:alert(&quot;x&quot;)</dd>" in page
-    assert "<a " not in page[page.index("<header>"):page.index("</header>")]
+    assert "<a " not in page[page.index("<header>") : page.index("</header>")]
     assert "<dt>Link</dt>" not in report([])

@@ -1,12 +1,12 @@
 """Transformer.forward(rows=...): every layer runs torch's fused attention and keeps only the given
 query rows of its map, (B, H, P, S), equal to those rows of the full map; hidden states unchanged."""
+
 import pytest
 import torch
+from families import make_family
 
 import attention.mha as mha
 from attention import load_model
-
-from families import make_family
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 CASES = {  # name -> (family, overrides, padding side, causal what-if)

@@ -2,14 +2,14 @@
 through our own attention, give transformers' base models' numbers (BartModel, MarianModel, T5Model ...,
 eager): every hidden state and every map, self- and cross-attention, single and padded; and what each
 family declares (positions, buckets, scaling, shared embeddings, the decoder's start) holds."""
+
 import pytest
 import torch
+from families import SEQ2SEQ, make_seq2seq, reference
 from safetensors.torch import load_file, save_file
 
 from attention import EncoderDecoder, ModelLoadError, load_model
 from attention.models.positions import relative_buckets, sinusoids
-
-from families import SEQ2SEQ, make_seq2seq, reference
 
 HIDDEN_TOL, MAP_TOL = 1e-5, 1e-6
 TEXTS = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
@@ -36,16 +36,33 @@ def max_differences(ours, theirs, input_ids, attention_mask, decoder_input_ids, 
     """Run both; max |Δ| over the real positions of every hidden state, and of every map (whose padding
     keys must get no attention at all)."""
     with torch.no_grad():
-        mine = ours(input_ids, attention_mask, decoder_input_ids=decoder_input_ids,
-                    decoder_attention_mask=decoder_attention_mask)
-        ref = theirs(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                     decoder_attention_mask=decoder_attention_mask, output_attentions=True,
-                     output_hidden_states=True)
+        mine = ours(
+            input_ids,
+            attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+        )
+        ref = theirs(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            output_attentions=True,
+            output_hidden_states=True,
+        )
     enc = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-    dec = (torch.ones_like(decoder_input_ids, dtype=torch.bool) if decoder_attention_mask is None
-           else decoder_attention_mask.bool())
-    rows = {"encoder_hidden_states": enc, "decoder_hidden_states": dec, "encoder_attentions": (enc, enc),
-            "decoder_attentions": (dec, dec), "cross_attentions": (dec, enc)}
+    dec = (
+        torch.ones_like(decoder_input_ids, dtype=torch.bool)
+        if decoder_attention_mask is None
+        else decoder_attention_mask.bool()
+    )
+    rows = {
+        "encoder_hidden_states": enc,
+        "decoder_hidden_states": dec,
+        "encoder_attentions": (enc, enc),
+        "decoder_attentions": (dec, dec),
+        "cross_attentions": (dec, enc),
+    }
     hidden = maps = 0.0
     for field, real in rows.items():
         a, r = getattr(mine, field), getattr(ref, field)
@@ -89,8 +106,12 @@ def test_output_fields_and_shapes(loaded):
     name, model, tokenizer, _ = loaded
     input_ids, attention_mask, decoder_input_ids, decoder_attention_mask = padded_case(model, tokenizer)
     with torch.no_grad():
-        out = model(input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
-                    decoder_attention_mask=decoder_attention_mask)
+        out = model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+        )
     (B, S), L = input_ids.shape, decoder_input_ids.size(1)
     config, H = model.config, model.config.decoder_config().num_attention_heads
     assert out.last_hidden_state.shape == (B, L, config.hidden_size)
@@ -113,6 +134,7 @@ def test_decoder_start_and_a_missing_decoder_input(loaded):
 
 # ---- loading: strict, shared embeddings, task heads listed ----
 
+
 def test_shared_embeddings_are_one_tensor_and_heads_are_listed(tmp_path):
     model, _ = load_model(make_seq2seq(tmp_path / "bart", "bart"))
     words = model.encoder.embeddings.word_embeddings.weight
@@ -121,9 +143,15 @@ def test_shared_embeddings_are_one_tensor_and_heads_are_listed(tmp_path):
     assert model.load_report.weight_names["decoder.embeddings.word_embeddings.weight"] == "model.shared.weight"
 
 
-@pytest.mark.parametrize("name, extra", [("bart", "model.encoder.embed_tokens.weight"),
-                                         ("marian", "model.decoder.embed_positions.weight"),
-                                         ("t5", "lm_head.weight"), ("t5", "decoder.embed_tokens.weight")])
+@pytest.mark.parametrize(
+    "name, extra",
+    [
+        ("bart", "model.encoder.embed_tokens.weight"),
+        ("marian", "model.decoder.embed_positions.weight"),
+        ("t5", "lm_head.weight"),
+        ("t5", "decoder.embed_tokens.weight"),
+    ],
+)
 def test_copies_and_heads_older_saves_hold_are_listed(tmp_path, name, extra):
     folder = make_seq2seq(tmp_path / name, name)
     weights = load_file(str(folder / "model.safetensors"))
@@ -133,10 +161,14 @@ def test_copies_and_heads_older_saves_hold_are_listed(tmp_path, name, extra):
     assert extra in model.load_report.ignored_keys
 
 
-@pytest.mark.parametrize("name, extra, named", [
-    ("bart", "model.decoder.layers.0.encoder_attn.surprise.weight", None),
-    ("t5", "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight", None),  # only the first layer's
-    ("marian", "model.encoder.layernorm_embedding.weight", "encoder.embeddings.LayerNorm.weight")])  # has no norm
+@pytest.mark.parametrize(
+    "name, extra, named",
+    [
+        ("bart", "model.decoder.layers.0.encoder_attn.surprise.weight", None),
+        ("t5", "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight", None),  # only the first layer's
+        ("marian", "model.encoder.layernorm_embedding.weight", "encoder.embeddings.LayerNorm.weight"),
+    ],
+)  # has no norm
 def test_an_unknown_tensor_is_an_error(tmp_path, name, extra, named):
     folder = make_seq2seq(tmp_path / name, name)
     weights = load_file(str(folder / "model.safetensors"))
@@ -146,8 +178,13 @@ def test_an_unknown_tensor_is_an_error(tmp_path, name, extra, named):
         load_model(folder)
 
 
-@pytest.mark.parametrize("name, key", [("bart", "model.decoder.layers.2.encoder_attn.k_proj.weight"),
-                                       ("t5", "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("bart", "model.decoder.layers.2.encoder_attn.k_proj.weight"),
+        ("t5", "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+    ],
+)
 def test_a_missing_or_misshaped_tensor_is_an_error_before_building(tmp_path, name, key):
     folder = make_seq2seq(tmp_path / name, name)
     weights = load_file(str(folder / "model.safetensors"))
@@ -163,6 +200,7 @@ def test_a_missing_or_misshaped_tensor_is_an_error_before_building(tmp_path, nam
 
 # ---- what the families declare ----
 
+
 def test_declared_differences(tmp_path):
     configs = {name: load_model(make_seq2seq(tmp_path / name, name))[0].config for name in SEQ2SEQ}
     assert configs["bart"].position_offset == 2 and configs["bart"].embedding_norm and not configs["bart"].pre_norm
@@ -171,9 +209,17 @@ def test_declared_differences(tmp_path):
     assert not configs["marian"].embedding_norm
     t5 = configs["t5"]
     assert (t5.position_embedding_type, t5.norm, t5.scale_scores, t5.hidden_act, t5.gated_mlp) == (
-        "relative", "rms_norm", False, "relu", False)
+        "relative",
+        "rms_norm",
+        False,
+        "relu",
+        False,
+    )
     assert (configs["t5-gated"].hidden_act, configs["t5-gated"].gated_mlp, configs["t5-gated"].head_size) == (
-        "gelu_new", True, 12)
+        "gelu_new",
+        True,
+        12,
+    )
     decoder = configs["bart"].decoder_config()
     assert (decoder.num_hidden_layers, decoder.num_attention_heads, decoder.intermediate_size) == (3, 2, 41)
     assert decoder.causal and decoder.cross_attention

@@ -1,4 +1,5 @@
 """The shape-flow figure and the tensor heatmap: what a person sees, read from the recorded trace."""
+
 import dataclasses
 import html
 import re
@@ -83,8 +84,15 @@ def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
 
 
 def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
-    step = dataclasses.replace(trace16.step("scores"), title="<i>mine</i>", op="a -> b < c",
-                               code='x = f("<b>")  # -> y', path="elsewhere.py", lineno=7, linenos=(7,))
+    step = dataclasses.replace(
+        trace16.step("scores"),
+        title="<i>mine</i>",
+        op="a -> b < c",
+        code='x = f("<b>")  # -> y',
+        path="elsewhere.py",
+        lineno=7,
+        linenos=(7,),
+    )
     trace = Trace(trace16.layer, [step if s.name == "scores" else s for s in trace16.steps])
     fig = shape_flow(trace)
     text = box_text(fig, "scores")
@@ -125,8 +133,9 @@ def test_no_mask_says_nothing_is_dropped_and_a_padded_batch_shows_its_mask(trace
     assert "2 × 12 × 16 × 16" in box_text(fig, "masked_scores")
     assert "B = 2" in box_text(fig, "legend") and "S = 16" in box_text(fig, "legend")
     m, t = rect(fig, "mask"), rect(fig, "masked_scores")  # an arrow from the mask into the masked scores
-    assert any(a.showarrow and a.ax == pytest.approx(m.x1) and a.x == pytest.approx(t.x0)
-               for a in fig.layout.annotations)
+    assert any(
+        a.showarrow and a.ax == pytest.approx(m.x1) and a.x == pytest.approx(t.x0) for a in fig.layout.annotations
+    )
 
 
 def test_a_sentence_pair_is_named_in_the_legend(minilm):
@@ -148,8 +157,14 @@ def test_the_figure_is_fixed_and_text_scales_with_font_size(trace16):
 
 def test_grouped_query_attention_draws_the_shared_heads():
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
     model = BertModel(config).eval()
     model.layers[1].attention = MultiHeadAttention(32, 4, num_kv_heads=2).eval()
     fig = shape_flow(trace_layer(model, torch.randint(5, 99, (1, 7)), layer=1))
@@ -159,7 +174,7 @@ def test_grouped_query_attention_draws_the_shared_heads():
 
 @pytest.mark.parametrize("chars", [20, 32, 48])
 def test_wrap_code_keeps_every_piece_within_the_width(chars):
-    line = 'probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)'
+    line = "probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)"
     pieces = wrap_code(line, chars)
     assert len(pieces) > 1 and all(len(p) <= chars for p in pieces)
     assert squeeze("".join(pieces).replace("\u00a0", "")) == squeeze(line)
@@ -269,8 +284,9 @@ def test_the_diagram_narrows_only_to_its_readable_width():
 @pytest.mark.parametrize("width, font_size", [(314, 14), (800, 14), (1040, 22)])
 def test_tensor_heatmap_fits_its_width_and_keeps_column_labels_apart(n, width, font_size):
     tokens = [f"word{i}" for i in range(n)]
-    fig = tensor_heatmap(np.zeros((n, n)), tokens, tokens, title="softmax", font_size=font_size, kind="probs",
-                         width=width)
+    fig = tensor_heatmap(
+        np.zeros((n, n)), tokens, tokens, title="softmax", font_size=font_size, kind="probs", width=width
+    )
     assert fig.layout.width == width
     plot = width - fig.layout.margin.l - fig.layout.margin.r
     ticks = [list(fig.data[0].x).index(v) for v in fig.layout.xaxis.tickvals]  # the labelled positions
@@ -280,8 +296,9 @@ def test_tensor_heatmap_fits_its_width_and_keeps_column_labels_apart(n, width, f
 
 def test_a_fused_qkv_projection_is_drawn_between_the_input_and_its_three_parts(tmp_path):
     """GPT-2: one c_attn makes Q, K and V together; the diagram shows it, then the three slices."""
-    from attention import load_model
     from families import make_family
+
+    from attention import load_model
 
     model, tokenizer = load_model(make_family(tmp_path / "gpt2", "gpt2"))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
@@ -293,8 +310,7 @@ def test_a_fused_qkv_projection_is_drawn_between_the_input_and_its_three_parts(t
     arrows = [a for a in fig.layout.annotations if a.showarrow]
 
     def arrow_between(a, b) -> bool:
-        return any(x.ay == pytest.approx(a.y1) and x.y == pytest.approx(b.y0) and a.x0 <= x.x <= a.x1
-                   for x in arrows)
+        return any(x.ay == pytest.approx(a.y1) and x.y == pytest.approx(b.y0) and a.x0 <= x.x <= a.x1 for x in arrows)
 
     assert arrow_between(source, fused)
     for part in ("q_proj", "k_proj", "v_proj"):
@@ -306,8 +322,9 @@ def test_a_fused_qkv_projection_is_drawn_between_the_input_and_its_three_parts(t
 
 def test_an_embedding_projection_is_drawn_before_layer_0(tmp_path):
     """ELECTRA: embeddings E wide, projected to the layers' width D; the diagram of layer 0 starts there."""
-    from attention import load_model
     from families import make_family
+
+    from attention import load_model
 
     model, tokenizer = load_model(make_family(tmp_path / "electra", "electra"))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
@@ -331,8 +348,9 @@ def test_an_embedding_projection_is_drawn_before_layer_0(tmp_path):
 
 def test_a_pre_norm_block_shows_the_hidden_states_before_the_norm(tmp_path):
     """GPT-2 normalises before its attention: the diagram shows x, then attention_norm(x) as the input."""
-    from attention import load_model
     from families import make_family
+
+    from attention import load_model
 
     model, tokenizer = load_model(make_family(tmp_path / "gpt2", "gpt2"))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
@@ -348,30 +366,38 @@ def test_a_pre_norm_block_shows_the_hidden_states_before_the_norm(tmp_path):
     assert rect(fig, "block_input").y1 < rect(fig, "input").y0
 
 
-@pytest.mark.parametrize("family, step, name", [
-    ("distilbert", "q_proj", "attention.q_lin"), ("distilbert", "output", "attention.out_lin"),
-    ("gpt2", "qkv_proj", "attn.c_attn"), ("bert", "k_proj", "attention.self.key"),
-    ("llama", "v_proj", "self_attn.v_proj"),
-])
+@pytest.mark.parametrize(
+    "family, step, name",
+    [
+        ("distilbert", "q_proj", "attention.q_lin"),
+        ("distilbert", "output", "attention.out_lin"),
+        ("gpt2", "qkv_proj", "attn.c_attn"),
+        ("bert", "k_proj", "attention.self.key"),
+        ("llama", "v_proj", "self_attn.v_proj"),
+    ],
+)
 def test_each_projection_names_the_checkpoint_tensor_it_uses(tmp_path, family, step, name):
     """The diagram speaks the family's own names (DistilBERT's q_lin, GPT-2's c_attn) beside our code."""
-    from attention import load_model
     from families import make_family
+
+    from attention import load_model
 
     model, tokenizer = load_model(make_family(tmp_path / family, family))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
     trace = trace_layer(model, ids, layer=1)
     assert trace.step(step).weights == name
-    assert model.load_report.weight_names[f"layers.1.{dict(output='attention.o_proj').get(step, 'attention.' + step)}"
-                                          ".weight"].endswith(f"1.{name}.weight")
+    assert model.load_report.weight_names[
+        f"layers.1.{dict(output='attention.o_proj').get(step, 'attention.' + step)}.weight"
+    ].endswith(f"1.{name}.weight")
     assert f"weights: {name}" in " ".join(box_text(shape_flow(trace), step).split())
 
 
 def test_rotary_steps_sit_on_their_lanes_and_no_arrow_crosses_a_box(tmp_path):
     """Llama: Q and K are rotated after the split into heads; the arrows run through the rotation boxes,
     never over another box's text."""
-    from attention import load_model
     from families import make_family
+
+    from attention import load_model
 
     model, tokenizer = load_model(make_family(tmp_path / "llama", "llama"))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]

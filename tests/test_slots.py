@@ -1,5 +1,6 @@
 """The heavy slot's fairness: handed to the sessions waiting in the order they came, one job per session
 waiting or running, and a job stopped at its time limit answered at once when asked for again."""
+
 from __future__ import annotations
 
 import threading
@@ -51,6 +52,7 @@ def test_the_slot_goes_to_the_waiting_sessions_in_arrival_order_not_to_the_one_t
             with heavy.job("flow"):
                 order.append(name)
                 time.sleep(0.02)
+
         return run
 
     first = holder(heavy, "a", started, release, then=job("a again"))  # at once asks for a second job
@@ -98,6 +100,7 @@ def test_a_session_with_a_job_waiting_or_running_cannot_queue_a_second(running):
                     ran.append(name)
             except SessionBusy:
                 ran.append(f"{name} refused")
+
         return run
 
     first = holder(heavy, "s" if running else "other", started, release)

@@ -1,15 +1,15 @@
 """A server open to strangers: the model box locked to the operator's list, the same refusal for every
 other source whatever exists on disk, no downloads and no .bin files unless the operator allows them."""
+
 from __future__ import annotations
 
 import os
 
 import pytest
+from test_app import no_errors, start
 
 from attention import ModelLoadError, load_model
 from ui.sources import BIN_VAR, DOWNLOADS_VAR, REFUSED, SOURCES_VAR, policy
-
-from test_app import no_errors, start
 
 REFUSED_ON_PAGE = REFUSED + "  \nThe previous model stays in use."
 
@@ -47,8 +47,16 @@ def test_every_refusal_reads_the_same_and_reads_nothing(locked, tmp_path, monkey
     monkeypatch.setattr(ui.models, "_load_model", no_reading)
     (tmp_path / "a-file.txt").write_text("x")
     messages = set()
-    for source in ("/etc", str(tmp_path), str(tmp_path / "a-file.txt"), "/no/such/folder", "gpt2", "../../..",
-                   str(locked) + "/", "bert-base-uncased2"):
+    for source in (
+        "/etc",
+        str(tmp_path),
+        str(tmp_path / "a-file.txt"),
+        "/no/such/folder",
+        "gpt2",
+        "../../..",
+        str(locked) + "/",
+        "bert-base-uncased2",
+    ):
         with pytest.raises(ModelLoadError) as err:
             ui.models.get_model(source)
         messages.add(str(err.value))

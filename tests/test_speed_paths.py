@@ -1,6 +1,7 @@
 """The paths the first page takes: `streamlit run app.py` serves an st.App whose lifespan warms the
 process up (the page's modules, the model, the default sentence) before the first browser has
 loaded the page, and sessions arriving meanwhile wait for it instead of importing alongside it."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,8 @@ from ui.state import DEFAULT_SENTENCE
 watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 print(json.dumps({
     "switch": [before, switch_during, sys.getswitchinterval()],
-    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
+    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure,
+    "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
     "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],
@@ -71,8 +73,14 @@ print(json.dumps({
 
 
 def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
-    done = subprocess.run([sys.executable, "-c", WARM_UP, str(ROOT)], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_UP, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["blocked_at_once"], "a session could slip in before the warm-up took the lock"
@@ -89,10 +97,13 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
 
 
 def test_without_a_server_preload_imports_the_lazy_modules_itself():
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); from ui import preload; preload.preload(); "
-              "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from ui import preload; preload.preload(); "
+        "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "None", "True", "False"]
 
@@ -121,6 +132,12 @@ print(imported, threads_of_a_new_thread())
 
 
 def test_importing_the_page_leaves_torchs_threads_and_the_warm_up_sets_one():
-    done = subprocess.run([sys.executable, "-c", THREADS, str(ROOT)], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", THREADS, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.stdout.split() == ["2", "1"], done.stderr[-2000:]

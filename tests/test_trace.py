@@ -1,4 +1,5 @@
 """The recorded forward pass: real tensors, real shapes, the real line of code behind each step."""
+
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,24 @@ ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The animal didn't cross the street because it was too tired."
 SHORT = "It was tired."
 LAYER = 2
-NAMES = ["input", "q_proj", "k_proj", "v_proj", "q_view", "q_heads", "k_view", "k_heads", "v_view", "v_heads",
-         "mask", "scores", "probs", "heads", "merged", "output"]
+NAMES = [
+    "input",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "q_view",
+    "q_heads",
+    "k_view",
+    "k_heads",
+    "v_view",
+    "v_heads",
+    "mask",
+    "scores",
+    "probs",
+    "heads",
+    "merged",
+    "output",
+]
 
 
 def run(model, enc, layer=LAYER):
@@ -79,7 +96,7 @@ def test_probs_are_the_models_attentions_and_scores_were_cloned_before_the_softm
     assert torch.equal(probs, attentions[LAYER])
     assert not torch.allclose(scores, probs)  # without a clone the in-place softmax overwrites it
     q, k, v = (trace.step(f"{x}_heads").tensor for x in "qkv")
-    torch.testing.assert_close(scores, q @ k.transpose(-2, -1) / 32 ** 0.5)
+    torch.testing.assert_close(scores, q @ k.transpose(-2, -1) / 32**0.5)
     torch.testing.assert_close(trace.step("heads").tensor, probs @ v)
 
 
@@ -119,8 +136,12 @@ def test_a_sentence_pair_keeps_its_segments_and_a_padded_batch_of_pairs_is_maske
     assert pair.segments == (9, 5) and pair.S == pair.L == 14
     assert pair.step("mask").tensor is None  # one pair is not padded
     assert torch.equal(pair.step("probs").tensor, attentions[LAYER])
-    enc = tok(["The cat sat on the mat.", "A dog."], ["It was warm.", "It ran off quickly today."],
-              padding=True, return_tensors="pt")
+    enc = tok(
+        ["The cat sat on the mat.", "A dog."],
+        ["It was warm.", "It ran off quickly today."],
+        padding=True,
+        return_tensors="pt",
+    )
     pairs, attentions = run(model, enc)
     assert pairs.step("mask").shape == (2, 1, 1, pairs.S)
     assert torch.isneginf(pairs.step("masked_scores").tensor).any()
@@ -142,7 +163,7 @@ def test_head_matrix_gives_what_the_app_shows_for_one_head(single):
     assert (rows, cols) == ("L", "S")
     q, rows, cols = head_matrix(trace, "q_heads", head)
     q_proj = trace.step("q_proj").tensor[0]
-    np.testing.assert_array_equal(q, q_proj[:, head * d:(head + 1) * d].numpy())
+    np.testing.assert_array_equal(q, q_proj[:, head * d : (head + 1) * d].numpy())
     np.testing.assert_array_equal(q, q_proj.view(16, 12, 32)[:, head].numpy())
     assert (rows, cols) == ("L", "d")
     np.testing.assert_array_equal(head_matrix(trace, "q_proj", head)[0], q)
@@ -173,8 +194,14 @@ def test_head_matrix_of_the_mask_is_one_where_a_query_may_attend(padded):
 def gqa_trace():
     """A tiny random BERT whose layer 1 uses grouped-query attention: 4 query heads, 2 K/V heads."""
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
     model = BertModel(config).eval()
     model.layers[1].attention = MultiHeadAttention(32, 4, num_kv_heads=2).eval()
     return trace_layer(model, torch.randint(5, 99, (1, 7)), layer=1)
@@ -191,5 +218,7 @@ def test_grouped_query_attention_records_the_shared_heads():
     for head in range(4):  # query head h reads K/V head h // (H // G)
         np.testing.assert_array_equal(head_matrix(trace, "k_heads", head)[0], k_heads[head // 2].numpy())
         np.testing.assert_array_equal(head_matrix(trace, "k_shared", head)[0], k_shared[head].numpy())
-        np.testing.assert_array_equal(head_matrix(trace, "v_proj", head)[0],
-                                      trace.step("v_proj").tensor[0, :, (head // 2) * 8:(head // 2 + 1) * 8].numpy())
+        np.testing.assert_array_equal(
+            head_matrix(trace, "v_proj", head)[0],
+            trace.step("v_proj").tensor[0, :, (head // 2) * 8 : (head // 2 + 1) * 8].numpy(),
+        )

@@ -1,6 +1,7 @@
 """An uploaded suite with bad lines: every bad line listed at once (the first SHOWN_PROBLEMS, then a count), its
 good examples offered and taken only when asked; the upload's caps at their exact limits; the time left said
 while a suite is scored."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,12 @@ from attention.analysis.coref_examples import (
     parse_examples_leniently,
 )
 
-GOOD = {"text": "The cat sat on the mat because it was big.", "pronoun": "it", "candidates": ["cat", "mat"],
-        "answer": "cat"}
+GOOD = {
+    "text": "The cat sat on the mat because it was big.",
+    "pronoun": "it",
+    "candidates": ["cat", "mat"],
+    "answer": "cat",
+}
 
 
 def jsonl(rows) -> str:
@@ -55,14 +60,17 @@ def take(monkeypatch, data: bytes, **state) -> Session:
 
 # ---- the lenient reader ------------------------------------------------------------------------------
 
+
 def test_the_lenient_reader_keeps_good_lines_and_names_every_bad_one():
     text = jsonl([GOOD, "not json", {**GOOD, "answer": "dog"}, "", GOOD, {"text": "x"}, {**GOOD, "pair_id": "p"}])
     examples, problems = parse_examples_leniently(text)
     assert [e.line for e in examples] == [1, 5]
-    assert problems.first == ("line 2: not valid JSON (Expecting value)",
-                              "line 3: answer 'dog' is not one of the candidates",
-                              "line 6: missing field 'pronoun'",
-                              "line 7: pair_id 'p' is used 1 times, twins come in twos")
+    assert problems.first == (
+        "line 2: not valid JSON (Expecting value)",
+        "line 3: answer 'dog' is not one of the candidates",
+        "line 6: missing field 'pronoun'",
+        "line 7: pair_id 'p' is used 1 times, twins come in twos",
+    )
     assert (problems.count, problems.more) == (4, 0)
     lines = text.splitlines()
     assert len(parse_examples(jsonl(lines[e.line - 1] for e in examples))) == 2  # a suite the strict reader takes
@@ -81,6 +89,7 @@ def test_the_lenient_reader_keeps_the_first_messages_and_counts_the_rest():
 
 
 # ---- the upload: listed, offered, taken when asked ---------------------------------------------------
+
 
 def test_an_upload_with_bad_lines_waits_and_the_suite_in_use_stays(monkeypatch):
     from ui import coref_data
@@ -130,8 +139,9 @@ def test_the_page_lists_the_bad_lines_and_scores_the_good_ones_when_asked(tiny, 
     at.run()
     no_errors(at)
     assert any(c.value == "Examples in use: bad\\.jsonl" for c in at.caption)
-    np.testing.assert_array_equal(decode(chart(at, "accuracy of each head")["data"][0]["z"]),
-                                  score_heads(model, tokenizer, examples).accuracy)
+    np.testing.assert_array_equal(
+        decode(chart(at, "accuracy of each head")["data"][0]["z"]), score_heads(model, tokenizer, examples).accuracy
+    )
 
 
 def test_a_file_with_bad_lines_as_the_first_upload_offers_its_good_ones(tiny):
@@ -163,6 +173,7 @@ def tiny(tiny_dir):
 
 # ---- the caps, at their limits -----------------------------------------------------------------------
 
+
 def test_the_example_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatch):
     from ui import coref_data
 
@@ -185,8 +196,9 @@ def test_the_byte_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatch):
     session = take(monkeypatch, data)
     assert session.coref_upload_error is None and len(session.coref_suite[1]) == 2
     session = take(monkeypatch, data + b"\n")  # a blank line more: one byte past
-    assert session.coref_upload_error == (f"mine.jsonl is {len(data) + 1:,} bytes; files up to {len(data):,} bytes "
-                                          "are accepted.")
+    assert session.coref_upload_error == (
+        f"mine.jsonl is {len(data) + 1:,} bytes; files up to {len(data):,} bytes are accepted."
+    )
     assert session.coref_suite is None
 
 
@@ -194,12 +206,14 @@ def test_a_file_just_past_two_megabytes_is_said_to_the_byte():
     from ui import coref_data
 
     assert coref_data.MAX_UPLOAD_BYTES == 2 * 1024 * 1024
-    assert coref_data.too_big("big.jsonl", 2 * 1024 * 1024 + 1) == ("big.jsonl is 2,097,153 bytes; files up to 2 MB "
-                                                                    "are accepted.")
+    assert coref_data.too_big("big.jsonl", 2 * 1024 * 1024 + 1) == (
+        "big.jsonl is 2,097,153 bytes; files up to 2 MB are accepted."
+    )
     assert coref_data.too_big("big.jsonl", 3 * 1024 * 1024) == "big.jsonl is 3.0 MB; files up to 2 MB are accepted."
 
 
 # ---- the time left -----------------------------------------------------------------------------------
+
 
 def test_the_time_left_comes_from_the_rate_since_the_first_report():
     from ui.coref_data import TimeLeft, duration
@@ -213,16 +227,28 @@ def test_the_time_left_comes_from_the_rate_since_the_first_report():
     assert left(1990, 2000) == ", about 5 s left"
     assert left(2000, 2000) == ""
     assert [duration(s) for s in (2, 42, 59, 61, 127, 599, 601, 3600)] == [
-        "5 s", "40 s", "1 min", "1 min", "2 min 10 s", "10 min", "10 min", "60 min"]
+        "5 s",
+        "40 s",
+        "1 min",
+        "1 min",
+        "2 min 10 s",
+        "10 min",
+        "10 min",
+        "60 min",
+    ]
 
 
 # ---- a suite about to be scored clears the previous one's results ------------------------------------
 
+
 def area_and_before(at) -> tuple[int, list[str]]:
     """The index of the top-level block holding the set picker, and the kinds of the elements before it."""
     children = list(at.main.children.values())
-    index = next(i for i, c in enumerate(children)
-                 if hasattr(c, "children") and any(s.key == "coref_set" for s in c.get("selectbox")))
+    index = next(
+        i
+        for i, c in enumerate(children)
+        if hasattr(c, "children") and any(s.key == "coref_set" for s in c.get("selectbox"))
+    )
     return index, [getattr(c, "type", None) for c in children[:index]]
 
 

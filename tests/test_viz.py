@@ -97,9 +97,7 @@ def test_head_heatmap_at_512_tokens_keeps_every_cell_in_little_json():
     assert heatmap.z.shape == (n, n)
     np.testing.assert_allclose(heatmap.z, attn, rtol=1e-6)
     assert len(heatmap.x) == len(heatmap.y) == n
-    assert render_hover(heatmap.hovertemplate, heatmap.y[500], heatmap.x[3], 0.5) == (
-        "tok20·500 → tok3·3: 0.500"
-    )
+    assert render_hover(heatmap.hovertemplate, heatmap.y[500], heatmap.x[3], 0.5) == ("tok20·500 → tok3·3: 0.500")
     size = len(fig.to_json())
     print(f"head_heatmap, {n} tokens: {size / 1e6:.2f} MB of JSON")
     assert size <= 1_500_000
@@ -226,9 +224,7 @@ def test_overview_hover_names_the_strongest_pair():
 
 def test_overview_labels_and_highlight_mark_the_right_tile():
     cells = 6
-    fig = viz.overview_grid(
-        random_maps(2, 3, cells, cells), labels={(1, 2): "prev <token>"}, highlight=(1, 2)
-    )
+    fig = viz.overview_grid(random_maps(2, 3, cells, cells), labels={(1, 2): "prev <token>"}, highlight=(1, 2))
     (note,) = fig.layout.annotations
     assert note.text == "prev &lt;token&gt;"
     assert 2 * (cells + 1) <= note.x <= 2 * (cells + 1) + cells - 1
@@ -352,14 +348,17 @@ def label_spacing(fig, axis: str, n: int) -> float:
 
 
 @pytest.mark.parametrize("n", [41, 80, 128])
-@pytest.mark.parametrize("width, font_size", [(None, 14), (HALF_PX, 14), (PAGE_MAIN_PX, 14), (None, 22),
-                                              (510, 22), (1040, 22)])  # presentation mode: no sidebar
+@pytest.mark.parametrize(
+    "width, font_size", [(None, 14), (HALF_PX, 14), (PAGE_MAIN_PX, 14), (None, 22), (510, 22), (1040, 22)]
+)  # presentation mode: no sidebar
 def test_token_grids_fit_their_width_and_keep_labels_apart(n, width, font_size):
     from viz.heatmap import CHAR_WIDTH, LINE_EM, MIN_TICK_PX
 
     tokens = words(n)
-    for fig in (viz.head_heatmap(random_maps(n, n), tokens, font_size=font_size, width=width),
-                viz.causal_mask_figure(n, tokens, font_size=font_size, width=width)):
+    for fig in (
+        viz.head_heatmap(random_maps(n, n), tokens, font_size=font_size, width=width),
+        viz.causal_mask_figure(n, tokens, font_size=font_size, width=width),
+    ):
         assert fig.layout.width <= (width or 820)  # the page's main column at 1280 px, when not told
         for axis in ("xaxis", "yaxis"):
             spacing = label_spacing(fig, axis, n)

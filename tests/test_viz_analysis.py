@@ -1,4 +1,5 @@
 """Figures of the analysis views: what a person sees is the data that went in."""
+
 import json
 
 import numpy as np
@@ -7,8 +8,8 @@ import pytest
 import torch
 
 from attention import BertConfig, BertModel
-from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.analysis.query_key import QueryKey, query_key
+from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.trace import trace_layer
 from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
 
@@ -47,9 +48,9 @@ def qk():
     S, d = len(TOKENS), 8
     q, k = rng.normal(size=d).astype(np.float32), rng.normal(size=(S, d)).astype(np.float32)
     product = q * k
-    scores = product.sum(-1) * d ** -0.5
+    scores = product.sum(-1) * d**-0.5
     probs = np.exp(scores) / np.exp(scores).sum()
-    return QueryKey(3, 5, 2, q, k, product, scores, probs, d ** -0.5)
+    return QueryKey(3, 5, 2, q, k, product, scores, probs, d**-0.5)
 
 
 def test_query_key_figure_shows_the_vectors_products_scores_and_probs(qk):
@@ -99,8 +100,14 @@ def test_query_key_figure_refuses_tokens_that_do_not_match_the_keys(qk):
 
 def test_query_key_figure_from_a_recorded_forward_pass():
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
     trace = trace_layer(BertModel(config).eval(), torch.randint(5, 99, (1, 5)), layer=1)
     qk = query_key(trace, 2, 0)
     fig = query_key_figure(qk, list("abcde"))
@@ -253,8 +260,11 @@ def shown_hovers(fig) -> list[str]:
             continue
         xs = np.asarray(trace.x if trace.x is not None else [], dtype=object)
         z = np.asarray(trace.z) if getattr(trace, "z", None) is not None else None
-        points = ([(i, j) for i in range(z.shape[0]) for j in range(z.shape[1])] if z is not None
-                  else [(None, k) for k in range(len(xs))])
+        points = (
+            [(i, j) for i in range(z.shape[0]) for j in range(z.shape[1])]
+            if z is not None
+            else [(None, k) for k in range(len(xs))]
+        )
         for i, j in points:
             x = trace.x[j] if trace.x is not None else j
             y = trace.y[i] if z is not None else trace.y[j]
@@ -307,8 +317,9 @@ def test_attention_pair_fits_its_width_side_by_side_or_one_above_the_other(n, wi
     from viz.heatmap import LINE_EM, MIN_TICK_PX
 
     tokens = [f"tok{i}" for i in range(n)]
-    fig = attention_pair(random_maps(n, n), random_maps(n, n, seed=3), tokens, "Rollout", font_size=font_size,
-                         width=width)
+    fig = attention_pair(
+        random_maps(n, n), random_maps(n, n, seed=3), tokens, "Rollout", font_size=font_size, width=width
+    )
     assert fig.layout.width <= width
     stacked = pair_stacked(tokens, font_size, width)
     assert stacked == (n >= (41 if font_size == 14 else 80))  # side by side, their cells would be slivers

@@ -173,8 +173,11 @@ def test_ranked_heads_writes_each_value_at_its_bar_end():
     fig = ranked_heads(RANKED, BASELINES)
     values = {(a.y, a.text): a.x for a in fig.layout.annotations if a.yref == "y"}
     assert values == {
-        ("L3 H1", "0.93"): 0.93, ("L0 H5", "0.90"): 0.9, ("L11 H10", "0.88"): 0.875,
-        ("L2 H2", "0.50"): 0.5, ("L4 H4", "0.25"): 0.25,
+        ("L3 H1", "0.93"): 0.93,
+        ("L0 H5", "0.90"): 0.9,
+        ("L11 H10", "0.88"): 0.875,
+        ("L2 H2", "0.50"): 0.5,
+        ("L4 H4", "0.25"): 0.25,
     }
 
 
@@ -271,7 +274,8 @@ def test_ranked_heads_draws_each_heads_interval_as_an_error_bar():
     assert values["L0 H1"].text == "0.90" and values["L0 H1"].x == pytest.approx(1.0)  # past the interval
     plain = ranked_heads(ranked, BASELINES)
     assert plain.data[0].error_x.array is None and {a.y: a.x for a in plain.layout.annotations if a.yref == "y"}[
-        "L0 H1"] == pytest.approx(0.9)
+        "L0 H1"
+    ] == pytest.approx(0.9)
 
 
 def test_head_grid_difference_is_signed_on_a_scale_centred_at_zero():

@@ -1,4 +1,5 @@
 """The suite's bar chart drawn for its column: the baseline labels placed apart at the width they are shown."""
+
 from __future__ import annotations
 
 from itertools import pairwise

@@ -72,7 +72,9 @@ def test_token_strip_colours_boxes_by_segment_and_marks_special_tokens():
     assert len({SEGMENT_A[0], SEGMENT_B[0], SPECIAL[0]}) == 3
     key = next(a.text for a in fig.layout.annotations if "■" in a.text)
     assert dict((name, colour) for colour, name in re.findall(r'color:(#\w+)">■</span> ([^<]+?)(?:   |$)', key)) == {
-        "segment A": SEGMENT_A[1], "segment B": SEGMENT_B[1], "[CLS] / [SEP]": SPECIAL[1]
+        "segment A": SEGMENT_A[1],
+        "segment B": SEGMENT_B[1],
+        "[CLS] / [SEP]": SPECIAL[1],
     }
     assert not fig.layout.showlegend
     assert len(boxes(fig)) == len(PAIR)
@@ -133,8 +135,7 @@ def test_token_strip_at_512_tokens_is_light_and_fast():
     n = 512
     tokens = ["[CLS]"] + [("##ing" if i % 3 == 2 else f"word{i % 70}") for i in range(n - 2)] + ["[SEP]"]
     start = time.perf_counter()
-    fig = viz.token_strip(tokens, list(range(n)), [0] * 300 + [1] * (n - 300),
-                          [i in (0, n - 1) for i in range(n)])
+    fig = viz.token_strip(tokens, list(range(n)), [0] * 300 + [1] * (n - 300), [i in (0, n - 1) for i in range(n)])
     size = len(fig.to_json())
     elapsed = time.perf_counter() - start
     print(f"token_strip, {n} tokens: {size / 1e3:.0f} kB of JSON in {elapsed:.2f} s")
@@ -295,7 +296,10 @@ def small_figures() -> list[tuple[str, go.Figure]]:
 
 def make_report(figures=None, sentence_b="It naps.") -> str:
     return viz.html_report(
-        XSS, sentence_b, "MiniLM <v2>", small_figures() if figures is None else figures,
+        XSS,
+        sentence_b,
+        "MiniLM <v2>",
+        small_figures() if figures is None else figures,
         generated=datetime(2025, 3, 4, 5, 6),
     )
 
@@ -331,8 +335,13 @@ def test_report_header_and_one_plot_per_figure():
 
 # ---- in Chromium -------------------------------------------------------------
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")

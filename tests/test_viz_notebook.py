@@ -1,4 +1,5 @@
 """The notebook API: head_view and model_view as self-contained figures, offline HTML, the docs notebook."""
+
 from __future__ import annotations
 
 import os
@@ -58,7 +59,7 @@ def test_head_view_starts_on_the_chosen_layer_and_head_and_menus_switch_maps():
             select(fig, "Head", f"Head {head}")
             [shown] = seen(fig)
             np.testing.assert_array_equal(shown.z, attn[layer, head])
-            assert shown.hoverinfo == "all" and "L%d H%d" % (layer, head) in shown.hovertemplate
+            assert shown.hoverinfo == "all" and f"L{layer} H{head}" in shown.hovertemplate
             assert all(t.hoverinfo == "skip" for t in fig.data if t.opacity == 0)
 
 
@@ -233,8 +234,9 @@ def test_model_view_sentence_filter_and_seq2seq():
 
 
 def test_ours_and_transformers_outputs_give_the_same_figure(tiny_dir):
-    from attention import load_model
     from transformers import AutoTokenizer, BertModel
+
+    from attention import load_model
 
     model, tokenizer = load_model(tiny_dir)
     reference = BertModel.from_pretrained(str(tiny_dir), attn_implementation="eager").eval()

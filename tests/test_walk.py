@@ -1,5 +1,6 @@
 """The guided walk: each step draws the real tensor of the recorded pass for the chosen head, has its
 own link, and the buttons and the arrow keys move between steps."""
+
 from __future__ import annotations
 
 import json
@@ -7,11 +8,10 @@ import os
 
 import numpy as np
 import pytest
+from test_app import SENTENCE, decode, no_errors, start
 
 from attention.run import run_sentence
 from attention.trace import head_matrix, trace_layer
-
-from test_app import SENTENCE, decode, no_errors, start
 
 
 def step_title(at) -> str:
@@ -80,9 +80,8 @@ def test_a_causal_model_with_a_fused_projection_shows_its_own_steps(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian's chromium is not installed")
 def test_the_arrow_keys_move_between_steps_in_the_browser():
-    from playwright.sync_api import sync_playwright
-
     from browser import app_server, launch
+    from playwright.sync_api import sync_playwright
     from test_browser_state import SIZE, clean, wait_drawn
 
     with app_server() as url, sync_playwright() as pw:
@@ -91,10 +90,15 @@ def test_the_arrow_keys_move_between_steps_in_the_browser():
         page.goto(f"{url}/?view=walk&walk=3&layer=3&head=1")
         wait_drawn(page)
         page.wait_for_function("() => document.body.innerText.includes('Step 4 of 11')", timeout=60_000)
-        for key, shown in (("ArrowRight", "Step 5 of 11"), ("ArrowRight", "Step 6 of 11"), ("ArrowLeft", "Step 5 of 11")):
+        for key, shown in (
+            ("ArrowRight", "Step 5 of 11"),
+            ("ArrowRight", "Step 6 of 11"),
+            ("ArrowLeft", "Step 5 of 11"),
+        ):
             page.keyboard.press(key)
             page.wait_for_function(f"() => document.body.innerText.includes('{shown}')", timeout=60_000)
-            page.wait_for_function(f"() => location.search.includes('walk={int(shown.split()[1]) - 1}')",
-                                   timeout=60_000)
+            page.wait_for_function(
+                f"() => location.search.includes('walk={int(shown.split()[1]) - 1}')", timeout=60_000
+            )
         clean(page)
         browser.close()

@@ -1,5 +1,6 @@
 """Attention flow solved in worker processes (ui/workers.py): the same numbers, at the lowest priority,
 stopped with the computation that asked for it."""
+
 import os
 
 import numpy as np
@@ -53,8 +54,7 @@ def test_a_flow_stopped_midway_stops_its_worker_and_the_next_flow_gets_a_new_one
     assert workers.started == 1 and workers.pool is None  # stopped, not kept with unread answers
     with pytest.raises(RuntimeError):  # shut down: it takes no more work
         pools[0].submit(os.getpid)
-    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
-                                  attention_flow(attentions))
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
     assert workers.started == 2
 
 
@@ -64,15 +64,13 @@ def test_where_no_worker_can_start_the_flow_is_solved_in_this_thread(workers, mo
 
     monkeypatch.setattr("ui.workers.ProcessPoolExecutor", cannot)
     attentions = random_attentions(T=6)
-    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
-                                  attention_flow(attentions))
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
 
 
 def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(workers, monkeypatch, caplog, tmp_path):
     # a worker that cannot import what it needs
     monkeypatch.setattr("ui.workers.MAXFLOW", tmp_path / "maxflow.py")
     attentions = random_attentions(T=6)
-    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows),
-                                  attention_flow(attentions))
+    np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
     assert workers.started == 1 and workers.pool is None
     assert any("its worker stopped" in r.getMessage() for r in caplog.records)

@@ -1,6 +1,7 @@
 """The computations the views share, cached per model and input in the bounded stores (ui/stores.py):
 statistics and patterns, the head comparison, rollout and attention flow, ablation, the grouped-query
 conversion, the masked-LM head, and the head an example's pronoun is sent from."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -95,6 +96,7 @@ def through_layer(run, layer: int) -> tuple:
 
 def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
     """Rollout through `layer` (T, T), cached: about 0.3 s at 512 tokens."""
+
     def compute():
         return rollout(through_layer(run, layer))[-1, 0].numpy()
 
@@ -103,9 +105,11 @@ def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarr
 
 def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
     """Attention flow from the input tokens into the positions after `layer` (T, T)."""
+
     def compute(deadline):
-        return attention_flow(through_layer(run, layer), progress=deadline.wrap(progress),
-                              solve_rows=flow_workers().solve_rows)
+        return attention_flow(
+            through_layer(run, layer), progress=deadline.wrap(progress), solve_rows=flow_workers().solve_rows
+        )
 
     return store("flows", 16, 50 * MB).get_or_compute_heavy((source, text, text_b, layer), "flow", compute)
 
@@ -119,8 +123,10 @@ def get_mlm_head(source: str) -> tuple[MaskedLMHead | None, str | None]:
     except ModelLoadError as err:
         return None, f"This checkpoint's masked-LM head does not load, so there are no [MASK] guesses: {err}"
     if head is None:
-        return None, ("This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
-                      "compare. Load one that has (for example bert-base-uncased) to see them.")
+        return None, (
+            "This checkpoint has no masked-language-model head, so there are no [MASK] predictions to "
+            "compare. Load one that has (for example bert-base-uncased) to see them."
+        )
     return head, None
 
 
@@ -137,13 +143,15 @@ def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
         _, tokenizer = get_model(source)
         return run_sentence(get_grouped_model(source, num_kv_heads), tokenizer, text, text_b)
 
-    return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy((source, num_kv_heads, text, text_b), "gqa",
-                                                                     compute)
+    return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy(
+        (source, num_kv_heads, text, text_b), "gqa", compute
+    )
 
 
 def get_map_change(source: str, num_kv_heads: int, text: str, text_b: str, run, grouped) -> np.ndarray:
     """Mean |Δ| of each head's map in `grouped` (get_grouped_run's) against `run`'s, (n_layers, H), kept: at
     512 tokens it reads both runs' every map, which a rerun need not do again."""
+
     def compute():
         return map_change(run.attentions, grouped.attentions)
 
@@ -157,17 +165,27 @@ def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[in
         for layer, head in heads:
             mask[layer, head] = 0.0
         enc = run.encoded
-        return ablate(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, head_mask=mask,
-                      ablation=mode, mlm_head=get_mlm_head(source)[0], tokenizer=tokenizer,
-                      progress=deadline.wrap(None))
+        return ablate(
+            model,
+            enc.input_ids,
+            enc.attention_mask,
+            enc.token_type_ids,
+            head_mask=mask,
+            ablation=mode,
+            mlm_head=get_mlm_head(source)[0],
+            tokenizer=tokenizer,
+            progress=deadline.wrap(None),
+        )
 
-    return store("ablations", 16, 200 * MB).get_or_compute_heavy((source, text, text_b, heads, mode), "ablation",
-                                                                  compute)
+    return store("ablations", 16, 200 * MB).get_or_compute_heavy(
+        (source, text, text_b, heads, mode), "ablation", compute
+    )
 
 
 def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
     """Mean |Δ| between every two heads' maps of one layer (H, H), cached: maps longer than
     CHANGE_MAX_CELLS tokens are pooled to that many cells a side first."""
+
     def compute():
         return pairwise_change(pool_map(run.attentions[layer], CHANGE_MAX_CELLS))
 
@@ -200,12 +218,27 @@ def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, i
     layer, head = ranked(values, 1)[0]
     best = float(values[layer, head])
     if not separates(best):
-        return 0, 0, (f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {criterion} "
-                      f"of {values.size} heads is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0.")
+        return (
+            0,
+            0,
+            (
+                f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {criterion} "
+                f"of {values.size} heads is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0."
+            ),
+        )
     a = example.answer_index
     to_answer, other = score.attention[layer, head, a], np.delete(score.attention[layer, head], a).max()
-    average = (f" against {column_means(run.attentions, score.located)[layer, head, a]:.2f} from the average token"
-               if criterion == "specificity" else "")
-    return layer, head, (f"Opened layer {layer}, head {head}, the best of {values.size} heads by {criterion} "
-                         f"({best:+.2f}: “{pronoun}” → “{answer}” {to_answer:.2f}{average}; the other candidate "
-                         f"gets {other:.2f}). See the Coreference view for the ranking.")
+    average = (
+        f" against {column_means(run.attentions, score.located)[layer, head, a]:.2f} from the average token"
+        if criterion == "specificity"
+        else ""
+    )
+    return (
+        layer,
+        head,
+        (
+            f"Opened layer {layer}, head {head}, the best of {values.size} heads by {criterion} "
+            f"({best:+.2f}: “{pronoun}” → “{answer}” {to_answer:.2f}{average}; the other candidate "
+            f"gets {other:.2f}). See the Coreference view for the ranking."
+        ),
+    )

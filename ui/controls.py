@@ -1,4 +1,5 @@
 """The page's inputs: the model in the sidebar, and the sentence form with its examples."""
+
 from __future__ import annotations
 
 import re
@@ -16,27 +17,37 @@ def sidebar() -> None:
         st.header("Model")
         model, _ = get_model(st.session_state.source)
         c = model.config
-        st.caption(f"In use: {plain(model.load_report.source)} — {c.model_type}"
-                   f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
-                   f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}")
+        st.caption(
+            f"In use: {plain(model.load_report.source)} — {c.model_type}"
+            f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
+            f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}"
+        )
         rules = policy()
         if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
             choices = ["", *rules.allowed]
             if st.session_state.get("model_choice") not in choices:
                 st.session_state.model_choice = st.session_state.source if st.session_state.source in choices else ""
-            st.selectbox("Model", choices, key="model_choice", on_change=choose_model,
-                         format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)")
+            st.selectbox(
+                "Model",
+                choices,
+                key="model_choice",
+                on_change=choose_model,
+                format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)",
+            )
         else:
             with st.form("model_form"):
-                st.text_input("Checkpoint folder or hub id", key="model_input",
-                              placeholder="empty: the bundled all-MiniLM-L6-v2")
+                st.text_input(
+                    "Checkpoint folder or hub id", key="model_input", placeholder="empty: the bundled all-MiniLM-L6-v2"
+                )
                 st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
         if ignored:  # a short line, the names in its tooltip: a checkpoint's task heads are no news to a newcomer
-            st.caption(f"Unused tensors: {len(ignored)}", help="Task-head tensors in the checkpoint, not used by "
-                       "these views: " + plain(", ".join(ignored)))
+            st.caption(
+                f"Unused tensors: {len(ignored)}",
+                help="Task-head tensors in the checkpoint, not used by these views: " + plain(", ".join(ignored)),
+            )
 
 
 def input_form() -> None:
@@ -48,8 +59,9 @@ def input_form() -> None:
 
 
 def _input_widgets() -> None:
-    st.selectbox("Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset",
-                 on_change=use_preset)
+    st.selectbox(
+        "Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset", on_change=use_preset
+    )
     with st.form("sentence_form"):
         st.text_area("Sentence", key="text", height=90, max_chars=MAX_TEXT_CHARS)
         st.text_input("Second sentence (segment B, optional)", key="text_b", max_chars=MAX_TEXT_CHARS)

@@ -1,5 +1,6 @@
 """Which coreference examples the view scores: the built-in suite, a public set (Winogender, GAP) or an
 upload; where each public set comes from; and its scores per model, cached, with progress and a stop."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,28 +46,32 @@ SETS = {
         "coref_examples.jsonl",
         "87 examples written for this project; 8 lines adapted from the Winograd Schema Challenge (WSC273).",
         "CC BY 4.0 (WSC273: CC BY 4.0)",
-        "Hector J. Levesque, Ernest Davis and Leora Morgenstern. 2012. The Winograd Schema Challenge. KR 2012."),
+        "Hector J. Levesque, Ernest Davis and Leora Morgenstern. 2012. The Winograd Schema Challenge. KR 2012.",
+    ),
     "winogender": PublicSet(
         "winogender.jsonl",
         "Winogender Schemas, https://github.com/rudinger/winogender-schemas: 720 sentences, "
-        "120 templates × male/female/neutral pronoun × the participant or \"someone\".",
+        '120 templates × male/female/neutral pronoun × the participant or "someone".',
         "MIT (data/LICENSE-winogender)",
         "Rachel Rudinger, Jason Naradowsky, Brian Leonard and Benjamin Van Durme. 2018. Gender Bias in "
-        "Coreference Resolution. NAACL-HLT 2018."),
+        "Coreference Resolution. NAACL-HLT 2018.",
+    ),
     "gapdev": PublicSet(
         "gap-development.jsonl",
         "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the development "
         "split, 2000 Wikipedia passages.",
         "Apache License 2.0 (data/LICENSE-gap)",
         "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
-        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018.",
+    ),
     "gapval": PublicSet(
         "gap-validation.jsonl",
         "GAP Coreference, https://github.com/google-research-datasets/gap-coreference: the validation "
         "split, 454 Wikipedia passages.",
         "Apache License 2.0 (data/LICENSE-gap)",
         "Kellie Webster, Marta Recasens, Vera Axelrod and Jason Baldridge. 2018. Mind the GAP: A Balanced "
-        "Corpus of Gendered Ambiguous Pronouns. TACL 2018."),
+        "Corpus of Gendered Ambiguous Pronouns. TACL 2018.",
+    ),
 }
 
 
@@ -104,8 +109,9 @@ def chosen_suite() -> Suite | None:
 
 # ---- scores, cached per model and suite ------------------------------------------------------------
 
+
 class TimeLeft:
-    """", about 40 s left": the time a job of `total` steps still needs at its rate since the first step it
+    """ ", about 40 s left": the time a job of `total` steps still needs at its rate since the first step it
     reported (the first report, before any rate, says nothing)."""
 
     def __init__(self, clock=time.monotonic):
@@ -135,8 +141,11 @@ def duration(seconds: float) -> str:
 def scoring_ahead() -> bool:
     """Whether this run will score the suite picked with the model in use (not yet scored, not stopped)."""
     suite, source = chosen_suite(), st.session_state.source
-    return (suite is not None and not is_scored(source, suite)
-            and st.session_state.get("coref_stopped") != (source, suite.cache_key))
+    return (
+        suite is not None
+        and not is_scored(source, suite)
+        and st.session_state.get("coref_stopped") != (source, suite.cache_key)
+    )
 
 
 SHIFT = 4  # elements above the view that may be gone since the last run: a link's notices (shown once) …
@@ -190,8 +199,9 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
         return None
     bar, button = st.empty(), st.empty()
     if not is_scored(source, suite):
-        button.button("Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop,
-                      args=(source, suite.cache_key))
+        button.button(
+            "Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key)
+        )
     left = TimeLeft()
 
     def progress(done: int, total: int) -> None:
@@ -209,8 +219,10 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
     if not outcome.ok:
         return None
     if result.n == 0:
-        st.info(f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
-                + (f" ({plain(excluded_reasons(result))})." if result.excluded else "."))
+        st.info(
+            f"None of the {len(suite.examples)} examples with an answer could be scored with {plain(what)}"
+            + (f" ({plain(excluded_reasons(result))})." if result.excluded else ".")
+        )
         return None
     return result
 
@@ -228,6 +240,7 @@ def read_upload(data: bytes) -> tuple[list[CorefExample], Problems]:
     """An upload's good examples and its bad lines' problems, read as a heavy job of the "suite" kind: in the
     server's heavy slot, within the suite's time limit (checked every few lines: TooLong past it), kept per
     file content."""
+
     def compute(deadline):
         return load_examples_leniently(data, check=deadline.check, keep=SHOWN_PROBLEMS)
 
@@ -315,8 +328,10 @@ def waiting_upload() -> bool:
         noun = "example" if len(examples) == 1 else "examples"
         box.button(f"Score the {len(examples):,} valid {noun}", key="coref_take_good", on_click=take_good_lines)
     else:
-        box.error(problems_text(name, problems) + "  \nNone of its lines can be scored; the examples in use "
-                  "stay as they were.")
+        box.error(
+            problems_text(name, problems) + "  \nNone of its lines can be scored; the examples in use "
+            "stay as they were."
+        )
     return True
 
 
@@ -332,8 +347,12 @@ def suite_picker() -> Suite | None:
             # the project's own text (SETS above), not a visitor's: shown as markdown so its address is a link
             st.caption(f"Source: {facts.source}  \nLicence: {facts.licence}  \nCite: {facts.cite}")
         else:
-            st.file_uploader("A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
-                             type=["jsonl", "json", "txt"], key="coref_upload", on_change=take_upload)
+            st.file_uploader(
+                "A JSONL file: text, pronoun, candidates, answer per line (see data/README.md)",
+                type=["jsonl", "json", "txt"],
+                key="coref_upload",
+                on_change=take_upload,
+            )
     if st.session_state.get("coref_upload_error"):
         st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
     waiting = key == "upload" and waiting_upload()

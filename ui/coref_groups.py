@@ -2,6 +2,7 @@
 their counts, baselines and exact intervals, a grid per group (each head's count and interval in its hover),
 the difference between two groups, the paired test of the best head where the groups' examples pair up, and
 every group's heads as CSV."""
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,9 @@ def group_fields(examples) -> list[str]:
     fields = []
     for name in names:
         values = {e.value(name) for e in examples if isinstance(e.value(name), (str, bool, int, type(None)))}
-        if 2 <= len(values) <= MAX_GROUPS and all(isinstance(e.value(name), (str, bool, int, type(None)))
-                                                  for e in examples):
+        if 2 <= len(values) <= MAX_GROUPS and all(
+            isinstance(e.value(name), (str, bool, int, type(None))) for e in examples
+        ):
             fields.append(name)
             if len(fields) == MAX_FIELDS:
                 break
@@ -64,8 +66,10 @@ def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str,
     pair_on = tuple(f for f in fields if f != by)
     if not pair_on:
         return None
-    keys = {v: [tuple(d.example.value(f) for f in pair_on) for d in result.details if d.example.value(by) == v]
-            for v in (a, b)}
+    keys = {
+        v: [tuple(d.example.value(f) for f in pair_on) for d in result.details if d.example.value(by) == v]
+        for v in (a, b)
+    }
     if any(len(k) != len(set(k)) for k in keys.values()) or not set(keys[a]) & set(keys[b]):
         return None
     return pair_on
@@ -76,24 +80,30 @@ def counts(result: CorefResult) -> np.ndarray:
     the exact (Clopper-Pearson) 95% interval of that accuracy."""
     right = result.correct.sum(axis=0)
     low, high = clopper_pearson(right, result.n)
-    return np.array([[f"{k} of {result.n}, [{lo:.2f}, {hi:.2f}]" for k, lo, hi in zip(*row)]
-                     for row in zip(right, low, high)])
+    return np.array(
+        [[f"{k} of {result.n}, [{lo:.2f}, {hi:.2f}]" for k, lo, hi in zip(*row)] for row in zip(right, low, high)]
+    )
 
 
-def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str, ...] = (),
-               notes: dict[str, np.ndarray] | None = None) -> None:
+def draw_grids(
+    items: list[tuple[np.ndarray, str, str, str]],
+    static: tuple[str, ...] = (),
+    notes: dict[str, np.ndarray] | None = None,
+) -> None:
     """(values, title, kind, name) grids, two side by side where they fit, else one under the other. A
     click on a head opens it, except on the grids named in `static` (another model's heads); `notes` (by
     grid name) follow each head's value in its hover."""
     notes = notes or {}
     half = column_px(2)
     for start in range(0, len(items), 2):
-        row = items[start:start + 2]
+        row = items[start : start + 2]
         figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half, notes=notes.get(n)) for v, t, k, n in row]
         beside = len(row) == 2 and all(f.layout.width <= half for f in figs)
         if not beside:
-            figs = [head_grid(v, t, kind=k, font_size=font_size(), width=main_px(), notes=notes.get(n))
-                    for v, t, k, n in row]
+            figs = [
+                head_grid(v, t, kind=k, font_size=font_size(), width=main_px(), notes=notes.get(n))
+                for v, t, k, n in row
+            ]
         for col, fig, (_, _, _, name) in zip(slots(beside, len(row)), figs, row):
             with col:
                 if name in static:
@@ -109,8 +119,12 @@ def grouped(result: CorefResult, examples) -> None:
     if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
         st.session_state.coref_by = NO_GROUPING
     left, mid, right = st.columns(3)
-    by = left.selectbox("Group by", options, key="coref_by",
-                        help="A field of the examples; each value's examples are scored on their own.")
+    by = left.selectbox(
+        "Group by",
+        options,
+        key="coref_by",
+        help="A field of the examples; each value's examples are scored on their own.",
+    )
     if by == NO_GROUPING:
         if not fields:
             st.caption("These examples have no field to group them by (a line's extra fields, e.g. gender).")
@@ -128,15 +142,32 @@ def grouped(result: CorefResult, examples) -> None:
     b = right.selectbox("Group B", counted, key="coref_group_b")
     rows = [(n, groups[names[n]]) for n in counted]
     notes = {n: counts(g) for n, g in rows}
-    show_table(group_table(by, rows, notes, best_head(result)), "Groups: counts, baselines and intervals",
-               hide_index=True, width="stretch")
-    st.download_button("Download every head's accuracy per group (CSV)", data=lambda: groups_csv_text(by, rows),
-                       file_name=f"coreference-heads-by-{re.sub(r'[^A-Za-z0-9_-]+', '_', by)}.csv", mime="text/csv",
-                       on_click="ignore")
+    show_table(
+        group_table(by, rows, notes, best_head(result)),
+        "Groups: counts, baselines and intervals",
+        hide_index=True,
+        width="stretch",
+    )
+    st.download_button(
+        "Download every head's accuracy per group (CSV)",
+        data=lambda: groups_csv_text(by, rows),
+        file_name=f"coreference-heads-by-{re.sub(r'[^A-Za-z0-9_-]+', '_', by)}.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
     shown = counted if len(counted) <= MAX_GRIDS else [a, b]
-    draw_grids([(groups[names[n]].accuracy, f"accuracy, {by} = {n} ({groups[names[n]].n} examples)", "accuracy",
-                 f"coref-group-{i}") for i, n in enumerate(shown)],
-               notes={f"coref-group-{i}": notes[n] for i, n in enumerate(shown)})
+    draw_grids(
+        [
+            (
+                groups[names[n]].accuracy,
+                f"accuracy, {by} = {n} ({groups[names[n]].n} examples)",
+                "accuracy",
+                f"coref-group-{i}",
+            )
+            for i, n in enumerate(shown)
+        ],
+        notes={f"coref-group-{i}": notes[n] for i, n in enumerate(shown)},
+    )
     if a == b:
         st.info("Pick two different groups to see their difference.")
         return
@@ -145,35 +176,51 @@ def grouped(result: CorefResult, examples) -> None:
     st.caption(plain(difference_note(result, by, names[a], names[b], fields, a, b, (notes[a], notes[b]))))
 
 
-def group_table(by: str, rows: list[tuple[str, CorefResult]], notes: dict[str, np.ndarray],
-                overall: tuple[int, int]) -> dict[str, list]:
+def group_table(
+    by: str, rows: list[tuple[str, CorefResult]], notes: dict[str, np.ndarray], overall: tuple[int, int]
+) -> dict[str, list]:
     """One row per group: its counts, baselines, its own best head with the exact 95% interval, and the best
     head overall's count and interval on it (notes: counts() of each group)."""
     layer, head = overall
     best = {n: g.ranked(1)[0] for n, g in rows}  # each group's own best head: (layer, head, accuracy)
-    return {by: [n for n, _ in rows], "examples counted": [g.n for _, g in rows],
-            "left out": [len(g.excluded) for _, g in rows],
-            "baseline nearest": [round(g.baselines["nearest"], 3) for _, g in rows],
-            "baseline first": [round(g.baselines["first"], 3) for _, g in rows],
-            "best head": [f"L{best[n][0]} H{best[n][1]}" for n, _ in rows],
-            "best accuracy": [round(best[n][2], 3) for n, _ in rows],
-            "right, 95% interval": [notes[n][best[n][0], best[n][1]] for n, _ in rows],
-            f"L{layer} H{head} (best overall)": [notes[n][layer, head] for n, _ in rows]}
+    return {
+        by: [n for n, _ in rows],
+        "examples counted": [g.n for _, g in rows],
+        "left out": [len(g.excluded) for _, g in rows],
+        "baseline nearest": [round(g.baselines["nearest"], 3) for _, g in rows],
+        "baseline first": [round(g.baselines["first"], 3) for _, g in rows],
+        "best head": [f"L{best[n][0]} H{best[n][1]}" for n, _ in rows],
+        "best accuracy": [round(best[n][2], 3) for n, _ in rows],
+        "right, 95% interval": [notes[n][best[n][0], best[n][1]] for n, _ in rows],
+        f"L{layer} H{head} (best overall)": [notes[n][layer, head] for n, _ in rows],
+    }
 
 
-def difference_note(result: CorefResult, by: str, a, b, fields: list[str], name_a: str, name_b: str,
-                    counted: tuple[np.ndarray, np.ndarray]) -> str:
+def difference_note(
+    result: CorefResult,
+    by: str,
+    a,
+    b,
+    fields: list[str],
+    name_a: str,
+    name_b: str,
+    counted: tuple[np.ndarray, np.ndarray],
+) -> str:
     """`counted`: counts() of groups a and b."""
     pair_on = pairing(result, by, a, b, fields)
     layer, head = best_head(result)
     if pair_on is None:
-        return (f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
-                "not pair up one to one, so no paired test is made; compare the groups' intervals instead: the "
-                f"best head overall, layer {layer}, head {head}, is right on {counted[0][layer, head]} on "
-                f"{name_a} and on {counted[1][layer, head]} on {name_b} (exact 95% intervals; the grids' hover "
-                "gives every head's).")
+        return (
+            f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
+            "not pair up one to one, so no paired test is made; compare the groups' intervals instead: the "
+            f"best head overall, layer {layer}, head {head}, is right on {counted[0][layer, head]} on "
+            f"{name_a} and on {counted[1][layer, head]} on {name_b} (exact 95% intervals; the grids' hover "
+            "gives every head's)."
+        )
     test = paired_groups(result, by, a, b, pair_on, layer, head)
-    return (f"Blue: heads more often right on {name_a} than on {name_b}. Paired by {', '.join(pair_on)}: "
-            f"{test.n} pairs. The best head overall, layer {layer}, head {head}, is right only on the {name_a} "
-            f"example of {test.only_a} pairs and only on the {name_b} one of {test.only_b}; exact McNemar "
-            f"p = {test.p:.3g}.")
+    return (
+        f"Blue: heads more often right on {name_a} than on {name_b}. Paired by {', '.join(pair_on)}: "
+        f"{test.n} pairs. The best head overall, layer {layer}, head {head}, is right only on the {name_a} "
+        f"example of {test.only_a} pairs and only on the {name_b} one of {test.only_b}; exact McNemar "
+        f"p = {test.p:.3g}."
+    )

@@ -1,6 +1,7 @@
 """The Coreference view on a typed sentence: the pronoun, candidates and answer picked (pre-filled for the
 app's examples, suggested for others), every head valued by the criterion named on the page, and the
 sentence's twin whose answer flips."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,15 +63,20 @@ def pick_example(run, text: str) -> Picked | None:
     p = left.selectbox("Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun")
     firsts = [i for i, w in enumerate(lower) if lower.index(w) == i and w != lower[p]]
     st.session_state.coref_candidates = [c for c in st.session_state.get("coref_candidates") or [] if c in firsts]
-    chosen = mid.multiselect("Candidates", firsts, format_func=words.__getitem__, key="coref_candidates",
-                             help="Suggested: the words before the pronoun that are not common function words.")
+    chosen = mid.multiselect(
+        "Candidates",
+        firsts,
+        format_func=words.__getitem__,
+        key="coref_candidates",
+        help="Suggested: the words before the pronoun that are not common function words.",
+    )
     if len(chosen) < 2:
         st.info("Pick the pronoun and at least two candidate words (usually the nouns it could refer to).")
         return None
     if st.session_state.get("coref_answer") not in chosen:
         st.session_state.coref_answer = chosen[0]
     answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
-    occurrence = lower[:p + 1].count(lower[p])
+    occurrence = lower[: p + 1].count(lower[p])
     example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
     return Picked(words, example, p, list(chosen))
 
@@ -94,17 +100,21 @@ def prefill(text: str, words: list[str]) -> None:
 
 def causal_note() -> None:
     if is_causal():
-        st.caption("This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
-                   "after the pronoun gets no attention and these scores can only pick an earlier one.")
+        st.caption(
+            "This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
+            "after the pronoun gets no attention and these scores can only pick an earlier one."
+        )
 
 
 # ---- the heads ranked -----------------------------------------------------------------------------------
 
+
 def criterion_picker() -> str:
     if st.session_state.get("coref_rank") not in COREF_RANKS.values():
         st.session_state.coref_rank = next(iter(COREF_RANKS.values()))
-    return st.segmented_control("Rank heads by", list(COREF_RANKS.values()), key="coref_rank", required=True,
-                                help=" · ".join(CRITERIA.values()))
+    return st.segmented_control(
+        "Rank heads by", list(COREF_RANKS.values()), key="coref_rank", required=True, help=" · ".join(CRITERIA.values())
+    )
 
 
 def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> None:
@@ -117,26 +127,36 @@ def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> Non
     answer = score.example.answer
     columns = {"head": [f"L{layer} H{head}" for layer, head in order]}
     columns |= {name: values[name][layers, heads].round(3) for name in sorted(CRITERIA, key=lambda n: n != criterion)}
-    columns |= {f"→ {answer}": score.attention[layers, heads, a].round(3),
-                "→ best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
-                f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3)}
+    columns |= {
+        f"→ {answer}": score.attention[layers, heads, a].round(3),
+        "→ best other": np.delete(score.attention, a, axis=-1).max(-1)[layers, heads].round(3),
+        f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3),
+    }
     show_table(columns, "Heads ranked", hide_index=True, width="stretch")
     best = float(values[criterion][layers[0], heads[0]])
-    verdict = (f"Best: layer {layers[0]}, head {heads[0]} ({best:+.2f})." if separates(best) else
-               f"No head separates the candidates: the best value is {best:+.2f}, not above {MIN_SEPARATION}.")
-    st.caption(f"Ranked by {plain(CRITERIA[criterion])}. {verdict} The first visit and the guided walk's last step "
-               "open the best head by the same criterion.")
+    verdict = (
+        f"Best: layer {layers[0]}, head {heads[0]} ({best:+.2f})."
+        if separates(best)
+        else f"No head separates the candidates: the best value is {best:+.2f}, not above {MIN_SEPARATION}."
+    )
+    st.caption(
+        f"Ranked by {plain(CRITERIA[criterion])}. {verdict} The first visit and the guided walk's last step "
+        "open the best head by the same criterion."
+    )
 
 
 # ---- the sentence and its twin ----------------------------------------------------------------------------
+
 
 def known_twin(text: str) -> str | None:
     """The app's example whose pronoun and candidates are this one's and whose answer differs."""
     if text not in PRESET_COREF:
         return None
     pronoun, candidates, answer = PRESET_COREF[text]
-    return next((t for t, (p, c, a) in PRESET_COREF.items() if t != text and (p, c) == (pronoun, candidates)
-                 and a != answer), None)
+    return next(
+        (t for t, (p, c, a) in PRESET_COREF.items() if t != text and (p, c) == (pronoun, candidates) and a != answer),
+        None,
+    )
 
 
 def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
@@ -154,9 +174,11 @@ def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
     if st.session_state.get("coref_twin") is None:
         st.session_state.coref_twin = ""
     left, right = st.columns([3, 1])
-    twin = left.text_input("Its twin: the same sentence with the answer flipped", key="coref_twin",
-                           placeholder="e.g. the sentence with one word changed so the pronoun means the other "
-                                       "candidate")
+    twin = left.text_input(
+        "Its twin: the same sentence with the answer flipped",
+        key="coref_twin",
+        placeholder="e.g. the sentence with one word changed so the pronoun means the other candidate",
+    )
     candidates = list(picked.example.candidates)
     if st.session_state.get("coref_twin_answer") not in candidates:
         st.session_state.coref_twin_answer = next((c for c in candidates if c != picked.example.answer), None)

@@ -5,6 +5,7 @@ narrowest window the app supports, PAGE_PX, as Chromium draws it: in wide mode t
 keeps 5 rem of padding on each side, beside a 300 px sidebar; presentation mode hides the sidebar
 and sets the root font to 22 px. Columns are separated by 1 rem. A wider window leaves room to spare.
 """
+
 from __future__ import annotations
 
 import streamlit as st

@@ -1,6 +1,7 @@
 """How a heavy computation looks on the page: a note while the server's heavy slot is busy with
 another visitor's job, and a message (never a traceback) when the wait or the computation runs
 past its limit. The caps themselves are operator settings (ui/settings.py), used by ui/slots.py."""
+
 from __future__ import annotations
 
 import contextlib
@@ -9,29 +10,41 @@ import streamlit as st
 
 from .slots import HEAVY, ServerBusy, SessionBusy, TooLong
 
-ADVICE = {"flow": "try a shorter sentence or Rollout", "suite": "try a smaller suite",
-          "comparison": "try again with a shorter sentence", "ablation": "try a shorter sentence",
-          "gqa": "try a shorter sentence or a smaller model"}
+ADVICE = {
+    "flow": "try a shorter sentence or Rollout",
+    "suite": "try a smaller suite",
+    "comparison": "try again with a shorter sentence",
+    "ablation": "try a shorter sentence",
+    "gqa": "try a shorter sentence or a smaller model",
+}
 
 
 def waiting_message(waited: float, most: float) -> str:
-    return (f"Another visitor's computation is running; yours starts when it ends… "
-            f"(waiting {waited:.0f} s, at most {most:.0f} s)")
+    return (
+        f"Another visitor's computation is running; yours starts when it ends… "
+        f"(waiting {waited:.0f} s, at most {most:.0f} s)"
+    )
 
 
 def too_long_message(err: TooLong) -> str:
-    return (f"This took longer than {err.limit:g} s and was stopped; {ADVICE.get(err.kind, 'try a smaller input')}. "
-            "Nothing of it was kept.")
+    return (
+        f"This took longer than {err.limit:g} s and was stopped; {ADVICE.get(err.kind, 'try a smaller input')}. "
+        "Nothing of it was kept."
+    )
 
 
 def busy_message(err: ServerBusy) -> str:
-    return (f"The server stayed busy with other visitors' computations for {err.waited:.0f} s, so yours did not "
-            "start. Try again in a moment.")
+    return (
+        f"The server stayed busy with other visitors' computations for {err.waited:.0f} s, so yours did not "
+        "start. Try again in a moment."
+    )
 
 
 def session_busy_message() -> str:
-    return ("Your previous computation is still running or waiting for the server (each visitor has one at a "
-            "time), so this one did not start. Try again when it has ended.")
+    return (
+        "Your previous computation is still running or waiting for the server (each visitor has one at a "
+        "time), so this one did not start. Try again when it has ended."
+    )
 
 
 def deadline_check():
@@ -43,6 +56,7 @@ def deadline_check():
 
 class Outcome:
     """Whether the guarded block finished: `ok` is False when it was stopped (the message is shown)."""
+
     ok = True
 
 

@@ -1,6 +1,7 @@
 """The models: each loaded once per process on the operator's device in the operator's dtype, the two
 most recently used kept (process state: no visitor's "Clear caches" unloads them), if this server's
 source policy allows it (ui/sources.py)."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,10 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
     try:
         device = str(resolve_device(DEVICE))  # "auto" settled once here, so the cache key is the real device
     except DeviceUnavailable as err:
-        message = (f"This server is set to run the model on '{DEVICE}' (`ATTENTION_DEVICE`), but {err.reason}: "
-                   "set `ATTENTION_DEVICE=cpu`, or `auto` to use a GPU only when there is one, and restart it.")
+        message = (
+            f"This server is set to run the model on '{DEVICE}' (`ATTENTION_DEVICE`), but {err.reason}: "
+            "set `ATTENTION_DEVICE=cpu`, or `auto` to use a GPU only when there is one, and restart it."
+        )
         if get_script_run_ctx(suppress_warning=True) is not None:
             log.error(message)
             st.error(message)
@@ -41,13 +44,15 @@ def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, 
     loaded = load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
     config = loaded[0].config
     if config.is_encoder_decoder:  # the page's views read one stack of self-attention
-        raise ModelLoadError(f"{source} is an encoder-decoder ({config.model_type}): it loads in Python "
-                             "(attention.load_model), but this page's views read encoders and decoders only, so far.")
+        raise ModelLoadError(
+            f"{source} is an encoder-decoder ({config.model_type}): it loads in Python "
+            "(attention.load_model), but this page's views read encoders and decoders only, so far."
+        )
     return loaded
 
 
 def precision_caption(report) -> str:
-    """", bfloat16 weights on cuda:0": where and in what dtype a model runs, for its caption; nothing
+    """ ", bfloat16 weights on cuda:0": where and in what dtype a model runs, for its caption; nothing
     for the CPU in float32 (the default)."""
     device, dtype = getattr(report, "device", "cpu"), getattr(report, "dtype", "float32")
     return "" if (device, dtype) == ("cpu", "float32") else f", {dtype} weights on {device}"

@@ -1,5 +1,6 @@
 """What every view's page shares: figures with their download, text as typed, sizes for presentation
 mode, the token strip, the view/layer/head selectors and the report of the view in use."""
+
 from __future__ import annotations
 
 import html
@@ -121,8 +122,12 @@ def present_title(fig, layer: int, head: int) -> None:
         fig.update_layout(title=title_layout(".", font_size()))
     width = fig.layout.width or main_px()
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
-    fig.layout.title.text = one_line_title(f"L{layer} H{head} · ", st.session_state.submitted[0], width,
-                                           fig.layout.title.font.size or round(font_size() * 1.2))
+    fig.layout.title.text = one_line_title(
+        f"L{layer} H{head} · ",
+        st.session_state.submitted[0],
+        width,
+        fig.layout.title.font.size or round(font_size() * 1.2),
+    )
 
 
 def progress_bar(label: str):
@@ -140,8 +145,12 @@ def too_big_for_batch(run) -> bool:
     shorter input, and return True; False for an ordinary run."""
     if not is_big(run):
         return False
-    st.info(str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
-        "This view needs", "The padded batch needs") + " The rest of this view reads one layer.")
+    st.info(
+        str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
+            "This view needs", "The padded batch needs"
+        )
+        + " The rest of this view reads one layer."
+    )
     return True
 
 
@@ -166,8 +175,14 @@ def tokens_strip(run) -> None:
 
 def strip_figure(enc, width: int):
     """The token strip of an encoded input, its rows wrapped within `width` px (its column)."""
-    return viz.token_strip(enc.tokens, enc.input_ids[0].tolist(), enc.token_type_ids[0].tolist(), enc.special,
-                           font_size=font_size(), width=width)
+    return viz.token_strip(
+        enc.tokens,
+        enc.input_ids[0].tolist(),
+        enc.token_type_ids[0].tolist(),
+        enc.special,
+        font_size=font_size(),
+        width=width,
+    )
 
 
 def selectors(run) -> None:
@@ -219,6 +234,7 @@ def sentence_words() -> list[str]:
 
 def in_words(value, words: list[str]) -> str:
     """A word index, or a list of them, as the words; an index past the sentence's words as the number."""
+
     def word(i: int) -> str:
         return words[i] if 0 <= i < len(words) else str(i)
 
@@ -251,5 +267,10 @@ def report_button(model_name: str) -> None:
         return viz.html_report(text, text_b, model_name, parts, details=details, link=link)
 
     st.session_state.page_report = build  # the page the button downloads, built on demand
-    st.download_button("Download this view as an offline HTML report", data=build,
-                       file_name=f"attention-{view_key()}.html", mime="text/html", on_click="ignore")
+    st.download_button(
+        "Download this view as an offline HTML report",
+        data=build,
+        file_name=f"attention-{view_key()}.html",
+        mime="text/html",
+        on_click="ignore",
+    )

@@ -16,6 +16,7 @@ what the imports made is then frozen out of its sight.
 Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
 (the page then sets torch's threads: `one_thread_per_computation`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,17 @@ from . import registry
 
 LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
 # the page's own modules (app.py imports them inside main, the views' on first use): torch and the figures
-PAGE_MODULES = ("ui.models", "ui.runs", "ui.state", "ui.page", "ui.controls", "ui.computations",
-                *dict.fromkeys(v.module for v in registry.VIEWS), "ui.present", "viz")
+PAGE_MODULES = (
+    "ui.models",
+    "ui.runs",
+    "ui.state",
+    "ui.page",
+    "ui.controls",
+    "ui.computations",
+    *dict.fromkeys(v.module for v in registry.VIEWS),
+    "ui.present",
+    "viz",
+)
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
 SWITCH_S = 0.0005
@@ -152,9 +162,14 @@ def warn_if_open() -> None:
     from ui.sources import SOURCES_VAR, policy
 
     if not policy().locked:
-        log.warning("%s is not set: this server listens on every network interface and loads any folder or hub id "
-                    "a visitor names. On a shared network, set %s (e.g. %s=\"\" for the bundled model only) or "
-                    "--server.address 127.0.0.1.", SOURCES_VAR, SOURCES_VAR, SOURCES_VAR)
+        log.warning(
+            "%s is not set: this server listens on every network interface and loads any folder or hub id "
+            'a visitor names. On a shared network, set %s (e.g. %s="" for the bundled model only) or '
+            "--server.address 127.0.0.1.",
+            SOURCES_VAR,
+            SOURCES_VAR,
+            SOURCES_VAR,
+        )
 
 
 def _import(names) -> None:

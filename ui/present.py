@@ -1,5 +1,6 @@
 """Presentation mode (``?present=1``): one compact row of controls, the figure sized to the first
 screen of a 1280 × 720 window, and keys to step through heads, layers and views without a mouse."""
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,23 @@ KEYS = {
     "next_view": ("Next view", "V", "V"),
 }
 # the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the button it clicks
-PAGE_KEYS = {"Shift+ArrowLeft": "present_prev_head", "Shift+ArrowRight": "present_next_head",
-             "Shift+ArrowUp": "present_prev_layer", "Shift+ArrowDown": "present_next_layer", "v": "present_next_view",
-             "ArrowLeft": "walk_prev", "ArrowRight": "walk_next"}
+PAGE_KEYS = {
+    "Shift+ArrowLeft": "present_prev_head",
+    "Shift+ArrowRight": "present_next_head",
+    "Shift+ArrowUp": "present_prev_layer",
+    "Shift+ArrowDown": "present_next_layer",
+    "v": "present_next_view",
+    "ArrowLeft": "walk_prev",
+    "ArrowRight": "walk_next",
+}
 # Streamlit's own shortcuts are not heard while a checkbox, radio, select box or button has the focus (and
 # an arrow key then moves a radio), which is the focus a mouse leaves behind. This script, run once in the
 # page, hears the keys first, wherever the focus is, except in a text box or an open dropdown's search,
 # and clicks the key's button (its `st-key-<key>` class) instead of letting the key reach the widget.
-KEYS_SCRIPT = "<script>\nwindow.presentButtons = " + json.dumps(PAGE_KEYS) + """;
+KEYS_SCRIPT = (
+    "<script>\nwindow.presentButtons = "
+    + json.dumps(PAGE_KEYS)
+    + """;
 (() => {
   if (window.presentKeys) return;
   window.presentKeys = true;
@@ -49,6 +59,7 @@ KEYS_SCRIPT = "<script>\nwindow.presentButtons = " + json.dumps(PAGE_KEYS) + """
   }, true);
 })();
 </script>"""
+)
 COPY_BUTTON = """<button class="copy-link" type="button" style="font: inherit; font-size: 16px; padding: 6px 14px;
   border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 8px; background: white; cursor: pointer">
   Copy link to this view</button>
@@ -73,9 +84,13 @@ COPY_BUTTON = """<button class="copy-link" type="button" style="font: inherit; f
   });
 })();
 </script>"""
-ICONS = {"prev_head": ":material/arrow_back: Head", "next_head": ":material/arrow_forward: Head",
-         "prev_layer": ":material/arrow_upward: Layer", "next_layer": ":material/arrow_downward: Layer",
-         "next_view": ":material/skip_next: View"}  # short: each button also shows its key
+ICONS = {
+    "prev_head": ":material/arrow_back: Head",
+    "next_head": ":material/arrow_forward: Head",
+    "prev_layer": ":material/arrow_upward: Layer",
+    "next_layer": ":material/arrow_downward: Layer",
+    "next_view": ":material/skip_next: View",
+}  # short: each button also shows its key
 
 
 def figure_height(used: int = 0) -> int:
@@ -99,33 +114,48 @@ def controls(run) -> None:
     """The view, layer and head in one row above the figure."""
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     view.selectbox("View", registry.labels(), key="view", label_visibility="collapsed")
-    layer.selectbox("Layer", range(run.n_layers), key="layer", label_visibility="collapsed",
-                    format_func=lambda i: f"Layer {i}")
-    head.selectbox("Head", range(run.n_heads), key="head", label_visibility="collapsed",
-                   format_func=lambda i: f"Head {i}")
+    layer.selectbox(
+        "Layer", range(run.n_layers), key="layer", label_visibility="collapsed", format_func=lambda i: f"Layer {i}"
+    )
+    head.selectbox(
+        "Head", range(run.n_heads), key="head", label_visibility="collapsed", format_func=lambda i: f"Head {i}"
+    )
     with keys_legend:
         legend()
 
 
 def keys(run) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys."""
-    actions = {"prev_head": (step_head, (-1, run.n_heads)), "next_head": (step_head, (1, run.n_heads)),
-               "prev_layer": (step_layer, (-1, run.n_layers)), "next_layer": (step_layer, (1, run.n_layers)),
-               "next_view": (next_view, ())}
+    actions = {
+        "prev_head": (step_head, (-1, run.n_heads)),
+        "next_head": (step_head, (1, run.n_heads)),
+        "prev_layer": (step_layer, (-1, run.n_layers)),
+        "next_layer": (step_layer, (1, run.n_layers)),
+        "next_view": (next_view, ()),
+    }
     for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
         label, shortcut, shown = KEYS[name]
-        col.button(ICONS[name], key=f"present_{name}", help=f"{label}: {shown}", on_click=action, args=args,
-                   shortcut=shortcut, width="stretch")
+        col.button(
+            ICONS[name],
+            key=f"present_{name}",
+            help=f"{label}: {shown}",
+            on_click=action,
+            args=args,
+            shortcut=shortcut,
+            width="stretch",
+        )
 
 
 def legend() -> None:
     """The keys, small beside the controls: two lines no taller than a select box."""
     shown = {name: KEYS[name][2] for name in KEYS}
-    st.html('<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
-            f'Keys: <b>{shown["prev_head"]}</b> / <b>{shown["next_head"]}</b> head · '
-            f'<b>{shown["prev_layer"]}</b> / <b>{shown["next_layer"]}</b> layer<br>'
-            f'<b>{shown["next_view"]}</b> next view (or the buttons under the figure)</div>' + KEYS_SCRIPT,
-            unsafe_allow_javascript=True)
+    st.html(
+        '<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
+        f"Keys: <b>{shown['prev_head']}</b> / <b>{shown['next_head']}</b> head · "
+        f"<b>{shown['prev_layer']}</b> / <b>{shown['next_layer']}</b> layer<br>"
+        f"<b>{shown['next_view']}</b> next view (or the buttons under the figure)</div>" + KEYS_SCRIPT,
+        unsafe_allow_javascript=True,
+    )
 
 
 def link_control():

@@ -2,6 +2,7 @@
 every heavy job) runs its torch kernels BIG_NICE Linux nice steps below the page's own work, so the cores
 go to the room's short sentences first and the long one takes what they leave. Its Python stays at the
 page's priority (KernelsLow says why; bench/priority.py measures it)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,10 @@ def low_priority():
     if before is None or SETPRIORITY is None or not may_raise_priority(before):
         if not NOTED:
             NOTED.append(True)
-            log.warning("long computations run at the page's priority: this process may not set a thread's "
-                        "priority back (run it as root, or with `ulimit -e 20`)")
+            log.warning(
+                "long computations run at the page's priority: this process may not set a thread's "
+                "priority back (run it as root, or with `ulimit -e 20`)"
+            )
         yield
         return
     LOWERED.on = True
@@ -84,8 +87,22 @@ class KernelsLow(TorchFunctionMode):
 
 LOW_ELEMENTS = 1 << 16  # a call on smaller tensors is over in microseconds: not worth two system calls
 # calls that hold the interpreter lock throughout (they read or make Python objects)
-HOLDS_THE_LOCK = {"tolist", "item", "numpy", "__bool__", "__int__", "__float__", "__index__", "__len__",
-                  "__iter__", "__repr__", "__str__", "__format__", "__reduce_ex__", "__array__"}
+HOLDS_THE_LOCK = {
+    "tolist",
+    "item",
+    "numpy",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__len__",
+    "__iter__",
+    "__repr__",
+    "__str__",
+    "__format__",
+    "__reduce_ex__",
+    "__array__",
+}
 
 
 def cpu_elements(args, kwargs) -> int:

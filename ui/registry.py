@@ -6,6 +6,7 @@ use, so this module imports nothing of the page and every part of it can import 
 
 Adding a view: write ``ui/views/<name>.py`` with a ``draw(run)`` function, and add its row here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,9 +36,28 @@ VIEWS = (
     View("overview", "Overview", "ui.views.overview.draw", False, ("patterns",)),
     View("shapeflow", "Shape flow", "ui.views.shapeflow.draw", False, ("padded", "step"), aliases=("flow",)),
     View("masks", "Masks", "ui.views.masks.draw", False),
-    View("coref", "Coreference", "ui.views.coref.draw", True,
-         ("coref", "pronoun", "candidates", "answer", "rank", "pair", "twins", "twin", "tanswer", "set", "by", "ga", "gb",
-          "vs")),
+    View(
+        "coref",
+        "Coreference",
+        "ui.views.coref.draw",
+        True,
+        (
+            "coref",
+            "pronoun",
+            "candidates",
+            "answer",
+            "rank",
+            "pair",
+            "twins",
+            "twin",
+            "tanswer",
+            "set",
+            "by",
+            "ga",
+            "gb",
+            "vs",
+        ),
+    ),
     View("stats", "Head stats", "ui.views.stats.draw", True),
     View("rollout", "Rollout & flow", "ui.views.rollout.draw", True, ("derived",)),
     View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
@@ -80,6 +100,7 @@ def following(label: str | None) -> str:
 
 def url_codec() -> tuple[Callable[[str], str], Callable[[str], str]]:
     """The view's Param codec: a label is written as its view's key; a key or an alias reads as its label."""
+
     def write(label: str) -> str:
         return by_label(label).key
 

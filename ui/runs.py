@@ -2,6 +2,7 @@
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
 than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
 through `big_run_loader` and kept in stores of their own."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,13 +18,17 @@ from .stores import MB, store
 
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
 # where a big run's pieces are kept: (store name, entries, bytes) per function of attention/bigrun.py
-BIG_STORES = {bigrun.layer_maps: ("layer-maps", 4, 300 * MB), bigrun.pooled_stats: ("run-stats", 32, 16 * MB),
-              bigrun.layer_selection: ("layer-selections", 8, 4 * bigrun.SLICE_BYTES)}
+BIG_STORES = {
+    bigrun.layer_maps: ("layer-maps", 4, 300 * MB),
+    bigrun.pooled_stats: ("run-stats", 32, 16 * MB),
+    bigrun.layer_selection: ("layer-selections", 8, 4 * bigrun.SLICE_BYTES),
+}
 
 
 def get_run(source: str, text: str, text_b: str, causal: bool = False):
     """The run of one sentence (or pair): a SentenceRun holding every map, or, when every map together
     would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time."""
+
     def compute():
         from viz.overview import head_tiles
 
@@ -34,8 +39,9 @@ def get_run(source: str, text: str, text_b: str, causal: bool = False):
             return bigrun.pooled_run(model, enc, causal, big_run_loader((source, text, text_b, causal)), head_tiles)
         return run_sentence(model, tokenizer, text, text_b, causal=causal)
 
-    return store("runs", 32, 400 * MB).get_or_compute((source, text, text_b, causal), compute,
-                                                      small=is_small_run(source, text, text_b))
+    return store("runs", 32, 400 * MB).get_or_compute(
+        (source, text, text_b, causal), compute, small=is_small_run(source, text, text_b)
+    )
 
 
 def token_bound(*texts: str) -> int:
@@ -52,15 +58,25 @@ def is_small_run(source: str, text: str, text_b: str = "") -> bool:
 
 def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
     """The recorded forward pass of one layer: for one sentence (or pair), or a padded batch."""
+
     def compute():
         model, tokenizer = get_model(source)
         limit = model.config.max_position_embeddings
         if len(texts) == 1:
-            enc = tokenizer(*within_positions(limit, texts[0], text_b or None), truncation=True, max_length=limit,
-                            return_tensors="pt")
+            enc = tokenizer(
+                *within_positions(limit, texts[0], text_b or None),
+                truncation=True,
+                max_length=limit,
+                return_tensors="pt",
+            )
         else:
-            enc = tokenizer(list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit,
-                            return_tensors="pt")
+            enc = tokenizer(
+                list(within_positions(limit, *texts)),
+                padding=True,
+                truncation=True,
+                max_length=limit,
+                return_tensors="pt",
+            )
         return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
 
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)
@@ -75,6 +91,7 @@ def get_batch(source: str, texts: tuple[str, ...]):
 
 
 # ---- a big run's pieces, on demand ------------------------------------------------------------------
+
 
 def _encode_for(source: str, text: str, text_b: str):
     model, tokenizer = get_model(source)
@@ -99,6 +116,7 @@ def big_run_loader(key: tuple):
 
 def _index_key(index: tuple) -> tuple:
     """A hashable, exact stand-in for a numpy index (slices, integers, lists and arrays of them)."""
+
     def part(item):
         if isinstance(item, slice):
             return ("slice", item.start, item.stop, item.step)

@@ -18,9 +18,11 @@ They are read once, when the server first imports this module. A value that is n
 its range (for the device and dtype, not one of the words taken) is not used: the default stands
 and the server log says which variable was ignored and why (the page never shows it). A CUDA GPU
 is used when torch finds one (ATTENTION_DEVICE=cpu keeps the model off it); a GPU asked for by name
-that the machine lacks is said on the page, in one sentence, where the model would be. `python -m ui.settings` prints the settings the environment gives
-and exits with status 1 if any value would be ignored: a check to run before starting a server.
+that the machine lacks is said on the page, in one sentence, where the model would be.
+`python -m ui.settings` prints the settings the environment gives and exits with status 1 if any value would be
+ignored: a check to run before starting a server.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +30,8 @@ import math
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 log = logging.getLogger("attention-app")
 
@@ -57,8 +59,10 @@ class Setting:
             value = None
         if value is None or not math.isfinite(value) or not self.low <= value <= self.high:
             kind = "a whole number" if self.integer else "a number"
-            return default, (f"{self.var}={raw!r} ignored: {self.means} must be {kind} from {self.low:g} to "
-                                  f"{self.high:g}; using the default {default:g}")
+            return default, (
+                f"{self.var}={raw!r} ignored: {self.means} must be {kind} from {self.low:g} to "
+                f"{self.high:g}; using the default {default:g}"
+            )
         return value, None
 
     def show(self, value) -> str:
@@ -68,6 +72,7 @@ class Setting:
 @dataclass(frozen=True)
 class Choice:
     """A setting that is one of a few words (case and surrounding spaces do not matter)."""
+
     var: str
     default: str
     choices: tuple[str, ...]  # the words taken, as they are used
@@ -86,8 +91,9 @@ class Choice:
         if word in self.choices or (self.pattern is not None and re.fullmatch(self.pattern, word)):
             return word, None
         taken = self.described or ", ".join(self.choices)
-        return self.default, (f"{self.var}={raw!r} ignored: {self.means} must be one of {taken}; "
-                              f"using the default {self.default}")
+        return self.default, (
+            f"{self.var}={raw!r} ignored: {self.means} must be one of {taken}; using the default {self.default}"
+        )
 
     def show(self, value) -> str:
         return str(value)
@@ -96,16 +102,30 @@ class Choice:
 SETTINGS = {
     "heavy_slots": Setting("ATTENTION_HEAVY_SLOTS", 1, 1, 64, True, "the number of heavy slots"),
     "heavy_wait_s": Setting("ATTENTION_HEAVY_WAIT_S", 120, 1, 3600, False, "the wait for a heavy slot (s)"),
-    **{f"limit_{kind}": Setting(f"ATTENTION_TIME_LIMIT_{kind.upper()}", default, 1, 3600, False,
-                                f"the time limit of {kind} (s)")
-       for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120))},
+    **{
+        f"limit_{kind}": Setting(
+            f"ATTENTION_TIME_LIMIT_{kind.upper()}", default, 1, 3600, False, f"the time limit of {kind} (s)"
+        )
+        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120))
+    },
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),
     # where and in what precision the model runs: a GPU only when the operator asks for one
-    "device": Choice("ATTENTION_DEVICE", "auto", ("cpu", "auto", "cuda"), "the device", pattern=r"cuda:\d+",
-                     described="cpu, auto, cuda or cuda:N"),
-    "dtype": Choice("ATTENTION_DTYPE", "auto", ("auto", "float32", "bfloat16", "float16"), "the weights' dtype",
-                    aliases=(("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("half", "float16"))),
+    "device": Choice(
+        "ATTENTION_DEVICE",
+        "auto",
+        ("cpu", "auto", "cuda"),
+        "the device",
+        pattern=r"cuda:\d+",
+        described="cpu, auto, cuda or cuda:N",
+    ),
+    "dtype": Choice(
+        "ATTENTION_DTYPE",
+        "auto",
+        ("auto", "float32", "bfloat16", "float16"),
+        "the weights' dtype",
+        aliases=(("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("half", "float16")),
+    ),
 }
 
 

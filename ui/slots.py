@@ -7,6 +7,7 @@ that waits longer than HEAVY_WAIT_S is told to try again. Each kind has a time l
 the progress callback it takes; a job stopped there is remembered, so the same job asked for again is
 told at once. The operator may set HEAVY_SLOTS, HEAVY_WAIT_S and TIME_LIMITS in the environment
 (ui/settings.py). Every slot here is process state: no session's request clears it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -61,8 +62,13 @@ class FairSlots:
         self.cond = threading.Condition()
         self.queue: deque[object] = deque()  # one ticket per waiting thread, the oldest first
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None,
-                on_wait: Callable[[float], None] | None = None, every: float = WAIT_POLL_S) -> bool:
+    def acquire(
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        on_wait: Callable[[float], None] | None = None,
+        every: float = WAIT_POLL_S,
+    ) -> bool:
         """Take a slot; False if none came within `timeout`. While it waits, on_wait(seconds waited) is
         called every `every` seconds, without the lock (it may draw on a page, or raise to stop)."""
         start = time.monotonic()
@@ -139,6 +145,7 @@ class Deadline:
 
     def wrap(self, progress: Callable | None) -> Callable:
         """`progress` (or nothing) that first raises TooLong once the deadline has passed."""
+
         def checked(*args, **kwargs):
             self.check()
             if progress is not None:
@@ -189,8 +196,11 @@ class Heavy:
             self.sessions.add(session)
         on_wait, start = getattr(self.local, "on_wait", None), time.monotonic()
         try:
-            if not self.slots.acquire(timeout=HEAVY_WAIT_S, every=WAIT_POLL_S,
-                                      on_wait=on_wait and (lambda waited: on_wait(waited, HEAVY_WAIT_S))):
+            if not self.slots.acquire(
+                timeout=HEAVY_WAIT_S,
+                every=WAIT_POLL_S,
+                on_wait=on_wait and (lambda waited: on_wait(waited, HEAVY_WAIT_S)),
+            ):
                 raise ServerBusy(time.monotonic() - start)
         except BaseException:
             self.leave(session)

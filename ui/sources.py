@@ -10,6 +10,7 @@ Hub, with one message whatever the path or id (no hint of what exists), and the 
 list as a drop-down instead of a text box. Without it, downloads and .bin files (read with
 torch.load(weights_only=True)) are allowed.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ its name in the URL, its default and how it is written there. `init_from_url` re
 session's first run, `keep_choices` keeps them across runs where their widget is not drawn (an
 empty sentence draws no view, a view draws only its own options), and `write_url` writes them back.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,13 @@ SHORT_SECOND = "It was tired."  # the padded partner in the masks view when ther
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
 COREF_TWINS = {"suite": "The suite's twins", "sentence": "This sentence and a twin"}
 COREF_RANKS = {name: name for name in CRITERIA}  # how the sentence's heads are ranked (coref_heads.CRITERIA)
-COREF_SETS = {"builtin": "Built-in", "winogender": "Winogender", "gapdev": "GAP development",
-              "gapval": "GAP validation", "upload": "Upload"}
+COREF_SETS = {
+    "builtin": "Built-in",
+    "winogender": "Winogender",
+    "gapdev": "GAP development",
+    "gapval": "GAP validation",
+    "upload": "Upload",
+}
 NO_GROUPING = "none"
 DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
@@ -60,6 +66,7 @@ MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a lin
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
+
 
 def _flag(text: str) -> bool:
     if text not in ("0", "1"):
@@ -221,8 +228,10 @@ def capped(p: Param, value, notices: list[str]):
     """A list from the link cut to its first MAX_LIST_ITEMS distinct items, with a notice saying so."""
     if not isinstance(value, list) or len(value) <= MAX_LIST_ITEMS:
         return value
-    notices.append(f"The link's {p.name} names {len(value):,} different items; a list may have at most "
-                   f"{MAX_LIST_ITEMS}, so the first {MAX_LIST_ITEMS} are used.")
+    notices.append(
+        f"The link's {p.name} names {len(value):,} different items; a list may have at most "
+        f"{MAX_LIST_ITEMS}, so the first {MAX_LIST_ITEMS} are used."
+    )
     return value[:MAX_LIST_ITEMS]
 
 
@@ -249,8 +258,11 @@ def current_choices() -> list[tuple[Param, Any]]:
 
 def write_url() -> None:
     text, text_b = st.session_state.submitted
-    params = {p.name: p.write(value) for p, value in current_choices()
-              if value is not None and (p.always or value != p.default)}
+    params = {
+        p.name: p.write(value)
+        for p, value in current_choices()
+        if value is not None and (p.always or value != p.default)
+    }
     if len(text) <= MAX_URL_TEXT and len(text_b) <= MAX_URL_TEXT:
         params["s"] = text
         if text_b:
@@ -265,8 +277,10 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
     for name, n in (("layer", n_layers), ("head", n_heads)):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
-            st.session_state.url_notices.append(f"{name.capitalize()} {value} does not exist in this model "
-                                                f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}.")
+            st.session_state.url_notices.append(
+                f"{name.capitalize()} {value} does not exist in this model "
+                f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}."
+            )
             st.session_state[name] = min(max(value, 0), n - 1)
     heads = st.session_state.get("line_heads") or []
     if len(distinct(heads)) != len(heads) or any(h >= n_heads for h in heads):  # at most n_heads, each once

@@ -4,6 +4,7 @@ memory without limit, and resources (models, worker processes) kept per process 
 
 All of it is process state, made once and guarded by locks: a visitor's "Clear caches" (which Streamlit
 honours from any browser, clearing st.cache_data and st.cache_resource) leaves it as it is."""
+
 from __future__ import annotations
 
 import contextlib
@@ -65,8 +66,11 @@ class Budget:
     def evict(self, keep) -> None:
         """Drop the least recently used results of any store until all fit (never `keep`)."""
         while self.total_bytes > self.max_bytes:
-            oldest = [(next(iter(store.items.values()))[2], store) for store in self.stores
-                      if store.items and (store, next(iter(store.items))) != keep]  # (last use, store)
+            oldest = [
+                (next(iter(store.items.values()))[2], store)
+                for store in self.stores
+                if store.items and (store, next(iter(store.items))) != keep
+            ]  # (last use, store)
             if not oldest:
                 return
             min(oldest, key=lambda pair: pair[0])[1].items.popitem(last=False)

@@ -12,6 +12,7 @@ threads a fork would copy in the middle of their work), and this module imports 
 streamlit, so a worker holds numpy and scipy: 61 MB under `python -m streamlit run`, 102 MB under the
 `streamlit` command, whose script multiprocessing has each worker import as its main module.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -70,8 +71,12 @@ class FlowWorkers:
     def executor(self) -> ProcessPoolExecutor:
         with self.lock:
             if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"),
-                                                initializer=start_worker, initargs=(str(MAXFLOW),))
+                self.pool = ProcessPoolExecutor(
+                    self.workers,
+                    mp_context=multiprocessing.get_context("forkserver"),
+                    initializer=start_worker,
+                    initargs=(str(MAXFLOW),),
+                )
                 self.started += 1
             return self.pool
 
@@ -98,7 +103,7 @@ class FlowWorkers:
         """maxflow.flow_rows, solved by the workers: each row as its chunk comes. Stopped early (a time
         limit, a rerun), the chunks not begun are cancelled. Where no worker starts, or the pool breaks
         before its first answer, the rows are solved in this thread."""
-        chunks = [rows[k:k + self.chunk_rows] for k in range(0, len(rows), self.chunk_rows)]
+        chunks = [rows[k : k + self.chunk_rows] for k in range(0, len(rows), self.chunk_rows)]
         try:
             pool, futures = self.submit(capacity, chunks)
         except (OSError, RuntimeError) as err:  # RuntimeError: the pool broke, or was shut down meanwhile

@@ -5,9 +5,9 @@ from viz.coref import flip_grid, head_grid, ranked_heads
 from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import head_heatmap
 from viz.lines import lines_view
+from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.model_view import model_view
 from viz.notebook import head_view
-from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.overview import overview_grid, pool_map
 from viz.report import html_report
 from viz.shapeflow import shape_flow, tensor_heatmap

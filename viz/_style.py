@@ -17,8 +17,18 @@ KEEP, PADDING = "#2f6fad", "#d9d9d9"  # mask cells: attended to / masked out
 TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
 
 _KEPT_LAYOUT = (
-    "autotypenumbers", "colorway", "font", "hovermode", "hoverlabel", "paper_bgcolor",
-    "plot_bgcolor", "xaxis", "yaxis", "shapedefaults", "annotationdefaults", "title",
+    "autotypenumbers",
+    "colorway",
+    "font",
+    "hovermode",
+    "hoverlabel",
+    "paper_bgcolor",
+    "plot_bgcolor",
+    "xaxis",
+    "yaxis",
+    "shapedefaults",
+    "annotationdefaults",
+    "title",
 )
 
 
@@ -69,8 +79,8 @@ def one_line_title(prefix: str, text: str, width: float, size: int) -> str:
     room = max(1, int((width - 24) / (size * TITLE_GLYPH)) - len(prefix))
     text = " ".join(text.split())
     if len(text) > room:
-        cut = text[:room - 1]
-        cut = cut.rsplit(" ", 1)[0] if " " in cut[room // 2:] else cut
+        cut = text[: room - 1]
+        cut = cut.rsplit(" ", 1)[0] if " " in cut[room // 2 :] else cut
         text = cut.rstrip(" ,;:") + "…"
     return html.escape(prefix + text, quote=False)
 
@@ -102,7 +112,17 @@ def message_figure(text: str, font_size: int = 14, height: int = 90) -> go.Figur
         margin=dict(l=10, r=10, t=10, b=10),
         xaxis=dict(visible=False),
         yaxis=dict(visible=False),
-        annotations=[dict(text=text, x=0, xref="paper", xanchor="left", y=0.5, yref="paper", showarrow=False,
-                          font=dict(color="#6b6b6b"))],
+        annotations=[
+            dict(
+                text=text,
+                x=0,
+                xref="paper",
+                xanchor="left",
+                y=0.5,
+                yref="paper",
+                showarrow=False,
+                font=dict(color="#6b6b6b"),
+            )
+        ],
     )
     return go.Figure(layout=layout)

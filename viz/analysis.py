@@ -34,8 +34,15 @@ _KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(mark
 
 # ---- one query against every key ------------------------------------------------------------------
 
-def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12, width: int | None = None,
-                     height: int | None = None, min_label: int | None = None) -> go.Figure:
+
+def query_key_figure(
+    qk: "QueryKey",
+    tokens: Sequence[str],
+    font_size: int = 12,
+    width: int | None = None,
+    height: int | None = None,
+    min_label: int | None = None,
+) -> go.Figure:
     """The query·key view of one head and one query (an attention.analysis.query_key.QueryKey), at
     most ``width`` px wide and ``height`` px tall when given (the bars and rows give way), its row
     labels at least ``min_label`` px when given (every k-th token on thin rows).
@@ -65,25 +72,65 @@ def query_key_figure(qk: "QueryKey", tokens: Sequence[str], font_size: int = 12,
     plot_w = 2 * vector_px + 2 * bar_px + 3 * gap_px
     plot_h = row_px * (S + 1) + strip_gap_px
     fig = make_subplots(
-        rows=2, cols=4, specs=[[None, {}, None, None], [{}, {}, {}, {}]],
-        shared_yaxes=True, shared_xaxes="columns",
-        column_widths=[vector_px, vector_px, bar_px, bar_px], row_heights=[row_px, row_px * S],
-        horizontal_spacing=gap_px / plot_w, vertical_spacing=strip_gap_px / plot_h,
+        rows=2,
+        cols=4,
+        specs=[[None, {}, None, None], [{}, {}, {}, {}]],
+        shared_yaxes=True,
+        shared_xaxes="columns",
+        column_widths=[vector_px, vector_px, bar_px, bar_px],
+        row_heights=[row_px, row_px * S],
+        horizontal_spacing=gap_px / plot_w,
+        vertical_spacing=strip_gap_px / plot_h,
     )
     dims = list(range(d))
     query_row = rows[qk.query]
-    fig.add_trace(go.Heatmap(z=qk.q[None, :], x=dims, y=[query_row], coloraxis="coloraxis", name="q",
-                             hovertemplate="q of %{y}, dim %{x}: %{z:.3f}<extra></extra>"), row=1, col=2)
-    fig.add_trace(go.Heatmap(z=qk.k, x=dims, y=rows, coloraxis="coloraxis", name="k",
-                             hovertemplate="k of %{y}, dim %{x}: %{z:.3f}<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Heatmap(z=qk.product, x=dims, y=rows, coloraxis="coloraxis2", name="q × k",
-                             hovertemplate="%{y}, dim %{x}: q × k %{z:.4f}<extra></extra>"), row=2, col=2)
-    fig.add_trace(_bars(qk.scores, rows, SCORE_COLOUR, "score",
-                        f"%{{y}}: Σ q × k · {qk.scaling:.4g} = %{{x:.3f}}<extra></extra>"), row=2, col=3)
-    fig.add_trace(_bars(qk.probs, rows, PROB_COLOUR, "probability",
-                        "%{y}: probability %{x:.3f}<extra></extra>"), row=2, col=4)
-    title = (f"Layer {qk.layer}, head {qk.head}: query “{names[qk.query]}” (position {qk.query}) "
-             "against every key")
+    fig.add_trace(
+        go.Heatmap(
+            z=qk.q[None, :],
+            x=dims,
+            y=[query_row],
+            coloraxis="coloraxis",
+            name="q",
+            hovertemplate="q of %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=qk.k,
+            x=dims,
+            y=rows,
+            coloraxis="coloraxis",
+            name="k",
+            hovertemplate="k of %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=qk.product,
+            x=dims,
+            y=rows,
+            coloraxis="coloraxis2",
+            name="q × k",
+            hovertemplate="%{y}, dim %{x}: q × k %{z:.4f}<extra></extra>",
+        ),
+        row=2,
+        col=2,
+    )
+    fig.add_trace(
+        _bars(
+            qk.scores, rows, SCORE_COLOUR, "score", f"%{{y}}: Σ q × k · {qk.scaling:.4g} = %{{x:.3f}}<extra></extra>"
+        ),
+        row=2,
+        col=3,
+    )
+    fig.add_trace(
+        _bars(qk.probs, rows, PROB_COLOUR, "probability", "%{y}: probability %{x:.3f}<extra></extra>"), row=2, col=4
+    )
+    title = f"Layer {qk.layer}, head {qk.head}: query “{names[qk.query]}” (position {qk.query}) against every key"
     _query_key_layout(fig, qk, rows, names, (row_px, plot_w, plot_h), margin, title, font_size, min_label)
     return fig
 
@@ -101,28 +148,48 @@ def _row_ticks(row_px: float, font_size: int, min_label: int | None) -> tuple[in
 
 
 def _bars(values: np.ndarray, rows: list[str], colour: str, name: str, hover: str) -> go.Bar:
-    return go.Bar(x=np.asarray(values, dtype=float), y=rows, orientation="h", marker=dict(color=colour),
-                  name=name, hovertemplate=hover, showlegend=False)
+    return go.Bar(
+        x=np.asarray(values, dtype=float),
+        y=rows,
+        orientation="h",
+        marker=dict(color=colour),
+        name=name,
+        hovertemplate=hover,
+        showlegend=False,
+    )
 
 
-def _query_key_layout(fig: go.Figure, qk: "QueryKey", rows: list[str], names: list[str], sizes: tuple, margin: dict,
-                      title: str, font_size: int, min_label: int | None) -> None:
+def _query_key_layout(
+    fig: go.Figure,
+    qk: "QueryKey",
+    rows: list[str],
+    names: list[str],
+    sizes: tuple,
+    margin: dict,
+    title: str,
+    font_size: int,
+    min_label: int | None,
+) -> None:
     row_px, plot_w, plot_h = sizes
     stride, tick_size = _row_ticks(row_px, font_size, min_label)
     vector = max(float(np.abs(qk.q).max(initial=0.0)), float(np.abs(qk.k).max(initial=0.0))) or 1.0
     product = float(np.abs(qk.product).max(initial=0.0)) or 1.0
     fig.update_layout(base_layout(font_size, title))
     fig.update_layout(
-        margin=margin, width=int(plot_w) + margin["l"] + margin["r"],
-        height=int(plot_h) + margin["t"] + margin["b"], bargap=0.15,
+        margin=margin,
+        width=int(plot_w) + margin["l"] + margin["r"],
+        height=int(plot_h) + margin["t"] + margin["b"],
+        bargap=0.15,
         coloraxis=_vector_scale(vector, "q, k", y=1.0, font_size=font_size),
         coloraxis2=_vector_scale(product, "q × k", y=0.45, font_size=font_size),
     )
     fig.update_yaxes(clean_axis(type="category", autorange="reversed"), row=2)
-    fig.update_yaxes(tickmode="array", tickvals=rows[::stride], ticktext=names[::stride],
-                     tickfont=dict(size=tick_size), row=2, col=1)
-    fig.update_yaxes(clean_axis(type="category", tickmode="array", tickvals=[rows[qk.query]],
-                                ticktext=["q"]), row=1, col=2)
+    fig.update_yaxes(
+        tickmode="array", tickvals=rows[::stride], ticktext=names[::stride], tickfont=dict(size=tick_size), row=2, col=1
+    )
+    fig.update_yaxes(
+        clean_axis(type="category", tickmode="array", tickvals=[rows[qk.query]], ticktext=["q"]), row=1, col=2
+    )
     # two short lines each: side by side, one line of each ran into its neighbour's
     titles = ["k: key vectors<br>(dims)", "q × k<br>(dims)", "score:<br>Σ q × k · scaling", "softmax<br>probability"]
     for col, text in enumerate(titles, start=1):
@@ -134,17 +201,29 @@ def _query_key_layout(fig: go.Figure, qk: "QueryKey", rows: list[str], names: li
 
 def _vector_scale(bound: float, title: str, y: float, font_size: int) -> dict:
     return dict(
-        colorscale=DIVERGING, cmin=-bound, cmid=0.0, cmax=bound,
-        colorbar=dict(title=dict(text=title), thickness=max(10, font_size), len=0.45, y=y, yanchor="top",
-                      outlinewidth=0, ticks=""),
+        colorscale=DIVERGING,
+        cmin=-bound,
+        cmid=0.0,
+        cmax=bound,
+        colorbar=dict(
+            title=dict(text=title), thickness=max(10, font_size), len=0.45, y=y, yanchor="top", outlinewidth=0, ticks=""
+        ),
     )
 
 
 # ---- raw attention beside rollout or flow --------------------------------------------------------
 
-def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], derived_title: str,
-                   font_size: int = 12, width: int | None = None, height: int | None = None,
-                   min_label: int | None = None) -> go.Figure:
+
+def attention_pair(
+    raw: np.ndarray,
+    derived: np.ndarray,
+    labels: Sequence[str],
+    derived_title: str,
+    font_size: int = 12,
+    width: int | None = None,
+    height: int | None = None,
+    min_label: int | None = None,
+) -> go.Figure:
     """A layer's head-averaged attention beside rollout or flow, on the same token axes.
 
     raw and derived are (T, T) with rows = positions (first on top) and columns = tokens; both
@@ -169,13 +248,37 @@ def attention_pair(raw: np.ndarray, derived: np.ndarray, labels: Sequence[str], 
         panel_px = max(float(T), min(panel_px, height - margin["t"] - margin["b"]))
     gap_px = font_size * 3
     rows, cols = (2, 1) if stacked else (1, 2)
-    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=not stacked,
-                        horizontal_spacing=gap_px / (2 * panel_px + gap_px),
-                        subplot_titles=["Attention, mean over heads", derived_title])
-    fig.add_trace(go.Heatmap(z=raw, x=cats, y=cats, coloraxis="coloraxis", name="attention",
-                             hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=derived, x=cats, y=cats, coloraxis="coloraxis", name="derived",
-                             hovertemplate="%{y} from %{x}: %{z:.3f}<extra></extra>"), row=rows, col=cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        shared_yaxes=not stacked,
+        horizontal_spacing=gap_px / (2 * panel_px + gap_px),
+        subplot_titles=["Attention, mean over heads", derived_title],
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=raw,
+            x=cats,
+            y=cats,
+            coloraxis="coloraxis",
+            name="attention",
+            hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=derived,
+            x=cats,
+            y=cats,
+            coloraxis="coloraxis",
+            name="derived",
+            hovertemplate="%{y} from %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=rows,
+        col=cols,
+    )
     top = float(max(np.nanmax(raw, initial=0.0), np.nanmax(derived, initial=0.0))) or 1.0
     _pair_layout(fig, names, cats, (panel_px, gap_px, top), font_size, stacked, min_label)
     return fig
@@ -210,38 +313,76 @@ def _pair_margin(names: list[str], cell_px: float, font_size: int, min_label: in
     x_ticks = column_ticks(names, cell_px, font_size, min_label)
     y_ticks = row_ticks(names, cell_px, font_size, min_label)
     below_px = x_ticks.depth + font_size * 2 + 10  # column labels and the axis title under a map
-    margin = {"l": y_ticks.depth + font_size * 2 + 10, "r": COLORBAR_PX, "t": round(font_size * 2.5) + 10,
-              "b": below_px}
+    margin = {
+        "l": y_ticks.depth + font_size * 2 + 10,
+        "r": COLORBAR_PX,
+        "t": round(font_size * 2.5) + 10,
+        "b": below_px,
+    }
     return margin, x_ticks, y_ticks
 
 
-def _pair_layout(fig: go.Figure, names: list[str], cats: list[str], sizes: tuple, font_size: int, stacked: bool,
-                 min_label: int | None = None) -> None:
+def _pair_layout(
+    fig: go.Figure,
+    names: list[str],
+    cats: list[str],
+    sizes: tuple,
+    font_size: int,
+    stacked: bool,
+    min_label: int | None = None,
+) -> None:
     panel_px, gap_px, top = sizes
     margin, x_ticks, y_ticks = _pair_margin(names, panel_px / len(names), font_size, min_label)
     title_px, below_px = margin["t"], margin["b"]
     fig.update_layout(base_layout(font_size))
     if stacked:
         between = below_px + title_px
-        size = dict(width=int(panel_px) + margin["l"] + margin["r"],
-                    height=int(2 * panel_px + between) + margin["t"] + margin["b"])
+        size = dict(
+            width=int(panel_px) + margin["l"] + margin["r"],
+            height=int(2 * panel_px + between) + margin["t"] + margin["b"],
+        )
         fig.update_yaxes(domain=[0, panel_px / (2 * panel_px + between)], row=2, col=1)
         fig.update_yaxes(domain=[(panel_px + between) / (2 * panel_px + between), 1], row=1, col=1)
     else:
-        size = dict(width=int(2 * panel_px + gap_px) + margin["l"] + margin["r"],
-                    height=int(panel_px) + margin["t"] + margin["b"])
+        size = dict(
+            width=int(2 * panel_px + gap_px) + margin["l"] + margin["r"],
+            height=int(panel_px) + margin["t"] + margin["b"],
+        )
     fig.update_layout(
-        margin=margin, **size,
-        coloraxis=dict(colorscale=SEQUENTIAL, cmin=0.0, cmax=top,
-                       colorbar=dict(title=dict(text="weight<br>(one scale<br>for both)"),
-                                     thickness=max(10, font_size), outlinewidth=0, ticks="")),
+        margin=margin,
+        **size,
+        coloraxis=dict(
+            colorscale=SEQUENTIAL,
+            cmin=0.0,
+            cmax=top,
+            colorbar=dict(
+                title=dict(text="weight<br>(one scale<br>for both)"),
+                thickness=max(10, font_size),
+                outlinewidth=0,
+                ticks="",
+            ),
+        ),
     )
-    fig.update_xaxes(clean_axis(type="category", tickmode="array", tickvals=cats[::x_ticks.stride],
-                                ticktext=names[::x_ticks.stride], tickfont=dict(size=x_ticks.size),
-                                tickangle=x_ticks.angle))
-    fig.update_yaxes(clean_axis(type="category", tickmode="array", tickvals=cats[::y_ticks.stride],
-                                ticktext=names[::y_ticks.stride], tickfont=dict(size=y_ticks.size),
-                                autorange="reversed"))
+    fig.update_xaxes(
+        clean_axis(
+            type="category",
+            tickmode="array",
+            tickvals=cats[:: x_ticks.stride],
+            ticktext=names[:: x_ticks.stride],
+            tickfont=dict(size=x_ticks.size),
+            tickangle=x_ticks.angle,
+        )
+    )
+    fig.update_yaxes(
+        clean_axis(
+            type="category",
+            tickmode="array",
+            tickvals=cats[:: y_ticks.stride],
+            ticktext=names[:: y_ticks.stride],
+            tickfont=dict(size=y_ticks.size),
+            autorange="reversed",
+        )
+    )
     second = dict(row=2, col=1) if stacked else dict(row=1, col=2)
     fig.update_xaxes(title=dict(text="key"), row=1, col=1)
     fig.update_xaxes(title=dict(text="input token"), **second)
@@ -260,9 +401,16 @@ def _place_titles(fig: go.Figure, panel_px: float, between: float) -> None:
 
 # ---- every head on a map ---------------------------------------------------------------------------
 
-def head_scatter(coords: np.ndarray, layers: np.ndarray, heads: np.ndarray,
-                 labels: Sequence[str] | None = None, font_size: int = 12, width: int | None = None,
-                 height: int | None = None) -> go.Figure:
+
+def head_scatter(
+    coords: np.ndarray,
+    layers: np.ndarray,
+    heads: np.ndarray,
+    labels: Sequence[str] | None = None,
+    font_size: int = 12,
+    width: int | None = None,
+    height: int | None = None,
+) -> go.Figure:
     """A 2-D map of the heads (Clark et al. 2019, fig. 6): close points attend alike; ``width`` and
     ``height`` (px) cap its size (a presentation's first screen).
 
@@ -275,42 +423,57 @@ def head_scatter(coords: np.ndarray, layers: np.ndarray, heads: np.ndarray,
     layers, heads = np.asarray(layers, dtype=int), np.asarray(heads, dtype=int)
     n = len(coords)
     if coords.ndim != 2 or coords.shape[1] < 2 or layers.shape != (n,) or heads.shape != (n,):
-        raise ValueError(f"expected coords (n, 2) with n layers and heads, got {coords.shape}, "
-                         f"{layers.shape}, {heads.shape}")
+        raise ValueError(
+            f"expected coords (n, 2) with n layers and heads, got {coords.shape}, {layers.shape}, {heads.shape}"
+        )
     if labels is not None and len(labels) != n:
         raise ValueError(f"{len(labels)} labels given for {n} heads")
-    hovers = [head_label(layer, head) + (f"<br>{escape(labels[i])}" if labels is not None else "")
-              for i, (layer, head) in enumerate(zip(layers, heads))]
+    hovers = [
+        head_label(layer, head) + (f"<br>{escape(labels[i])}" if labels is not None else "")
+        for i, (layer, head) in enumerate(zip(layers, heads))
+    ]
     present = np.unique(layers)
     top = max(int(present.max(initial=0)), 1)
     colours = sample_colorscale(LAYER_SCALE, [LAYER_SCALE_END * layer / top for layer in present])
     traces = []
     for layer, colour in zip(present, colours):
         picked = np.flatnonzero(layers == layer)
-        traces.append(go.Scatter(
-            x=coords[picked, 0], y=coords[picked, 1], mode="markers", name=f"layer {layer}",
-            marker=dict(color=colour, size=max(8, round(font_size * 0.9)), line=dict(color="white", width=1)),
-            customdata=[[int(layer), int(heads[i])] for i in picked],
-            hovertext=[hovers[i] for i in picked], hovertemplate="%{hovertext}<extra></extra>",
-            **_KEEP_OPACITY,
-        ))
+        traces.append(
+            go.Scatter(
+                x=coords[picked, 0],
+                y=coords[picked, 1],
+                mode="markers",
+                name=f"layer {layer}",
+                marker=dict(color=colour, size=max(8, round(font_size * 0.9)), line=dict(color="white", width=1)),
+                customdata=[[int(layer), int(heads[i])] for i in picked],
+                hovertext=[hovers[i] for i in picked],
+                hovertemplate="%{hovertext}<extra></extra>",
+                **_KEEP_OPACITY,
+            )
+        )
     scale = max(1.0, font_size / 12)
     layout = base_layout(font_size)
     layout.update(
-        width=min(int(680 * scale), width or 10**6), height=min(int(560 * scale), height or 10**6),
+        width=min(int(680 * scale), width or 10**6),
+        height=min(int(560 * scale), height or 10**6),
         clickmode="event+select",
         legend=dict(title=dict(text="layer"), itemdoubleclick="toggleothers"),
         xaxis=clean_axis(title=dict(text="MDS 1"), showticklabels=False, showgrid=True),
-        yaxis=clean_axis(title=dict(text="MDS 2"), showticklabels=False, showgrid=True,
-                         scaleanchor="x", scaleratio=1),
+        yaxis=clean_axis(title=dict(text="MDS 2"), showticklabels=False, showgrid=True, scaleanchor="x", scaleratio=1),
     )
     return go.Figure(traces, layout)
 
 
 # ---- what masking heads changes -------------------------------------------------------------------
 
-def ablation_figure(hidden_cosine: np.ndarray, attention_change: np.ndarray, embedding_cosine: float,
-                    masked: np.ndarray, font_size: int = 12) -> go.Figure:
+
+def ablation_figure(
+    hidden_cosine: np.ndarray,
+    attention_change: np.ndarray,
+    embedding_cosine: float,
+    masked: np.ndarray,
+    font_size: int = 12,
+) -> go.Figure:
     """Masking heads: how far each layer's hidden states move, and how each head's attention changes.
 
     hidden_cosine is (n_layers + 1,): the cosine between the masked and unmasked run's hidden
@@ -322,38 +485,76 @@ def ablation_figure(hidden_cosine: np.ndarray, attention_change: np.ndarray, emb
     hidden_cosine = np.asarray(hidden_cosine, dtype=float)
     change = np.asarray(attention_change, dtype=float)
     if change.ndim != 2 or hidden_cosine.shape != (change.shape[0] + 1,):
-        raise ValueError(f"expected hidden_cosine (n_layers + 1,) and attention_change (n_layers, H), "
-                         f"got {hidden_cosine.shape} and {change.shape}")
+        raise ValueError(
+            f"expected hidden_cosine (n_layers + 1,) and attention_change (n_layers, H), "
+            f"got {hidden_cosine.shape} and {change.shape}"
+        )
     n_layers, n_heads = change.shape
     marked_layers, marked_heads = _masked_heads(masked, n_layers, n_heads)
     cell_px = max(28, round(font_size * 2.4))
     line_px, gap_px = max(300, font_size * 26), font_size * 5
     grid_px = n_heads * cell_px
-    fig = make_subplots(rows=1, cols=2, column_widths=[line_px, grid_px],
-                        horizontal_spacing=gap_px / (line_px + gap_px + grid_px))
+    fig = make_subplots(
+        rows=1, cols=2, column_widths=[line_px, grid_px], horizontal_spacing=gap_px / (line_px + gap_px + grid_px)
+    )
     stages = ["embeddings"] + [f"after L{layer}" for layer in range(n_layers)]
-    fig.add_trace(go.Scatter(x=list(range(n_layers + 1)), y=hidden_cosine, mode="lines+markers",
-                             text=stages, name="hidden-state cosine", marker=dict(color=PROB_COLOUR),
-                             hovertemplate="%{text}: cosine %{y:.4f}<extra></extra>", showlegend=False),
-                  row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=list(range(n_layers + 1)),
+            y=hidden_cosine,
+            mode="lines+markers",
+            text=stages,
+            name="hidden-state cosine",
+            marker=dict(color=PROB_COLOUR),
+            hovertemplate="%{text}: cosine %{y:.4f}<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
     # hover from text, not "L%{y}": %{y} reads the axis's tick label, which is already "L3"
-    cells = [[f"{head_label(layer, head)}: mean |Δ attention| {change[layer, head]:.4f}" for head in range(n_heads)]
-             for layer in range(n_layers)]
-    fig.add_trace(go.Heatmap(z=change, x=list(range(n_heads)), y=list(range(n_layers)), xgap=2, ygap=2,
-                             colorscale=SEQUENTIAL, zmin=0.0, zmax=float(np.nanmax(change, initial=0.0)) or 1.0,
-                             name="mean |Δ attention|", hovertext=cells, hovertemplate="%{hovertext}<extra></extra>",
-                             colorbar=dict(title=dict(text="mean |Δ attention|", side="right"),
-                                           thickness=max(10, font_size))),
-                  row=1, col=2)
-    fig.add_trace(go.Scatter(x=marked_heads, y=marked_layers, mode="markers", name="masked",
-                             marker=dict(symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR,
-                                         line=dict(color="white", width=1)),
-                             hovertext=[f"{head_label(layer, head)}: masked"
-                                        for layer, head in zip(marked_layers, marked_heads)],
-                             hovertemplate="%{hovertext}<extra></extra>", showlegend=False),
-                  row=1, col=2)
-    title = (f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "
-             f"sentence embedding cosine {embedding_cosine:.4f} (mean-pooled)")
+    cells = [
+        [f"{head_label(layer, head)}: mean |Δ attention| {change[layer, head]:.4f}" for head in range(n_heads)]
+        for layer in range(n_layers)
+    ]
+    fig.add_trace(
+        go.Heatmap(
+            z=change,
+            x=list(range(n_heads)),
+            y=list(range(n_layers)),
+            xgap=2,
+            ygap=2,
+            colorscale=SEQUENTIAL,
+            zmin=0.0,
+            zmax=float(np.nanmax(change, initial=0.0)) or 1.0,
+            name="mean |Δ attention|",
+            hovertext=cells,
+            hovertemplate="%{hovertext}<extra></extra>",
+            colorbar=dict(title=dict(text="mean |Δ attention|", side="right"), thickness=max(10, font_size)),
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=marked_heads,
+            y=marked_layers,
+            mode="markers",
+            name="masked",
+            marker=dict(
+                symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR, line=dict(color="white", width=1)
+            ),
+            hovertext=[f"{head_label(layer, head)}: masked" for layer, head in zip(marked_layers, marked_heads)],
+            hovertemplate="%{hovertext}<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=2,
+    )
+    title = (
+        f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "
+        f"sentence embedding cosine {embedding_cosine:.4f} (mean-pooled)"
+    )
     _ablation_layout(fig, n_layers, n_heads, cell_px, line_px + gap_px + grid_px, title, font_size)
     return fig
 
@@ -373,26 +574,56 @@ def _masked_heads(masked: np.ndarray, n_layers: int, n_heads: int) -> tuple[list
     return pairs[:, 0].tolist(), pairs[:, 1].tolist()
 
 
-def _ablation_layout(fig: go.Figure, n_layers: int, n_heads: int, cell_px: int, plot_w: int, title: str,
-                     font_size: int) -> None:
-    margin = dict(l=font_size * 5, r=COLORBAR_PX + font_size, t=round(font_size * 2.2) + 16,
-                  b=font_size * 5)
+def _ablation_layout(
+    fig: go.Figure, n_layers: int, n_heads: int, cell_px: int, plot_w: int, title: str, font_size: int
+) -> None:
+    margin = dict(l=font_size * 5, r=COLORBAR_PX + font_size, t=round(font_size * 2.2) + 16, b=font_size * 5)
     fig.update_layout(base_layout(font_size, title))
-    fig.update_layout(margin=margin, width=plot_w + margin["l"] + margin["r"],
-                      height=max(260, n_layers * cell_px) + margin["t"] + margin["b"])
-    fig.update_xaxes(clean_axis(tickmode="array", tickvals=list(range(n_layers + 1)),
-                                ticktext=["emb"] + [f"L{layer}" for layer in range(n_layers)],
-                                title=dict(text="hidden state after"), showgrid=True), row=1, col=1)
+    fig.update_layout(
+        margin=margin,
+        width=plot_w + margin["l"] + margin["r"],
+        height=max(260, n_layers * cell_px) + margin["t"] + margin["b"],
+    )
+    fig.update_xaxes(
+        clean_axis(
+            tickmode="array",
+            tickvals=list(range(n_layers + 1)),
+            ticktext=["emb"] + [f"L{layer}" for layer in range(n_layers)],
+            title=dict(text="hidden state after"),
+            showgrid=True,
+        ),
+        row=1,
+        col=1,
+    )
     fig.update_yaxes(clean_axis(title=dict(text="cosine to the unmasked run"), showgrid=True), row=1, col=1)
-    fig.update_xaxes(clean_axis(tickmode="array", tickvals=list(range(n_heads)),
-                                ticktext=[f"H{head}" for head in range(n_heads)], title=dict(text="head"),
-                                constrain="domain"), row=1, col=2)
-    fig.update_yaxes(clean_axis(tickmode="array", tickvals=list(range(n_layers)),
-                                ticktext=[f"L{layer}" for layer in range(n_layers)], autorange="reversed",
-                                scaleanchor="x2", scaleratio=1, constrain="domain"), row=1, col=2)
+    fig.update_xaxes(
+        clean_axis(
+            tickmode="array",
+            tickvals=list(range(n_heads)),
+            ticktext=[f"H{head}" for head in range(n_heads)],
+            title=dict(text="head"),
+            constrain="domain",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_yaxes(
+        clean_axis(
+            tickmode="array",
+            tickvals=list(range(n_layers)),
+            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            autorange="reversed",
+            scaleanchor="x2",
+            scaleratio=1,
+            constrain="domain",
+        ),
+        row=1,
+        col=2,
+    )
 
 
 # ---- a sortable table of the heads -----------------------------------------------------------------
+
 
 def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) -> "pd.DataFrame":
     """One row per head (layer-major) with its layer, head, pattern (when labels are given) and
@@ -417,6 +648,7 @@ def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) 
 
 
 # ---- sizes ------------------------------------------------------------------------------------------
+
 
 def _row_px(n_rows: int, font_size: int) -> float:
     """Height of one token row: room for a label, thinner when the rows would pass MAX_ROWS_PX."""

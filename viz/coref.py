@@ -77,8 +77,11 @@ def head_grid(
     if marked is not None:
         traces.append(_marks(np.asarray(marked, dtype=bool), cell_px))
     hovers = [
-        [f"{head_label(layer, head)}: {kind} {labels[layer][head]}"
-         + ("" if notes is None else f", {notes[layer][head]}") for head in range(n_heads)]
+        [
+            f"{head_label(layer, head)}: {kind} {labels[layer][head]}"
+            + ("" if notes is None else f", {notes[layer][head]}")
+            for head in range(n_heads)
+        ]
         for layer in range(n_layers)
     ]
     traces.append(_click_markers(hovers, cell_px))
@@ -121,9 +124,15 @@ def ranked_heads(
         lows = [float(low[layer, head]) for layer, head, _ in shown]
         highs = [float(high[layer, head]) for layer, head, _ in shown]
         extra = dict(
-            error_x=dict(type="data", symmetric=False, array=[h - a for h, a in zip(highs, accuracies)],
-                         arrayminus=[a - lo for a, lo in zip(accuracies, lows)], color=ERROR_COLOUR,
-                         thickness=1.5, width=max(3, font_size // 3)),
+            error_x=dict(
+                type="data",
+                symmetric=False,
+                array=[h - a for h, a in zip(highs, accuracies)],
+                arrayminus=[a - lo for a, lo in zip(accuracies, lows)],
+                color=ERROR_COLOUR,
+                thickness=1.5,
+                width=max(3, font_size // 3),
+            ),
             hovertext=[f"95% interval {lo:.2f}–{h:.2f}" for lo, h in zip(lows, highs)],
             hovertemplate="%{y}: accuracy %{x:.2f}, %{hovertext}<extra></extra>",
         )
@@ -247,8 +256,9 @@ def _colorbar_px(font_size: int) -> int:
     return round(font_size * 5.5) + 20
 
 
-def _value_heatmap(values: np.ndarray, labels: list[list[str]], kind: str, font_size: int,
-                   cell_font: int) -> go.Heatmap:
+def _value_heatmap(
+    values: np.ndarray, labels: list[list[str]], kind: str, font_size: int, cell_font: int
+) -> go.Heatmap:
     n_layers, n_heads = values.shape
     return go.Heatmap(
         z=values,
@@ -312,8 +322,7 @@ def _marks(marked: np.ndarray, cell_px: int) -> go.Scatter:
         x=heads + 0.35,
         y=layers - 0.33,
         mode="markers",
-        marker=dict(symbol="star", size=max(9, cell_px * 0.2), color="#111111",
-                    line=dict(color="white", width=1)),
+        marker=dict(symbol="star", size=max(9, cell_px * 0.2), color="#111111", line=dict(color="white", width=1)),
         hoverinfo="skip",  # clicks go to the cell's own marker
         showlegend=False,
         **_KEEP_OPACITY,
@@ -326,9 +335,7 @@ def _outline(layer: int, head: int, colour: str) -> list[dict]:
     return [{**box, "line": dict(color="white", width=7)}, {**box, "line": dict(color=colour, width=3)}]
 
 
-def _grid_layout(
-    n_layers: int, n_heads: int, cell_px: int, title: str | None, font_size: int, right: int
-) -> dict:
+def _grid_layout(n_layers: int, n_heads: int, cell_px: int, title: str | None, font_size: int, right: int) -> dict:
     """Square cells, heads labelled on top, layers down the side, layer 0 first."""
     layout = base_layout(font_size, escape(title) if title else None)
     top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
@@ -364,14 +371,23 @@ def _grid_layout(
 # ---- ranked_heads helpers ---------------------------------------------------
 
 
-def _bar_values(names: list[str], accuracies: list[float], font_size: int,
-                ends: list[float] | None = None) -> list[dict]:
+def _bar_values(
+    names: list[str], accuracies: list[float], font_size: int, ends: list[float] | None = None
+) -> list[dict]:
     """Each value just past its bar end (or its interval's end), on white so a baseline crossing it
     leaves it legible."""
     return [
         dict(
-            x=end, xref="x", y=name, yref="y", xanchor="left", xshift=2 if end == acc else 5,
-            text=f"{acc:.2f}", showarrow=False, font=dict(size=font_size), bgcolor="rgba(255,255,255,0.85)",
+            x=end,
+            xref="x",
+            y=name,
+            yref="y",
+            xanchor="left",
+            xshift=2 if end == acc else 5,
+            text=f"{acc:.2f}",
+            showarrow=False,
+            font=dict(size=font_size),
+            bgcolor="rgba(255,255,255,0.85)",
             borderpad=1,
         )
         for name, acc, end in zip(names, accuracies, ends or accuracies)
@@ -404,13 +420,31 @@ def _baselines(
         if row == len(row_ends):
             row_ends.append(-np.inf)
         row_ends[row] = centre + shift + half
-        lines.append(dict(
-            type="line", xref="x", yref="paper", x0=value, x1=value, y0=0, y1=1, layer="above",
-            line=dict(color=colour, width=3, dash=BASELINE_DASHES[style % len(BASELINE_DASHES)]),
-        ))
-        notes.append(dict(
-            x=value, xref="x", y=1, yref="paper", yanchor="bottom", xshift=shift,
-            yshift=4 + row * round(font_size * 1.5), text=escape(shown), showarrow=False,
-            font=dict(color=colour, size=font_size),
-        ))
+        lines.append(
+            dict(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=value,
+                x1=value,
+                y0=0,
+                y1=1,
+                layer="above",
+                line=dict(color=colour, width=3, dash=BASELINE_DASHES[style % len(BASELINE_DASHES)]),
+            )
+        )
+        notes.append(
+            dict(
+                x=value,
+                xref="x",
+                y=1,
+                yref="paper",
+                yanchor="bottom",
+                xshift=shift,
+                yshift=4 + row * round(font_size * 1.5),
+                text=escape(shown),
+                showarrow=False,
+                font=dict(color=colour, size=font_size),
+            )
+        )
     return lines, notes, max(1, len(row_ends))

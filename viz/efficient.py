@@ -32,11 +32,17 @@ def gqa_change_grid(change: np.ndarray, num_kv_heads: int, font_size: int = 12, 
     if change.ndim != 2:
         raise ValueError(f"expected change [n_layers, n_heads], got shape {change.shape}")
     n_layers, n_heads = change.shape
-    if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, (int, np.integer)) \
-            or num_kv_heads < 1 or n_heads % num_kv_heads:
+    if (
+        isinstance(num_kv_heads, bool)
+        or not isinstance(num_kv_heads, (int, np.integer))
+        or num_kv_heads < 1
+        or n_heads % num_kv_heads
+    ):
         raise ValueError(f"num_kv_heads must divide the {n_heads} heads, got {num_kv_heads!r}")
-    hovers = [[f"{head_label(layer, head)}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
-              for layer in range(n_layers)]
+    hovers = [
+        [f"{head_label(layer, head)}: mean |Δ| = {change[layer, head]:.4f}" for head in range(n_heads)]
+        for layer in range(n_layers)
+    ]
     top = float(np.nanmax(change)) if np.isfinite(change).any() else 0.0
     cell_px = _change_cell_px(n_heads, font_size, width)
     heatmap = go.Heatmap(
@@ -67,15 +73,25 @@ def _change_title(n_heads: int, num_kv_heads: int) -> str:
         kind = "multi-query attention"
     else:
         kind = "grouped-query attention"
-    return (f"{num_kv_heads} key/value head{'s' * (num_kv_heads > 1)}, {kind}: "
-            f"{group} query head{'s' * (group > 1)} per key/value head")
+    return (
+        f"{num_kv_heads} key/value head{'s' * (num_kv_heads > 1)}, {kind}: "
+        f"{group} query head{'s' * (group > 1)} per key/value head"
+    )
 
 
 def _group_lines(n_layers: int, n_heads: int, num_kv_heads: int) -> list[dict]:
     group = n_heads // num_kv_heads
     return [
-        dict(type="line", xref="x", yref="y", x0=g * group - 0.5, x1=g * group - 0.5,
-             y0=-0.5, y1=n_layers - 0.5, line=dict(color=GROUP_LINE, width=2))
+        dict(
+            type="line",
+            xref="x",
+            yref="y",
+            x0=g * group - 0.5,
+            x1=g * group - 0.5,
+            y0=-0.5,
+            y1=n_layers - 0.5,
+            line=dict(color=GROUP_LINE, width=2),
+        )
         for g in range(1, num_kv_heads)
         if group > 1  # one query head per key/value head: nothing is shared, no borders
     ]
@@ -100,8 +116,9 @@ def _cell_text_size(cell_px: int, font_size: int) -> int:
     return max(8, min(round(font_size * 0.75), int(cell_px * 0.85 / (5 * CHAR_WIDTH))))
 
 
-def _change_layout(n_layers: int, n_heads: int, subtitle: str, font_size: int, cell_px: int,
-                   width: int | None = None) -> dict:
+def _change_layout(
+    n_layers: int, n_heads: int, subtitle: str, font_size: int, cell_px: int, width: int | None = None
+) -> dict:
     """Square cells, heads labelled on top, layer 0 on top; what was shared in the subtitle, on two
     lines when one would be wider than ``width``."""
     left, right, top = _change_margins(font_size)
@@ -117,12 +134,25 @@ def _change_layout(n_layers: int, n_heads: int, subtitle: str, font_size: int, c
         width=max(grid, round(max(map(len, lines)) * font_size * CHAR_WIDTH) + 20),
         height=n_layers * cell_px + top + 10,
         margin=dict(l=left, r=right, t=top, b=10),
-        xaxis=clean_axis(tickmode="array", tickvals=list(range(n_heads)),
-                         ticktext=[f"H{h}" for h in range(n_heads)], side="top", range=[-0.5, n_heads - 0.5],
-                         constrain="domain", constraintoward="left"),
-        yaxis=clean_axis(tickmode="array", tickvals=list(range(n_layers)),
-                         ticktext=[f"L{layer}" for layer in range(n_layers)], range=[n_layers - 0.5, -0.5],
-                         scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top"),
+        xaxis=clean_axis(
+            tickmode="array",
+            tickvals=list(range(n_heads)),
+            ticktext=[f"H{h}" for h in range(n_heads)],
+            side="top",
+            range=[-0.5, n_heads - 0.5],
+            constrain="domain",
+            constraintoward="left",
+        ),
+        yaxis=clean_axis(
+            tickmode="array",
+            tickvals=list(range(n_layers)),
+            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            range=[n_layers - 0.5, -0.5],
+            scaleanchor="x",
+            scaleratio=1,
+            constrain="domain",
+            constraintoward="top",
+        ),
     )
     return layout
 
@@ -139,20 +169,29 @@ def fused_panel(bench: Mapping) -> go.Figure:
     if not rows:
         raise ValueError("the benchmark has no rows")
     tokens = [int(r["tokens"]) for r in rows]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("median time per call", "peak memory above inputs"))
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=("median time per call", "peak memory above inputs")
+    )
     for key, name, colour in SERIES:
         for col, (field, unit) in enumerate(((f"{key}_ms", "ms"), (f"{key}_peak_mb", "MB")), start=1):
             values = [_positive(r[field]) for r in rows]
             fig.add_trace(_series(tokens, values, escape(name), colour, unit, show_legend=col == 1), row=1, col=col)
     shape = bench.get("shape")
     if shape:
-        buffer_mb = [shape["batch"] * shape["heads"] * n * n * 4 / 2 ** 20 for n in tokens]
+        buffer_mb = [shape["batch"] * shape["heads"] * n * n * 4 / 2**20 for n in tokens]
         label = "one (B, H, L, L) float32 buffer"
-        fig.add_trace(go.Scatter(x=tokens, y=buffer_mb, mode="lines", name=label,
-                                 line=dict(color=BUFFER_COLOUR, dash="dot"),
-                                 hovertemplate=f"{label}, %{{x}} tokens: %{{y:.1f}} MB<extra></extra>"),
-                      row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=tokens,
+                y=buffer_mb,
+                mode="lines",
+                name=label,
+                line=dict(color=BUFFER_COLOUR, dash="dot"),
+                hovertemplate=f"{label}, %{{x}} tokens: %{{y:.1f}} MB<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
     _panel_layout(fig, tokens, _machine_label(bench.get("machine", {}), shape))
     return fig
 
@@ -194,11 +233,24 @@ def _panel_layout(fig: go.Figure, tokens: list[int], machine: str, font_size: in
     if machine:
         layout["title"]["subtitle"] = dict(text=machine, font=dict(size=round(font_size * 0.9)))
     fig.update_layout(layout)
-    fig.update_layout(width=980, height=460, margin=dict(l=10, r=10, t=110, b=70),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hovermode="closest")
+    fig.update_layout(
+        width=980,
+        height=460,
+        margin=dict(l=10, r=10, t=110, b=70),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        hovermode="closest",
+    )
     for col, y_title in ((1, "ms"), (2, "MB")):
-        fig.update_xaxes(type="log", tickmode="array", tickvals=tokens, ticktext=[str(n) for n in tokens],
-                         title_text="tokens", showgrid=True, row=1, col=col)
+        fig.update_xaxes(
+            type="log",
+            tickmode="array",
+            tickvals=tokens,
+            ticktext=[str(n) for n in tokens],
+            title_text="tokens",
+            showgrid=True,
+            row=1,
+            col=col,
+        )
         fig.update_yaxes(type="log", title_text=y_title, showgrid=True, row=1, col=col)
 
 
@@ -230,8 +282,9 @@ def _room_for_titles(layout: dict, width: int | None, widest: int = 800) -> dict
     return layout
 
 
-def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, font_size: int = 12,
-                      width: int | None = None) -> go.Figure:
+def gqa_groups_figure(
+    pooled: np.ndarray, kv_head_of, layer: int, tokens=None, font_size: int = 12, width: int | None = None
+) -> go.Figure:
     """One layer's heads laid out by the key/value head they read: a row per key/value head ("K/V 0", ...),
     its query heads across, each tile a head's map ``pooled [H, C, C]`` (pool it first: viz.pool_map)
     named "H5" on top. A transparent marker per tile carries ``customdata=[layer, head]`` for clicks.
@@ -254,36 +307,72 @@ def gqa_groups_figure(pooled: np.ndarray, kv_head_of, layer: int, tokens=None, f
     for row, members in enumerate(groups):
         for col, head in enumerate(members):
             y0 = row * step_y + gap
-            grid[y0:y0 + cells, col * step_x:col * step_x + cells] = pooled[head]
+            grid[y0 : y0 + cells, col * step_x : col * step_x + cells] = pooled[head]
             xs.append(col * step_x + (cells - 1) / 2)
             ys.append(y0 + (cells - 1) / 2)
             heads.append(head)
-    hovers = [f"{head_label(layer, h)}, reads key/value head {kv_head_of[h]} with "
-              + (", ".join(f"H{o}" for o in groups[kv_head_of[h]] if o != h) or "no other head") for h in heads]
-    markers = go.Scatter(x=xs, y=ys, customdata=[[layer, h] for h in heads], hovertext=hovers,
-                         hovertemplate="%{hovertext}<extra></extra>", mode="markers",
-                         marker=dict(symbol="square", size=tile_px * 0.8, color="rgba(0,0,0,0)"), showlegend=False)
-    names = [dict(x=x, y=y - (cells - 1) / 2 - 0.5, xref="x", yref="y", yanchor="bottom", text=f"H{h}",
-                  showarrow=False, font=dict(size=label_px)) for x, y, h in zip(xs, ys, heads)]
-    heatmap = go.Heatmap(z=grid, colorscale=SEQUENTIAL, zmin=0.0, zmax=float(np.nanmax(grid)) or 1.0,
-                         hoverinfo="skip", colorbar=dict(title=dict(text="weight"), thickness=12))
+    hovers = [
+        f"{head_label(layer, h)}, reads key/value head {kv_head_of[h]} with "
+        + (", ".join(f"H{o}" for o in groups[kv_head_of[h]] if o != h) or "no other head")
+        for h in heads
+    ]
+    markers = go.Scatter(
+        x=xs,
+        y=ys,
+        customdata=[[layer, h] for h in heads],
+        hovertext=hovers,
+        hovertemplate="%{hovertext}<extra></extra>",
+        mode="markers",
+        marker=dict(symbol="square", size=tile_px * 0.8, color="rgba(0,0,0,0)"),
+        showlegend=False,
+    )
+    names = [
+        dict(
+            x=x,
+            y=y - (cells - 1) / 2 - 0.5,
+            xref="x",
+            yref="y",
+            yanchor="bottom",
+            text=f"H{h}",
+            showarrow=False,
+            font=dict(size=label_px),
+        )
+        for x, y, h in zip(xs, ys, heads)
+    ]
+    heatmap = go.Heatmap(
+        z=grid,
+        colorscale=SEQUENTIAL,
+        zmin=0.0,
+        zmax=float(np.nanmax(grid)) or 1.0,
+        hoverinfo="skip",
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+    )
     layout = base_layout(font_size, f"Layer {layer}: query heads by the key/value head they share")
-    layout["title"]["subtitle"] = dict(text="the model's own grouping, from its checkpoint",
-                                       font=dict(size=font_size))
+    layout["title"]["subtitle"] = dict(text="the model's own grouping, from its checkpoint", font=dict(size=font_size))
     rows_px = len(groups) * tile_px * step_y / cells
     layout.update(
-        width=int(per_row * tile_px * step_x / cells + left + 90), height=int(rows_px + top + 10),
-        margin=dict(l=left, r=80, t=top, b=10), clickmode="event+select", annotations=names,
+        width=int(per_row * tile_px * step_x / cells + left + 90),
+        height=int(rows_px + top + 10),
+        margin=dict(l=left, r=80, t=top, b=10),
+        clickmode="event+select",
+        annotations=names,
         xaxis=clean_axis(range=[-0.5, per_row * step_x - 1.5], constrain="domain", showticklabels=False),
-        yaxis=clean_axis(tickmode="array", tickvals=[r * step_y + gap + (cells - 1) / 2 for r in range(len(groups))],
-                         ticktext=[f"K/V {g}" for g in range(len(groups))],
-                         range=[len(groups) * step_y - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
+        yaxis=clean_axis(
+            tickmode="array",
+            tickvals=[r * step_y + gap + (cells - 1) / 2 for r in range(len(groups))],
+            ticktext=[f"K/V {g}" for g in range(len(groups))],
+            range=[len(groups) * step_y - 0.5, -0.5],
+            scaleanchor="x",
+            scaleratio=1,
+            constrain="domain",
+        ),
     )
     return go.Figure([heatmap, markers], _room_for_titles(layout, width))
 
 
-def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: int = 12,
-                       width: int | None = None) -> go.Figure:
+def head_change_matrix(
+    change: np.ndarray, kv_head_of, layer: int, font_size: int = 12, width: int | None = None
+) -> go.Figure:
     """Mean |Δ| between every two heads' maps of one layer, ``change [H, H]``, heads in their key/value
     groups' order, with lines between groups: a group whose heads read the same keys and values shows as
     a lighter block on the diagonal when they attend alike. Labels are thinned to stay legible."""
@@ -294,8 +383,14 @@ def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: in
     if change.shape != (n, n):
         raise ValueError(f"expected change [H, H] for {n} heads, got shape {change.shape}")
     z = change[np.ix_(order, order)]
-    hovers = [[f"L{layer} H{a} ↔ H{b}: mean |Δ| = {change[a, b]:.4f}"
-               + (" (same key/value head)" if kv_head_of[a] == kv_head_of[b] else "") for b in order] for a in order]
+    hovers = [
+        [
+            f"L{layer} H{a} ↔ H{b}: mean |Δ| = {change[a, b]:.4f}"
+            + (" (same key/value head)" if kv_head_of[a] == kv_head_of[b] else "")
+            for b in order
+        ]
+        for a in order
+    ]
     left, top = round(font_size * 3) + 10, round(font_size * 4) + 20
     side = min(480, max(240, 24 * n))
     if width:
@@ -303,22 +398,47 @@ def head_change_matrix(change: np.ndarray, kv_head_of, layer: int, font_size: in
     label_every = max(1, int(np.ceil((len(f"H{n - 1}") * font_size * CHAR_WIDTH + 6) / (side / n))))
     shown = list(range(0, n, label_every))
     bounds = np.cumsum([len(m) for m in groups])[:-1] - 0.5
-    lines = [dict(type="line", xref="x", yref="y", x0=b, x1=b, y0=-0.5, y1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
-             for b in bounds] + \
-            [dict(type="line", xref="x", yref="y", y0=b, y1=b, x0=-0.5, x1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
-             for b in bounds]
+    lines = [
+        dict(type="line", xref="x", yref="y", x0=b, x1=b, y0=-0.5, y1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
+        for b in bounds
+    ] + [
+        dict(type="line", xref="x", yref="y", y0=b, y1=b, x0=-0.5, x1=n - 0.5, line=dict(color=GROUP_LINE, width=2))
+        for b in bounds
+    ]
     layout = base_layout(font_size, f"Layer {layer}: how far apart every two heads' maps are")
-    layout["title"]["subtitle"] = dict(text="mean |Δ|, heads ordered by key/value head; lines between groups",
-                                       font=dict(size=font_size))
-    layout.update(
-        width=int(side + left + 110), height=int(side + top + 10), margin=dict(l=left, r=100, t=top, b=10),
-        shapes=lines,
-        xaxis=clean_axis(tickmode="array", tickvals=shown, ticktext=[f"H{order[i]}" for i in shown], side="top",
-                         range=[-0.5, n - 0.5], constrain="domain"),
-        yaxis=clean_axis(tickmode="array", tickvals=shown, ticktext=[f"H{order[i]}" for i in shown],
-                         range=[n - 0.5, -0.5], scaleanchor="x", scaleratio=1, constrain="domain"),
+    layout["title"]["subtitle"] = dict(
+        text="mean |Δ|, heads ordered by key/value head; lines between groups", font=dict(size=font_size)
     )
-    heatmap = go.Heatmap(z=z, hovertext=hovers, hovertemplate=CHANGE_HOVER, colorscale=SEQUENTIAL, zmin=0.0,
-                         zmax=float(z.max()) or 1.0, colorbar=dict(title=dict(text="mean |Δ|", side="right"),
-                                                                   thickness=12))
+    layout.update(
+        width=int(side + left + 110),
+        height=int(side + top + 10),
+        margin=dict(l=left, r=100, t=top, b=10),
+        shapes=lines,
+        xaxis=clean_axis(
+            tickmode="array",
+            tickvals=shown,
+            ticktext=[f"H{order[i]}" for i in shown],
+            side="top",
+            range=[-0.5, n - 0.5],
+            constrain="domain",
+        ),
+        yaxis=clean_axis(
+            tickmode="array",
+            tickvals=shown,
+            ticktext=[f"H{order[i]}" for i in shown],
+            range=[n - 0.5, -0.5],
+            scaleanchor="x",
+            scaleratio=1,
+            constrain="domain",
+        ),
+    )
+    heatmap = go.Heatmap(
+        z=z,
+        hovertext=hovers,
+        hovertemplate=CHANGE_HOVER,
+        colorscale=SEQUENTIAL,
+        zmin=0.0,
+        zmax=float(z.max()) or 1.0,
+        colorbar=dict(title=dict(text="mean |Δ|", side="right"), thickness=12),
+    )
     return go.Figure(heatmap, _room_for_titles(layout, width))

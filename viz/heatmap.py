@@ -106,8 +106,7 @@ def head_heatmap(
     z = np.asarray(attn, dtype=np.float32)  # 4 bytes a cell, base64 in the JSON
     if z.shape != (len(query_tokens), len(key_tokens)):
         raise ValueError(
-            f"map shape {z.shape} does not match {len(query_tokens)} query "
-            f"and {len(key_tokens)} key tokens"
+            f"map shape {z.shape} does not match {len(query_tokens)} query and {len(key_tokens)} key tokens"
         )
     queries, keys = escape_all(query_tokens), escape_all(key_tokens)
     heatmap = go.Heatmap(
@@ -120,13 +119,23 @@ def head_heatmap(
         zmax=zmax,
         colorbar=dict(title=dict(text="weight"), thickness=14),
     )
-    return go.Figure(heatmap, token_grid_layout(queries, keys, title, font_size, width, height=height,
-                                                min_label=min_label, title_size=title_size))
+    return go.Figure(
+        heatmap,
+        token_grid_layout(
+            queries, keys, title, font_size, width, height=height, min_label=min_label, title_size=title_size
+        ),
+    )
 
 
 def token_grid_layout(
-    queries: list[str], keys: list[str], title: str | None, font_size: int, width: int | None = None,
-    right: int = COLORBAR_PX, height: int | None = None, min_label: int | None = None,
+    queries: list[str],
+    keys: list[str],
+    title: str | None,
+    font_size: int,
+    width: int | None = None,
+    right: int = COLORBAR_PX,
+    height: int | None = None,
+    min_label: int | None = None,
     title_size: int | None = None,
 ) -> dict:
     """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide
@@ -171,8 +180,8 @@ def token_grid_layout(
         xaxis=clean_axis(
             type="category",
             tickmode="array",
-            tickvals=position_labels(keys)[::x_ticks.stride],
-            ticktext=keys[::x_ticks.stride],
+            tickvals=position_labels(keys)[:: x_ticks.stride],
+            ticktext=keys[:: x_ticks.stride],
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -183,8 +192,8 @@ def token_grid_layout(
         yaxis=clean_axis(
             type="category",
             tickmode="array",
-            tickvals=position_labels(queries)[::y_ticks.stride],
-            ticktext=queries[::y_ticks.stride],
+            tickvals=position_labels(queries)[:: y_ticks.stride],
+            ticktext=queries[:: y_ticks.stride],
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),
@@ -205,7 +214,10 @@ def _title_px(title: str, size: int) -> float:
 
 
 def grid_cell_px(
-    queries: Sequence[str], keys: Sequence[str], font_size: int, width: int | None = None,
+    queries: Sequence[str],
+    keys: Sequence[str],
+    font_size: int,
+    width: int | None = None,
     right: int = COLORBAR_PX,
 ) -> float:
     """Side of one cell of a token grid at most ``width`` px wide (default ``FIGURE_PX``): it grows
@@ -238,4 +250,3 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
     """Approximate pixel width of the longest (escaped) label as shown."""
     longest = max((len(html.unescape(label)) for label in labels), default=0)
     return int(longest * font_size * CHAR_WIDTH) + 10
-

@@ -47,9 +47,7 @@ def padding_mask_figure(
         raise ValueError(f"expected a mask [batch, seq], got shape {mask.shape}")
     n_rows, n_pos = mask.shape
     if len(row_labels) != n_rows or len(tokens_per_row) != n_rows:
-        raise ValueError(
-            f"{n_rows} mask rows but {len(row_labels)} labels and {len(tokens_per_row)} token rows"
-        )
+        raise ValueError(f"{n_rows} mask rows but {len(row_labels)} labels and {len(tokens_per_row)} token rows")
     if any(len(tokens) > n_pos for tokens in tokens_per_row):
         raise ValueError(f"a row has more tokens than the mask's {n_pos} positions")
     kept = mask.astype(bool)
@@ -59,8 +57,7 @@ def padding_mask_figure(
     shown[~kept] = PAD
     names = escape_all(row_labels)
     hovers = np.array(
-        [[f"{name} · position {j}: {token}" for j, token in enumerate(row)]
-         for name, row in zip(names, shown)],
+        [[f"{name} · position {j}: {token}" for j, token in enumerate(row)] for name, row in zip(names, shown)],
         dtype=object,
     )
     room = (FIGURE_PX if width is None else width) - _row_label_px(names, font_size) - _legend_px(font_size)
@@ -77,11 +74,15 @@ def padding_mask_figure(
 
 def _mask_cells(where: np.ndarray, colour: str, hovers, text, font_size: int, text_colour: str):
     """One colour of a mask: the cells ``where`` is true; the others are gaps."""
-    cells = dict(
-        text=np.where(where, text, ""),  # heatmaps write text on gaps too
-        texttemplate="%{text}",
-        textfont=dict(size=round(font_size * TEXT_SCALE), color=text_colour),
-    ) if text is not None else {}
+    cells = (
+        dict(
+            text=np.where(where, text, ""),  # heatmaps write text on gaps too
+            texttemplate="%{text}",
+            textfont=dict(size=round(font_size * TEXT_SCALE), color=text_colour),
+        )
+        if text is not None
+        else {}
+    )
     return go.Heatmap(
         z=np.where(where, 1.0, np.nan).astype(np.float32),
         colorscale=[[0, colour], [1, colour]],
@@ -173,8 +174,10 @@ def causal_mask_figure(
         y=labels,
         **_one_colour(PADDING, "masked (future)", gap),
     )
-    swatches = [legend_swatch("may attend", KEEP, KEEP, font_size),
-                legend_swatch("masked (future)", PADDING, PADDING, font_size)]
+    swatches = [
+        legend_swatch("may attend", KEEP, KEEP, font_size),
+        legend_swatch("masked (future)", PADDING, PADDING, font_size),
+    ]
     layout = token_grid_layout(names, names, title, font_size, width, right=causal_legend_px(font_size))
     layout.update(legend=LEGEND)  # a legend where head_heatmap has its colour bar
     return go.Figure([allowed, masked, *swatches], layout)

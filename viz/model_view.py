@@ -14,19 +14,33 @@ import plotly.graph_objects as go
 from viz._maps import colour_axis, encode, is_compact
 from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import head_label
-from viz.notebook import _menu, _placed, MENU_PX
+from viz.notebook import MENU_PX, _menu, _placed
 from viz.overview import GRID_PX, MAX_TILE_PX, MIN_TILE_PX, pool_map
 from viz.panels import Panel, chosen_layers, pair_blocks, panels
 
 DARK = dict(paper_bgcolor="#111111", plot_bgcolor="#111111", font=dict(color="#e8e8e8"))
 
 
-def model_view(attentions=None, tokens=None, sentence_b_start: int | None = None, prettify_tokens: bool = True,
-               display_mode: str = "light", *, encoder_attention=None, decoder_attention=None,
-               cross_attention=None, encoder_tokens=None, decoder_tokens=None,
-               include_layers: Sequence[int] | None = None, include_heads: Sequence[int] | None = None,
-               max_cells: int = 48, compact: bool | None = None, attention=None, font_size: int = 14,
-               title: str | None = None) -> go.Figure:
+def model_view(
+    attentions=None,
+    tokens=None,
+    sentence_b_start: int | None = None,
+    prettify_tokens: bool = True,
+    display_mode: str = "light",
+    *,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers: Sequence[int] | None = None,
+    include_heads: Sequence[int] | None = None,
+    max_cells: int = 48,
+    compact: bool | None = None,
+    attention=None,
+    font_size: int = 14,
+    title: str | None = None,
+) -> go.Figure:
     """Every head of every layer as a thumbnail; hover names the head ("L3 H1"), zoom enlarges one.
 
     Arguments as ``head_view``'s. ``include_layers`` and ``include_heads`` keep only those rows and
@@ -37,9 +51,16 @@ def model_view(attentions=None, tokens=None, sentence_b_start: int | None = None
     attentions = attention if attentions is None else attentions
     if display_mode not in ("light", "dark"):
         raise ValueError(f'display_mode is "light" or "dark", not {display_mode!r}')
-    views = panels(attentions, tokens, encoder_attention=encoder_attention, decoder_attention=decoder_attention,
-                   cross_attention=cross_attention, encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens,
-                   prettify_tokens=prettify_tokens)
+    views = panels(
+        attentions,
+        tokens,
+        encoder_attention=encoder_attention,
+        decoder_attention=decoder_attention,
+        cross_attention=cross_attention,
+        encoder_tokens=encoder_tokens,
+        decoder_tokens=decoder_tokens,
+        prettify_tokens=prettify_tokens,
+    )
     layers = chosen_layers(views, include_layers)
     n_heads = max(p.n_heads for p in views)
     heads = list(range(n_heads)) if include_heads is None else [int(h) for h in include_heads]
@@ -47,8 +68,9 @@ def model_view(attentions=None, tokens=None, sentence_b_start: int | None = None
         raise ValueError(f"include_heads {heads} must name heads 0–{n_heads - 1}")
     if sentence_b_start is not None and len(views) > 1:
         raise ValueError("sentence_b_start is for one sequence's attention, not an encoder-decoder's")
-    blocks = pair_blocks(len(views[0].queries), sentence_b_start) if len(views) == 1 else \
-        {"All": (slice(None), slice(None))}
+    blocks = (
+        pair_blocks(len(views[0].queries), sentence_b_start) if len(views) == 1 else {"All": (slice(None), slice(None))}
+    )
 
     grids = [[_grid(p, layers, heads, rows, cols, max_cells) for rows, cols in blocks.values()] for p in views]
     compact = is_compact(sum(g.size for per_panel in grids for g in per_panel), compact)
@@ -57,8 +79,11 @@ def model_view(attentions=None, tokens=None, sentence_b_start: int | None = None
     for index, (panel, per_block) in enumerate(zip(views, grids)):
         axes = dict(xaxis=f"x{_suffix(index)}", yaxis=f"y{_suffix(index)}")
         for number, grid in enumerate(per_block):
-            traces.append(go.Heatmap(z=encode(grid, compact), coloraxis="coloraxis", hoverinfo="skip",
-                                     visible=number == 0, **axes))
+            traces.append(
+                go.Heatmap(
+                    z=encode(grid, compact), coloraxis="coloraxis", hoverinfo="skip", visible=number == 0, **axes
+                )
+            )
         traces.append(_tile_markers(panel, layers, heads, _cells(panel, max_cells), tile_px, axes))
     fig = go.Figure(traces, _layout(views, layers, heads, max_cells, tile_px, title, font_size))
     fig.update_layout(coloraxis=colour_axis(compact, SEQUENTIAL))
@@ -66,8 +91,10 @@ def model_view(attentions=None, tokens=None, sentence_b_start: int | None = None
         fig.update_layout(**DARK)
     if len(blocks) > 1:
         is_map = [isinstance(t, go.Heatmap) for t in fig.data]
-        items = [(name, [dict(visible=[not m or n == number for m, n in zip(is_map, _block_numbers(is_map))])])
-                 for number, name in enumerate(blocks)]
+        items = [
+            (name, [dict(visible=[not m or n == number for m, n in zip(is_map, _block_numbers(is_map))])])
+            for number, name in enumerate(blocks)
+        ]
         fig.update_layout(updatemenus=_placed([_menu("Sentences", items, 0)], fig.layout))
     return fig
 
@@ -121,8 +148,9 @@ def _tile_markers(panel: Panel, layers, heads, cells, tile_px: float, axes: dict
     )
 
 
-def _layout(views: list[Panel], layers, heads, max_cells: int, tile_px: float, title: str | None,
-            font_size: int) -> dict:
+def _layout(
+    views: list[Panel], layers, heads, max_cells: int, tile_px: float, title: str | None, font_size: int
+) -> dict:
     """Grids one above the other, square cells, heads labelled on top, layer 0 first."""
     heights = [len(layers) * tile_px * _cells(p, max_cells)[0] / _cells(p, max_cells)[1] for p in views]
     gap = font_size * 4 if len(views) > 1 else 0  # room for the next grid's head labels and name
@@ -138,13 +166,26 @@ def _layout(views: list[Panel], layers, heads, max_cells: int, tile_px: float, t
         c_q, c_k = _cells(panel, max_cells)
         suffix = _suffix(index)
         layout[f"xaxis{suffix}"] = clean_axis(
-            tickmode="array", tickvals=[c * (c_k + 1) + (c_k - 1) / 2 for c in range(len(heads))],
-            ticktext=[f"H{h}" for h in heads], side="top", range=[-0.5, len(heads) * (c_k + 1) - 1.5],
-            anchor=f"y{suffix}", constrain="domain", title=dict(text=panel.name or None))
+            tickmode="array",
+            tickvals=[c * (c_k + 1) + (c_k - 1) / 2 for c in range(len(heads))],
+            ticktext=[f"H{h}" for h in heads],
+            side="top",
+            range=[-0.5, len(heads) * (c_k + 1) - 1.5],
+            anchor=f"y{suffix}",
+            constrain="domain",
+            title=dict(text=panel.name or None),
+        )
         layout[f"yaxis{suffix}"] = clean_axis(
-            tickmode="array", tickvals=[r * (c_q + 1) + (c_q - 1) / 2 for r in range(len(layers))],
-            ticktext=[f"L{i}" for i in layers], range=[len(layers) * (c_q + 1) - 1.5, -0.5],
-            domain=[max(0.0, top - height / plot_h), top], anchor=f"x{suffix}", scaleanchor=f"x{suffix}",
-            scaleratio=1, constrain="domain", constraintoward="top")
+            tickmode="array",
+            tickvals=[r * (c_q + 1) + (c_q - 1) / 2 for r in range(len(layers))],
+            ticktext=[f"L{i}" for i in layers],
+            range=[len(layers) * (c_q + 1) - 1.5, -0.5],
+            domain=[max(0.0, top - height / plot_h), top],
+            anchor=f"x{suffix}",
+            scaleanchor=f"x{suffix}",
+            scaleratio=1,
+            constrain="domain",
+            constraintoward="top",
+        )
         top -= (height + gap) / plot_h
     return layout

@@ -23,11 +23,26 @@ MENU_PX, MENU_GAP_PX = 40, 16  # height of the row of menus; room between two me
 DIVIDER = dict(color="#c8610c", width=2)  # the line between sentence A and B
 
 
-def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None, prettify_tokens: bool = True,
-              layer: int | None = None, heads: int | Sequence[int] | None = None, *, encoder_attention=None,
-              decoder_attention=None, cross_attention=None, encoder_tokens=None, decoder_tokens=None,
-              include_layers: Sequence[int] | None = None, compact: bool | None = None, attention=None,
-              font_size: int = 14, width: int | None = None, title: str | None = None) -> go.Figure:
+def head_view(
+    attentions=None,
+    tokens=None,
+    sentence_b_start: int | None = None,
+    prettify_tokens: bool = True,
+    layer: int | None = None,
+    heads: int | Sequence[int] | None = None,
+    *,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers: Sequence[int] | None = None,
+    compact: bool | None = None,
+    attention=None,
+    font_size: int = 14,
+    width: int | None = None,
+    title: str | None = None,
+) -> go.Figure:
     """One head's map at a time, with menus in the figure to choose the layer and the head.
 
     ``attentions`` is ``outputs.attentions`` of any model (one (batch, H, L, S) tensor per layer,
@@ -50,17 +65,26 @@ def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None,
     ``FLOAT32_BUDGET`` (see ``viz._maps``). Tokens are escaped; ``title`` is plotly markup.
     """
     attentions = attention if attentions is None else attentions
-    views = panels(attentions, tokens, encoder_attention=encoder_attention, decoder_attention=decoder_attention,
-                   cross_attention=cross_attention, encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens,
-                   prettify_tokens=prettify_tokens)
+    views = panels(
+        attentions,
+        tokens,
+        encoder_attention=encoder_attention,
+        decoder_attention=decoder_attention,
+        cross_attention=cross_attention,
+        encoder_tokens=encoder_tokens,
+        decoder_tokens=decoder_tokens,
+        prettify_tokens=prettify_tokens,
+    )
     layers = chosen_layers(views, include_layers)
     n_heads = max(p.n_heads for p in views)
     first_layer = layers[0] if layer is None else int(layer)
     listed = _listed_heads(heads)
     first_head = listed[0]
     if first_layer not in layers or not all(0 <= h < n_heads for h in listed):
-        raise ValueError(f"layer {first_layer}, heads {', '.join(map(str, listed))} are not among layers {layers}, "
-                         f"heads 0–{n_heads - 1}")
+        raise ValueError(
+            f"layer {first_layer}, heads {', '.join(map(str, listed))} are not among layers {layers}, "
+            f"heads 0–{n_heads - 1}"
+        )
     overlay = listed if len(listed) > 1 else []
     if sentence_b_start is not None and len(views) > 1:
         raise ValueError("sentence_b_start is for one sequence's attention, not an encoder-decoder's")
@@ -79,13 +103,19 @@ def head_view(attentions=None, tokens=None, sentence_b_start: int | None = None,
     fig = go.Figure(traces, _layout(views, title, font_size, width))
     fig.update_layout(coloraxis=colour_axis(compact, SEQUENTIAL))
     blocks = pair_blocks(len(views[0].queries), sentence_b_start) if len(views) == 1 else {}
-    menus = [_menu("Layer", [(f"Layer {i}", _layer_args(shown, i)) for i in layers], layers.index(first_layer)),
-             _menu("Head", [(_overlay_name(overlay), _head_args(shown, OVERLAY))] * bool(overlay)
-                   + [(f"Head {h}", _head_args(shown, h)) for h in range(n_heads)],
-                   0 if overlay else first_head)]
+    menus = [
+        _menu("Layer", [(f"Layer {i}", _layer_args(shown, i)) for i in layers], layers.index(first_layer)),
+        _menu(
+            "Head",
+            [(_overlay_name(overlay), _head_args(shown, OVERLAY))] * bool(overlay)
+            + [(f"Head {h}", _head_args(shown, h)) for h in range(n_heads)],
+            0 if overlay else first_head,
+        ),
+    ]
     if len(blocks) > 1 and sentence_b_start is not None:  # a pair has its second sentence's start
-        menus.append(_menu("Sentences", [(name, _zoom_args(*block)) for name, block in blocks.items()], 0,
-                           method="relayout"))
+        menus.append(
+            _menu("Sentences", [(name, _zoom_args(*block)) for name, block in blocks.items()], 0, method="relayout")
+        )
         fig.update_layout(shapes=_dividers(sentence_b_start, len(views[0].queries)))
     fig.update_layout(updatemenus=_placed(menus, fig.layout))
     _apply_per_trace(fig, _layer_args(shown, first_layer)[0] | _head_args(shown, OVERLAY if overlay else first_head)[0])
@@ -116,17 +146,30 @@ def _overlay_trace(panel: Panel, index: int, layer: int, heads: Sequence[int], c
     the head that gives it."""
     maps = panel.maps[layer, list(heads)]  # (k, L, S)
     strongest = np.argmax(maps, axis=0)
-    return _panel_heatmap(panel, index, f"L{layer} {_overlay_name(heads)}",
-                          np.take_along_axis(maps, strongest[None], axis=0)[0], compact, " (H%{customdata})",
-                          np.asarray(heads, dtype=np.uint8 if max(heads) < 256 else np.int32)[strongest])
+    return _panel_heatmap(
+        panel,
+        index,
+        f"L{layer} {_overlay_name(heads)}",
+        np.take_along_axis(maps, strongest[None], axis=0)[0],
+        compact,
+        " (H%{customdata})",
+        np.asarray(heads, dtype=np.uint8 if max(heads) < 256 else np.int32)[strongest],
+    )
 
 
 def _map_trace(panel: Panel, index: int, layer: int, head: int, compact: bool) -> go.Heatmap:
     return _panel_heatmap(panel, index, head_label(layer, head), panel.maps[layer, head], compact)
 
 
-def _panel_heatmap(panel: Panel, index: int, what: str, z: np.ndarray, compact: bool, hover_tail: str = "",
-                   customdata: np.ndarray | None = None) -> go.Heatmap:
+def _panel_heatmap(
+    panel: Panel,
+    index: int,
+    what: str,
+    z: np.ndarray,
+    compact: bool,
+    hover_tail: str = "",
+    customdata: np.ndarray | None = None,
+) -> go.Heatmap:
     """One map of a panel (the ``index``-th, on its own axes), named "<panel> <what>" in its hover."""
     suffix = "" if index == 0 else str(index + 1)
     name = f"{panel.name} {what}" if panel.name else what
@@ -145,8 +188,12 @@ def _panel_heatmap(panel: Panel, index: int, what: str, z: np.ndarray, compact: 
 
 def _layer_args(shown: list[tuple[int, int]], layer: int) -> list[dict]:
     """Restyle arguments showing ``layer``'s traces: the others are transparent and ignore the mouse."""
-    return [dict(opacity=[1.0 if i == layer else 0.0 for i, _ in shown],
-                 hoverinfo=["all" if i == layer else "skip" for i, _ in shown])]
+    return [
+        dict(
+            opacity=[1.0 if i == layer else 0.0 for i, _ in shown],
+            hoverinfo=["all" if i == layer else "skip" for i, _ in shown],
+        )
+    ]
 
 
 def _head_args(shown: list[tuple[int, int]], head: int) -> list[dict]:
@@ -163,15 +210,16 @@ def _apply_per_trace(fig: go.Figure, values: dict) -> None:
 
 def _zoom_args(rows: slice, cols: slice) -> list[dict]:
     """Relayout arguments showing one block: the key axis over ``cols``, the query axis (first on top) over ``rows``."""
-    return [{"xaxis.range": [cols.start - 0.5, cols.stop - 0.5],
-             "yaxis.range": [rows.stop - 0.5, rows.start - 0.5]}]
+    return [{"xaxis.range": [cols.start - 0.5, cols.stop - 0.5], "yaxis.range": [rows.stop - 0.5, rows.start - 0.5]}]
 
 
 def _dividers(b_start: int, n_tokens: int) -> list[dict]:
     edge = b_start - 0.5
     line = dict(type="line", xref="x", yref="y", line=DIVIDER, layer="above")
-    return [line | dict(x0=edge, x1=edge, y0=-0.5, y1=n_tokens - 0.5),
-            line | dict(x0=-0.5, x1=n_tokens - 0.5, y0=edge, y1=edge)]
+    return [
+        line | dict(x0=edge, x1=edge, y0=-0.5, y1=n_tokens - 0.5),
+        line | dict(x0=-0.5, x1=n_tokens - 0.5, y0=edge, y1=edge),
+    ]
 
 
 def _menu(name: str, items: list[tuple[str, list[dict]]], active: int, method: str = "restyle") -> dict:
@@ -206,8 +254,9 @@ def _layout(views: list[Panel], title: str | None, font_size: int, width: int | 
     axis_title_px = int(font_size * 2)
     gutters = [_label_px(p.queries, font_size) + axis_title_px + 10 for p in views]
     room = (width - sum(gutters) - COLORBAR_PX - SLACK_PX * len(views) - 10) / sum(len(p.keys) for p in views)
-    natural = min(_plot_px(max(len(p.queries), len(p.keys)), font_size) / max(len(p.queries), len(p.keys))
-                  for p in views)
+    natural = min(
+        _plot_px(max(len(p.queries), len(p.keys)), font_size) / max(len(p.queries), len(p.keys)) for p in views
+    )
     cell = max(0.25, min(natural, room))
     x_ticks = [column_ticks(p.keys, cell, font_size) for p in views]
     y_ticks = [row_ticks(p.queries, cell, font_size) for p in views]
@@ -215,11 +264,11 @@ def _layout(views: list[Panel], title: str | None, font_size: int, width: int | 
     spans = [g + cell * len(p.keys) + SLACK_PX for g, p in zip(gutters, views)]
     plot_w, plot_h = sum(spans), cell * max(len(p.queries) for p in views)
     title_px = int(font_size * 1.2 * 1.5) + 12 if title else 0
-    margin = dict(l=10, r=COLORBAR_PX, b=10,
-                  t=MENU_PX + title_px + max(t.depth for t in x_ticks) + axis_title_px + 10)
+    margin = dict(l=10, r=COLORBAR_PX, b=10, t=MENU_PX + title_px + max(t.depth for t in x_ticks) + axis_title_px + 10)
     layout = base_layout(font_size, title)
-    layout.update(margin=margin, width=int(plot_w) + margin["l"] + margin["r"],
-                  height=int(plot_h) + margin["t"] + margin["b"])
+    layout.update(
+        margin=margin, width=int(plot_w) + margin["l"] + margin["r"], height=int(plot_h) + margin["t"] + margin["b"]
+    )
     if title:
         layout["title"]["pad"] = dict(t=MENU_PX + 8)
     left = 0.0
@@ -229,15 +278,34 @@ def _layout(views: list[Panel], title: str | None, font_size: int, width: int | 
         keys, queries = position_labels(panel.keys), position_labels(panel.queries)
         xt, yt = x_ticks[index], y_ticks[index]
         layout[f"xaxis{suffix}"] = clean_axis(
-            type="category", tickmode="array", tickvals=keys[::xt.stride], ticktext=panel.keys[::xt.stride],
-            side="top", tickangle=xt.angle, tickfont=dict(size=xt.size), title=dict(text=key_title),
-            domain=[(left + gutter) / plot_w, (left + span) / plot_w], anchor=f"y{suffix}",
-            range=[-0.5, len(keys) - 0.5], constrain="domain", constraintoward="left")
+            type="category",
+            tickmode="array",
+            tickvals=keys[:: xt.stride],
+            ticktext=panel.keys[:: xt.stride],
+            side="top",
+            tickangle=xt.angle,
+            tickfont=dict(size=xt.size),
+            title=dict(text=key_title),
+            domain=[(left + gutter) / plot_w, (left + span) / plot_w],
+            anchor=f"y{suffix}",
+            range=[-0.5, len(keys) - 0.5],
+            constrain="domain",
+            constraintoward="left",
+        )
         layout[f"yaxis{suffix}"] = clean_axis(
-            type="category", tickmode="array", tickvals=queries[::yt.stride], ticktext=panel.queries[::yt.stride],
-            tickfont=dict(size=yt.size), title=dict(text=query_title),
-            domain=[1 - cell * len(queries) / plot_h, 1], anchor=f"x{suffix}",
-            range=[len(queries) - 0.5, -0.5], scaleanchor=f"x{suffix}", scaleratio=1,
-            constrain="domain", constraintoward="top")
+            type="category",
+            tickmode="array",
+            tickvals=queries[:: yt.stride],
+            ticktext=panel.queries[:: yt.stride],
+            tickfont=dict(size=yt.size),
+            title=dict(text=query_title),
+            domain=[1 - cell * len(queries) / plot_h, 1],
+            anchor=f"x{suffix}",
+            range=[len(queries) - 0.5, -0.5],
+            scaleanchor=f"x{suffix}",
+            scaleratio=1,
+            constrain="domain",
+            constraintoward="top",
+        )
         left += span
     return layout

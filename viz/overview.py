@@ -103,14 +103,23 @@ def overview_grid(
     """
     attentions = np.asarray(attentions)
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
-        raise ValueError(
-            f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}"
-        )
+        raise ValueError(f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}")
     n_layers, n_heads, n_tokens, _ = attentions.shape
     tile_px = tile_px_for(n_layers, n_heads, title, width, height)
     pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
-    return overview_figure(pooled, strongest, n_tokens, tokens, labels=labels, highlight=highlight, zmax=zmax,
-                           title=title, font_size=font_size, width=width, height=height)
+    return overview_figure(
+        pooled,
+        strongest,
+        n_tokens,
+        tokens,
+        labels=labels,
+        highlight=highlight,
+        zmax=zmax,
+        title=title,
+        font_size=font_size,
+        width=width,
+        height=height,
+    )
 
 
 def overview_figure(
@@ -133,8 +142,10 @@ def overview_figure(
     figure it draws. Tiles smaller than ``C`` × 2.5 px are pooled further (a mean of block means)."""
     pooled, strongest = np.asarray(pooled), np.asarray(strongest)
     if pooled.ndim != 4 or pooled.shape[2] != pooled.shape[3] or strongest.shape != (*pooled.shape[:2], 3):
-        raise ValueError(f"expected pooled [n_layers, n_heads, C, C] and strongest [n_layers, n_heads, 3], "
-                         f"got {pooled.shape} and {strongest.shape}")
+        raise ValueError(
+            f"expected pooled [n_layers, n_heads, C, C] and strongest [n_layers, n_heads, 3], "
+            f"got {pooled.shape} and {strongest.shape}"
+        )
     n_layers, n_heads = pooled.shape[:2]
     if tokens is not None and len(tokens) != n_tokens:
         raise ValueError(f"{len(tokens)} tokens given for maps over {n_tokens} positions")
@@ -186,9 +197,7 @@ def _thin(n: int, spacing_px: float, label_px: float) -> list[int]:
     return list(range(0, n, k))
 
 
-def _tile_markers(
-    n_layers: int, n_heads: int, cells: int, tile_px: float, hovers: list[str]
-) -> go.Scatter:
+def _tile_markers(n_layers: int, n_heads: int, cells: int, tile_px: float, hovers: list[str]) -> go.Scatter:
     """Invisible square markers at tile centres carrying ``[layer, head]``."""
     step, centre = cells + 1, (cells - 1) / 2
     heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
@@ -204,9 +213,7 @@ def _tile_markers(
     )
 
 
-def _grid_layout(
-    n_layers: int, n_heads: int, cells: int, tile_px: float, title: str | None, font_size: int
-) -> dict:
+def _grid_layout(n_layers: int, n_heads: int, cells: int, tile_px: float, title: str | None, font_size: int) -> dict:
     """Square tiles, heads labelled on top, layers down the side, layer 0 first."""
     step, centre = cells + 1, (cells - 1) / 2
     heads = _thin(n_heads, tile_px, len(f"H{n_heads - 1}") * font_size * CHAR_WIDTH + 6)

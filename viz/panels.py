@@ -35,8 +35,17 @@ class Panel:
         return f"{self.name.lower()} key", f"{self.name.lower()} query"
 
 
-def panels(attentions=None, tokens=None, *, encoder_attention=None, decoder_attention=None, cross_attention=None,
-           encoder_tokens=None, decoder_tokens=None, prettify_tokens: bool = True) -> list[Panel]:
+def panels(
+    attentions=None,
+    tokens=None,
+    *,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    prettify_tokens: bool = True,
+) -> list[Panel]:
     """The panels of a view, from a model's attentions and tokens or a seq2seq model's three kinds."""
     seq2seq = (encoder_attention, decoder_attention, cross_attention)
     tidy = prettify if prettify_tokens else list
@@ -69,8 +78,9 @@ def _checked(panel: Panel) -> Panel:
     _, _, n_q, n_k = panel.maps.shape
     if (n_q, n_k) != (len(panel.queries), len(panel.keys)):
         what = f"{panel.name.lower()} attention" if panel.name else "attention"
-        raise ValueError(f"{what} maps are {n_q} × {n_k} but {len(panel.queries)} query "
-                         f"and {len(panel.keys)} key tokens were given")
+        raise ValueError(
+            f"{what} maps are {n_q} × {n_k} but {len(panel.queries)} query and {len(panel.keys)} key tokens were given"
+        )
     return panel
 
 

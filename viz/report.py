@@ -9,8 +9,8 @@ cells, the page's link) is escaped.
 import html
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
 from datetime import datetime
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -110,10 +110,13 @@ def _link_html(link: str) -> str:
 def _table_html(caption: str, frame: pd.DataFrame) -> str:
     """A table as the page shows it: its columns' names, then one row per row, every cell escaped."""
     head = "".join(f"<th>{html.escape(str(name))}</th>" for name in frame.columns)
-    body = "\n".join("<tr>" + "".join(_cell_html(v) for v in row) + "</tr>"
-                     for row in frame.itertuples(index=False, name=None))
-    return (f"<figure>\n<figcaption>{html.escape(caption)}</figcaption>\n"
-            f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n</figure>")
+    body = "\n".join(
+        "<tr>" + "".join(_cell_html(v) for v in row) + "</tr>" for row in frame.itertuples(index=False, name=None)
+    )
+    return (
+        f"<figure>\n<figcaption>{html.escape(caption)}</figcaption>\n"
+        f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>\n</figure>"
+    )
 
 
 def _cell_html(value) -> str:

@@ -27,8 +27,12 @@ FILL = 0.95  # share of a box's inner width that text may fill: slack for the gl
 MIN_CODE_CHARS = 16  # below this many code characters a line, the lanes are too narrow to read
 ARROW, MUTED, NO_MASK = "#64748b", "#64748b", "#94a3b8"
 LANES = {  # outline, title colour
-    "io": ("#475569", "#1e293b"), "q": ("#2563eb", "#1d4ed8"), "k": ("#d97706", "#b45309"),
-    "v": ("#059669", "#047857"), "attn": ("#7c3aed", "#6d28d9"), "mask": ("#64748b", "#334155"),
+    "io": ("#475569", "#1e293b"),
+    "q": ("#2563eb", "#1d4ed8"),
+    "k": ("#d97706", "#b45309"),
+    "v": ("#059669", "#047857"),
+    "attn": ("#7c3aed", "#6d28d9"),
+    "mask": ("#64748b", "#334155"),
 }
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
@@ -91,11 +95,19 @@ def shape_flow(trace, selected: str | None = None, font_size: int = 14, width: i
     annotations += arrows
     layout = base_layout(fs)
     layout.update(
-        width=width, height=int(height), margin=dict(l=0, r=0, t=0, b=0), showlegend=False,
+        width=width,
+        height=int(height),
+        margin=dict(l=0, r=0, t=0, b=0),
+        showlegend=False,
         xaxis=dict(range=[0, width], visible=False, fixedrange=True),
         yaxis=dict(range=[height, 0], visible=False, fixedrange=True),
-        plot_bgcolor="white", paper_bgcolor="white", dragmode=False, hovermode="closest",
-        barmode="overlay", shapes=shapes, annotations=annotations,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        dragmode=False,
+        hovermode="closest",
+        barmode="overlay",
+        shapes=shapes,
+        annotations=annotations,
     )
     return go.Figure(_hit_areas(trace, boxes), layout)
 
@@ -114,6 +126,7 @@ def min_width(font_size: int) -> int:
 
 
 # ---- where the boxes go ----------------------------------------------------------------------
+
 
 def _rows(trace, width: float, fs: int) -> tuple[list[list[Box]], float]:
     """Lanes Q, K, V side by side; the attention itself under Q and K; V joins at probs · V."""
@@ -151,6 +164,7 @@ def _lane(name: str) -> str:
 
 # ---- what each box says ----------------------------------------------------------------------
 
+
 @dataclass
 class BoxText:
     header: list[str]  # escaped plotly markup, one line each
@@ -171,12 +185,24 @@ class BoxText:
 
     def annotations(self, b: Box, fs: int) -> list[dict]:
         pad = 0.65 * fs
-        common = dict(xref="x", yref="y", xanchor="left", yanchor="top", align="left", showarrow=False,
-                      x=b.left + pad, name=b.name)
+        common = dict(
+            xref="x",
+            yref="y",
+            xanchor="left",
+            yanchor="top",
+            align="left",
+            showarrow=False,
+            x=b.left + pad,
+            name=b.name,
+        )
         return [
             dict(common, y=b.top + 0.55 * fs, text="<br>".join(self.header), font=dict(size=fs)),
-            dict(common, y=b.top + 0.55 * fs + self.header_h + 0.35 * fs, text="<br>".join(self.code),
-                 font=dict(size=self.code_fs, family=MONO, color="#1f2937")),
+            dict(
+                common,
+                y=b.top + 0.55 * fs + self.header_h + 0.35 * fs,
+                text="<br>".join(self.code),
+                font=dict(size=self.code_fs, family=MONO, color="#1f2937"),
+            ),
         ]
 
 
@@ -213,7 +239,7 @@ def _wrap(text: str, chars: int) -> list[str]:
 
 def shorten_path(where: str, chars: int) -> str:
     """``path:lineno`` in at most ``chars`` characters: the start of the path gives way to "…"."""
-    return where if len(where) <= chars else "…" + where[len(where) - chars + 1:]
+    return where if len(where) <= chars else "…" + where[len(where) - chars + 1 :]
 
 
 def _code_fs(fs: int) -> int:
@@ -230,8 +256,12 @@ def wrap_code(line: str, chars: int) -> list[str]:
     chars = max(chars, len(indent) + 2)
     while len(rest) + (0 if first else len(indent)) > chars:
         limit = chars - (0 if first else len(indent))
-        cut = max(rest.rfind(", ", 0, limit) + 2, rest.rfind(" if ", 0, limit) + 1,
-                  rest.rfind(" else ", 0, limit) + 1, rest.rfind("(", 0, limit) + 1)
+        cut = max(
+            rest.rfind(", ", 0, limit) + 2,
+            rest.rfind(" if ", 0, limit) + 1,
+            rest.rfind(" else ", 0, limit) + 1,
+            rest.rfind("(", 0, limit) + 1,
+        )
         if cut <= 2:
             cut = limit
         pieces.append(("" if first else indent) + rest[:cut].rstrip())
@@ -260,8 +290,19 @@ def _legend(trace, width: float, fs: int) -> tuple[dict, int]:
         used += chars
     lines.append(line)
     text = "<br>".join("  ·  ".join(parts) for parts in lines)
-    return dict(xref="x", yref="y", x=0.6 * fs, y=0.6 * fs, xanchor="left", yanchor="top", align="left",
-                showarrow=False, text=text, font=dict(size=fs, color="#334155"), name="legend"), len(lines)
+    return dict(
+        xref="x",
+        yref="y",
+        x=0.6 * fs,
+        y=0.6 * fs,
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        showarrow=False,
+        text=text,
+        font=dict(size=fs, color="#334155"),
+        name="legend",
+    ), len(lines)
 
 
 def _drawn_chars(markup: str) -> float:
@@ -272,18 +313,33 @@ def _drawn_chars(markup: str) -> float:
 
 # ---- drawing ---------------------------------------------------------------------------------
 
+
 def _box_shape(b: Box, step, selected: bool, fs: int) -> dict:
     outline = LANES[_lane(b.name)][0]
     absent = step.shape is None
-    line = dict(color=HIGHLIGHT, width=max(3, fs / 4)) if selected else dict(
-        color=NO_MASK if absent else outline, width=max(1.5, fs / 9), dash="dash" if absent else "solid")
+    line = (
+        dict(color=HIGHLIGHT, width=max(3, fs / 4))
+        if selected
+        else dict(color=NO_MASK if absent else outline, width=max(1.5, fs / 9), dash="dash" if absent else "solid")
+    )
     fill = "rgba(220,20,60,0.07)" if selected else ("white" if absent else _tint(outline))
-    return dict(type="rect", xref="x", yref="y", x0=b.left, x1=b.right, y0=b.top, y1=b.bottom,
-                line=line, fillcolor=fill, layer="below", name=b.name)
+    return dict(
+        type="rect",
+        xref="x",
+        yref="y",
+        x0=b.left,
+        x1=b.right,
+        y0=b.top,
+        y1=b.bottom,
+        line=line,
+        fillcolor=fill,
+        layer="below",
+        name=b.name,
+    )
 
 
 def _tint(hex_colour: str, alpha: float = 0.07) -> str:
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -302,8 +358,7 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
     drawn = set()
     for lane in "qkv":
         parts = ("proj", "view", "heads", "rot", "shared")  # rot: rotary positions (Llama), before any sharing
-        chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in parts]
-                 if n in boxes]
+        chain = [n for n in ["input", "qkv_proj"] + [f"{lane}_{p}" for p in parts] if n in boxes]
         for a, b in zip(chain, chain[1:]):
             if (a, b) not in drawn:  # input → qkv_proj is shared by the three lanes
                 down(a, b)
@@ -312,8 +367,18 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
             down(chain[-1], "scores", boxes[chain[-1]].cx, "Q" if lane == "q" else "Kᵀ", lane)
         elif "heads" in boxes:
             v, target = boxes[chain[-1]], boxes["heads"]
-            lines.append(dict(type="line", xref="x", yref="y", x0=v.cx, x1=v.cx, y0=v.bottom, y1=target.cy,
-                              line=dict(color=ARROW, width=max(1.5, fs / 9))))
+            lines.append(
+                dict(
+                    type="line",
+                    xref="x",
+                    yref="y",
+                    x0=v.cx,
+                    x1=v.cx,
+                    y0=v.bottom,
+                    y1=target.cy,
+                    line=dict(color=ARROW, width=max(1.5, fs / 9)),
+                )
+            )
             arrows.extend(_arrow(v.cx, target.cy, target.right, target.cy, fs, "V", "v"))
     chain = [n for n in ("scores", "masked_scores", "probs") if n in boxes]
     for a, b in zip(chain, chain[1:]):
@@ -328,15 +393,37 @@ def _connections(boxes: dict[str, Box], key_x: float, fs: int) -> tuple[list[dic
 
 def _arrow(x0: float, y0: float, x1: float, y1: float, fs: int, label: str = "", lane: str = "") -> list[dict]:
     """An arrow from (x0, y0) to (x1, y1), with an optional label beside its middle."""
-    arrow = dict(xref="x", yref="y", axref="x", ayref="y", x=x1, y=y1, ax=x0, ay=y0, text="", showarrow=True,
-                 arrowhead=2, arrowsize=1.1, arrowwidth=max(1.5, fs / 9), arrowcolor=ARROW, standoff=1)
+    arrow = dict(
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        x=x1,
+        y=y1,
+        ax=x0,
+        ay=y0,
+        text="",
+        showarrow=True,
+        arrowhead=2,
+        arrowsize=1.1,
+        arrowwidth=max(1.5, fs / 9),
+        arrowcolor=ARROW,
+        standoff=1,
+    )
     if not label:
         return [arrow]
     vertical = x0 == x1
-    tag = dict(xref="x", yref="y", x=(x0 + x1) / 2 + (0.4 * fs if vertical else 0),
-               y=(y0 + y1) / 2 - (0 if vertical else 0.3 * fs), xanchor="left" if vertical else "center",
-               yanchor="middle" if vertical else "bottom", showarrow=False, text=f"<b>{escape(label)}</b>",
-               font=dict(size=fs, color=LANES[lane][1]))
+    tag = dict(
+        xref="x",
+        yref="y",
+        x=(x0 + x1) / 2 + (0.4 * fs if vertical else 0),
+        y=(y0 + y1) / 2 - (0 if vertical else 0.3 * fs),
+        xanchor="left" if vertical else "center",
+        yanchor="middle" if vertical else "bottom",
+        showarrow=False,
+        text=f"<b>{escape(label)}</b>",
+        font=dict(size=fs, color=LANES[lane][1]),
+    )
     return [arrow, tag]
 
 
@@ -344,17 +431,25 @@ def _hit_areas(trace, boxes: dict[str, Box]) -> go.Bar:
     """One invisible bar per box, exactly covering it: clicks anywhere in the box select it."""
     names = list(boxes)
     return go.Bar(
-        orientation="h", y=[boxes[n].cy for n in names], x=[boxes[n].w for n in names],
-        base=[boxes[n].left for n in names], width=[boxes[n].h for n in names],
-        customdata=[[n] for n in names], marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)),
-        hovertext=[f"{escape(trace.step(n).title)}: click to show its tensor<br>{escape(trace.step(n).where)}"
-                   for n in names],
+        orientation="h",
+        y=[boxes[n].cy for n in names],
+        x=[boxes[n].w for n in names],
+        base=[boxes[n].left for n in names],
+        width=[boxes[n].h for n in names],
+        customdata=[[n] for n in names],
+        marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)),
+        hovertext=[
+            f"{escape(trace.step(n).title)}: click to show its tensor<br>{escape(trace.step(n).where)}" for n in names
+        ],
         hovertemplate="%{hovertext}<extra></extra>",
-        selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)), showlegend=False,
+        selected=dict(marker=dict(opacity=0)),
+        unselected=dict(marker=dict(opacity=0)),
+        showlegend=False,
     )
 
 
 # ---- the tensor of one box -------------------------------------------------------------------
+
 
 def tensor_heatmap(
     matrix: np.ndarray,
@@ -395,7 +490,10 @@ def tensor_heatmap(
     z = np.where(dropped, np.nan, raw).astype(np.float32)  # 4 bytes a cell; −∞ an empty cell
     row_cats, col_cats = position_labels(rows), position_labels(cols)
     heatmap = go.Heatmap(
-        z=z, x=col_cats, y=row_cats, hoverongaps=False,
+        z=z,
+        x=col_cats,
+        y=row_cats,
+        hoverongaps=False,
         hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
         colorbar=dict(thickness=14, title=dict(text=_legend_title(kind, bool(dropped.any())))),
         **_colour_scale(z, kind),
@@ -412,15 +510,25 @@ def tensor_heatmap(
     if title:
         # plotly sets each line of a title of several lines at its own baseline, and puts the first on the
         # anchor (a one-line title hangs from it): lower it by a line's ascent, or its top is cut off
-        layout["title"].update(font={"size": title_size}, x=0, xref="container", automargin=False,
-                               pad={"t": 8 + (title_size if len(lines) > 1 else 0), "l": 8})
+        layout["title"].update(
+            font={"size": title_size},
+            x=0,
+            xref="container",
+            automargin=False,
+            pad={"t": 8 + (title_size if len(lines) > 1 else 0), "l": 8},
+        )
     if min_label is None:
         y_ticks = _ticks(rows, n_rows * row_px, font_size, across=False, categories=row_cats)
         y_ticks.pop("label_px")
     else:
         fit = row_ticks(rows, row_px, font_size, min_label)
-        y_ticks = {"tickmode": "array", "tickvals": row_cats[::fit.stride], "ticktext": rows[::fit.stride],
-                   "tickfont": {"size": fit.size}, "range": [n_rows - 0.5, -0.5]}
+        y_ticks = {
+            "tickmode": "array",
+            "tickvals": row_cats[:: fit.stride],
+            "ticktext": rows[:: fit.stride],
+            "tickfont": {"size": fit.size},
+            "range": [n_rows - 0.5, -0.5],
+        }
     layout.update(
         width=width,
         height=int(n_rows * row_px + top + 20),
@@ -488,10 +596,16 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list
     # which must hold a line; stacked rows: one line
     per_label = (longest * 0.62 + 0.8) * fs if across and not tilted else (1.75 if tilted else 1.3) * fs
     room = max(1.0, px / per_label)
-    stride = next(k for k in (m * 10 ** e for e in range(7) for m in (1, 2, 5)) if len(labels) / k <= room)
+    stride = next(k for k in (m * 10**e for e in range(7) for m in (1, 2, 5)) if len(labels) / k <= room)
     positions = list(range(0, len(labels), stride))
     end = len(labels) - 0.5
     label_px = (longest * 0.62 * 0.71 + 1.2) * fs if tilted else 1.5 * fs  # height taken above the cells
     values = positions if categories is None else [categories[i] for i in positions]
-    return dict(tickmode="array", tickvals=values, ticktext=[labels[i] for i in positions],
-                tickangle=-45 if tilted else 0, range=[-0.5, end] if across else [end, -0.5], label_px=label_px)
+    return dict(
+        tickmode="array",
+        tickvals=values,
+        ticktext=[labels[i] for i in positions],
+        tickangle=-45 if tilted else 0,
+        range=[-0.5, end] if across else [end, -0.5],
+        label_px=label_px,
+    )

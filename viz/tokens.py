@@ -38,8 +38,7 @@ KINDS = {  # kind: (name in the colour key, (fill, outline))
 CAPTION = "above each box: position · in it: the piece and its vocabulary id"
 COMPACT_ABOVE = 128  # pieces; a longer input gets the compact strip
 POSITION_EVERY = 10  # in the compact strip, the boxes numbered
-COMPACT_CAPTION = (f"above every {POSITION_EVERY}th box: position · in it: the piece · "
-                   "hover a box for its vocabulary id")
+COMPACT_CAPTION = f"above every {POSITION_EVERY}th box: position · in it: the piece · hover a box for its vocabulary id"
 
 
 @dataclass(frozen=True)
@@ -94,10 +93,7 @@ def token_strip(
     """
     n = len(tokens)
     if not (len(ids) == len(segments) == len(special) == n):
-        raise ValueError(
-            f"{n} tokens but {len(ids)} ids, {len(segments)} segments "
-            f"and {len(special)} special flags"
-        )
+        raise ValueError(f"{n} tokens but {len(ids)} ids, {len(segments)} segments and {len(special)} special flags")
     if per_row is not None and per_row < 1:
         raise ValueError(f"per_row must be at least 1, got {per_row}")
     compact = n > COMPACT_ABOVE if compact is None else compact
@@ -117,20 +113,43 @@ def token_strip(
         mask = np.array([k == kind for k in kinds], dtype=bool)
         if mask.any():
             traces.append(_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours))
-    traces.append(_text("piece", centre_x, top + sizes.pad / 2 + sizes.font * 0.7,
-                        _show_pieces(pieces, attached), sizes.font, "#1a1a1a",
-                        hovers=_hovers(pieces, ids, segments, special)))
+    traces.append(
+        _text(
+            "piece",
+            centre_x,
+            top + sizes.pad / 2 + sizes.font * 0.7,
+            _show_pieces(pieces, attached),
+            sizes.font,
+            "#1a1a1a",
+            hovers=_hovers(pieces, ids, segments, special),
+        )
+    )
     if sizes.ids:
-        traces.append(_text("id", centre_x, top + sizes.box_h - sizes.pad / 2 - sizes.small * 0.65,
-                            [str(i) for i in ids], sizes.small, "#555555"))
+        traces.append(
+            _text(
+                "id",
+                centre_x,
+                top + sizes.box_h - sizes.pad / 2 - sizes.small * 0.65,
+                [str(i) for i in ids],
+                sizes.small,
+                "#555555",
+            )
+        )
     numbered = np.arange(0, n, POSITION_EVERY if compact else 1)
-    traces.append(_text("position", centre_x[numbered], top[numbered] - sizes.label_h / 2,
-                        [str(i) for i in numbered], sizes.small, "#8a8a8a"))
+    traces.append(
+        _text(
+            "position",
+            centre_x[numbered],
+            top[numbered] - sizes.label_h / 2,
+            [str(i) for i in numbered],
+            sizes.small,
+            "#8a8a8a",
+        )
+    )
     n_rows = int(row.max()) + 1 if n else 1
     present = [kind for kind in KINDS if kind in kinds]
     caption = COMPACT_CAPTION if compact else CAPTION
-    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption,
-                                     room))
+    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption, room))
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
@@ -217,17 +236,12 @@ def _hovers(pieces: list[str], ids, segments, special) -> list[str]:
 def _show_pieces(pieces: list[str], attached: np.ndarray) -> list[str]:
     """Pieces as shown: the "##" of a continuation in a lighter colour."""
     marker = f'<span style="color:#9a9a9a">{CONTINUATION}</span>'
-    return [
-        marker + piece[len(CONTINUATION):] if joined else piece
-        for piece, joined in zip(pieces, attached)
-    ]
+    return [marker + piece[len(CONTINUATION) :] if joined else piece for piece, joined in zip(pieces, attached)]
 
 
 def _text(name: str, x, y, texts: list[str], size: int, colour: str, hovers=None) -> go.Scatter:
     """A column of texts; ``name`` says which (piece, id, position) for readers of the figure."""
-    hover = dict(hovertext=hovers, hovertemplate="%{hovertext}<extra></extra>") if hovers else dict(
-        hoverinfo="skip"
-    )
+    hover = dict(hovertext=hovers, hovertemplate="%{hovertext}<extra></extra>") if hovers else dict(hoverinfo="skip")
     return go.Scatter(
         x=x,
         y=y,
@@ -247,8 +261,14 @@ def colour_key(kinds: Sequence[str]) -> str:
     return "   ".join(f'<span style="color:{KINDS[kind][1][1]}">■</span> {KINDS[kind][0]}' for kind in kinds)
 
 
-def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], caption: str = CAPTION,
-            room: float | None = None) -> dict:
+def _layout(
+    content_px: float,
+    n_rows: int,
+    sizes: Sizes,
+    kinds: Sequence[str],
+    caption: str = CAPTION,
+    room: float | None = None,
+) -> dict:
     """One data unit per pixel: the plot area is exactly the strip's size (the legend's room within
     ``room`` px, the most the strip may take)."""
     legend_px = round(sizes.font * 2.6)
@@ -263,17 +283,34 @@ def _layout(content_px: float, n_rows: int, sizes: Sizes, kinds: Sequence[str], 
         height=int(np.ceil(height)) + 2 * EDGE_PX + legend_px + caption_px,
         margin=dict(l=10, r=10, t=legend_px, b=caption_px),
         annotations=[
-            dict(text=caption, x=0, xref="paper", xanchor="left", y=0, yref="paper",
-                 yanchor="top", yshift=-4, showarrow=False,
-                 font=dict(size=sizes.small, color="#6b6b6b")),
-            dict(text=colour_key(kinds), x=0, xref="paper", xanchor="left", y=1, yref="paper",
-                 yanchor="bottom", yshift=6, showarrow=False, font=dict(size=sizes.font, color="#1a1a1a")),
+            dict(
+                text=caption,
+                x=0,
+                xref="paper",
+                xanchor="left",
+                y=0,
+                yref="paper",
+                yanchor="top",
+                yshift=-4,
+                showarrow=False,
+                font=dict(size=sizes.small, color="#6b6b6b"),
+            ),
+            dict(
+                text=colour_key(kinds),
+                x=0,
+                xref="paper",
+                xanchor="left",
+                y=1,
+                yref="paper",
+                yanchor="bottom",
+                yshift=6,
+                showarrow=False,
+                font=dict(size=sizes.font, color="#1a1a1a"),
+            ),
         ],
         showlegend=False,
-        xaxis=clean_axis(visible=False, range=[-EDGE_PX, np.ceil(width) + EDGE_PX],
-                         fixedrange=True, automargin=False),
-        yaxis=clean_axis(visible=False, range=[np.ceil(height) + EDGE_PX, -EDGE_PX],
-                         fixedrange=True, automargin=False),
+        xaxis=clean_axis(visible=False, range=[-EDGE_PX, np.ceil(width) + EDGE_PX], fixedrange=True, automargin=False),
+        yaxis=clean_axis(visible=False, range=[np.ceil(height) + EDGE_PX, -EDGE_PX], fixedrange=True, automargin=False),
         hovermode="closest",
         hoverdistance=int(sizes.font * 3),
     )

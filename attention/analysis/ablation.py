@@ -5,6 +5,7 @@ silences a head, "uniform" makes it attend evenly to every token it may see (see
 Changes are read from the attention maps, the hidden states, the sentence embedding, with an MLM
 head the model's guesses for a [MASK] token and, on a coreference example, the pronoun → answer margin.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -47,8 +48,9 @@ def _pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (hidden * weights[:, None]).sum(0) / weights.sum()  # (L, D) -> (D,)
 
 
-def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                  token_type_ids: torch.Tensor | None) -> torch.Tensor:
+def _check_inputs(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None
+) -> torch.Tensor:
     """Validate one sentence's inputs; returns the attention mask (1, L), all ones if None was given."""
     if input_ids.dim() != 2 or input_ids.size(0) != 1:
         raise ValueError(f"ablate takes one sentence: input_ids must be (1, L), got {tuple(input_ids.shape)}")
@@ -56,15 +58,21 @@ def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
         attention_mask = torch.ones_like(input_ids)
     for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
         if tensor is not None and tensor.shape != input_ids.shape:
-            raise ValueError(f"{name} must have input_ids' shape {tuple(input_ids.shape)}, "
-                             f"got {tuple(tensor.shape)}")
+            raise ValueError(f"{name} must have input_ids' shape {tuple(input_ids.shape)}, got {tuple(tensor.shape)}")
     if not bool(attention_mask.any()):
         raise ValueError("the attention mask has no real token")
     return attention_mask
 
 
-def _mask_predictions(head: MaskedLMHead, tokenizer, input_ids: torch.Tensor, real: torch.Tensor,
-                      base: torch.Tensor, ablated: torch.Tensor, top_k: int) -> MaskPredictions | None:
+def _mask_predictions(
+    head: MaskedLMHead,
+    tokenizer,
+    input_ids: torch.Tensor,
+    real: torch.Tensor,
+    base: torch.Tensor,
+    ablated: torch.Tensor,
+    top_k: int,
+) -> MaskPredictions | None:
     """Top-k guesses at the first real [MASK] token from base and ablated last hidden states (L, D)."""
     mask_id = getattr(tokenizer, "mask_token_id", None)
     if mask_id is None:
@@ -136,8 +144,9 @@ def ablate(
         embedding_cosine = float(F.cosine_similarity(pooled_base, pooled_ablated, dim=0))
         predictions = None
         if mlm_head is not None:
-            predictions = _mask_predictions(mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0],
-                                            ablated.last_hidden_state[0], top_k)
+            predictions = _mask_predictions(
+                mlm_head, tokenizer, input_ids, real, base.last_hidden_state[0], ablated.last_hidden_state[0], top_k
+            )
     done(1.0)
 
     return AblationResult(
@@ -153,6 +162,7 @@ def ablate(
 class MarginChange(NamedTuple):
     """The pronoun → answer margin of a coreference example (attention from the pronoun to the answer minus
     to the best other candidate; above 0: the head prefers the answer), before and after ablation."""
+
     best: tuple[int, int]  # (layer, head) with the largest margin before ablation
     best_before: float
     best_after: float  # the same head's margin after ablation
@@ -169,5 +179,12 @@ def margin_change(result: AblationResult, example: CorefExample, tokens: list[st
     before = score_example(example, np.asarray(result.base_attentions), tokens, word_ids, offsets).margin
     after = score_example(example, np.asarray(result.ablated_attentions), tokens, word_ids, offsets).margin
     layer, head = (int(i) for i in np.unravel_index(int(np.argmax(before)), before.shape))
-    return MarginChange((layer, head), float(before[layer, head]), float(after[layer, head]),
-                        float(before.mean()), float(after.mean()), int((before > 0).sum()), int((after > 0).sum()))
+    return MarginChange(
+        (layer, head),
+        float(before[layer, head]),
+        float(after[layer, head]),
+        float(before.mean()),
+        float(after.mean()),
+        int((before > 0).sum()),
+        int((after > 0).sum()),
+    )

@@ -18,6 +18,7 @@ the command line is coref_cli.py, which this module never imports (run as a scri
 
     python -m attention.analysis.coref FILE [--by FIELD] [--csv OUT] [--top N] [--validate-on FILE] [--compare SOURCE]
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -47,9 +48,11 @@ class OutsideWindow(ExampleError):
 
 # ---- locating mentions --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Located:
     """Token positions of the pronoun and of each candidate in one encoded example."""
+
     pronoun: list[int]
     candidates: list[list[int]]
 
@@ -80,7 +83,7 @@ def word_spans(text: str, word_ids: list[int | None], offsets: list[tuple[int, i
         else:
             words.append([pos])
         previous = word
-    return [(text[offsets[p[0]][0]:offsets[p[-1]][1]].strip(), p) for p in words]
+    return [(text[offsets[p[0]][0] : offsets[p[-1]][1]].strip(), p) for p in words]
 
 
 def span_pieces(span: tuple[int, int], offsets) -> list[int]:
@@ -111,8 +114,10 @@ def locate(example: CorefExample, word_ids, offsets) -> Located:
         if len(matches) < occurrence:
             if truncated:
                 raise OutsideWindow(f"{where}: '{word}' lies past the tokens the model reads")
-            raise ExampleError(f"{where}: the tokenizer's words do not include '{word}'"
-                               + (f" {occurrence} times" if occurrence > 1 else ""))
+            raise ExampleError(
+                f"{where}: the tokenizer's words do not include '{word}'"
+                + (f" {occurrence} times" if occurrence > 1 else "")
+            )
         return matches[occurrence - 1]
 
     return Located(find(example.pronoun, example.pronoun_occurrence), [find(c) for c in example.candidates])
@@ -138,6 +143,7 @@ def preferred(scores: np.ndarray) -> np.ndarray:
 
 
 # ---- results ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ExampleScore:
@@ -211,20 +217,26 @@ class CorefResult:
     def ranked(self, top: int | None = None) -> list[tuple[int, int, float]]:
         """(layer, head, accuracy), best first; ties by layer then head."""
         n_layers, n_heads = self.accuracy.shape
-        order = sorted((-self.accuracy[layer, head], layer, head) for layer in range(n_layers)
-                       for head in range(n_heads))
+        order = sorted(
+            (-self.accuracy[layer, head], layer, head) for layer in range(n_layers) for head in range(n_heads)
+        )
         return [(layer, head, float(-a)) for a, layer, head in order[:top]]
 
 
-def summarize(details: list[ExampleScore], unanswered: list[ExampleScore], excluded: list[Exclusion],
-              shape: tuple[int, int]) -> CorefResult:
+def summarize(
+    details: list[ExampleScore], unanswered: list[ExampleScore], excluded: list[Exclusion], shape: tuple[int, int]
+) -> CorefResult:
     """One result from scored examples: accuracy and baselines over those with an answer (NaN if none)."""
     if details:
         accuracy = np.stack([d.heads_right() for d in details]).mean(axis=0)
     else:
         accuracy = np.full(shape, np.nan)
-    baselines = {name: float(np.mean([getattr(d.located, name) == d.example.answer_index for d in details]))
-                 if details else float("nan") for name in ("nearest", "first")}
+    baselines = {
+        name: float(np.mean([getattr(d.located, name) == d.example.answer_index for d in details]))
+        if details
+        else float("nan")
+        for name in ("nearest", "first")
+    }
     return CorefResult(accuracy, baselines, details, tuple(excluded), tuple(unanswered))
 
 
@@ -235,12 +247,19 @@ def group(result: CorefResult, by: str) -> dict:
     for item in items:
         values.setdefault(item.example.value(by), None)
     shape = result.accuracy.shape
-    return {v: summarize([d for d in result.details if d.example.value(by) == v],
-                         [d for d in result.unanswered if d.example.value(by) == v],
-                         [e for e in result.excluded if e.example.value(by) == v], shape) for v in values}
+    return {
+        v: summarize(
+            [d for d in result.details if d.example.value(by) == v],
+            [d for d in result.unanswered if d.example.value(by) == v],
+            [e for e in result.excluded if e.example.value(by) == v],
+            shape,
+        )
+        for v in values
+    }
 
 
 # ---- scoring ------------------------------------------------------------------------------------
+
 
 def score_example(example: CorefExample, attentions: np.ndarray, tokens: list[str], word_ids, offsets) -> ExampleScore:
     """Score one example from its (n_layers, H, L, L) attention maps."""
@@ -254,8 +273,9 @@ def model_attentions(model, input_ids, attention_mask, token_type_ids, rows=None
     """The per-layer attention probabilities of one forward pass of our model: (B, H, L, L) each, or
     with `rows` (B, P) only those query rows of each map, (B, H, P, L), the rest run fused. Only the
     maps are computed: the last layer stops at its map (maps_only)."""
-    return model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows,
-                 maps_only=True).attentions
+    return model(
+        input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows, maps_only=True
+    ).attentions
 
 
 def token_limit(model, tokenizer) -> int:
@@ -303,7 +323,7 @@ def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forw
         if types is not None:
             types[r, :n] = torch.tensor(enc["token_type_ids"][i])
         rows[r] = torch.tensor(pronoun + [pronoun[0]] * (P - len(pronoun)))
-        weights[r, :len(pronoun)] = 1.0 / len(pronoun)
+        weights[r, : len(pronoun)] = 1.0 / len(pronoun)
         for k, pieces in enumerate(located[i].candidates):
             cols[r, pieces, k] = 1.0
     moved = on_model_device(model, ids, mask, rows, weights, cols)  # none of them None, so none comes back None
@@ -322,9 +342,16 @@ def attend_batch(model, enc, chunk: list[int], located: dict[int, Located], forw
     return torch.stack(reduced, dim=1).cpu().numpy()  # (b, n_layers, H, K)
 
 
-def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int = 32,
-                progress: Callable[[int, int], None] | None = None, by: str | None = None,
-                forward: Callable = model_attentions, token_budget: int = 4096) -> CorefResult:
+def score_heads(
+    model,
+    tokenizer,
+    examples: list[CorefExample],
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+    by: str | None = None,
+    forward: Callable = model_attentions,
+    token_budget: int = 4096,
+) -> CorefResult:
     """Run every example through the model (in length-bucketed padded batches) and score each head.
 
     `by` names a field (e.g. "gender"): `result.by_group` then maps each of its values to the result on
@@ -343,8 +370,9 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
         except OutsideWindow:
             excluded.append(Exclusion(example, i, f"a mention lies past the first {limit} tokens"))
     if not located:
-        raise ExampleError(f"none of the {len(examples)} examples can be scored: every one has a mention past "
-                           f"the first {limit} tokens")
+        raise ExampleError(
+            f"none of the {len(examples)} examples can be scored: every one has a mention past the first {limit} tokens"
+        )
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     scored: dict[int, ExampleScore] = {}
     done = len(excluded)
@@ -352,7 +380,7 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
         attention = attend_batch(model, enc, chunk, located, forward, pad_id)
         for r, i in enumerate(chunk):
             ex = examples[i]
-            scores = attention[r, :, :, :len(located[i].candidates)]
+            scores = attention[r, :, :, : len(located[i].candidates)]
             answer = ex.answer_index
             right = None if answer is None else right_heads(scores, answer)
             scored[i] = ExampleScore(ex, enc.tokens(i), located[i], scores, right, i)
@@ -363,15 +391,18 @@ def score_heads(model, tokenizer, examples: list[CorefExample], batch_size: int 
     excluded += [Exclusion(scored[i].example, i, NO_ANSWER) for i in sorted(scored) if scored[i].correct is None]
     excluded.sort(key=lambda e: e.index)
     shape = in_order[0].attention.shape[:2]
-    result = summarize([d for d in in_order if d.correct is not None], [d for d in in_order if d.correct is None],
-                       excluded, shape)
+    result = summarize(
+        [d for d in in_order if d.correct is not None], [d for d in in_order if d.correct is None], excluded, shape
+    )
     if by is not None:
-        result = CorefResult(result.accuracy, result.baselines, result.details, result.excluded, result.unanswered,
-                             group(result, by), by)
+        result = CorefResult(
+            result.accuracy, result.baselines, result.details, result.excluded, result.unanswered, group(result, by), by
+        )
     return result
 
 
 # ---- twins ----------------------------------------------------------------------------------------
+
 
 def flipping_heads(a: ExampleScore, b: ExampleScore) -> np.ndarray:
     """(n_layers, H) bool: heads whose preferred candidate (by word) differs between two twins."""

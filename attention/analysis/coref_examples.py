@@ -15,6 +15,7 @@ Two readers: load_examples takes a file whose every line is good and stops at th
 line, the shipped sets); load_examples_leniently keeps the good lines and lists the bad ones (an upload, whose
 person may score the good ones).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,8 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REQUIRED: dict[str, type | tuple[type, ...]] = {"text": str, "pronoun": (str, dict), "candidates": list,
-                                                "answer": (str, int, type(None))}
+REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "text": str,
+    "pronoun": (str, dict),
+    "candidates": list,
+    "answer": (str, int, type(None)),
+}
 KNOWN = {*REQUIRED, "pronoun_occurrence", "pair_id", "cue"}
 MAX_LINE_CHARS = 20_000  # a line's characters: 12 times GAP's longest passage
 MAX_CANDIDATES = 64  # a line's candidates: the public sets have 2, the built-in suite at most 3
@@ -109,16 +114,17 @@ class Words:
 
 def _span(obj, text: str, what: str, where: str) -> tuple[str, int]:
     if not isinstance(obj, dict) or set(obj) != {"text", "start"}:
-        raise ExampleError(f"{where}: {what} should be a string or an object {{\"text\", \"start\"}}")
+        raise ExampleError(f'{where}: {what} should be a string or an object {{"text", "start"}}')
     words, start = obj["text"], obj["start"]
     if not isinstance(words, str) or not words.strip() or words != words.strip():
         raise ExampleError(f"{where}: {what} text should be non-empty, without spaces around it")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0 or start + len(words) > len(text):
-        raise ExampleError(f"{where}: {what} '{words}' start {start!r} is not inside the text "
-                           f"({len(text)} characters)")
-    if text[start:start + len(words)] != words:
-        raise ExampleError(f"{where}: {what} '{words}' is not at character {start} "
-                           f"(the text there reads '{text[start:start + len(words)]}')")
+        raise ExampleError(f"{where}: {what} '{words}' start {start!r} is not inside the text ({len(text)} characters)")
+    if text[start : start + len(words)] != words:
+        raise ExampleError(
+            f"{where}: {what} '{words}' is not at character {start} "
+            f"(the text there reads '{text[start : start + len(words)]}')"
+        )
     return words, start
 
 
@@ -169,8 +175,9 @@ def _check_spans(obj, text: str, where: str):
         raise ExampleError(f"{where}: 'pronoun_occurrence' is for a pronoun given as a word; a span has its start")
     pronoun, p_start = _span(obj["pronoun"], text, "the pronoun", where)
     spans = [_span(c, text, f"candidate {i + 1}", where) for i, c in enumerate(obj["candidates"])]
-    marked = sorted([(p_start, p_start + len(pronoun), "the pronoun")]
-                    + [(s, s + len(w), f"candidate '{w}'") for w, s in spans])
+    marked = sorted(
+        [(p_start, p_start + len(pronoun), "the pronoun")] + [(s, s + len(w), f"candidate '{w}'") for w, s in spans]
+    )
     for (_, end, a), (start, _, b) in itertools.pairwise(marked):
         if start < end:
             raise ExampleError(f"{where}: {a} and {b} overlap")
@@ -208,8 +215,20 @@ def parse_example(obj, line: int | None = None) -> CorefExample:
             answer, answer_at = obj["answer"].strip(), None
     pair_id, cue = obj.get("pair_id"), obj.get("cue")
     extra = {k: v for k, v in obj.items() if k not in KNOWN}
-    return CorefExample(text, pronoun, candidates, answer, occurrence, None if pair_id is None else str(pair_id),
-                        None if cue is None else str(cue), line, p_start, c_starts, answer_at, extra)
+    return CorefExample(
+        text,
+        pronoun,
+        candidates,
+        answer,
+        occurrence,
+        None if pair_id is None else str(pair_id),
+        None if cue is None else str(cue),
+        line,
+        p_start,
+        c_starts,
+        answer_at,
+        extra,
+    )
 
 
 def read_line(raw: str, number: int):
@@ -267,6 +286,7 @@ def parse_examples(text: str, check: Callable[[], None] | None = None) -> list[C
 class Problems:
     """The bad lines of a file: the first few messages ("line 7: missing field 'answer'"), in line order, and
     how many there are in all."""
+
     first: tuple[str, ...] = ()
     count: int = 0
 
@@ -276,8 +296,9 @@ class Problems:
         return self.count - len(self.first)
 
 
-def parse_examples_leniently(text: str, check: Callable[[], None] | None = None,
-                             keep: int = 20) -> tuple[list[CorefExample], Problems]:
+def parse_examples_leniently(
+    text: str, check: Callable[[], None] | None = None, keep: int = 20
+) -> tuple[list[CorefExample], Problems]:
     """The examples of every good line, and the bad lines' problems (the first `keep` messages, and their
     count). A pair_id not used by exactly two good lines is a problem of its last line, and its lines are
     left out, so the examples returned are a suite parse_examples takes. A text without a line that is not
@@ -323,7 +344,8 @@ def load_examples(source: str | os.PathLike | bytes, check: Callable[[], None] |
     return parse_examples(read_text(source), check)
 
 
-def load_examples_leniently(source: str | os.PathLike | bytes, check: Callable[[], None] | None = None,
-                            keep: int = 20) -> tuple[list[CorefExample], Problems]:
+def load_examples_leniently(
+    source: str | os.PathLike | bytes, check: Callable[[], None] | None = None, keep: int = 20
+) -> tuple[list[CorefExample], Problems]:
     """The good lines' examples and the bad lines' problems, as in parse_examples_leniently."""
     return parse_examples_leniently(read_text(source), check, keep)

@@ -1,5 +1,6 @@
 """A coreference result split by a field, as CSV: one row per group and head with the group's counts, the exact
 95% interval and the group's baselines. What the Coreference view's "Group by" download holds."""
+
 from __future__ import annotations
 
 import csv
@@ -7,8 +8,20 @@ import io
 
 from .coref import CorefResult
 
-HEADER = ["field", "group", "layer", "head", "accuracy", "correct", "examples", "ci95_low", "ci95_high",
-          "baseline_nearest", "baseline_first", "left_out"]
+HEADER = [
+    "field",
+    "group",
+    "layer",
+    "head",
+    "accuracy",
+    "correct",
+    "examples",
+    "ci95_low",
+    "ci95_high",
+    "baseline_nearest",
+    "baseline_first",
+    "left_out",
+]
 
 
 def groups_csv_text(by: str, groups: list[tuple[str, CorefResult]]) -> str:
@@ -22,8 +35,20 @@ def groups_csv_text(by: str, groups: list[tuple[str, CorefResult]]) -> str:
         n_layers, n_heads = result.accuracy.shape
         for layer in range(n_layers):
             for head in range(n_heads):
-                out.writerow([by, name, layer, head, f"{result.accuracy[layer, head]:.4f}", int(correct[layer, head]),
-                              result.n, f"{low[layer, head]:.4f}", f"{high[layer, head]:.4f}",
-                              f"{result.baselines['nearest']:.4f}", f"{result.baselines['first']:.4f}",
-                              len(result.excluded)])
+                out.writerow(
+                    [
+                        by,
+                        name,
+                        layer,
+                        head,
+                        f"{result.accuracy[layer, head]:.4f}",
+                        int(correct[layer, head]),
+                        result.n,
+                        f"{low[layer, head]:.4f}",
+                        f"{high[layer, head]:.4f}",
+                        f"{result.baselines['nearest']:.4f}",
+                        f"{result.baselines['first']:.4f}",
+                        len(result.excluded),
+                    ]
+                )
     return f.getvalue()

@@ -8,6 +8,7 @@
   occupation's share of women (US labour statistics);
 - paired_groups / compare_models: McNemar tests between paired groups and between two models.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,10 @@ def heads_against_best(result: CorefResult, heads: list[tuple[int, int]]) -> lis
 
 def baselines_right(result: CorefResult) -> dict[str, np.ndarray]:
     """Each baseline's right/wrong record over the counted examples: name -> (n,) bool."""
-    return {name: np.array([getattr(d.located, name) == d.example.answer_index for d in result.details], dtype=bool)
-            for name in ("nearest", "first")}
+    return {
+        name: np.array([getattr(d.located, name) == d.example.answer_index for d in result.details], dtype=bool)
+        for name in ("nearest", "first")
+    }
 
 
 def best_against_baselines(result: CorefResult) -> dict[str, McNemar]:
@@ -73,11 +76,20 @@ def held_out_best(chosen_on: CorefResult, reported_on: CorefResult) -> HeldOut:
     layer, head = best_head(chosen_on)
     k = int(reported_on.correct[:, layer, head].sum())
     low, high = clopper_pearson(k, reported_on.n)
-    return HeldOut(layer, head, float(chosen_on.accuracy[layer, head]), float(reported_on.accuracy[layer, head]),
-                   (float(low), float(high)), reported_on.n, reported_on.ranked(1)[0], reported_on.baselines)
+    return HeldOut(
+        layer,
+        head,
+        float(chosen_on.accuracy[layer, head]),
+        float(reported_on.accuracy[layer, head]),
+        (float(low), float(high)),
+        reported_on.n,
+        reported_on.ranked(1)[0],
+        reported_on.baselines,
+    )
 
 
 # ---- GAP --------------------------------------------------------------------------------------------
+
 
 def gap_counts(predicted: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """True positives, false positives and false negatives over the A/B decisions of every example.
@@ -102,14 +114,19 @@ def gap_metrics(result: CorefResult) -> dict[str, dict[str, np.ndarray | float]]
     scored: list[ExampleScore] = sorted([*result.details, *result.unanswered], key=lambda d: d.index or 0)
     gold = np.array([-1 if d.example.answer_index is None else d.example.answer_index for d in scored])
     gender = np.array([d.example.value("gender") for d in scored])
-    choices = {"heads": np.stack([preferred(d.attention) for d in scored]),  # (n, n_layers, H)
-               "nearest": np.array([d.located.nearest for d in scored]),
-               "first": np.array([d.located.first for d in scored])}
+    choices = {
+        "heads": np.stack([preferred(d.attention) for d in scored]),  # (n, n_layers, H)
+        "nearest": np.array([d.located.nearest for d in scored]),
+        "first": np.array([d.located.first for d in scored]),
+    }
     out = {}
     for name, predicted in choices.items():
         scores = {}
-        for label, keep in (("overall", np.ones(len(scored), bool)), ("masculine", gender == "masculine"),
-                            ("feminine", gender == "feminine")):
+        for label, keep in (
+            ("overall", np.ones(len(scored), bool)),
+            ("masculine", gender == "masculine"),
+            ("feminine", gender == "feminine"),
+        ):
             scores[label] = f1(*gap_counts(predicted[keep], gold[keep]))
         with np.errstate(invalid="ignore", divide="ignore"):
             scores["bias"] = scores["feminine"] / scores["masculine"]
@@ -118,6 +135,7 @@ def gap_metrics(result: CorefResult) -> dict[str, dict[str, np.ndarray | float]]
 
 
 # ---- Winogender -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GenderBias:
@@ -136,28 +154,41 @@ def winogender_bias(result: CorefResult) -> GenderBias:
     gender = np.array([d.example.value("gender") for d in details])
     correct = result.correct
     gap = correct[gender == "male"].mean(axis=0) - correct[gender == "female"].mean(axis=0)
-    role = np.array([d.example.candidates.index(d.example.value("occupation")) if d.example.value("occupation")
-                     in d.example.candidates else -1 for d in details])
+    role = np.array(
+        [
+            d.example.candidates.index(d.example.value("occupation"))
+            if d.example.value("occupation") in d.example.candidates
+            else -1
+            for d in details
+        ]
+    )
     picks_occupation = np.stack([preferred(d.attention) for d in details]) == role[:, None, None]  # (n, n_layers, H)
     occupation = np.array([d.example.value("occupation") for d in details])
     names = list(dict.fromkeys(occupation.tolist()))
     shift, share = [], []
     for name in names:
         here = occupation == name
-        shift.append(picks_occupation[here & (gender == "female")].mean(axis=0)
-                     - picks_occupation[here & (gender == "male")].mean(axis=0))
+        shift.append(
+            picks_occupation[here & (gender == "female")].mean(axis=0)
+            - picks_occupation[here & (gender == "male")].mean(axis=0)
+        )
         share.append(next(d.example.value("bls_pct_female") for d in details if d.example.value("occupation") == name))
     return GenderBias(gap, pearson(share, np.stack(shift)), names)
 
 
 # ---- paired comparisons ----------------------------------------------------------------------------
 
+
 def paired_groups(result: CorefResult, by: str, a, b, pair_on: tuple[str, ...], layer: int, head: int) -> McNemar:
     """McNemar test of one head between two values of `by` on examples paired by the fields `pair_on`
     (e.g. Winogender's male and female sentence of one template: occupation, participant, answer_role)."""
+
     def keyed(value):
-        return {tuple(d.example.value(f) for f in pair_on): d.heads_right()[layer, head]
-                for d in result.details if d.example.value(by) == value}
+        return {
+            tuple(d.example.value(f) for f in pair_on): d.heads_right()[layer, head]
+            for d in result.details
+            if d.example.value(by) == value
+        }
 
     left, right = keyed(a), keyed(b)
     keys = [k for k in left if k in right]
@@ -178,5 +209,6 @@ def compare_models(a: CorefResult, b: CorefResult) -> ModelComparison:
     right_a = {d.index: d.heads_right()[la, ha] for d in a.details if d.index is not None}
     right_b = {d.index: d.heads_right()[lb, hb] for d in b.details if d.index is not None}
     both = sorted(set(right_a) & set(right_b))
-    return ModelComparison((la, ha, acc_a), (lb, hb, acc_b),
-                           mcnemar_exact([right_a[i] for i in both], [right_b[i] for i in both]))
+    return ModelComparison(
+        (la, ha, acc_a), (lb, hb, acc_b), mcnemar_exact([right_a[i] for i in both], [right_b[i] for i in both])
+    )

@@ -6,6 +6,7 @@
 - holm: Holm's step-down correction of many p-values at once (family-wise error).
 - f1: precision/recall F1 from counts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,4 +86,4 @@ def pearson(x, y) -> np.ndarray:
     yc = y - y.mean(axis=0)
     xc = xc.reshape(-1, *([1] * (y.ndim - 1)))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (xc * yc).sum(axis=0) / np.sqrt((xc ** 2).sum(axis=0) * (yc ** 2).sum(axis=0))
+        return (xc * yc).sum(axis=0) / np.sqrt((xc**2).sum(axis=0) * (yc**2).sum(axis=0))

@@ -9,6 +9,7 @@ far each head's map moves when its keys and values are shared.
 
 Shapes: H query heads, G key/value heads, d head width, D model width (D = H * d).
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,10 @@ from ..models import Transformer
 from ..models.blocks import Block
 
 # GPT-NeoX's fused projection lays Q, K and V out per head: one K and V per query head is its layout
-NOT_PER_HEAD = ("this model's fused Q·K·V projection is laid out per head (GPT-NeoX), which keeps one key and one "
-                "value head per query head: grouping them is not a conversion of this model")
+NOT_PER_HEAD = (
+    "this model's fused Q·K·V projection is laid out per head (GPT-NeoX), which keeps one key and one "
+    "value head per query head: grouping them is not a conversion of this model"
+)
 
 
 def kv_head_options(num_heads: int, kv_heads: int | None = None) -> list[int]:
@@ -45,13 +48,17 @@ def check_kv_heads(num_heads: int, num_kv_heads: int, kv_heads: int | None = Non
     shared heads repeated: the same model)."""
     options = kv_head_options(num_heads)
     if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int) or num_kv_heads not in options:
-        raise ValueError(f"num_kv_heads must divide the {num_heads} attention heads (one of "
-                         f"{', '.join(map(str, options))}), got {num_kv_heads!r}")
+        raise ValueError(
+            f"num_kv_heads must divide the {num_heads} attention heads (one of "
+            f"{', '.join(map(str, options))}), got {num_kv_heads!r}"
+        )
     if kv_heads is not None and kv_heads % num_kv_heads and num_kv_heads % kv_heads:
-        raise ValueError(f"this model already shares {kv_heads} key/value heads among its {num_heads} query heads: "
-                         f"num_kv_heads must divide {kv_heads} (one of "
-                         f"{', '.join(map(str, kv_head_options(num_heads, kv_heads)))}) or be a multiple of it, "
-                         f"got {num_kv_heads}")
+        raise ValueError(
+            f"this model already shares {kv_heads} key/value heads among its {num_heads} query heads: "
+            f"num_kv_heads must divide {kv_heads} (one of "
+            f"{', '.join(map(str, kv_head_options(num_heads, kv_heads)))}) or be a multiple of it, "
+            f"got {num_kv_heads}"
+        )
 
 
 def pool_kv_rows(tensor: torch.Tensor, num_heads: int, num_kv_heads: int) -> torch.Tensor:
@@ -78,8 +85,10 @@ def _per_query_head(tensor: torch.Tensor, attention: MultiHeadAttention) -> torc
 def projections(attention: MultiHeadAttention) -> dict[str, dict[str, torch.Tensor]]:
     """The q/k/v/o projections' tensors ({"q_proj": {"weight": ..., "bias": ...}, ...}), the
     fused qkv_proj cut into its Q, K and V rows."""
-    parts = {name: {kind: t.clone() for kind, t in getattr(attention, name).state_dict().items()}
-             for name in (("qkv_proj",) if attention.fused_qkv else ("q_proj", "k_proj", "v_proj")) + ("o_proj",)}
+    parts = {
+        name: {kind: t.clone() for kind, t in getattr(attention, name).state_dict().items()}
+        for name in (("qkv_proj",) if attention.fused_qkv else ("q_proj", "k_proj", "v_proj")) + ("o_proj",)
+    }
     if attention.fused_qkv:
         fused = parts.pop("qkv_proj")
         pieces = {kind: t.split(attention.qkv_widths, dim=0) for kind, t in fused.items()}  # (H·d | G·d | G·d)
@@ -98,28 +107,34 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
     H = attention.num_heads
     check_kv_heads(H, num_kv_heads, attention.num_kv_heads)
     inputs = attention.qkv_proj if attention.fused_qkv else attention.q_proj
-    new = MultiHeadAttention(attention.d_model, H, num_kv_heads=num_kv_heads, dropout=attention.dropout,
-                             bias=inputs.bias is not None, fused_qkv=attention.fused_qkv,
-                             head_dim=attention.head_dim, out_bias=attention.o_proj.bias is not None)
+    new = MultiHeadAttention(
+        attention.d_model,
+        H,
+        num_kv_heads=num_kv_heads,
+        dropout=attention.dropout,
+        bias=inputs.bias is not None,
+        fused_qkv=attention.fused_qkv,
+        head_dim=attention.head_dim,
+        out_bias=attention.o_proj.bias is not None,
+    )
     new.scaling = attention.scaling  # a checkpoint's own factor on Q·Kᵀ, if it differs from 1/√d
     weight = attention.o_proj.weight
     new.to(device=weight.device, dtype=weight.dtype)
     parts = projections(attention)
     for name in ("k_proj", "v_proj"):
-        parts[name] = {kind: pool_kv_rows(_per_query_head(t, attention), H, num_kv_heads)
-                       for kind, t in parts[name].items()}
+        parts[name] = {
+            kind: pool_kv_rows(_per_query_head(t, attention), H, num_kv_heads) for kind, t in parts[name].items()
+        }
     if new.fused_qkv:  # Q, pooled K and pooled V rows, one above the other
         q, k, v = (parts.pop(name) for name in ("q_proj", "k_proj", "v_proj"))
         parts["qkv_proj"] = {kind: torch.cat([q[kind], k[kind], v[kind]]) for kind in q}
-    new.load_state_dict({f"{name}.{kind}": t for name, part in parts.items() for kind, t in part.items()},
-                        strict=True)
+    new.load_state_dict({f"{name}.{kind}": t for name, part in parts.items() for kind, t in part.items()}, strict=True)
     new.train(attention.training)
     requires_grad = any(p.requires_grad for p in attention.parameters())
     return new.requires_grad_(requires_grad)
 
 
-def to_grouped(model: Transformer, num_kv_heads: int,
-               progress: Callable[[float], None] | None = None) -> Transformer:
+def to_grouped(model: Transformer, num_kv_heads: int, progress: Callable[[float], None] | None = None) -> Transformer:
     """A copy of `model` whose every attention layer has `num_kv_heads` key/value heads.
 
     Each key/value head is the mean of the key/value projections (weights and biases) of its group
@@ -157,10 +172,18 @@ def map_change(base: np.ndarray, grouped: np.ndarray) -> np.ndarray:
     """
     base, grouped = np.asarray(base, dtype=np.float64), np.asarray(grouped, dtype=np.float64)
     if base.ndim != 4 or base.shape != grouped.shape:
-        raise ValueError(f"expected two (n_layers, H, L, L) arrays of the same shape, "
-                         f"got {base.shape} and {grouped.shape}")
+        raise ValueError(
+            f"expected two (n_layers, H, L, L) arrays of the same shape, got {base.shape} and {grouped.shape}"
+        )
     return np.abs(base - grouped).mean(axis=(2, 3))  # (n_layers, H, L, L) -> (n_layers, H)
 
 
-__all__ = ["check_kv_heads", "grouped_attention", "kv_head_options", "map_change", "pool_kv_rows", "projections",
-           "to_grouped"]
+__all__ = [
+    "check_kv_heads",
+    "grouped_attention",
+    "kv_head_options",
+    "map_change",
+    "pool_kv_rows",
+    "projections",
+    "to_grouped",
+]

@@ -5,6 +5,7 @@ scipy's maximum_flow is compiled code that keeps Python's interpreter lock, and 
 thousands of them. Run in a server's own process, it would hold up every other session's Python for as
 long; run in a worker process, it holds up nothing.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,5 +35,6 @@ def flow_rows(capacity: np.ndarray, rows: Iterable[Sequence[int]]) -> Iterator[n
     graph = flow_graph(capacity)
     T = capacity.shape[1]
     for layer, i in rows:
-        yield np.array([maximum_flow(graph, j, layer * T + i, method="dinic").flow_value for j in range(T)],
-                       dtype=np.float64)
+        yield np.array(
+            [maximum_flow(graph, j, layer * T + i, method="dinic").flow_value for j in range(T)], dtype=np.float64
+        )

@@ -7,6 +7,7 @@ are those scores. Nothing is recomputed by a second model: every vector is the o
 
 Letters as in trace.py: S key length, d head width.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

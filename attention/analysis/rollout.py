@@ -4,6 +4,7 @@ how much each input token reaches each position after several layers, by rollout
 Maps are [batch, head, query_pos, key_pos] tensors as the model returns them, or one sentence's
 (n_layers, H, L, L) numpy array as attention/run.py keeps it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -15,10 +16,11 @@ from .maxflow import flow_rows
 
 FLOW_MAX_TOKENS = 64
 # scipy's max-flow takes integer capacities: attention weights become multiples of 2**-30
-_FLOW_GRID = 2.0 ** -30
+_FLOW_GRID = 2.0**-30
 
 
 # ---- attention through the layers -------------------------------------------------------------
+
 
 def residual_attention(attentions: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Per layer A_l = 0.5 · mean over heads(W_l) + 0.5 · I, rows renormalised to sum to 1.
@@ -57,11 +59,14 @@ def as_attention_tuple(attn: np.ndarray) -> tuple[torch.Tensor, ...]:
     return tuple(torch.from_numpy(np.array(layer))[None] for layer in attn)
 
 
-def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers: str = "last",
-                   max_tokens: int = FLOW_MAX_TOKENS,
-                   progress: Callable[[float], None] | None = None,
-                   solve_rows: Callable[[np.ndarray, list[tuple[int, int]]], Iterator[np.ndarray]] = flow_rows
-                   ) -> np.ndarray:
+def attention_flow(
+    attentions: tuple[torch.Tensor, ...],
+    batch: int = 0,
+    layers: str = "last",
+    max_tokens: int = FLOW_MAX_TOKENS,
+    progress: Callable[[float], None] | None = None,
+    solve_rows: Callable[[np.ndarray, list[tuple[int, int]]], Iterator[np.ndarray]] = flow_rows,
+) -> np.ndarray:
     """Attention flow (Abnar & Zuidema 2020): max flow from each input token to each position.
 
     The graph, as in the paper: one node (l, p) per layer l = 0..n_layers and position p (layer 0
@@ -88,8 +93,10 @@ def attention_flow(attentions: tuple[torch.Tensor, ...], batch: int = 0, layers:
     A = residual_attention(attentions)  # (n_layers, B, T, T)
     n_layers, B, T, _ = A.shape
     if T > max_tokens:
-        raise ValueError(f"attention flow is offered up to {max_tokens} tokens: it needs T² max-flow "
-                         f"problems on a graph of (layers+1)·T nodes (this input has {T} tokens)")
+        raise ValueError(
+            f"attention flow is offered up to {max_tokens} tokens: it needs T² max-flow "
+            f"problems on a graph of (layers+1)·T nodes (this input has {T} tokens)"
+        )
     if not -B <= batch < B:
         raise ValueError(f"batch index {batch} is out of range for a batch of {B}")
     # every capacity is at most 1, and no flow exceeds the capacity into its sink (about 1): int32 fits

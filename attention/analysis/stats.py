@@ -5,6 +5,7 @@ by classical multidimensional scaling (Clark et al. 2019, "What Does BERT Look A
 
 Maps are one sentence's (n_layers, H, L, L) numpy array as attention/run.py keeps it.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -23,15 +24,18 @@ PATTERNS = ("vertical", "diagonal", "block", "broad", "heterogeneous")
 
 # ---- one sentence: statistics and a pattern per head ---------------------------------------------
 
+
 def punctuation_mask(tokens: Sequence[str]) -> np.ndarray:
     """True for tokens made only of punctuation characters, ignoring a "##" continuation prefix.
 
     Punctuation as BERT's tokenizer splits it: ASCII characters that are neither letters, digits
     nor space (so "$", "+" and "`" count), and every Unicode character of category P*.
     """
+
     def is_punct(char: str) -> bool:
-        return (char.isascii() and char.isprintable() and not char.isalnum() and not char.isspace()) \
-            or unicodedata.category(char).startswith("P")
+        return (
+            char.isascii() and char.isprintable() and not char.isalnum() and not char.isspace()
+        ) or unicodedata.category(char).startswith("P")
 
     pieces = [t[2:] if t.startswith("##") and len(t) > 2 else t for t in tokens]
     return np.array([bool(p) and all(is_punct(c) for c in p) for p in pieces], dtype=bool)
@@ -42,8 +46,9 @@ def _mass_to(attn: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return attn[..., keys].sum(axis=-1).mean(axis=-1)
 
 
-def head_stats(attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence[int | None],
-               is_punct: Sequence[bool] | np.ndarray) -> dict[str, np.ndarray]:
+def head_stats(
+    attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence[int | None], is_punct: Sequence[bool] | np.ndarray
+) -> dict[str, np.ndarray]:
     """Statistics of every head on one sentence (or pair), each an (n_layers, H) array.
 
     attn is (n_layers, H, L, L) [layer, head, query_pos, key_pos] with rows summing to 1; special,
@@ -82,14 +87,20 @@ def head_stats(attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence
         "to_next": np.diagonal(attn, offset=1, axis1=-2, axis2=-1).sum(axis=-1) / L,
         "to_punct": _mass_to(attn, punct),
         "distance": (attn * np.abs(positions[:, None] - positions[None, :])).sum(axis=-1).mean(axis=-1),
-        "within_segment": (in_segment[..., rows].mean(axis=-1) if rows.any()
-                           else np.full((n_layers, H), np.nan)),
+        "within_segment": (in_segment[..., rows].mean(axis=-1) if rows.any() else np.full((n_layers, H), np.nan)),
     }
 
 
-def pattern_labels(stats: dict[str, np.ndarray], n_tokens: int, pair: bool = False, *,
-                   vertical: float = VERTICAL_MIN_MASS, diagonal: float = DIAGONAL_MIN_MASS,
-                   block: float = BLOCK_MIN_MASS, broad: float = BROAD_MIN_ENTROPY) -> np.ndarray:
+def pattern_labels(
+    stats: dict[str, np.ndarray],
+    n_tokens: int,
+    pair: bool = False,
+    *,
+    vertical: float = VERTICAL_MIN_MASS,
+    diagonal: float = DIAGONAL_MIN_MASS,
+    block: float = BLOCK_MIN_MASS,
+    broad: float = BROAD_MIN_ENTROPY,
+) -> np.ndarray:
     """One pattern per head (Kovaleva et al. 2019), an (n_layers, H) array of strings.
 
     From head_stats of a sentence of n_tokens positions; the first rule that holds names the head:
@@ -111,6 +122,7 @@ def pattern_labels(stats: dict[str, np.ndarray], n_tokens: int, pair: bool = Fal
 
 # ---- heads compared across sentences ---------------------------------------------------------------
 
+
 def _js_distance_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Base-2 Jensen-Shannon distance between matching rows of p and q (..., L): shape (...)."""
     p, q = np.broadcast_arrays(p, q)
@@ -123,8 +135,9 @@ def _js_distance_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(0.5 * (kl(p) + kl(q)), 0.0))
 
 
-def head_distances(maps_per_sentence: Sequence[np.ndarray],
-                   progress: Callable[[float], None] | None = None) -> np.ndarray:
+def head_distances(
+    maps_per_sentence: Sequence[np.ndarray], progress: Callable[[float], None] | None = None
+) -> np.ndarray:
     """Jensen-Shannon distance between every two heads, over a set of sentences.
 
     Each item is one sentence's (n_layers, H, L_s, L_s) array; lengths may differ, layers and
@@ -141,8 +154,9 @@ def head_distances(maps_per_sentence: Sequence[np.ndarray],
     total = np.zeros((shape[0] * shape[1],) * 2)
     for k, attn in enumerate(maps_per_sentence):
         if attn.ndim != 4 or attn.shape[:2] != shape or attn.shape[2] != attn.shape[3]:
-            raise ValueError(f"every sentence needs an (n_layers, H, L, L) array with (n_layers, H) = "
-                             f"{shape}, got {attn.shape}")
+            raise ValueError(
+                f"every sentence needs an (n_layers, H, L, L) array with (n_layers, H) = {shape}, got {attn.shape}"
+            )
         heads = np.asarray(attn, dtype=np.float64).reshape(-1, *attn.shape[2:])  # (N, L, L)
         for a in range(len(heads)):
             d = _js_distance_rows(heads[a], heads[a:]).mean(axis=-1)  # (N - a,) mean over rows
@@ -171,14 +185,15 @@ def embed_heads(distances: np.ndarray, dims: int = 2, *, heads_per_layer: int) -
     D = np.asarray(distances, dtype=np.float64)
     n = D.shape[0]
     if D.shape != (n, n) or n % heads_per_layer:
-        raise ValueError(f"expected a square distance matrix over whole layers of {heads_per_layer} "
-                         f"heads, got shape {D.shape}")
+        raise ValueError(
+            f"expected a square distance matrix over whole layers of {heads_per_layer} heads, got shape {D.shape}"
+        )
     J = np.eye(n) - 1.0 / n  # (n, n) centring
-    B = -0.5 * J @ (D ** 2) @ J  # (n, n)
+    B = -0.5 * J @ (D**2) @ J  # (n, n)
     values, vectors = np.linalg.eigh(B)  # ascending
     top = np.argsort(values)[::-1][:dims]
     coords = np.zeros((n, dims))  # fewer heads than dims: the missing axes stay 0
-    coords[:, :len(top)] = vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))  # (n, dims)
+    coords[:, : len(top)] = vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))  # (n, dims)
     signs = np.sign(coords[np.abs(coords).argmax(axis=0), np.arange(coords.shape[1])])
     coords = coords * np.where(signs == 0, 1.0, signs)
     return HeadEmbedding(coords, np.arange(n) // heads_per_layer)

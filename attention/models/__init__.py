@@ -1,21 +1,55 @@
 """One file per model family, each a tensor-name map and what the family declares differently;
 all of them build the one model in blocks.py from the one attention in attention/mha.py (an
 encoder-decoder, seq2seq.py, is two stacks of it)."""
+
 from __future__ import annotations
 
 from ..config import ModelConfig
-from . import (bart, bert, distilbert, electra, gpt2, gpt_neox, llama, marian, mbart, mistral, olmo2, opt, qwen2,
-               qwen3, roberta, t5, xlm_roberta)
+from . import (
+    bart,
+    bert,
+    distilbert,
+    electra,
+    gpt2,
+    gpt_neox,
+    llama,
+    marian,
+    mbart,
+    mistral,
+    olmo2,
+    opt,
+    qwen2,
+    qwen3,
+    roberta,
+    t5,
+    xlm_roberta,
+)
 from .blocks import ModelOutput, Transformer
 from .family import Family, MaskedLMNames
 from .seq2seq import EncoderDecoder, Seq2SeqOutput
 
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (bert.FAMILY, roberta.FAMILY, distilbert.FAMILY,
-                                                         electra.FAMILY, gpt2.FAMILY, llama.FAMILY,
-                                                         mistral.FAMILY, qwen2.FAMILY, xlm_roberta.FAMILY,
-                                                         qwen3.FAMILY, gpt_neox.FAMILY, opt.FAMILY,
-                                                         olmo2.FAMILY, bart.FAMILY, mbart.FAMILY, marian.FAMILY,
-                                                         t5.FAMILY)}
+FAMILIES: dict[str, Family] = {
+    f.model_type: f
+    for f in (
+        bert.FAMILY,
+        roberta.FAMILY,
+        distilbert.FAMILY,
+        electra.FAMILY,
+        gpt2.FAMILY,
+        llama.FAMILY,
+        mistral.FAMILY,
+        qwen2.FAMILY,
+        xlm_roberta.FAMILY,
+        qwen3.FAMILY,
+        gpt_neox.FAMILY,
+        opt.FAMILY,
+        olmo2.FAMILY,
+        bart.FAMILY,
+        mbart.FAMILY,
+        marian.FAMILY,
+        t5.FAMILY,
+    )
+}
 
 
 def build_model(config: ModelConfig) -> Transformer | EncoderDecoder:
@@ -23,5 +57,13 @@ def build_model(config: ModelConfig) -> Transformer | EncoderDecoder:
     return EncoderDecoder(config) if config.is_encoder_decoder else Transformer(config)
 
 
-__all__ = ["FAMILIES", "EncoderDecoder", "Family", "MaskedLMNames", "ModelOutput", "Seq2SeqOutput", "Transformer",
-           "build_model"]
+__all__ = [
+    "FAMILIES",
+    "EncoderDecoder",
+    "Family",
+    "MaskedLMNames",
+    "ModelOutput",
+    "Seq2SeqOutput",
+    "Transformer",
+    "build_model",
+]

@@ -2,6 +2,7 @@
 
 RoBERTa and ELECTRA keep BERT's encoder names, so they import `ENCODER_RULES` from here.
 """
+
 from __future__ import annotations
 
 from ..config import BertConfig
@@ -27,8 +28,14 @@ BUFFERS = (r"embeddings\.(position_ids|token_type_ids)",)  # saved by older tran
 TASK_HEADS = ("pooler.", "classifier.", "qa_outputs.")
 
 FAMILY = Family(
-    model_type="bert", title="BERT", read_config=BertConfig.from_dict, prefix="bert.", rules=ENCODER_RULES,
-    heads=TASK_HEADS + ("cls.",), skipped=BUFFERS,
-    masked_lm=MaskedLMNames(root="cls.predictions.", dense="transform.dense", norm="transform.LayerNorm",
-                            decoder="decoder", bias="bias"),
+    model_type="bert",
+    title="BERT",
+    read_config=BertConfig.from_dict,
+    prefix="bert.",
+    rules=ENCODER_RULES,
+    heads=TASK_HEADS + ("cls.",),
+    skipped=BUFFERS,
+    masked_lm=MaskedLMNames(
+        root="cls.predictions.", dense="transform.dense", norm="transform.LayerNorm", decoder="decoder", bias="bias"
+    ),
 )

@@ -9,6 +9,7 @@ plain or gated feed-forward block, a table of positions or rotary ones (rotary.p
 computed positions (positions.py: Marian's sinusoids, T5's relative bias), and cross-attention to an
 encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -59,8 +60,9 @@ def make_norm(config: ModelConfig, width: int) -> nn.Module:
     return nn.LayerNorm(width, eps=config.layer_norm_eps)
 
 
-def position_ids(config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-                 ) -> torch.Tensor:
+def position_ids(
+    config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
     padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on; OPT:
     the attention mask's padding reads row position_offset - 1, its real tokens count on)."""
@@ -107,13 +109,18 @@ class Embeddings(nn.Module):
             self.project = nn.Linear(E, config.hidden_size, bias=config.embedding_projection_bias)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
-                record: Recorder = no_record, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        record: Recorder = no_record,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`.
         `attention_mask` (B, L) is read only by families whose positions count it (OPT)."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
         if self.config.scale_embedding:
-            x = x * self.config.hidden_size ** 0.5  # (B, L, E)
+            x = x * self.config.hidden_size**0.5  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type_embeddings(types)  # (B, L, E)
@@ -164,12 +171,20 @@ class Block(nn.Module):
 
     @staticmethod
     def make_attention(config: ModelConfig) -> MultiHeadAttention:
-        return MultiHeadAttention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-                                  dropout=config.attention_probs_dropout_prob, bias=config.attention_bias,
-                                  fused_qkv=config.fused_qkv, head_dim=config.head_size,
-                                  out_bias=config.output_bias, scaling=None if config.scale_scores else 1.0,
-                                  qkv_per_head=config.qkv_per_head, qk_norm=config.qk_norm,
-                                  make_norm=lambda width: make_norm(config, width))
+        return MultiHeadAttention(
+            config.hidden_size,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            dropout=config.attention_probs_dropout_prob,
+            bias=config.attention_bias,
+            fused_qkv=config.fused_qkv,
+            head_dim=config.head_size,
+            out_bias=config.output_bias,
+            scaling=None if config.scale_scores else 1.0,
+            qkv_per_head=config.qkv_per_head,
+            qk_norm=config.qk_norm,
+            make_norm=lambda width: make_norm(config, width),
+        )
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "gate"):
@@ -184,11 +199,18 @@ class Block(nn.Module):
         x = x + self.dropout(out)  # (B, L, D)
         return x if self.pre_norm else norm(x)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
-                head_mask: torch.Tensor | None = None, ablation: str = "zero",
-                rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-                keep_map: bool = True, rows: torch.Tensor | None = None,
-                map_only: bool = False) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        record: Recorder = no_record,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        keep_map: bool = True,
+        rows: torch.Tensor | None = None,
+        map_only: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
         query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
@@ -200,28 +222,45 @@ class Block(nn.Module):
             return out + self.dropout(self.feed_forward(self.output_norm(x))), probs
         return self.feed(out), probs
 
-    def attend(self, x: torch.Tensor, mask: torch.Tensor | None, record: Recorder = no_record,
-               head_mask: torch.Tensor | None = None, ablation: str = "zero",
-               rotary: tuple[torch.Tensor, torch.Tensor] | None = None, keep_map: bool = True,
-               rows: torch.Tensor | None = None, map_only: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def attend(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        record: Recorder = no_record,
+        head_mask: torch.Tensor | None = None,
+        ablation: str = "zero",
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        keep_map: bool = True,
+        rows: torch.Tensor | None = None,
+        map_only: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None with map_only."""
         if self.pre_norm:
             record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
-        attended, probs = self.attention(self.attention_norm(x) if self.pre_norm else x, attention_mask=mask,
-                                         record=record, head_mask=head_mask, ablation=ablation, rotary=rotary,
-                                         keep_map=keep_map, rows=rows,
-                                         map_only=map_only)  # (B, L, D), (B, H, L or P, L)
+        attended, probs = self.attention(
+            self.attention_norm(x) if self.pre_norm else x,
+            attention_mask=mask,
+            record=record,
+            head_mask=head_mask,
+            ablation=ablation,
+            rotary=rotary,
+            keep_map=keep_map,
+            rows=rows,
+            map_only=map_only,
+        )  # (B, L, D), (B, H, L or P, L)
         if map_only:
             return attended, probs
         return self.add(x, attended, self.attention_norm), probs
 
-    def cross_attend(self, x: torch.Tensor, memory: torch.Tensor,
-                     memory_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def cross_attend(
+        self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The cross-attention sub-block: x (B, L, D) queries the encoder's output `memory` (B, S, D),
         whose padding `memory_mask` (B, 1, 1, S) hides. Returns (x, probs (B, H, L, S))."""
         query = self.cross_attention_norm(x) if self.pre_norm else x  # (B, L, D)
-        attended, probs = self.cross_attention(query, memory, memory,
-                                               attention_mask=memory_mask)  # (B, L, D), (B, H, L, S)
+        attended, probs = self.cross_attention(
+            query, memory, memory, attention_mask=memory_mask
+        )  # (B, L, D), (B, H, L, S)
         assert attended is not None and probs is not None
         return self.add(x, attended, self.cross_attention_norm), probs
 
@@ -239,8 +278,9 @@ class Transformer(nn.Module):
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         if config.position_embedding_type == "relative":  # one bias per bucket and head, shared by every layer
-            self.relative_attention_bias = embedding_table(config.relative_attention_num_buckets,
-                                                           config.num_attention_heads)
+            self.relative_attention_bias = embedding_table(
+                config.relative_attention_num_buckets, config.num_attention_heads
+            )
         if config.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
         if config.final_projection:
@@ -284,8 +324,10 @@ class Transformer(nn.Module):
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
-            raise ValueError(f"{L} tokens is more than this model's {self.config.max_position_embeddings} "
-                             "positions: truncate the input first (attention.encode does)")
+            raise ValueError(
+                f"{L} tokens is more than this model's {self.config.max_position_embeddings} "
+                "positions: truncate the input first (attention.encode does)"
+            )
         # the padding mask is built once for all layers; no mask at all when nothing is padded
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
@@ -307,13 +349,22 @@ class Transformer(nn.Module):
             last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
         hidden_states, attentions = [x], []
-        for i, layer in enumerate(self.layers[:last + 1]):
+        for i, layer in enumerate(self.layers[: last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
             keep_map = maps_for is None or i in maps_for
             map_only = maps_only and i == last
-            x, probs = layer(x, layer_attention_mask, recorders.get(i, no_record), layer_mask, ablation, rotary,
-                             keep_map, rows if keep_map else None, map_only)
+            x, probs = layer(
+                x,
+                layer_attention_mask,
+                recorders.get(i, no_record),
+                layer_mask,
+                ablation,
+                rotary,
+                keep_map,
+                rows if keep_map else None,
+                map_only,
+            )
             attentions.append(probs)
             if not map_only:
                 hidden_states.append(x)
@@ -325,8 +376,9 @@ class Transformer(nn.Module):
             x = hidden_states[-1] = self.project_out(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
 
-    def self_attention_masks(self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int,
-                             device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def self_attention_masks(
+        self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The masks of the layers' self-attention, built once for all layers: (full layers', windowed layers').
 
         Each is None (nothing masked), boolean (B,1,1,L), (1,1,L,L) or both, or with relative positions
@@ -343,8 +395,9 @@ class Transformer(nn.Module):
         """T5's relative positions: each head's learned bias for every (query, key) distance bucket,
         added to the scores as an additive mask, with -inf where `mask` (boolean) hides a key."""
         c = self.config
-        buckets = relative_buckets(L, L, not is_causal, c.relative_attention_num_buckets,
-                                   c.relative_attention_max_distance, device)  # (L, L)
+        buckets = relative_buckets(
+            L, L, not is_causal, c.relative_attention_num_buckets, c.relative_attention_max_distance, device
+        )  # (L, L)
         bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (L, L, H) -> (1, H, L, L)
         if mask is None:
             return bias
@@ -369,8 +422,10 @@ class Transformer(nn.Module):
         try:
             head_mask = torch.as_tensor(head_mask)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"head_mask must be a (n_layers, n_heads) = {expected} array of 0s and 1s, "
-                             f"not {type(head_mask).__name__}") from None
+            raise ValueError(
+                f"head_mask must be a (n_layers, n_heads) = {expected} array of 0s and 1s, "
+                f"not {type(head_mask).__name__}"
+            ) from None
         if tuple(head_mask.shape) != expected:
             raise ValueError(f"head_mask must be (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
         if head_mask.is_complex():

@@ -4,23 +4,41 @@ Tensors: q_lin, k_lin, v_lin, out_lin, sa_layer_norm, ffn.lin1, ffn.lin2, output
 Config: dim, n_layers, n_heads, hidden_dim, activation, dropout, attention_dropout; its
 LayerNorms always use eps 1e-12.
 """
+
 from __future__ import annotations
 
 from ..config import ModelConfig
 from .bert import BUFFERS
 from .family import Family, MaskedLMNames, config_values
 
-_NAMES = dict(vocab_size="vocab_size", hidden_size="dim", num_hidden_layers="n_layers", num_attention_heads="n_heads",
-              intermediate_size="hidden_dim", hidden_act="activation", hidden_dropout_prob="dropout",
-              attention_probs_dropout_prob="attention_dropout", max_position_embeddings="max_position_embeddings",
-              pad_token_id="pad_token_id")
-_DEFAULTS = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
-                 intermediate_size=3072, hidden_act="gelu", max_position_embeddings=512, pad_token_id=0)
+_NAMES = dict(
+    vocab_size="vocab_size",
+    hidden_size="dim",
+    num_hidden_layers="n_layers",
+    num_attention_heads="n_heads",
+    intermediate_size="hidden_dim",
+    hidden_act="activation",
+    hidden_dropout_prob="dropout",
+    attention_probs_dropout_prob="attention_dropout",
+    max_position_embeddings="max_position_embeddings",
+    pad_token_id="pad_token_id",
+)
+_DEFAULTS = dict(
+    vocab_size=30522,
+    hidden_size=768,
+    num_hidden_layers=6,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    hidden_act="gelu",
+    max_position_embeddings=512,
+    pad_token_id=0,
+)
 
 
 def read_config(values: dict) -> ModelConfig:
-    return ModelConfig(**config_values(values, _NAMES, _DEFAULTS), model_type="distilbert", type_vocab_size=0,
-                       layer_norm_eps=1e-12)
+    return ModelConfig(
+        **config_values(values, _NAMES, _DEFAULTS), model_type="distilbert", type_vocab_size=0, layer_norm_eps=1e-12
+    )
 
 
 _LAYER = r"transformer\.layer\.(\d+)\."
@@ -38,10 +56,21 @@ RULES = (
 )
 
 FAMILY = Family(
-    model_type="distilbert", title="DistilBERT", read_config=read_config, prefix="distilbert.", rules=RULES,
-    heads=("vocab_transform.", "vocab_layer_norm.", "vocab_projector.", "pre_classifier.", "classifier.",
-           "qa_outputs."),
+    model_type="distilbert",
+    title="DistilBERT",
+    read_config=read_config,
+    prefix="distilbert.",
+    rules=RULES,
+    heads=(
+        "vocab_transform.",
+        "vocab_layer_norm.",
+        "vocab_projector.",
+        "pre_classifier.",
+        "classifier.",
+        "qa_outputs.",
+    ),
     skipped=BUFFERS,
-    masked_lm=MaskedLMNames(root="vocab_", dense="transform", norm="layer_norm", decoder="projector",
-                            bias="projector.bias"),
+    masked_lm=MaskedLMNames(
+        root="vocab_", dense="transform", norm="layer_norm", decoder="projector", bias="projector.bias"
+    ),
 )

@@ -4,6 +4,7 @@ Its embeddings (and their LayerNorm) are `embedding_size` wide; `embeddings_proj
 layer, takes them to hidden_size before the first layer. The generator's masked-LM head maps back
 down to embedding_size before the tied decoder.
 """
+
 from __future__ import annotations
 
 from ..config import BERT_NAMES, ModelConfig
@@ -20,10 +21,19 @@ def read_config(values: dict) -> ModelConfig:
 
 
 FAMILY = Family(
-    model_type="electra", title="ELECTRA", read_config=read_config, prefix="electra.",
+    model_type="electra",
+    title="ELECTRA",
+    read_config=read_config,
+    prefix="electra.",
     rules=ENCODER_RULES + ((r"embeddings_project\.(weight|bias)", r"embeddings.project.\1"),),
     heads=TASK_HEADS + ("discriminator_predictions.", "generator_predictions.", "generator_lm_head."),
     skipped=BUFFERS,
-    masked_lm=MaskedLMNames(root="generator_", dense="predictions.dense", norm="predictions.LayerNorm",
-                            decoder="lm_head", bias="lm_head.bias", activation="gelu"),
+    masked_lm=MaskedLMNames(
+        root="generator_",
+        dense="predictions.dense",
+        norm="predictions.LayerNorm",
+        decoder="lm_head",
+        bias="lm_head.bias",
+        activation="gelu",
+    ),
 )

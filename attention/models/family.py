@@ -4,6 +4,7 @@ A family's file fills one `Family`: a function from its config.json to a ModelCo
 from its checkpoint's tensor names to ours, and the names of what sits beside the model in task
 checkpoints (heads, buffers). convert.convert_checkpoint applies it; nothing else is per family.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,6 +24,7 @@ class MaskedLMNames:
     The head is dense (D -> E), activation, norm, then a decoder to the vocabulary whose weight is
     the word embedding matrix (tied) plus a bias; E is the embedding width.
     """
+
     root: str  # every tensor whose name starts with it belongs to the head
     dense: str
     norm: str
@@ -62,7 +64,7 @@ class Family:
         for pattern, target in self.rules:
             found = re.fullmatch(pattern, key)
             if found:
-                return key[found.end(1) + 1:] if target.startswith(IN_A_LAYER) else key
+                return key[found.end(1) + 1 :] if target.startswith(IN_A_LAYER) else key
         return key
 
     def is_transposed(self, key: str) -> bool:
@@ -75,8 +77,11 @@ class Family:
 def config_values(values: dict, names: dict[str, str], defaults: dict) -> dict:
     """ModelConfig fields from config.json `values`: names maps our field -> the family's key;
     a key missing from config.json takes the family's default (transformers' own)."""
-    return {ours: values.get(theirs, defaults.get(ours)) for ours, theirs in names.items()
-            if theirs in values or ours in defaults}
+    return {
+        ours: values.get(theirs, defaults.get(ours))
+        for ours, theirs in names.items()
+        if theirs in values or ours in defaults
+    }
 
 
 def integer(fields: dict, name: str) -> int:

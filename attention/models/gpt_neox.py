@@ -9,21 +9,40 @@ With use_parallel_residual (the default) attention and feed-forward both read th
 x + attention(norm(x)) + feed_forward(norm'(x)). Biases everywhere unless attention_bias is false
 (then none on query_key_value and dense).
 """
+
 from __future__ import annotations
 
 from ..config import ConfigError, ModelConfig
 from .family import Family, config_values
 from .llama import rope_fields
 
-_NAMES = dict(vocab_size="vocab_size", hidden_size="hidden_size", num_hidden_layers="num_hidden_layers",
-              num_attention_heads="num_attention_heads", intermediate_size="intermediate_size",
-              hidden_act="hidden_act", hidden_dropout_prob="hidden_dropout",
-              attention_probs_dropout_prob="attention_dropout", max_position_embeddings="max_position_embeddings",
-              layer_norm_eps="layer_norm_eps", attention_bias="attention_bias")
+_NAMES = dict(
+    vocab_size="vocab_size",
+    hidden_size="hidden_size",
+    num_hidden_layers="num_hidden_layers",
+    num_attention_heads="num_attention_heads",
+    intermediate_size="intermediate_size",
+    hidden_act="hidden_act",
+    hidden_dropout_prob="hidden_dropout",
+    attention_probs_dropout_prob="attention_dropout",
+    max_position_embeddings="max_position_embeddings",
+    layer_norm_eps="layer_norm_eps",
+    attention_bias="attention_bias",
+)
 # transformers' GPTNeoXConfig defaults, for keys config.json leaves out
-_DEFAULTS = dict(vocab_size=50432, hidden_size=6144, num_hidden_layers=44, num_attention_heads=64,
-                 intermediate_size=24576, hidden_act="gelu", max_position_embeddings=2048, layer_norm_eps=1e-5,
-                 attention_bias=True, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+_DEFAULTS = dict(
+    vocab_size=50432,
+    hidden_size=6144,
+    num_hidden_layers=44,
+    num_attention_heads=64,
+    intermediate_size=24576,
+    hidden_act="gelu",
+    max_position_embeddings=2048,
+    layer_norm_eps=1e-5,
+    attention_bias=True,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def rotary_settings(values: dict) -> tuple[float, dict]:
@@ -44,10 +63,22 @@ def read_config(values: dict) -> ModelConfig:
     parallel = values.get("use_parallel_residual", True)
     if not isinstance(parallel, bool):
         raise ConfigError(f"use_parallel_residual should be a bool, not {parallel!r}")
-    return ModelConfig(**config_values(values, _NAMES, _DEFAULTS), **rope, model_type="gpt_neox", type_vocab_size=0,
-                       pad_token_id=None, position_embedding_type="rotary", rotary_fraction=share,
-                       embedding_norm=False, pre_norm=True, final_norm=True, causal=True, fused_qkv=True,
-                       qkv_per_head=True, parallel_residual=parallel)
+    return ModelConfig(
+        **config_values(values, _NAMES, _DEFAULTS),
+        **rope,
+        model_type="gpt_neox",
+        type_vocab_size=0,
+        pad_token_id=None,
+        position_embedding_type="rotary",
+        rotary_fraction=share,
+        embedding_norm=False,
+        pre_norm=True,
+        final_norm=True,
+        causal=True,
+        fused_qkv=True,
+        qkv_per_head=True,
+        parallel_residual=parallel,
+    )
 
 
 _LAYER = r"layers\.(\d+)\."
@@ -63,7 +94,11 @@ RULES = (
 )
 
 FAMILY = Family(
-    model_type="gpt_neox", title="GPT-NeoX", read_config=read_config, prefix="gpt_neox.", rules=RULES,
+    model_type="gpt_neox",
+    title="GPT-NeoX",
+    read_config=read_config,
+    prefix="gpt_neox.",
+    rules=RULES,
     heads=("embed_out.", "score.", "classifier.", "qa_outputs."),
     skipped=(_LAYER + r"attention\.(bias|masked_bias|rotary_emb\.inv_freq)",),  # buffers older releases saved
     tied=(("embeddings.word_embeddings.weight", "embed_out.weight"),),

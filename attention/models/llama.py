@@ -8,6 +8,7 @@ lm_head that may be tied to embed_tokens (tie_word_embeddings: then only one of 
 Mistral and Qwen2 are this model with their own defaults and a declared difference or two, read
 by `read_decoder_config`; their files import it and `RULES` from here.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,21 +16,45 @@ from typing import Any
 from ..config import ConfigError, ModelConfig
 from .family import Family, Rules, config_values
 
-_NAMES = dict(vocab_size="vocab_size", hidden_size="hidden_size", num_hidden_layers="num_hidden_layers",
-              num_attention_heads="num_attention_heads", intermediate_size="intermediate_size",
-              hidden_act="hidden_act", attention_probs_dropout_prob="attention_dropout",
-              max_position_embeddings="max_position_embeddings", layer_norm_eps="rms_norm_eps",
-              num_key_value_heads="num_key_value_heads", head_dim="head_dim", attention_bias="attention_bias",
-              mlp_bias="mlp_bias")
+_NAMES = dict(
+    vocab_size="vocab_size",
+    hidden_size="hidden_size",
+    num_hidden_layers="num_hidden_layers",
+    num_attention_heads="num_attention_heads",
+    intermediate_size="intermediate_size",
+    hidden_act="hidden_act",
+    attention_probs_dropout_prob="attention_dropout",
+    max_position_embeddings="max_position_embeddings",
+    layer_norm_eps="rms_norm_eps",
+    num_key_value_heads="num_key_value_heads",
+    head_dim="head_dim",
+    attention_bias="attention_bias",
+    mlp_bias="mlp_bias",
+)
 # transformers' LlamaConfig defaults, for keys config.json leaves out
-DEFAULTS = dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                intermediate_size=11008, hidden_act="silu", max_position_embeddings=2048, layer_norm_eps=1e-6,
-                attention_bias=False, mlp_bias=False)
-_ROPE_FIELDS = dict(rope_factor="factor", rope_low_freq_factor="low_freq_factor",
-                    rope_high_freq_factor="high_freq_factor",
-                    rope_original_max_position_embeddings="original_max_position_embeddings")
-_ROPE_NEEDS = {"linear": ("factor",), "dynamic": ("factor",),
-               "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+DEFAULTS = dict(
+    vocab_size=32000,
+    hidden_size=4096,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    intermediate_size=11008,
+    hidden_act="silu",
+    max_position_embeddings=2048,
+    layer_norm_eps=1e-6,
+    attention_bias=False,
+    mlp_bias=False,
+)
+_ROPE_FIELDS = dict(
+    rope_factor="factor",
+    rope_low_freq_factor="low_freq_factor",
+    rope_high_freq_factor="high_freq_factor",
+    rope_original_max_position_embeddings="original_max_position_embeddings",
+)
+_ROPE_NEEDS = {
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 def rope_fields(values: dict) -> dict:
@@ -58,9 +83,20 @@ def read_decoder_config(values: dict, model_type: str, defaults: dict = DEFAULTS
     fields = {**config_values(values, _NAMES, defaults), **rope_fields(values), **declared}
     if fields.get("head_dim") is not None and fields["head_dim"] % 2:
         raise ConfigError(f"head_dim {fields['head_dim']} is odd: rotary positions turn pairs of coordinates")
-    return ModelConfig(**fields, model_type=model_type, type_vocab_size=0, pad_token_id=None,
-                       hidden_dropout_prob=0.0, position_embedding_type="rotary", embedding_norm=False,
-                       pre_norm=True, final_norm=True, causal=True, norm="rms_norm", gated_mlp=True)
+    return ModelConfig(
+        **fields,
+        model_type=model_type,
+        type_vocab_size=0,
+        pad_token_id=None,
+        hidden_dropout_prob=0.0,
+        position_embedding_type="rotary",
+        embedding_norm=False,
+        pre_norm=True,
+        final_norm=True,
+        causal=True,
+        norm="rms_norm",
+        gated_mlp=True,
+    )
 
 
 _LAYER = r"layers\.(\d+)\."
@@ -79,7 +115,11 @@ RULES = (
 def decoder_family(model_type: str, title: str, read_config, rules: Rules = RULES) -> Family:
     """A Llama-style family: Llama's tensor names (or `rules`), heads and tied embeddings, its own config reading."""
     return Family(
-        model_type=model_type, title=title, read_config=read_config, prefix="model.", rules=rules,
+        model_type=model_type,
+        title=title,
+        read_config=read_config,
+        prefix="model.",
+        rules=rules,
         heads=("lm_head.", "score.", "qa_outputs."),
         skipped=(_LAYER + r"self_attn\.rotary_emb\.inv_freq",),  # a buffer older releases saved
         tied=(("embeddings.word_embeddings.weight", "lm_head.weight"),),

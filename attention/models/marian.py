@@ -5,6 +5,7 @@ Positions are sines and cosines computed from the position (positions.sinusoids)
 saves that hold the table (embed_positions) have it skipped. The decoder starts from the padding
 token. Only checkpoints whose encoder and decoder share one vocabulary are supported.
 """
+
 from __future__ import annotations
 
 from ..config import ConfigError

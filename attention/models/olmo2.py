@@ -4,6 +4,7 @@ adds it: x + post_attention_layernorm(attention(x)), then x + post_feedforward_l
 norm on a sub-block's input. Its RMSNorm multiplies by the weight in float32 before casting back, which
 differs from Llama's (used here) only for half-precision weights.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,14 @@ def read_config(values: dict):
     return dataclasses.replace(config, pre_norm=False, norm_after_sublayer=True)
 
 
-FAMILY = decoder_family("olmo2", "OLMo2", read_config, tuple(rule for rule in RULES if "layernorm" not in rule[0]) + (
-    (_LAYER + r"self_attn\.(q_norm|k_norm)\.weight", r"layers.\1.attention.\2.weight"),
-    (_LAYER + r"post_attention_layernorm\.weight", r"layers.\1.attention_norm.weight"),
-    (_LAYER + r"post_feedforward_layernorm\.weight", r"layers.\1.output_norm.weight"),
-))
+FAMILY = decoder_family(
+    "olmo2",
+    "OLMo2",
+    read_config,
+    tuple(rule for rule in RULES if "layernorm" not in rule[0])
+    + (
+        (_LAYER + r"self_attn\.(q_norm|k_norm)\.weight", r"layers.\1.attention.\2.weight"),
+        (_LAYER + r"post_attention_layernorm\.weight", r"layers.\1.attention_norm.weight"),
+        (_LAYER + r"post_feedforward_layernorm\.weight", r"layers.\1.output_norm.weight"),
+    ),
+)

@@ -8,19 +8,37 @@ the word embeddings are that wide: project_in takes them up to hidden_size befor
 added, and project_out takes the last hidden states back down (no biases). A final norm only with
 norms before the sub-blocks. q is scaled before Q·Kᵀ there, after it here: the same scores up to rounding.
 """
+
 from __future__ import annotations
 
 from ..config import ConfigError, ModelConfig
 from .family import Family, config_values, integer
 
-_NAMES = dict(vocab_size="vocab_size", hidden_size="hidden_size", num_hidden_layers="num_hidden_layers",
-              num_attention_heads="num_attention_heads", intermediate_size="ffn_dim", hidden_act="activation_function",
-              hidden_dropout_prob="dropout", attention_probs_dropout_prob="attention_dropout",
-              max_position_embeddings="max_position_embeddings", pad_token_id="pad_token_id")
+_NAMES = dict(
+    vocab_size="vocab_size",
+    hidden_size="hidden_size",
+    num_hidden_layers="num_hidden_layers",
+    num_attention_heads="num_attention_heads",
+    intermediate_size="ffn_dim",
+    hidden_act="activation_function",
+    hidden_dropout_prob="dropout",
+    attention_probs_dropout_prob="attention_dropout",
+    max_position_embeddings="max_position_embeddings",
+    pad_token_id="pad_token_id",
+)
 # transformers' OPTConfig defaults, for keys config.json leaves out
-_DEFAULTS = dict(vocab_size=50272, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, hidden_act="relu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-                 max_position_embeddings=2048, pad_token_id=1)
+_DEFAULTS = dict(
+    vocab_size=50272,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    hidden_act="relu",
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.0,
+    max_position_embeddings=2048,
+    pad_token_id=1,
+)
 # settings that change the computation in ways this model does not follow, with the value it needs
 _REQUIRED = dict(layer_norm_elementwise_affine=True)
 
@@ -33,12 +51,24 @@ def read_config(values: dict) -> ModelConfig:
     pre_norm, bias = values.get("do_layer_norm_before", True), values.get("enable_bias", True)
     width = values.get("word_embed_proj_dim") or integer(fields, "hidden_size")
     projected = width != fields["hidden_size"]
-    return ModelConfig(**fields, model_type="opt", type_vocab_size=0, layer_norm_eps=1e-5, embedding_norm=False,
-                       position_offset=2, positions_from_mask=True, pre_norm=pre_norm, causal=True,
-                       final_norm=pre_norm is True and not values.get("_remove_final_layer_norm", False),
-                       attention_bias=bias, mlp_bias=bias, embedding_size=width if projected else None,
-                       positions_after_projection=projected, embedding_projection_bias=False,
-                       final_projection=projected)
+    return ModelConfig(
+        **fields,
+        model_type="opt",
+        type_vocab_size=0,
+        layer_norm_eps=1e-5,
+        embedding_norm=False,
+        position_offset=2,
+        positions_from_mask=True,
+        pre_norm=pre_norm,
+        causal=True,
+        final_norm=pre_norm is True and not values.get("_remove_final_layer_norm", False),
+        attention_bias=bias,
+        mlp_bias=bias,
+        embedding_size=width if projected else None,
+        positions_after_projection=projected,
+        embedding_projection_bias=False,
+        final_projection=projected,
+    )
 
 
 _LAYER = r"decoder\.layers\.(\d+)\."
@@ -57,7 +87,11 @@ RULES = (
 )
 
 FAMILY = Family(
-    model_type="opt", title="OPT", read_config=read_config, prefix="model.", rules=RULES,
+    model_type="opt",
+    title="OPT",
+    read_config=read_config,
+    prefix="model.",
+    rules=RULES,
     heads=("lm_head.", "score.", "qa_outputs."),
     tied=(("embeddings.word_embeddings.weight", "lm_head.weight"),),
 )

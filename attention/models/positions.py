@@ -1,5 +1,6 @@
 """Positions that are computed rather than read from a table of weights: Marian's fixed sines and
 cosines, and T5's buckets of relative distance (whose per-head bias is learned, one row per bucket)."""
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,17 @@ def sinusoids(positions: torch.Tensor, width: int) -> torch.Tensor:
     half = (width + 1) // 2  # an odd width has one more sine than cosines
     j = torch.arange(half, dtype=torch.float64, device=positions.device)  # (half,)
     angles = positions.to(torch.float64)[..., None] / 10000 ** (2 * j / width)  # (L, 1) / (half,) -> (L, half)
-    return torch.cat([angles.sin(), angles.cos()[..., :width - half]], dim=-1).float()  # (L, width)
+    return torch.cat([angles.sin(), angles.cos()[..., : width - half]], dim=-1).float()  # (L, width)
 
 
-def relative_buckets(query_len: int, key_len: int, bidirectional: bool, num_buckets: int, max_distance: int,
-                     device: torch.device | None = None) -> torch.Tensor:
+def relative_buckets(
+    query_len: int,
+    key_len: int,
+    bidirectional: bool,
+    num_buckets: int,
+    max_distance: int,
+    device: torch.device | None = None,
+) -> torch.Tensor:
     """(L, S) bucket of each key's distance from each query, as T5 counts it.
 
     The distance is key - query. Bidirectional (an encoder): half the buckets for keys after the

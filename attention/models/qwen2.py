@@ -4,6 +4,7 @@ window in the later layers when use_sliding_window is set.
 The windowed layers are those from max_window_layers on, or the "sliding_attention" entries of
 config.json's layer_types; this model follows a run of full layers then a run of windowed ones.
 """
+
 from __future__ import annotations
 
 from ..config import ConfigError
@@ -28,9 +29,16 @@ def first_sliding_layer(values: dict) -> int:
 
 def read_config(values: dict):
     window = values.get("sliding_window", 4096) if values.get("use_sliding_window", False) else None
-    return read_decoder_config(values, "qwen2", _DEFAULTS, attention_bias=True, output_bias=False, mlp_bias=False,
-                               sliding_window=window,
-                               first_sliding_layer=first_sliding_layer(values) if window else 0)
+    return read_decoder_config(
+        values,
+        "qwen2",
+        _DEFAULTS,
+        attention_bias=True,
+        output_bias=False,
+        mlp_bias=False,
+        sliding_window=window,
+        first_sliding_layer=first_sliding_layer(values) if window else 0,
+    )
 
 
 FAMILY = decoder_family("qwen2", "Qwen2", read_config)

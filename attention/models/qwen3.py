@@ -3,6 +3,7 @@ rotary (q_norm and k_norm, one weight of width d shared by the heads), and no bi
 attention_bias says so (then on q, k, v and o alike). head_dim is its own setting (128 by default),
 so H·d need not be hidden_size. The sliding window is read as Qwen2's.
 """
+
 from __future__ import annotations
 
 from .llama import DEFAULTS, RULES, decoder_family, read_decoder_config
@@ -13,9 +14,20 @@ _DEFAULTS = dict(DEFAULTS, vocab_size=151936, intermediate_size=22016, max_posit
 
 def read_config(values: dict):
     window = values.get("sliding_window", 4096) if values.get("use_sliding_window", False) else None
-    return read_decoder_config(values, "qwen3", _DEFAULTS, mlp_bias=False, qk_norm="head", sliding_window=window,
-                               first_sliding_layer=first_sliding_layer(values) if window else 0)
+    return read_decoder_config(
+        values,
+        "qwen3",
+        _DEFAULTS,
+        mlp_bias=False,
+        qk_norm="head",
+        sliding_window=window,
+        first_sliding_layer=first_sliding_layer(values) if window else 0,
+    )
 
 
-FAMILY = decoder_family("qwen3", "Qwen3", read_config, RULES + (
-    (r"layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight", r"layers.\1.attention.\2.weight"),))
+FAMILY = decoder_family(
+    "qwen3",
+    "Qwen3",
+    read_config,
+    RULES + ((r"layers\.(\d+)\.self_attn\.(q_norm|k_norm)\.weight", r"layers.\1.attention.\2.weight"),),
+)

@@ -5,6 +5,7 @@ the first pad_token_id + 1 rows of the table are never a real position (config.j
 rows for 512 positions). Here that is declared as position_offset, and max_position_embeddings
 is the number of positions a token can take. One token type.
 """
+
 from __future__ import annotations
 
 from ..config import BERT_NAMES, ModelConfig
@@ -22,8 +23,14 @@ def read_config(values: dict, model_type: str = "roberta") -> ModelConfig:
 
 
 FAMILY = Family(
-    model_type="roberta", title="RoBERTa", read_config=read_config, prefix="roberta.", rules=ENCODER_RULES,
-    heads=TASK_HEADS + ("lm_head.",), skipped=BUFFERS,
-    masked_lm=MaskedLMNames(root="lm_head.", dense="dense", norm="layer_norm", decoder="decoder", bias="bias",
-                            activation="gelu"),
+    model_type="roberta",
+    title="RoBERTa",
+    read_config=read_config,
+    prefix="roberta.",
+    rules=ENCODER_RULES,
+    heads=TASK_HEADS + ("lm_head.",),
+    skipped=BUFFERS,
+    masked_lm=MaskedLMNames(
+        root="lm_head.", dense="dense", norm="layer_norm", decoder="decoder", bias="bias", activation="gelu"
+    ),
 )

@@ -6,6 +6,7 @@ the encoder's last hidden state, through the same MultiHeadAttention given the e
 key and value. Both stacks read the one word-embedding table (the checkpoint's `shared`, given to both
 by the family's `shared` declaration). Generation is not here: the decoder's input is given whole.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 class Seq2SeqOutput(NamedTuple):
     """transformers' Seq2SeqModelOutput fields; maps are (B, H, L_query, L_key) probabilities."""
+
     last_hidden_state: torch.Tensor  # (B, L_dec, D), the decoder's, after its final norm if it has one
     encoder_last_hidden_state: torch.Tensor  # (B, L_enc, D)
     encoder_hidden_states: tuple[torch.Tensor, ...]  # encoder layers + 1 items: embeddings, then each layer
@@ -41,30 +43,50 @@ class EncoderDecoder(nn.Module):
         self.encoder = Transformer(config.encoder_config())
         self.decoder = Transformer(config.decoder_config())
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                decoder_input_ids: torch.Tensor | None = None,
-                decoder_attention_mask: torch.Tensor | None = None) -> Seq2SeqOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+    ) -> Seq2SeqOutput:
         """input_ids (B, L_enc) and decoder_input_ids (B, L_dec), each with an optional mask, 1 for tokens
         and 0 for padding. A decoder input starts with config.decoder_start_token_id."""
         if decoder_input_ids is None:
-            raise ValueError("an encoder-decoder needs decoder_input_ids: the decoder's input, starting with "
-                             f"decoder_start_token_id ({self.config.decoder_start_token_id})")
+            raise ValueError(
+                "an encoder-decoder needs decoder_input_ids: the decoder's input, starting with "
+                f"decoder_start_token_id ({self.config.decoder_start_token_id})"
+            )
         encoded = self.encoder(input_ids, attention_mask)
         assert encoded.last_hidden_state is not None
-        states, self_maps, cross_maps = self.decode(decoder_input_ids, decoder_attention_mask,
-                                                    encoded.last_hidden_state, attention_mask)
-        return Seq2SeqOutput(states[-1], encoded.last_hidden_state, encoded.hidden_states, states,
-                             tuple(p for p in encoded.attentions if p is not None), self_maps, cross_maps)
+        states, self_maps, cross_maps = self.decode(
+            decoder_input_ids, decoder_attention_mask, encoded.last_hidden_state, attention_mask
+        )
+        return Seq2SeqOutput(
+            states[-1],
+            encoded.last_hidden_state,
+            encoded.hidden_states,
+            states,
+            tuple(p for p in encoded.attentions if p is not None),
+            self_maps,
+            cross_maps,
+        )
 
-    def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, memory: torch.Tensor,
-               memory_mask: torch.Tensor | None) -> tuple[tuple[torch.Tensor, ...], ...]:
+    def decode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None,
+    ) -> tuple[tuple[torch.Tensor, ...], ...]:
         """The decoder over input_ids (B, L) reading the encoder's output `memory` (B, S, D), whose
         padding memory_mask (B, S) marks. Returns (hidden states, self-attention maps, cross-attention maps)."""
         decoder = self.decoder
         B, L = input_ids.shape
         if L > decoder.config.max_position_embeddings:
-            raise ValueError(f"{L} decoder tokens is more than this model's {decoder.config.max_position_embeddings} "
-                             "positions")
+            raise ValueError(
+                f"{L} decoder tokens is more than this model's {decoder.config.max_position_embeddings} positions"
+            )
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
         mask, _ = decoder.self_attention_masks(attention_mask, True, B, L, input_ids.device)  # causal

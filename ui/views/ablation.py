@@ -1,6 +1,7 @@
 """The Ablation view: the sentence run again with chosen heads zeroed or made uniform, and what changes:
 hidden states, every head's map, the sentence embedding, the [MASK] guesses and, on an example with a known
 antecedent, the pronoun → answer margin."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def draw(run) -> None:
     if gone:  # chosen on a bigger model
         kept = [h for h in st.session_state.ablate_heads if h in all_heads]
         st.session_state.ablate_heads = kept or [(st.session_state.layer, st.session_state.head)]
-        st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{l} H{h}" for l, h in gone))
+        st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{layer} H{h}" for layer, h in gone))
     slot = figure_slot()  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
@@ -33,24 +34,46 @@ def draw(run) -> None:
         st.info("Pick one or more heads to ablate.")
         return
     with heavy_guard() as outcome:
-        result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)),
-                              next(word for word, label in ABLATION_MODES.items() if label == mode))
+        result = get_ablation(
+            st.session_state.source,
+            run,
+            text,
+            text_b,
+            tuple(sorted(heads)),
+            next(word for word, label in ABLATION_MODES.items() if label == mode),
+        )
     if not outcome.ok:
         return
-    st.caption("The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
-               "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
-               "the first ablated layer do not change.")
+    st.caption(
+        "The same sentence with the chosen heads ablated: cosine between the original and the ablated hidden "
+        "states per layer (mean over tokens), and how much each head's map moves (mean |Δ|). Heads before "
+        "the first ablated layer do not change."
+    )
     with slot or st.container():
-        show(ablation_figure(result.hidden_cosine, result.attention_change, result.embedding_cosine,
-                             np.array(heads), font_size=font_size()), "ablation")
-    show_text(f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
-              f"{result.embedding_cosine:.4f} to the original.", "ablation-embedding", st.write)
+        show(
+            ablation_figure(
+                result.hidden_cosine,
+                result.attention_change,
+                result.embedding_cosine,
+                np.array(heads),
+                font_size=font_size(),
+            ),
+            "ablation",
+        )
+    show_text(
+        f"Sentence embedding (mean-pooled, what the default model is trained for): cosine "
+        f"{result.embedding_cosine:.4f} to the original.",
+        "ablation-embedding",
+        st.write,
+    )
     coref_margin(run, result, text)
     if result.predictions is not None:
         p = result.predictions
         show_text(f"Top predictions for [MASK] at position {p.position}:", "ablation-mask", st.write)
-        rows = [{"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0],
-                 "p after": round(a[1], 4)} for k, (b, a) in enumerate(zip(p.before, p.after))]
+        rows = [
+            {"rank": k + 1, "before": b[0], "p before": round(b[1], 4), "after": a[0], "p after": round(a[1], 4)}
+            for k, (b, a) in enumerate(zip(p.before, p.after))
+        ]
         show_table(rows, "Top predictions for [MASK], before and after", hide_index=True)
     elif (reason := get_mlm_head(st.session_state.source)[1]) is not None:
         st.caption(plain(reason))
@@ -66,15 +89,24 @@ def coref_margin(run, result, text: str) -> None:
     enc = run.encoded
     word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
     try:
-        change = margin_change(result, CorefExample(text, pronoun, tuple(candidates), answer), enc.tokens, word_ids,
-                               enc.offsets)
+        change = margin_change(
+            result, CorefExample(text, pronoun, tuple(candidates), answer), enc.tokens, word_ids, enc.offsets
+        )
     except ExampleError:  # a tokenizer that cuts the example's words otherwise
         return
     layer, head = change.best
-    show_text(f"Coreference: attention from “{pronoun}” to “{answer}” minus the best other candidate "
-              f"({', '.join(c for c in candidates if c != answer)}), before and after the ablation; above 0, a "
-              "head prefers the answer.", "ablation-margin-says")
-    show_table({"measure": [f"best head before ablation (L{layer} H{head})", "mean over heads", "heads above 0"],
-                "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
-                "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)]},
-               "The pronoun → answer margin", hide_index=True)
+    show_text(
+        f"Coreference: attention from “{pronoun}” to “{answer}” minus the best other candidate "
+        f"({', '.join(c for c in candidates if c != answer)}), before and after the ablation; above 0, a "
+        "head prefers the answer.",
+        "ablation-margin-says",
+    )
+    show_table(
+        {
+            "measure": [f"best head before ablation (L{layer} H{head})", "mean over heads", "heads above 0"],
+            "before": [f"{change.best_before:+.3f}", f"{change.mean_before:+.3f}", str(change.preferring_before)],
+            "after": [f"{change.best_after:+.3f}", f"{change.mean_after:+.3f}", str(change.preferring_after)],
+        },
+        "The pronoun → answer margin",
+        hide_index=True,
+    )

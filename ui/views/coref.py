@@ -1,5 +1,6 @@
 """The Coreference view: which heads send a pronoun to its antecedent, on one sentence, on a suite
 of examples, and on twin sentences whose answer flips."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -31,10 +32,12 @@ from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
 # ---- the three modes -------------------------------------------------------------------------------
 
+
 def draw(run) -> None:
     slot = figure_slot()
-    mode = st.segmented_control("Coreference", list(COREF_MODES.values()), key="coref_mode", required=True,
-                                label_visibility="collapsed")
+    mode = st.segmented_control(
+        "Coreference", list(COREF_MODES.values()), key="coref_mode", required=True, label_visibility="collapsed"
+    )
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
     chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
     if chosen == "sentence":
@@ -57,14 +60,26 @@ def this_sentence(run, slot=None) -> None:
     grid_col, table_col = st.columns([3, 2])
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": column_px([3, 2])}
     with slot or grid_col:
-        show(head_grid(margin, f"attention {words[p]} → {words[answer]} minus the best other candidate",
-                       kind="margin", highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
-                       **size),
-             "coref-margin", key="coref_grid", on_select=lambda: open_clicked_head("coref_grid"),
-             selection_mode="points")
-        show_text(f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
-                  f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
-                  "Click a head to open it.", "coref-count")
+        show(
+            head_grid(
+                margin,
+                f"attention {words[p]} → {words[answer]} minus the best other candidate",
+                kind="margin",
+                highlight=(st.session_state.layer, st.session_state.head),
+                font_size=font_size(),
+                **size,
+            ),
+            "coref-margin",
+            key="coref_grid",
+            on_select=lambda: open_clicked_head("coref_grid"),
+            selection_mode="points",
+        )
+        show_text(
+            f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
+            f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
+            "Click a head to open it.",
+            "coref-count",
+        )
     with table_col:
         ranked_table(run, score, criterion_picker())
 
@@ -85,21 +100,44 @@ def suite(run) -> None:
     causal_note()
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
-    show_text(f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
-              f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
-              f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
-              "The bars' whiskers are exact 95% intervals.", "coref-suite")
+    show_text(
+        f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
+        f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
+        f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
+        "The bars' whiskers are exact 95% intervals.",
+        "coref-suite",
+    )
     grid_col, bars_col = st.columns([3, 2])
     with grid_col:
-        show(head_grid(result.accuracy, "accuracy of each head", kind="accuracy",
-                       highlight=(st.session_state.layer, st.session_state.head), font_size=font_size(),
-                       width=column_px([3, 2])),
-             "coref-accuracy", key="suite_grid", on_select=lambda: open_clicked_head("suite_grid"),
-             selection_mode="points")
+        show(
+            head_grid(
+                result.accuracy,
+                "accuracy of each head",
+                kind="accuracy",
+                highlight=(st.session_state.layer, st.session_state.head),
+                font_size=font_size(),
+                width=column_px([3, 2]),
+            ),
+            "coref-accuracy",
+            key="suite_grid",
+            on_select=lambda: open_clicked_head("suite_grid"),
+            selection_mode="points",
+        )
     with bars_col:
-        show(ranked_heads(result.ranked(), result.baselines, top=15, font_size=font_size(),
-                          intervals=result.interval, width=column_px([3, 2], 1)), "coref-ranked",
-             key="suite_bars", on_select=lambda: open_clicked_head("suite_bars"), selection_mode="points")
+        show(
+            ranked_heads(
+                result.ranked(),
+                result.baselines,
+                top=15,
+                font_size=font_size(),
+                intervals=result.interval,
+                width=column_px([3, 2], 1),
+            ),
+            "coref-ranked",
+            key="suite_bars",
+            on_select=lambda: open_clicked_head("suite_bars"),
+            selection_mode="points",
+        )
     against_best(result)
     downloads(result, suite)
     excluded_table(result)
@@ -114,44 +152,63 @@ TOP_COMPARED = 10  # heads shown against the best one; Holm's correction is over
 def against_best(result) -> None:
     """The top heads against the best one on the same examples, and the best against the baselines: is the
     difference more than noise? The p-values are the CSV's: Holm's correction over every other head."""
-    everyone = [(l, h) for l, h, _ in result.ranked()]
+    everyone = [(layer, h) for layer, h, _ in result.ranked()]
     tests = heads_against_best(result, everyone)[:TOP_COMPARED]
     heads = everyone[:TOP_COMPARED]
     family = len(everyone) - 1
     low, high = result.interval
-    st.caption(f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
-               f"the examples where one of the two is right and the other wrong, p-values corrected by Holm's "
-               f"method for the {family} comparisons of every other head with the best (as in the CSV).")
-    show_table({"head": [f"L{l} H{h}" for l, h in heads],
-                "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
-                "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
-                "only this head right": [t.only_a for t, _ in tests],
-                "only the best right": [t.only_b for t, _ in tests],
-                f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)]},
-               "The best heads against the best: accuracy, exact 95% interval, McNemar", hide_index=True,
-               width="stretch")
+    st.caption(
+        f"The {len(heads)} best heads, each against the best on the same examples: exact McNemar test on "
+        f"the examples where one of the two is right and the other wrong, p-values corrected by Holm's "
+        f"method for the {family} comparisons of every other head with the best (as in the CSV)."
+    )
+    show_table(
+        {
+            "head": [f"L{layer} H{h}" for layer, h in heads],
+            "accuracy": [round(float(result.accuracy[layer, h]), 3) for layer, h in heads],
+            "95% interval": [f"{low[layer, h]:.3f} – {high[layer, h]:.3f}" for layer, h in heads],
+            "only this head right": [t.only_a for t, _ in tests],
+            "only the best right": [t.only_b for t, _ in tests],
+            f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)],
+        },
+        "The best heads against the best: accuracy, exact 95% interval, McNemar",
+        hide_index=True,
+        width="stretch",
+    )
     show_text(plain(baselines_note(result)), "coref-baselines")
 
 
 def baselines_note(result) -> str:
     layer, head = best_head(result)
-    said = [f"against the {name} candidate ({result.baselines[name]:.1%} right) it alone is right on {t.only_a} "
-            f"examples and the baseline alone on {t.only_b}, exact McNemar p = {t.p:.3g}"
-            for name, t in best_against_baselines(result).items()]
-    return (f"The best head, layer {layer}, head {head}, against the baselines (each test on its own, "
-            f"uncorrected): {'; '.join(said)}.")
+    said = [
+        f"against the {name} candidate ({result.baselines[name]:.1%} right) it alone is right on {t.only_a} "
+        f"examples and the baseline alone on {t.only_b}, exact McNemar p = {t.p:.3g}"
+        for name, t in best_against_baselines(result).items()
+    ]
+    return (
+        f"The best head, layer {layer}, head {head}, against the baselines (each test on its own, "
+        f"uncorrected): {'; '.join(said)}."
+    )
 
 
 def downloads(result, suite) -> None:
     """Every head's accuracy, and every example's right/wrong per head, named by model and examples."""
     model = get_model(st.session_state.source)[0].load_report.source
     left, right = st.columns(2)
-    left.download_button("Download every head's accuracy (CSV)", data=lambda: csv_text(result, model=model,
-                         suite=suite.name), file_name=file_name("heads", model, suite.name), mime="text/csv",
-                         on_click="ignore")
-    right.download_button("Download each example × head, right or wrong (CSV)",
-                          data=lambda: examples_csv_text(result, model, suite.name),
-                          file_name=file_name("examples", model, suite.name), mime="text/csv", on_click="ignore")
+    left.download_button(
+        "Download every head's accuracy (CSV)",
+        data=lambda: csv_text(result, model=model, suite=suite.name),
+        file_name=file_name("heads", model, suite.name),
+        mime="text/csv",
+        on_click="ignore",
+    )
+    right.download_button(
+        "Download each example × head, right or wrong (CSV)",
+        data=lambda: examples_csv_text(result, model, suite.name),
+        file_name=file_name("examples", model, suite.name),
+        mime="text/csv",
+        on_click="ignore",
+    )
 
 
 def accuracy_csv(result) -> str:
@@ -165,16 +222,23 @@ def excluded_table(result) -> None:
     if not result.excluded:
         return
     with st.expander(f"{len(result.excluded)} examples left out of head accuracy"):
-        show_table({"example": [e.index + 1 for e in result.excluded],
-                    "line": [e.example.line for e in result.excluded],
-                    "reason": [e.reason for e in result.excluded],
-                    "text": [e.example.text[:200] for e in result.excluded]},
-                   "Examples left out of head accuracy", hide_index=True, width="stretch")
+        show_table(
+            {
+                "example": [e.index + 1 for e in result.excluded],
+                "line": [e.example.line for e in result.excluded],
+                "reason": [e.reason for e in result.excluded],
+                "text": [e.example.text[:200] for e in result.excluded],
+            },
+            "Examples left out of head accuracy",
+            hide_index=True,
+            width="stretch",
+        )
 
 
 def minimal_pairs(run) -> None:
-    source = st.segmented_control("Twins", list(COREF_TWINS.values()), key="coref_twins", required=True,
-                                  label_visibility="collapsed")
+    source = st.segmented_control(
+        "Twins", list(COREF_TWINS.values()), key="coref_twins", required=True, label_visibility="collapsed"
+    )
     if source == COREF_TWINS["sentence"]:
         scored = twin_scores(run, st.session_state.submitted[0])
         if scored is not None:
@@ -190,8 +254,10 @@ def suite_twins() -> None:
     examples = suite.examples
     pairs = twin_pairs(examples)
     if not pairs:
-        st.info("These examples have no twins: give two lines the same pair_id to compare them, or compare this "
-                "sentence with a twin of your own.")
+        st.info(
+            "These examples have no twins: give two lines the same pair_id to compare them, or compare this "
+            "sentence with a twin of your own."
+        )
         return
     labels = {i: f"{examples[a].pair_id}: {examples[a].text}  /  {examples[b].text}" for i, (a, b) in enumerate(pairs)}
     if st.session_state.get("coref_pair") not in labels:
@@ -210,35 +276,62 @@ def draw_twins(da, db) -> None:
     flips = flipping_heads(da, db)
     both = flips & da.correct & db.correct
     half = column_px(2)
-    grids = [head_grid(d.margin, "margin: answer minus best other", kind="margin", marked=flips,
-                       font_size=font_size(), width=half) for d in (da, db)]
+    grids = [
+        head_grid(
+            d.margin, "margin: answer minus best other", kind="margin", marked=flips, font_size=font_size(), width=half
+        )
+        for d in (da, db)
+    ]
     beside = all(g.layout.width <= half for g in grids)  # else each twin's grid across the page
     if not beside:
-        grids = [head_grid(d.margin, "margin: answer minus best other", kind="margin", marked=flips,
-                           font_size=font_size(), width=main_px()) for d in (da, db)]
+        grids = [
+            head_grid(
+                d.margin,
+                "margin: answer minus best other",
+                kind="margin",
+                marked=flips,
+                font_size=font_size(),
+                width=main_px(),
+            )
+            for d in (da, db)
+        ]
     for col, detail, grid, key in zip(slots(beside), (da, db), grids, ("twin_a", "twin_b")):
         with col:
             st.text(detail.example.text)
             st.caption(f"answer: {plain(detail.example.answer)}")
-            show(grid, f"coref-{key}", key=key,
-                 on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t), selection_mode="points")
-    show(flip_grid(flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips",
-                   width=main_px()),
-         "coref-flips", key="flip_grid", on_select=lambda: open_clicked_head("flip_grid", da.example.text),
-         selection_mode="points")
+            show(
+                grid,
+                f"coref-{key}",
+                key=key,
+                on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t),
+                selection_mode="points",
+            )
+    show(
+        flip_grid(
+            flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips", width=main_px()
+        ),
+        "coref-flips",
+        key="flip_grid",
+        on_select=lambda: open_clicked_head("flip_grid", da.example.text),
+        selection_mode="points",
+    )
     st.caption(flip_note(int(flips.sum()), int(both.sum())))
 
 
 def flip_note(flips: int, both: int) -> str:
     """What the flip grid shows, the zero cases worded on their own."""
     if flips == 0:
-        return ("No head changes its preferred candidate between the twins: each picks the same word in both, so "
-                "none follows the meaning here.")
+        return (
+            "No head changes its preferred candidate between the twins: each picks the same word in both, so "
+            "none follows the meaning here."
+        )
     changed = "1 head changes its" if flips == 1 else f"{flips} heads change their"
     if both == 0:
         right = "it is not right on both" if flips == 1 else "none of them is right on both"
     elif both == 1:
-        right = ("it is" if flips == 1 else "1 of them is") + " right on both — it follows the meaning, not the position"
+        right = (
+            "it is" if flips == 1 else "1 of them is"
+        ) + " right on both — it follows the meaning, not the position"
     else:
         right = f"{both} of them are right on both — they follow the meaning, not the position"
     return f"{changed} preferred candidate between the twins; {right}. Click a head to open it."

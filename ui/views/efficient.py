@@ -1,5 +1,6 @@
 """The GQA & fused view: a grouped-query model's own grouping, the what-if of fewer key/value heads,
 and explicit attention against a fused kernel (bench/fused.py's figures)."""
+
 from __future__ import annotations
 
 import json
@@ -37,23 +38,35 @@ def real_grouping(run, config) -> None:
     layer = st.session_state.layer
     kv_of, H, G = config.kv_head_of, run.n_heads, config.kv_heads
     st.subheader("Grouped-query attention: this model's own grouping")
-    st.caption(f"This model was trained with grouped-query attention: its checkpoint gives {G} key/value "
-               f"head{'s' * (G > 1)} for its {H} query heads, so each group of {H // G} query heads reads the same "
-               f"keys and values. Below, layer {layer}'s heads by the key/value head they share (the model's own "
-               "grouping, nothing converted). Click a head to open it.")
+    st.caption(
+        f"This model was trained with grouped-query attention: its checkpoint gives {G} key/value "
+        f"head{'s' * (G > 1)} for its {H} query heads, so each group of {H // G} query heads reads the same "
+        f"keys and values. Below, layer {layer}'s heads by the key/value head they share (the model's own "
+        "grouping, nothing converted). Click a head to open it."
+    )
     with st.spinner(f"Reading layer {layer}…"):
         maps = run.attentions[layer]  # (H, L, L): one layer, on demand for a big model
         change = get_head_change(st.session_state.source, run, text, text_b, layer)
     fig = gqa_groups_figure(pool_map(maps, 32), kv_of, layer, font_size=font_size(), width=main_px())
-    show(fig, f"gqa-groups-l{layer}", key="gqa_groups_chart", on_select=lambda: open_clicked_head("gqa_groups_chart"),
-         selection_mode="points")
+    show(
+        fig,
+        f"gqa-groups-l{layer}",
+        key="gqa_groups_chart",
+        on_select=lambda: open_clicked_head("gqa_groups_chart"),
+        selection_mode="points",
+    )
     within, across = group_means(change, kv_of)
     pooled = len(run.tokens) > CHANGE_MAX_CELLS
-    st.caption(f"Mean |Δ| between the maps of two heads of layer {layer}"
-               f"{f' (pooled to {CHANGE_MAX_CELLS} × {CHANGE_MAX_CELLS} blocks)' if pooled else ''}: "
-               + (f"{within:.4f} for heads sharing a key/value head, " if np.isfinite(within) else "")
-               + (f"{across:.4f} for heads of different groups." if np.isfinite(across) else
-                  "every head shares the one key/value head (multi-query attention)."))
+    st.caption(
+        f"Mean |Δ| between the maps of two heads of layer {layer}"
+        f"{f' (pooled to {CHANGE_MAX_CELLS} × {CHANGE_MAX_CELLS} blocks)' if pooled else ''}: "
+        + (f"{within:.4f} for heads sharing a key/value head, " if np.isfinite(within) else "")
+        + (
+            f"{across:.4f} for heads of different groups."
+            if np.isfinite(across)
+            else "every head shares the one key/value head (multi-query attention)."
+        )
+    )
     show(head_change_matrix(change, kv_of, layer, font_size=font_size(), width=main_px()), f"gqa-pairs-l{layer}")
 
 
@@ -71,11 +84,17 @@ def draw(run) -> None:
     if config.qkv_per_head:
         st.caption(f"No grouped-query what-if: {NOT_PER_HEAD}.")
     elif not options:
-        st.caption("This model already shares one key/value head among all its query heads: there is no "
-                   "further grouping to try.")
+        st.caption(
+            "This model already shares one key/value head among all its query heads: there is no "
+            "further grouping to try."
+        )
     elif is_big(run):
-        st.info(str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
-            "This view needs", "The what-if conversion compares") + " The model's own grouping above reads one layer.")
+        st.info(
+            str(NeedsSmallerInput(run.n_layers, run.n_heads, len(run.tokens))).replace(
+                "This view needs", "The what-if conversion compares"
+            )
+            + " The model's own grouping above reads one layer."
+        )
     else:
         what_if_grouping(run, options, text, text_b, layer, head, heading)
     fused_view()
@@ -88,33 +107,51 @@ def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int
     slot = figure_slot()  # presentation: the grid first, on the first screen, and the heading under it
     if slot is not None:
         st.markdown(f"**{heading}**")
-    kv = st.select_slider("Key/value heads", options[::-1], key="gqa_kv",
-                          format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n))
-    st.caption(f"A what-if: each group of {run.n_heads // kv} consecutive query heads shares one key and one value "
-               "head, made by mean-pooling the group's key and value projections (how Ainslie et al. 2023 start "
-               "uptraining; no training here). Mean |Δ| of each head's map against the original:")
+    kv = st.select_slider(
+        "Key/value heads", options[::-1], key="gqa_kv", format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n)
+    )
+    st.caption(
+        f"A what-if: each group of {run.n_heads // kv} consecutive query heads shares one key and one value "
+        "head, made by mean-pooling the group's key and value projections (how Ainslie et al. 2023 start "
+        "uptraining; no training here). Mean |Δ| of each head's map against the original:"
+    )
     with st.spinner("Converting and running…"), heavy_guard() as outcome:
         grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
     if not outcome.ok:
         return
     with slot or st.container():
         change = get_map_change(st.session_state.source, kv, text, text_b, run, grouped)
-        show(gqa_change_grid(change, kv, font_size=font_size(),
-                             width=main_px()), f"gqa-{kv}")
+        show(gqa_change_grid(change, kv, font_size=font_size(), width=main_px()), f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))
     width = column_px(2) if beside else main_px()
     if not beside:
-        st.caption(f"At {len(run.tokens)} tokens the two maps are too dense side by side: the grouped one is "
-                   "drawn under the original.")
+        st.caption(
+            f"At {len(run.tokens)} tokens the two maps are too dense side by side: the grouped one is "
+            "drawn under the original."
+        )
     left, right = slots(beside)
     with left:
-        show(head_heatmap(run.attentions[layer, head], run.tokens, title=f"Original: layer {layer}, head {head}",
-                          font_size=font_size(), width=width), f"original-l{layer}-h{head}")
+        show(
+            head_heatmap(
+                run.attentions[layer, head],
+                run.tokens,
+                title=f"Original: layer {layer}, head {head}",
+                font_size=font_size(),
+                width=width,
+            ),
+            f"original-l{layer}-h{head}",
+        )
     with right:
-        show(head_heatmap(grouped.attentions[layer, head], grouped.tokens,
-                          title=f"{kv} key/value heads: layer {layer}, head {head}", font_size=font_size(),
-                          width=width),
-             f"gqa{kv}-l{layer}-h{head}")
+        show(
+            head_heatmap(
+                grouped.attentions[layer, head],
+                grouped.tokens,
+                title=f"{kv} key/value heads: layer {layer}, head {head}",
+                font_size=font_size(),
+                width=width,
+            ),
+            f"gqa{kv}-l{layer}-h{head}",
+        )
 
 
 def fused_view() -> None:
@@ -124,6 +161,8 @@ def fused_view() -> None:
     except (OSError, ValueError):
         st.info("No fused-kernel benchmark results yet: run python bench/fused.py.")
         return
-    st.caption("Our attention materialises the (B, H, L, S) probabilities; PyTorch's fused "
-               "scaled_dot_product_attention never does. Numbers from bench/fused.py on the machine named.")
+    st.caption(
+        "Our attention materialises the (B, H, L, S) probabilities; PyTorch's fused "
+        "scaled_dot_product_attention never does. Numbers from bench/fused.py on the machine named."
+    )
     show(fused_panel(bench), "fused")

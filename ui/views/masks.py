@@ -1,5 +1,6 @@
 """The Masks view: the padding mask of a padded batch and the padded sentence's map, and the causal
 mask beside the map it gives (the model's own for a decoder, a what-if for an encoder)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,34 +24,54 @@ def draw(run) -> None:
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
         batch = get_batch(st.session_state.source, texts)
-        st.caption("Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
-                   "every query from attending to padding.")
-        show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full),
-             "padding-mask")
+        st.caption(
+            "Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
+            "every query from attending to padding."
+        )
+        show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full), "padding-mask")
         short = int(np.argmin(batch.mask.sum(1)))
-        show(viz.head_heatmap(batch.attentions[layer, short, head], batch.tokens[short],
-                              title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
-                              font_size=fs, width=full), "padded-attention")
+        show(
+            viz.head_heatmap(
+                batch.attentions[layer, short, head],
+                batch.tokens[short],
+                title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
+                font_size=fs,
+                width=full,
+            ),
+            "padded-attention",
+        )
     if is_causal():
         st.subheader("The causal mask")
-        st.caption("This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
-                   "map beside the mask is the model's own.")
+        st.caption(
+            "This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
+            "map beside the mask is the model's own."
+        )
     else:
         st.subheader("What-if: a causal mask")
-        st.caption("This model reads both directions. This runs the same weights with a causal mask, so each token "
-                   "sees only itself and earlier tokens — a what-if, not how the model was trained.")
+        st.caption(
+            "This model reads both directions. This runs the same weights with a causal mask, so each token "
+            "sees only itself and earlier tokens — a what-if, not how the model was trained."
+        )
     causal = get_run(st.session_state.source, text, text_b, causal=True)
     half = column_px(2)
     beside = grid_fits(run.tokens, fs, half, right=causal_legend_px(fs))
     width = half if beside else full
     if not beside:
-        st.caption(f"At {len(run.tokens)} tokens the mask and the map are too dense side by side: one is drawn "
-                   "under the other, across the page.")
+        st.caption(
+            f"At {len(run.tokens)} tokens the mask and the map are too dense side by side: one is drawn "
+            "under the other, across the page."
+        )
     left, right = slots(beside)
     with left:
         show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, width=width), "causal-mask")
     with right:
-        show(viz.head_heatmap(causal.attentions[layer, head], causal.tokens,
-                              title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
-                              font_size=fs, width=width),
-             "causal-attention")
+        show(
+            viz.head_heatmap(
+                causal.attentions[layer, head],
+                causal.tokens,
+                title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
+                font_size=fs,
+                width=width,
+            ),
+            "causal-attention",
+        )

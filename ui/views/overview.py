@@ -1,4 +1,5 @@
 """The Overview: every head of every layer as a thumbnail; a click opens the head."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -19,20 +20,36 @@ def draw(run) -> None:
     labels = None
     if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
         patterns = sentence_patterns(st.session_state.source, run)[1]
-        labels = {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers)
-                  for head in range(run.n_heads)}
+        labels = {
+            (layer, head): str(patterns[layer, head]) for layer in range(run.n_layers) for head in range(run.n_heads)
+        }
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
     highlight = (st.session_state.layer, st.session_state.head)
-    if labels and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) \
-            < LABEL_MIN_TILE_PX:
-        st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its "
-                   "pattern.")
+    if (
+        labels
+        and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) < LABEL_MIN_TILE_PX
+    ):
+        st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its pattern.")
     if is_big(run):  # pooled as the forward pass went: the full maps were never held together
-        fig = overview_figure(run.pooled, run.strongest, len(run.tokens), run.tokens, labels=labels,
-                              highlight=highlight, font_size=font_size(), **size)
+        fig = overview_figure(
+            run.pooled,
+            run.strongest,
+            len(run.tokens),
+            run.tokens,
+            labels=labels,
+            highlight=highlight,
+            font_size=font_size(),
+            **size,
+        )
     else:
-        fig = viz.overview_grid(run.attentions, run.tokens, labels=labels, highlight=highlight,
-                                font_size=font_size(), **size)
+        fig = viz.overview_grid(
+            run.attentions, run.tokens, labels=labels, highlight=highlight, font_size=font_size(), **size
+        )
     with slot or st.container():
-        show(fig, "overview", key="overview_chart", on_select=lambda: open_clicked_head("overview_chart"),
-             selection_mode="points")
+        show(
+            fig,
+            "overview",
+            key="overview_chart",
+            on_select=lambda: open_clicked_head("overview_chart"),
+            selection_mode="points",
+        )

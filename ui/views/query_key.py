@@ -1,5 +1,6 @@
 """The Query·key view: for one query token of the chosen head, its query vector, every key vector, their
 product, the scaled score and the softmax probability, from the recorded forward pass."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -24,12 +25,13 @@ def draw(run) -> None:
     query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
     trace = get_trace(st.session_state.source, (text,), text_b, layer)
     qk = query_key(trace, head, query)
-    st.caption(f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "
-               f"every key vector, their elementwise product, the scaled score (sum of the product × "
-               f"{qk.scaling:.4f}) and the softmax probability per key.")
+    st.caption(
+        f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "
+        f"every key vector, their elementwise product, the scaled score (sum of the product × "
+        f"{qk.scaling:.4f}) and the softmax probability per key."
+    )
     with slot or st.container():
-        show(query_key_figure(qk, run.tokens, font_size=font_size(), **present_size()),
-             f"query-key-l{layer}-h{head}")
+        show(query_key_figure(qk, run.tokens, font_size=font_size(), **present_size()), f"query-key-l{layer}-h{head}")
 
 
 def open_on_pronoun(run, text: str) -> None:

@@ -1,5 +1,6 @@
 """The Rollout & flow view: a layer's head-averaged attention beside rollout or attention flow through
 the layers up to it."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -23,15 +24,19 @@ def draw(run) -> None:
     if choice == "Rollout":
         derived = rollout_at(st.session_state.source, run, text, text_b, layer)
         title = f"Rollout through layer {layer}"
-        st.caption("Rollout (Abnar & Zuidema 2020): each layer's head-averaged attention, with half the weight on "
-                   "the residual path (0.5·A + 0.5·I, rows renormalised), multiplied through the layers: how much "
-                   "each input token (column) reaches each position (row) after this layer. Rows sum to 1.")
+        st.caption(
+            "Rollout (Abnar & Zuidema 2020): each layer's head-averaged attention, with half the weight on "
+            "the residual path (0.5·A + 0.5·I, rows renormalised), multiplied through the layers: how much "
+            "each input token (column) reaches each position (row) after this layer. Rows sum to 1."
+        )
     else:
         if T > FLOW_MAX_TOKENS:
-            st.info(f"Attention flow is offered up to {FLOW_MAX_TOKENS} tokens; this input has {T}. It solves one "
-                    f"max-flow problem for every pair of tokens ({T * T:,} of them) on a graph of all layers' "
-                    f"positions: about 7 s at {FLOW_MAX_TOKENS} tokens here, and the time grows faster than T², "
-                    f"to minutes at this length. Rollout is shown instead.")
+            st.info(
+                f"Attention flow is offered up to {FLOW_MAX_TOKENS} tokens; this input has {T}. It solves one "
+                f"max-flow problem for every pair of tokens ({T * T:,} of them) on a graph of all layers' "
+                f"positions: about 7 s at {FLOW_MAX_TOKENS} tokens here, and the time grows faster than T², "
+                f"to minutes at this length. Rollout is shown instead."
+            )
             derived = rollout_at(st.session_state.source, run, text, text_b, layer)
             title = f"Rollout through layer {layer}"
         else:
@@ -42,11 +47,17 @@ def draw(run) -> None:
             if not outcome.ok:
                 return
             title = f"Flow into layer {layer}"
-            st.caption("Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
-                       "position after this layer (row) through the layers' attention graph, capacities the same "
-                       "residual-added attention as rollout. Values in [0, 1]; rows are not normalised.")
+            st.caption(
+                "Flow (Abnar & Zuidema 2020): the maximum flow from each input token (column) to each "
+                "position after this layer (row) through the layers' attention graph, capacities the same "
+                "residual-added attention as rollout. Values in [0, 1]; rows are not normalised."
+            )
     if slot is None and pair_stacked(labels, font_size(), main_px()):
         st.caption(f"At {T} tokens the two maps are too dense side by side: the second is drawn under the first.")
     with slot or st.container():
-        show(attention_pair(raw, derived, labels, title, font_size=font_size(), **(present_size() or
-                            {"width": main_px()})), f"rollout-layer{layer}")
+        show(
+            attention_pair(
+                raw, derived, labels, title, font_size=font_size(), **(present_size() or {"width": main_px()})
+            ),
+            f"rollout-layer{layer}",
+        )

@@ -1,5 +1,6 @@
 """The Shape flow view: the diagram of one attention layer's steps with the real shapes of this
 sentence's tensors, and the tensor of the step clicked, for the chosen head."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -39,29 +40,48 @@ def draw(run) -> None:
     kind = "probs" if step in ("probs", "mask") else "values"
 
     def tensor(width: int, height: int | None = None):
-        fig = tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
-                             axis_labels(cols, tokens, matrix.shape[1]),
-                             title=f"{trace.step(step).title}, head {head}", font_size=fs, kind=kind,
-                             width=width, height=height, min_label=MIN_PRESENT_LABEL_PX if height else None)
+        fig = tensor_heatmap(
+            matrix,
+            axis_labels(rows, tokens, matrix.shape[0]),
+            axis_labels(cols, tokens, matrix.shape[1]),
+            title=f"{trace.step(step).title}, head {head}",
+            font_size=fs,
+            kind=kind,
+            width=width,
+            height=height,
+            min_label=MIN_PRESENT_LABEL_PX if height else None,
+        )
         show(fig, f"tensor-{step}")
 
     if slot is not None:  # presentation: the diagram is taller than a screen, so the tensor comes first
         with slot:
             tensor(main_px(), figure_height())
-        show(shape_flow(trace, selected=step, font_size=fs, width=main_px()),
-             "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
+        show(
+            shape_flow(trace, selected=step, font_size=fs, width=main_px()),
+            "shape-flow",
+            key="shapeflow_chart",
+            on_select=pick_step,
+            selection_mode="points",
+        )
         st.caption("Click a box of the diagram to show its tensor, above, for the selected head.")
         if clicks := st.session_state.pop("shapeflow_clicked", 0):  # back up to the tensor just chosen
             st.html(f"<!-- click {clicks} -->" + SCROLL_TO_TENSOR, unsafe_allow_javascript=True)
         return
     beside = column_px(spec, 0) >= min_width(fs) and tensor_fits(tokens, fs, column_px(spec, 1))
     if not beside:
-        st.caption(f"At {len(tokens)} tokens the "
-                   "diagram and the tensor do not fit side by side: the tensor is drawn under the diagram.")
+        st.caption(
+            f"At {len(tokens)} tokens the "
+            "diagram and the tensor do not fit side by side: the tensor is drawn under the diagram."
+        )
     left, right = st.columns(spec) if beside else slots(False)
     with left:
-        show(shape_flow(trace, selected=step, font_size=fs, width=column_px(spec, 0) if beside else main_px()),
-             "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
+        show(
+            shape_flow(trace, selected=step, font_size=fs, width=column_px(spec, 0) if beside else main_px()),
+            "shape-flow",
+            key="shapeflow_chart",
+            on_select=pick_step,
+            selection_mode="points",
+        )
     with right:
         tensor(column_px(spec, 1) if beside else main_px())
         st.caption("Click a box of the diagram to show its tensor for the selected head.")

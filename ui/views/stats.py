@@ -1,5 +1,6 @@
 """The Head stats view: per-head statistics and patterns of this sentence, and every head laid out by
 how alike its maps are across sentences; a row or a point opens the head."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,28 +28,41 @@ def open_selected_row(frame_key: str, frame) -> None:
 def draw(run) -> None:
     slot = figure_slot()  # presentation: the map of the heads first, on the first screen; the table under it
     stats, labels = sentence_patterns(st.session_state.source, run)
-    st.caption("Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
-               "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
-               "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
-               "vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when previous+self+next get ≥ 0.5, block when a pair's "
-               "queries keep ≥ 0.8 within their sentence, broad when entropy ≥ 0.7 of a uniform row's, else "
-               "heterogeneous.")
+    st.caption(
+        "Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
+        "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
+        "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
+        "vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when previous+self+next get ≥ 0.5, block when a pair's "
+        "queries keep ≥ 0.8 within their sentence, broad when entropy ≥ 0.7 of a uniform row's, else "
+        "heterogeneous."
+    )
     frame = stats_frame(stats, labels)
     counts = {name: int((labels == name).sum()) for name in np.unique(labels)}
     show_text("Patterns: " + ", ".join(f"{n} {name}" for name, n in counts.items()), "stats-patterns", st.write)
-    show_table(frame, "Each head on this sentence", hide_index=True, key="stats_table",
-               on_select=lambda: open_selected_row("stats_table", frame),
-               selection_mode="single-row", height=min(36 * (len(frame) + 1), 420))
+    show_table(
+        frame,
+        "Each head on this sentence",
+        hide_index=True,
+        key="stats_table",
+        on_select=lambda: open_selected_row("stats_table", frame),
+        selection_mode="single-row",
+        height=min(36 * (len(frame) + 1), 420),
+    )
 
     if slot is None:
         st.subheader("Heads compared across sentences")
     pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))
-    over = (f"this sentence and the {len(pairs) - 1} examples" if len(run.tokens) <= COMPARE_MAX_TOKENS else
-            f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
-            "a long time, so it is left out)")
-    st.caption(f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by "
-               "multidimensional scaling (as in Clark et al. 2019). Nearby heads attend alike. Click a point to open "
-               "the head.")
+    over = (
+        f"this sentence and the {len(pairs) - 1} examples"
+        if len(run.tokens) <= COMPARE_MAX_TOKENS
+        else f"the {len(pairs)} examples (this sentence is longer than {COMPARE_MAX_TOKENS} tokens, which would take "
+        "a long time, so it is left out)"
+    )
+    st.caption(
+        f"Jensen-Shannon distance between every two heads' maps, averaged over {over}, laid out in 2-D by "
+        "multidimensional scaling (as in Clark et al. 2019). Nearby heads attend alike. Click a point to open "
+        "the head."
+    )
     bar, update = progress_bar("Comparing heads…")
     with heavy_guard() as outcome:
         _, embedding = head_map_embedding(st.session_state.source, pairs, update)
@@ -59,10 +73,14 @@ def draw(run) -> None:
     index = np.arange(len(embedding.layer))
     names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
     size = {k: v for k, v in present_size().items() if k != "min_label"}
-    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size(),
-                       **size)
+    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size(), **size)
     with slot or st.container():
-        show(fig, "head-embedding", key="embedding_chart", on_select=lambda: open_clicked_head("embedding_chart"),
-             selection_mode="points")
+        show(
+            fig,
+            "head-embedding",
+            key="embedding_chart",
+            on_select=lambda: open_clicked_head("embedding_chart"),
+            selection_mode="points",
+        )
         if slot is not None:
             st.markdown("**Heads compared across sentences** (the table of this sentence's heads is below)")

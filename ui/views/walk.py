@@ -6,6 +6,7 @@ The steps come from the recorded forward pass (attention/trace.py), so a model s
 really takes: a fused QKV projection, K/V shared by groups of heads, a causal mask. Each step has
 its own link (?view=walk&walk=N); the arrow keys and the two buttons move between steps.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,44 +36,104 @@ class Step:
 def steps_of(trace, causal: bool) -> list[Step]:
     """The walk for this trace: the steps it recorded, in the order of the story."""
     has = trace.names
-    steps = [Step("Tokens", (), "The tokenizer cuts the sentence into L = {L} pieces; each is a row of "
-                                "every tensor that follows.")]
-    steps.append(Step("The layer's input", ("input",),
-                      "Each token is a vector of D = {D} numbers: the embeddings for layer 0, the previous "
-                      "layer's output after that. This is layer {layer}'s input, L × D = {L} × {D}."))
+    steps = [
+        Step(
+            "Tokens",
+            (),
+            "The tokenizer cuts the sentence into L = {L} pieces; each is a row of every tensor that follows.",
+        )
+    ]
+    steps.append(
+        Step(
+            "The layer's input",
+            ("input",),
+            "Each token is a vector of D = {D} numbers: the embeddings for layer 0, the previous "
+            "layer's output after that. This is layer {layer}'s input, L × D = {L} × {D}.",
+        )
+    )
     if "qkv_proj" in has:
-        steps.append(Step("One projection for Q, K and V", ("qkv_proj",),
-                          "This model makes Q, K and V with one matrix (a fused projection) and cuts the "
-                          "result in three; shown: this head's columns of each."))
-    steps.append(Step("Q, K and V", ("q_proj", "k_proj", "v_proj"),
-                      "Three learned projections of the input: queries ask, keys answer, values carry what is "
-                      "passed on. Each is L × {Hd}; shown: this head's d = {d} columns of each."))
-    steps.append(Step("Split into heads", ("q_heads", "k_heads"),
-                      "The {Hd} columns are viewed as H = {H} heads of d = {d} and moved in front of the "
-                      "positions: (B, L, H·d) → (B, H, L, d), no copy. Every head attends on its own."))
+        steps.append(
+            Step(
+                "One projection for Q, K and V",
+                ("qkv_proj",),
+                "This model makes Q, K and V with one matrix (a fused projection) and cuts the "
+                "result in three; shown: this head's columns of each.",
+            )
+        )
+    steps.append(
+        Step(
+            "Q, K and V",
+            ("q_proj", "k_proj", "v_proj"),
+            "Three learned projections of the input: queries ask, keys answer, values carry what is "
+            "passed on. Each is L × {Hd}; shown: this head's d = {d} columns of each.",
+        )
+    )
+    steps.append(
+        Step(
+            "Split into heads",
+            ("q_heads", "k_heads"),
+            "The {Hd} columns are viewed as H = {H} heads of d = {d} and moved in front of the "
+            "positions: (B, L, H·d) → (B, H, L, d), no copy. Every head attends on its own.",
+        )
+    )
     if "k_shared" in has:
-        steps.append(Step("K and V shared by groups", ("k_shared",),
-                          "This model has G = {G} key/value heads for H = {H} query heads: each K and V head "
-                          "is repeated for its group of H/G = {group} query heads."))
-    steps.append(Step("Scores and scaling", ("scores",),
-                      "Every query · every key, times {scaling} (1/√d): an L × S = {L} × {S} table per head. "
-                      "High means this query finds this key relevant."))
-    steps.append(Step("Mask", ("mask",),
-                      "A causal model lets each token see only itself and earlier tokens: the rest is set to −∞."
-                      if causal else
-                      "Which keys each query may see (1) or not (0). One sentence alone has no padding, so "
-                      "nothing is dropped here; a padded batch or a causal model drops keys."))
-    steps.append(Step("Softmax", ("probs",),
-                      "Each row becomes probabilities that sum to 1: how much this query takes from each key. "
-                      "This is the attention map the other views draw."))
-    steps.append(Step("Weighted sum", ("heads",),
-                      "Each query's output is its row of probabilities times V: a mix of the value vectors, "
-                      "L × d = {L} × {d} per head."))
-    steps.append(Step("Concatenate the heads", ("merged",),
-                      "The H = {H} heads' outputs are set side by side again: L × H·d = {L} × {Hd}."))
-    steps.append(Step("Output projection", ("output",),
-                      "One more learned matrix mixes the heads into the model's width: L × D = {L} × {D}. "
-                      "The residual and the feed-forward block follow."))
+        steps.append(
+            Step(
+                "K and V shared by groups",
+                ("k_shared",),
+                "This model has G = {G} key/value heads for H = {H} query heads: each K and V head "
+                "is repeated for its group of H/G = {group} query heads.",
+            )
+        )
+    steps.append(
+        Step(
+            "Scores and scaling",
+            ("scores",),
+            "Every query · every key, times {scaling} (1/√d): an L × S = {L} × {S} table per head. "
+            "High means this query finds this key relevant.",
+        )
+    )
+    steps.append(
+        Step(
+            "Mask",
+            ("mask",),
+            "A causal model lets each token see only itself and earlier tokens: the rest is set to −∞."
+            if causal
+            else "Which keys each query may see (1) or not (0). One sentence alone has no padding, so "
+            "nothing is dropped here; a padded batch or a causal model drops keys.",
+        )
+    )
+    steps.append(
+        Step(
+            "Softmax",
+            ("probs",),
+            "Each row becomes probabilities that sum to 1: how much this query takes from each key. "
+            "This is the attention map the other views draw.",
+        )
+    )
+    steps.append(
+        Step(
+            "Weighted sum",
+            ("heads",),
+            "Each query's output is its row of probabilities times V: a mix of the value vectors, "
+            "L × d = {L} × {d} per head.",
+        )
+    )
+    steps.append(
+        Step(
+            "Concatenate the heads",
+            ("merged",),
+            "The H = {H} heads' outputs are set side by side again: L × H·d = {L} × {Hd}.",
+        )
+    )
+    steps.append(
+        Step(
+            "Output projection",
+            ("output",),
+            "One more learned matrix mixes the heads into the model's width: L × D = {L} × {D}. "
+            "The residual and the feed-forward block follow.",
+        )
+    )
     steps.append(Step("What one head learned", (), ""))
     return steps
 
@@ -98,14 +159,29 @@ def draw(run) -> None:
         slot, budget = None, None
     shown_as("walk_step", f"{index + 1} of {len(steps)}: {step.title}")  # the report says it as the page
     back, where, forward = st.columns([1, 4, 1])
-    back.button("◀ Back", key="walk_prev", on_click=step_to, args=(-1, len(steps)), disabled=index == 0,
-                width="stretch", shortcut="Left")
-    forward.button("Next ▶", key="walk_next", on_click=step_to, args=(1, len(steps)),
-                   disabled=index == len(steps) - 1, width="stretch", shortcut="Right")
+    back.button(
+        "◀ Back",
+        key="walk_prev",
+        on_click=step_to,
+        args=(-1, len(steps)),
+        disabled=index == 0,
+        width="stretch",
+        shortcut="Left",
+    )
+    forward.button(
+        "Next ▶",
+        key="walk_next",
+        on_click=step_to,
+        args=(1, len(steps)),
+        disabled=index == len(steps) - 1,
+        width="stretch",
+        shortcut="Right",
+    )
     where.markdown(("" if present else heading + "  \n") + "← → or the buttons move between steps")
     sizes = trace.sizes()
-    facts = dict(sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}",
-                 group=sizes["H"] // sizes["G"])
+    facts = dict(
+        sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}", group=sizes["H"] // sizes["G"]
+    )
     if step.says:
         show_text(step.says.format(**facts), "walk-says")
     with slot or st.container():
@@ -124,25 +200,43 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], he
         kind = "probs" if name in ("probs", "mask") else "values"
         shape = " × ".join(map(str, trace.step(name).shape or ()))
         with column:
-            show(tensor_heatmap(matrix, axis_labels(rows, tokens, matrix.shape[0]),
-                                axis_labels(cols, tokens, matrix.shape[1]),
-                                title=f"{trace.step(name).title} [{shape}], head {head}", font_size=font_size(),
-                                kind=kind, width=width, height=height,
-                                min_label=MIN_PRESENT_LABEL_PX if height else None), f"walk-{name}")
+            show(
+                tensor_heatmap(
+                    matrix,
+                    axis_labels(rows, tokens, matrix.shape[0]),
+                    axis_labels(cols, tokens, matrix.shape[1]),
+                    title=f"{trace.step(name).title} [{shape}], head {head}",
+                    font_size=font_size(),
+                    kind=kind,
+                    width=width,
+                    height=height,
+                    min_label=MIN_PRESENT_LABEL_PX if height else None,
+                ),
+                f"walk-{name}",
+            )
 
 
 def what_one_head_learned(run, text: str, height: int | None = None) -> None:
     found = strongest_head(run, text, st.session_state.get("coref_rank"))
     layer, head = (found[0], found[1]) if found else (st.session_state.layer, st.session_state.head)
-    why = (found[2] + " Its map:" if found else
-           f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
-           "under Examples), this step finds the head that links the pronoun to what it refers to.")
+    why = (
+        found[2] + " Its map:"
+        if found
+        else f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
+        "under Examples), this step finds the head that links the pronoun to what it refers to."
+    )
     place = st.container()
     if height is None:
         place.caption(why)
-    fig = head_heatmap(run.attentions[layer, head], run.tokens, title=f"Layer {layer}, head {head}",
-                       font_size=font_size(), width=main_px(), height=height,
-                       min_label=MIN_PRESENT_LABEL_PX if height else None)
+    fig = head_heatmap(
+        run.attentions[layer, head],
+        run.tokens,
+        title=f"Layer {layer}, head {head}",
+        font_size=font_size(),
+        width=main_px(),
+        height=height,
+        min_label=MIN_PRESENT_LABEL_PX if height else None,
+    )
     with place:
         show(fig, "walk-head")
     if height is not None:  # presentation: what it found, under the map
