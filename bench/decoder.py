@@ -68,10 +68,12 @@ def pick_device_and_dtype(device: str, dtype: str) -> tuple[torch.device, torch.
     return torch.device(device), DTYPES[dtype]
 
 
-def model_pair(device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32):
+def model_pair(device: torch.device | None = None, dtype: torch.dtype = torch.float32):
     """transformers' eager LlamaModel with random weights, and ours converted from its tensors, both on
-    `device` in `dtype`."""
+    `device` (the CPU by default) in `dtype`."""
     from transformers import LlamaConfig, LlamaModel
+
+    device = device or torch.device("cpu")
 
     torch.manual_seed(0)
     theirs = LlamaModel(LlamaConfig(**SHAPE, attn_implementation="eager")).eval()

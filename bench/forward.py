@@ -18,6 +18,7 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -130,8 +131,8 @@ def family_table(repeats: int, layers: int) -> None:
             with torch.inference_mode():
                 t_ours, t_theirs = interleaved_medians(
                     [
-                        lambda: ours(ids, mask, types),
-                        lambda: theirs(ids, attention_mask=mask, output_attentions=True, **extra),
+                        partial(ours, ids, mask, types),
+                        partial(theirs, ids, attention_mask=mask, output_attentions=True, **extra),
                     ],
                     repeats,
                 )
@@ -168,8 +169,8 @@ def main() -> None:
         with torch.inference_mode():
             t_ours, t_theirs = interleaved_medians(
                 [
-                    lambda: ours(ids, mask, types),
-                    lambda: theirs(ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
+                    partial(ours, ids, mask, types),
+                    partial(theirs, ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
                 ],
                 args.repeats,
             )

@@ -72,7 +72,8 @@ def machine() -> str:
         ),
         platform.processor() or "?",
     )
-    return f"{cpu}, {os.cpu_count()} cores (shared), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores (shared), {system}, Python {platform.python_version()}"
 
 
 def build_big(folder: Path) -> Path:

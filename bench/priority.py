@@ -93,7 +93,10 @@ def one_mode(mode: str, model, tokenizer, args) -> str:
     if long:
         long.join()
     q = statistics.quantiles(times, n=100)
-    ms = lambda s: f"{s * 1000:.0f}"
+
+    def ms(s: float) -> str:
+        return f"{s * 1000:.0f}"
+
     return (
         f"{mode:8s} short runs {len(times):4d}: median {ms(statistics.median(times))} ms, p95 {ms(q[94])}, "
         f"p99 {ms(q[98])}, longest {ms(max(times))}; long rounds done {rounds[0]}"

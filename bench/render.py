@@ -13,7 +13,8 @@ One run measures:
     and the median run is reported, every run's time beside it;
   - bertviz's model view of the head view's texts: the page's size and the time from loading it
     until its SVG is drawn, each case in a fresh Chromium, bounded in time and memory.
---quick skips 512 tokens and bertviz; --sizes picks the token counts, --no-bertviz skips bertviz. Targets missed are printed, never raised: the exit code is 0.
+--quick skips 512 tokens and bertviz; --sizes picks the token counts, --no-bertviz skips bertviz. Targets missed
+are printed, never raised: the exit code is 0.
 """
 
 from __future__ import annotations

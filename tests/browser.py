@@ -62,10 +62,10 @@ def server_process(log, timeout: float = 120, env: dict[str, str] | None = None)
             try:
                 urllib.request.urlopen(url + "/_stcore/health", timeout=1)
                 break
-            except OSError:
+            except OSError as err:
                 if proc.poll() is not None or time.time() > deadline:
                     log.seek(0)
-                    raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace"))
+                    raise RuntimeError("the app did not start:\n" + log.read().decode(errors="replace")) from err
                 time.sleep(0.25)
         yield proc, url
     finally:

@@ -46,7 +46,7 @@ def test_head_stats_table_and_patterns_on_the_overview(minilm):
         if t.get("name", "").startswith("layer ")
         for p in decode(t["customdata"]).reshape(-1, 2)
     ]
-    assert sorted(points) == [(l, h) for l in range(run.n_layers) for h in range(run.n_heads)]
+    assert sorted(points) == [(layer, h) for layer in range(run.n_layers) for h in range(run.n_heads)]
 
     at.segmented_control(key="view").set_value("Overview").run()
     at.checkbox(key="overview_patterns").check().run()

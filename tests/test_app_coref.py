@@ -262,13 +262,13 @@ def test_the_best_heads_are_tested_against_the_best_with_holm(minilm):
     at = start(view="coref", coref="suite")
     no_errors(at)
     result = score_heads(*minilm, load_examples(ROOT / "data" / "coref_examples.jsonl"))
-    everyone = [(l, h) for l, h, _ in result.ranked()]
+    everyone = [(layer, h) for layer, h, _ in result.ranked()]
     heads = everyone[:10]
     (bl, bh) = heads[0]
-    raw = [mcnemar_exact(result.correct[:, l, h], result.correct[:, bl, bh]).p for l, h in everyone[1:]]
+    raw = [mcnemar_exact(result.correct[:, layer, h], result.correct[:, bl, bh]).p for layer, h in everyone[1:]]
     column = "p vs best (Holm over 71)"  # the family: every other head, as in the CSV's p_vs_best_holm_71
     table = next(d.value for d in at.dataframe if column in d.value.columns)
-    assert list(table["head"]) == [f"L{l} H{h}" for l, h in heads]
+    assert list(table["head"]) == [f"L{layer} H{h}" for layer, h in heads]
     assert table[column].iloc[0] == "—"
     assert [float(p) for p in table[column].iloc[1:]] == pytest.approx(
         [float(f"{p:.3g}") for p in holm(raw)[:9]], rel=1e-3

@@ -1,5 +1,6 @@
-"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES, the run keeps
-pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on demand."""
+"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES,
+the run keeps pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on
+demand."""
 
 from __future__ import annotations
 

@@ -90,8 +90,10 @@ def page_state(page) -> dict:
     """What a person sees: every chart's text, the widgets' values, the info boxes."""
     return page.evaluate("""() => ({
         charts: [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent),
-        checks: [...document.querySelectorAll('input[type=checkbox]')].map(c => [c.closest('label')?.innerText, c.checked]),
-        radios: [...document.querySelectorAll('input[type=radio]')].map(c => [c.closest('label')?.innerText, c.checked]),
+        checks: [...document.querySelectorAll('input[type=checkbox]')]
+            .map(c => [c.closest('label')?.innerText, c.checked]),
+        radios: [...document.querySelectorAll('input[type=radio]')]
+            .map(c => [c.closest('label')?.innerText, c.checked]),
         chips: [...document.querySelectorAll('[data-testid=stMultiSelectTagsContainer] [data-tag]')]
             .filter(t => !t.closest('template')).map(t => t.getAttribute('aria-label')),
     })""")

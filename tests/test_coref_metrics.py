@@ -107,10 +107,10 @@ def test_heads_against_best_uses_holm(minilm):
     examples = load_examples(ROOT / "data" / "coref_examples.jsonl")
     result = score_heads(model, tokenizer, examples)
     (bl, bh, _), *rest = result.ranked(4)
-    heads = [(bl, bh)] + [(l, h) for l, h, _ in rest]
+    heads = [(bl, bh)] + [(layer, h) for layer, h, _ in rest]
     tests = heads_against_best(result, heads)
     assert tests[0][1] == 1.0 and tests[0][0].p == 1.0
-    raw = [mcnemar_exact(result.correct[:, l, h], result.correct[:, bl, bh]).p for l, h in heads[1:]]
+    raw = [mcnemar_exact(result.correct[:, layer, h], result.correct[:, bl, bh]).p for layer, h in heads[1:]]
     assert [t.p for t, _ in tests[1:]] == pytest.approx(raw)
     assert all(adj >= p for (_, adj), p in zip(tests[1:], raw))
 

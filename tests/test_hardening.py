@@ -178,7 +178,8 @@ def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, l
     session = Attrs(coref_upload=Upload())
     monkeypatch.setattr(coref_data.st, "session_state", session)
     coref_data.take_upload()
-    assert session.coref_upload_error == f"odd.jsonl: {said}"
+    (name, examples, _), problems = session.coref_upload_waiting  # listed; the good first line offered
+    assert (name, len(examples), problems.first) == ("odd.jsonl", 1, (said,))
 
 
 def test_reading_an_upload_stops_at_the_suites_time_limit(monkeypatch):

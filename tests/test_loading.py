@@ -1,5 +1,6 @@
 """Loading: sources, the state-dict map, strictness and clear failures."""
 
+import dataclasses
 import json
 import os
 import re
@@ -47,7 +48,7 @@ def test_every_parameter_is_mapped_from_the_checkpoint(minilm):
 
 def test_config_is_frozen_and_rejects_other_models(tmp_path):
     config = BertConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.hidden_size = 10
     with pytest.raises(ConfigError, match="gpt2"):
         BertConfig.from_dict({"model_type": "gpt2"})

@@ -61,7 +61,8 @@ from ui.state import DEFAULT_SENTENCE
 watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 print(json.dumps({
     "switch": [before, switch_during, sys.getswitchinterval()],
-    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure, "waited": waited,
+    "blocked_at_once": blocked_at_once, "errors": errors, "lazy_whole_with_figure": lazy_whole_with_figure,
+    "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
     "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],

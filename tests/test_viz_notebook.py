@@ -59,7 +59,7 @@ def test_head_view_starts_on_the_chosen_layer_and_head_and_menus_switch_maps():
             select(fig, "Head", f"Head {head}")
             [shown] = seen(fig)
             np.testing.assert_array_equal(shown.z, attn[layer, head])
-            assert shown.hoverinfo == "all" and "L%d H%d" % (layer, head) in shown.hovertemplate
+            assert shown.hoverinfo == "all" and f"L{layer} H{head}" in shown.hovertemplate
             assert all(t.hoverinfo == "skip" for t in fig.data if t.opacity == 0)
 
 

@@ -4,6 +4,7 @@ upload; where each public set comes from; and its scores per model, cached, with
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from attention.analysis.coref import (
     load_examples,
     score_heads,
 )
+from attention.analysis.coref_examples import Problems, load_examples_leniently
 
 from .limits import busy_message, heavy_guard, too_long_message
 from .models import get_model
@@ -108,6 +110,58 @@ def chosen_suite() -> Suite | None:
 # ---- scores, cached per model and suite ------------------------------------------------------------
 
 
+class TimeLeft:
+    """ ", about 40 s left": the time a job of `total` steps still needs at its rate since the first step it
+    reported (the first report, before any rate, says nothing)."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.first: tuple[float, int] | None = None  # (time, steps done) at the first report
+
+    def __call__(self, done: int, total: int) -> str:
+        now = self.clock()
+        if self.first is None:
+            self.first = (now, done)
+        began, done_then = self.first
+        if done <= done_then or done >= total:
+            return ""
+        return f", about {duration((total - done) * (now - began) / (done - done_then))} left"
+
+
+def duration(seconds: float) -> str:
+    """A time to come, no finer than it can be known: to 5 s under a minute, to 10 s under ten, then minutes."""
+    step = 5 if seconds < 60 else 10 if seconds < 600 else 60
+    rounded = max(5, step * round(seconds / step))
+    minutes, rest = divmod(rounded, 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+
+
+def scoring_ahead() -> bool:
+    """Whether this run will score the suite picked with the model in use (not yet scored, not stopped)."""
+    suite, source = chosen_suite(), st.session_state.source
+    return (
+        suite is not None
+        and not is_scored(source, suite)
+        and st.session_state.get("coref_stopped") != (source, suite.cache_key)
+    )
+
+
+SHIFT = 4  # elements above the view that may be gone since the last run: a link's notices (shown once) …
+
+
+def suite_area():
+    """Where the Suite and Twins modes draw. The browser keeps the last run's elements, greyed, until this run
+    draws over them or ends, and a container drawn where the last run's was keeps its contents too; so a
+    suite about to be scored (GAP: a minute) is drawn after SHIFT empty elements, which take the place of
+    the previous suite's results even where up to SHIFT - 1 elements above are gone since the last run."""
+    if scoring_ahead():
+        for _ in range(SHIFT):
+            st.empty()  # an element where a block was: the block and all its contents go
+    return st.container()
+
+
 def suite_store() -> BoundedStore:
     return store("coref-suites", 8, 150 * MB)
 
@@ -148,9 +202,10 @@ def scores_or_message(source: str, suite: Suite, what: str) -> CorefResult | Non
         button.button(
             "Stop scoring", key=f"stop-{suite.cache_key}-{what}", on_click=stop, args=(source, suite.cache_key)
         )
+    left = TimeLeft()
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples…")
+        bar.progress(done / total, text=f"Scoring {what}: {done} of {total} examples{left(done, total)}…")
 
     try:
         with heavy_guard() as outcome:
@@ -178,47 +233,106 @@ def excluded_reasons(result: CorefResult) -> str:
 
 # ---- the picker ------------------------------------------------------------------------------------
 
+SHOWN_PROBLEMS = 20  # an upload's bad lines listed; the others are counted
 
-def read_upload(data: bytes) -> list[CorefExample]:
-    """An upload's examples, read as a heavy job of the "suite" kind: in the server's heavy slot, within the
-    suite's time limit (checked every few lines: TooLong past it), kept per file content."""
+
+def read_upload(data: bytes) -> tuple[list[CorefExample], Problems]:
+    """An upload's good examples and its bad lines' problems, read as a heavy job of the "suite" kind: in the
+    server's heavy slot, within the suite's time limit (checked every few lines: TooLong past it), kept per
+    file content."""
 
     def compute(deadline):
-        return load_examples(data, check=deadline.check)
+        return load_examples_leniently(data, check=deadline.check, keep=SHOWN_PROBLEMS)
 
     key = ("upload", hashlib.sha256(data).hexdigest())
     return store("coref-uploads", 4, 50 * MB).get_or_compute_heavy(key, "suite", compute)
 
 
+def too_big(name: str, size: int) -> str:
+    """The message for a file past MAX_UPLOAD_BYTES; its size to the byte where tenths of MB would hide it."""
+    shown = f"{size / MB:.1f} MB" if round(size / MB, 1) > MAX_UPLOAD_BYTES / MB else f"{size:,} bytes"
+    limit = f"{MAX_UPLOAD_BYTES / MB:g} MB" if MAX_UPLOAD_BYTES * 10 % MB == 0 else f"{MAX_UPLOAD_BYTES:,} bytes"
+    return f"{name} is {shown}; files up to {limit} are accepted."
+
+
+def upload_or_refusal(upload) -> tuple[list[CorefExample], Problems] | str:
+    """The upload's good examples and its problems, or the message saying why the file as a whole is refused:
+    too big, not UTF-8 or without a line, too long to read, the server busy, too many examples."""
+    if upload.size > MAX_UPLOAD_BYTES:
+        return too_big(upload.name, upload.size)
+    try:
+        examples, problems = read_upload(upload.getvalue())
+    except ExampleError as err:
+        return f"{upload.name}: {err}"
+    except TooLong as err:
+        return f"{upload.name}: {too_long_message(err)}"
+    except ServerBusy as err:
+        return f"{upload.name}: {busy_message(err)}"
+    if len(examples) > MAX_EXAMPLES:
+        good = " without a problem" if problems.count else ""
+        return f"{upload.name} has {len(examples):,} examples{good}; a suite may have at most {MAX_EXAMPLES:,}."
+    return examples, problems
+
+
 def take_upload() -> None:
-    """Validate an uploaded JSONL file; a bad one leaves the suite in use as it was."""
+    """Read an uploaded JSONL file. A good one is the suite in use; one with bad lines waits, its problems
+    listed, until its person chooses to score its good examples; a refused one is a message. Until a file
+    is taken, the suite in use stays as it was."""
     upload = st.session_state.get("coref_upload")
     st.session_state.coref_upload_error = None
+    st.session_state.coref_upload_waiting = None
     if upload is None:
         return
-    if upload.size > MAX_UPLOAD_BYTES:
-        st.session_state.coref_upload_error = (
-            f"{upload.name} is {upload.size / MB:.1f} MB; files up to {MAX_UPLOAD_BYTES / MB:g} MB are accepted."
-        )
+    read = upload_or_refusal(upload)
+    if isinstance(read, str):
+        st.session_state.coref_upload_error = read
         return
-    try:
-        examples = read_upload(upload.getvalue())
-    except ExampleError as err:
-        st.session_state.coref_upload_error = f"{upload.name}: {err}"
-        return
-    except TooLong as err:
-        st.session_state.coref_upload_error = f"{upload.name}: {too_long_message(err)}"
-        return
-    except ServerBusy as err:
-        st.session_state.coref_upload_error = f"{upload.name}: {busy_message(err)}"
-        return
-    if len(examples) > MAX_EXAMPLES:
-        st.session_state.coref_upload_error = (
-            f"{upload.name} has {len(examples):,} examples; a suite may have at most {MAX_EXAMPLES:,}."
-        )
-        return
-    st.session_state.coref_suite = (upload.name, examples, "upload:" + digest(examples))
+    examples, problems = read
+    suite = (upload.name, examples, "upload:" + digest(examples))  # (file name, examples, digest)
+    if problems.count:
+        st.session_state.coref_upload_waiting = (suite, problems)
+    else:
+        use_upload(suite)
+
+
+def use_upload(suite: tuple[str, list[CorefExample], str]) -> None:
+    st.session_state.coref_suite = suite
     st.session_state.coref_set = COREF_SETS["upload"]
+
+
+def take_good_lines() -> None:
+    """The button under a file's problems: its good examples become the suite in use."""
+    suite, _ = st.session_state.coref_upload_waiting
+    st.session_state.coref_upload_waiting = None
+    use_upload(suite)
+
+
+def problems_text(name: str, problems: Problems) -> str:
+    """The bad lines of an upload as markdown: one per line, the first SHOWN_PROBLEMS, then how many more."""
+    said = "a bad line" if problems.count == 1 else f"{problems.count:,} bad lines"
+    lines = [f"{plain(name)} has {said}:", *(plain(m) for m in problems.first)]
+    if problems.more:
+        lines.append(f"and {problems.more:,} more.")
+    return "  \n".join(lines)
+
+
+def waiting_upload() -> bool:
+    """An upload with bad lines: its problems and the button that scores its good examples. True if one waits."""
+    waiting = st.session_state.get("coref_upload_waiting")
+    if not waiting:
+        return False
+    (name, examples, _), problems = waiting
+    box = st.container()  # the list and its button drawn as one, where the upload's error would be
+    if examples:
+        box.error(problems_text(name, problems) + "  \nThe examples in use stay as they are until you choose.")
+        noun = "example" if len(examples) == 1 else "examples"
+        box.button(f"Score the {len(examples):,} valid {noun}", key="coref_take_good", on_click=take_good_lines)
+    else:
+        box.error(
+            problems_text(name, problems) + "  \nNone of its lines can be scored; the examples in use "
+            "stay as they were."
+        )
+    return True
 
 
 def suite_picker() -> Suite | None:
@@ -241,9 +355,11 @@ def suite_picker() -> Suite | None:
             )
     if st.session_state.get("coref_upload_error"):
         st.error(plain(st.session_state.coref_upload_error) + "  \nThe examples in use stay as they were.")
+    waiting = key == "upload" and waiting_upload()
     suite = chosen_suite()
     if suite is None:
-        st.info("Upload a JSONL file of examples to score them.")
+        if not waiting:
+            st.info("Upload a JSONL file of examples to score them.")
     elif key == "upload":
         st.caption(f"Examples in use: {plain(suite.name)}")
     return suite

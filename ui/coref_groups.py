@@ -1,18 +1,24 @@
-"""A suite's scores split by a field of its examples (gender, occupation, cue …): a grid per group, the
-difference between two groups, and the paired test of the best head where the groups' examples pair up."""
+"""A suite's scores split by a field of its examples (gender, occupation, cue …): a table of the groups with
+their counts, baselines and exact intervals, a grid per group (each head's count and interval in its hover),
+the difference between two groups, the paired test of the best head where the groups' examples pair up, and
+every group's heads as CSV."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import streamlit as st
 
 from attention.analysis.coref import CorefResult, group
+from attention.analysis.coref_groups_csv import groups_csv_text
 from attention.analysis.coref_metrics import best_head, paired_groups
+from attention.analysis.coref_stats import clopper_pearson
 from viz.coref import head_grid
 
 from .coref_data import chosen_suite
 from .layout import column_px, main_px, slots
-from .page import font_size, plain, show
+from .page import font_size, plain, show, show_table
 from .state import NO_GROUPING, open_clicked_head
 
 SKIP = {"id", "url", "source", "text", "split"}  # identifiers and provenance, not groups
@@ -69,16 +75,35 @@ def pairing(result: CorefResult, by: str, a, b, fields: list[str]) -> tuple[str,
     return pair_on
 
 
-def draw_grids(items: list[tuple[np.ndarray, str, str, str]], static: tuple[str, ...] = ()) -> None:
+def counts(result: CorefResult) -> np.ndarray:
+    """(n_layers, H) str: each head's "6 of 9, [0.35, 0.88]": right on how many of the counted examples, and
+    the exact (Clopper-Pearson) 95% interval of that accuracy."""
+    right = result.correct.sum(axis=0)
+    low, high = clopper_pearson(right, result.n)
+    return np.array(
+        [[f"{k} of {result.n}, [{lo:.2f}, {hi:.2f}]" for k, lo, hi in zip(*row)] for row in zip(right, low, high)]
+    )
+
+
+def draw_grids(
+    items: list[tuple[np.ndarray, str, str, str]],
+    static: tuple[str, ...] = (),
+    notes: dict[str, np.ndarray] | None = None,
+) -> None:
     """(values, title, kind, name) grids, two side by side where they fit, else one under the other. A
-    click on a head opens it, except on the grids named in `static` (another model's heads)."""
+    click on a head opens it, except on the grids named in `static` (another model's heads); `notes` (by
+    grid name) follow each head's value in its hover."""
+    notes = notes or {}
     half = column_px(2)
     for start in range(0, len(items), 2):
         row = items[start : start + 2]
-        figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half) for v, t, k, _ in row]
+        figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half, notes=notes.get(n)) for v, t, k, n in row]
         beside = len(row) == 2 and all(f.layout.width <= half for f in figs)
         if not beside:
-            figs = [head_grid(v, t, kind=k, font_size=font_size(), width=main_px()) for v, t, k, _ in row]
+            figs = [
+                head_grid(v, t, kind=k, font_size=font_size(), width=main_px(), notes=notes.get(n))
+                for v, t, k, n in row
+            ]
         for col, fig, (_, _, _, name) in zip(slots(beside, len(row)), figs, row):
             with col:
                 if name in static:
@@ -116,16 +141,19 @@ def grouped(result: CorefResult, examples) -> None:
     a = mid.selectbox("Group A", counted, key="coref_group_a")
     b = right.selectbox("Group B", counted, key="coref_group_b")
     rows = [(n, groups[names[n]]) for n in counted]
-    st.dataframe(
-        {
-            by: [n for n, _ in rows],
-            "examples counted": [g.n for _, g in rows],
-            "left out": [len(g.excluded) for _, g in rows],
-            "best head": [f"L{g.ranked(1)[0][0]} H{g.ranked(1)[0][1]}" for _, g in rows],
-            "best accuracy": [round(g.ranked(1)[0][2], 3) for _, g in rows],
-        },
+    notes = {n: counts(g) for n, g in rows}
+    show_table(
+        group_table(by, rows, notes, best_head(result)),
+        "Groups: counts, baselines and intervals",
         hide_index=True,
         width="stretch",
+    )
+    st.download_button(
+        "Download every head's accuracy per group (CSV)",
+        data=lambda: groups_csv_text(by, rows),
+        file_name=f"coreference-heads-by-{re.sub(r'[^A-Za-z0-9_-]+', '_', by)}.csv",
+        mime="text/csv",
+        on_click="ignore",
     )
     shown = counted if len(counted) <= MAX_GRIDS else [a, b]
     draw_grids(
@@ -137,23 +165,57 @@ def grouped(result: CorefResult, examples) -> None:
                 f"coref-group-{i}",
             )
             for i, n in enumerate(shown)
-        ]
+        ],
+        notes={f"coref-group-{i}": notes[n] for i, n in enumerate(shown)},
     )
     if a == b:
         st.info("Pick two different groups to see their difference.")
         return
     ga, gb = groups[names[a]], groups[names[b]]
     draw_grids([(ga.accuracy - gb.accuracy, f"accuracy {a} − {b}", "difference", "coref-group-difference")])
-    st.caption(plain(difference_note(result, by, names[a], names[b], fields, a, b)))
+    st.caption(plain(difference_note(result, by, names[a], names[b], fields, a, b, (notes[a], notes[b]))))
 
 
-def difference_note(result: CorefResult, by: str, a, b, fields: list[str], name_a: str, name_b: str) -> str:
+def group_table(
+    by: str, rows: list[tuple[str, CorefResult]], notes: dict[str, np.ndarray], overall: tuple[int, int]
+) -> dict[str, list]:
+    """One row per group: its counts, baselines, its own best head with the exact 95% interval, and the best
+    head overall's count and interval on it (notes: counts() of each group)."""
+    layer, head = overall
+    best = {n: g.ranked(1)[0] for n, g in rows}  # each group's own best head: (layer, head, accuracy)
+    return {
+        by: [n for n, _ in rows],
+        "examples counted": [g.n for _, g in rows],
+        "left out": [len(g.excluded) for _, g in rows],
+        "baseline nearest": [round(g.baselines["nearest"], 3) for _, g in rows],
+        "baseline first": [round(g.baselines["first"], 3) for _, g in rows],
+        "best head": [f"L{best[n][0]} H{best[n][1]}" for n, _ in rows],
+        "best accuracy": [round(best[n][2], 3) for n, _ in rows],
+        "right, 95% interval": [notes[n][best[n][0], best[n][1]] for n, _ in rows],
+        f"L{layer} H{head} (best overall)": [notes[n][layer, head] for n, _ in rows],
+    }
+
+
+def difference_note(
+    result: CorefResult,
+    by: str,
+    a,
+    b,
+    fields: list[str],
+    name_a: str,
+    name_b: str,
+    counted: tuple[np.ndarray, np.ndarray],
+) -> str:
+    """`counted`: counts() of groups a and b."""
     pair_on = pairing(result, by, a, b, fields)
     layer, head = best_head(result)
     if pair_on is None:
         return (
             f"Blue: heads more often right on {name_a} than on {name_b}. The examples of the two groups do "
-            "not pair up one to one, so no paired test is made; compare the groups' intervals instead."
+            "not pair up one to one, so no paired test is made; compare the groups' intervals instead: the "
+            f"best head overall, layer {layer}, head {head}, is right on {counted[0][layer, head]} on "
+            f"{name_a} and on {counted[1][layer, head]} on {name_b} (exact 95% intervals; the grids' hover "
+            "gives every head's)."
         )
     test = paired_groups(result, by, a, b, pair_on, layer, head)
     return (

@@ -40,6 +40,7 @@ def head_grid(
     font_size: int = 14,
     width: int | None = None,
     height: int | None = None,
+    notes: np.ndarray | None = None,
 ) -> go.Figure:
     """One value per head of ``values [n_layers, n_heads]`` as a labelled heatmap.
 
@@ -53,7 +54,8 @@ def head_grid(
     star in the corner of its True cells. An invisible marker per cell
     carries ``customdata=[layer, head]`` for click selection. Cells shrink,
     down to ``MIN_GRID_CELL_PX``, for the figure to fit ``width`` px
-    (default ``FIGURE_PX``); their text shrinks with them.
+    (default ``FIGURE_PX``); their text shrinks with them. ``notes`` (str,
+    same shape) follow each head's value in its hover, e.g. "6 of 9, [0.35, 0.88]".
     """
     values = np.asarray(values, dtype=float)
     if values.ndim != 2:
@@ -75,7 +77,11 @@ def head_grid(
     if marked is not None:
         traces.append(_marks(np.asarray(marked, dtype=bool), cell_px))
     hovers = [
-        [f"{head_label(layer, head)}: {kind} {labels[layer][head]}" for head in range(n_heads)]
+        [
+            f"{head_label(layer, head)}: {kind} {labels[layer][head]}"
+            + ("" if notes is None else f", {notes[layer][head]}")
+            for head in range(n_heads)
+        ]
         for layer in range(n_layers)
     ]
     traces.append(_click_markers(hovers, cell_px))

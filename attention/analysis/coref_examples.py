@@ -10,6 +10,10 @@ of a line is kept in `CorefExample.fields`, for grouping.
 A file is read in time linear in its size: a line has at most MAX_LINE_CHARS characters and MAX_CANDIDATES
 candidates, and its words are found in one pass over its text (`Words`); a line past either bound is refused
 with a message naming the bound, as are JSON nested too deeply and integers too long for Python to read.
+
+Two readers: load_examples takes a file whose every line is good and stops at the first bad one (the command
+line, the shipped sets); load_examples_leniently keeps the good lines and lists the bad ones (an upload, whose
+person may score the good ones).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
 KNOWN = {*REQUIRED, "pronoun_occurrence", "pair_id", "cue"}
 MAX_LINE_CHARS = 20_000  # a line's characters: 12 times GAP's longest passage
 MAX_CANDIDATES = 64  # a line's candidates: the public sets have 2, the built-in suite at most 3
+NO_LINES = "no examples: the file has no JSON lines"
 CHECK_EVERY = 100  # lines read between two calls of parse_examples' `check` (a time limit's)
 
 
@@ -202,12 +207,8 @@ def parse_example(obj, line: int | None = None) -> CorefExample:
     else:
         if not all(isinstance(c, str) and c.strip() for c in candidates):
             raise ExampleError(f"{where}: every candidate should be a non-empty string")
-        pronoun, candidates, p_start, c_starts = (
-            obj["pronoun"].strip(),
-            tuple(c.strip() for c in candidates),
-            None,
-            None,
-        )
+        pronoun, candidates = obj["pronoun"].strip(), tuple(c.strip() for c in candidates)
+        p_start, c_starts = None, None
         occurrence = _check_words(obj, text, pronoun, candidates, where)
         answer, answer_at = _answer(obj, candidates, where, exact=False)
         if isinstance(obj["answer"], str):  # kept as written; matched case-insensitively
@@ -245,32 +246,85 @@ def read_line(raw: str, number: int):
         raise ExampleError(f"line {number}: a number has more than {sys.get_int_max_str_digits():,} digits") from None
 
 
-def parse_examples(text: str, check: Callable[[], None] | None = None) -> list[CorefExample]:
-    """JSON Lines text to examples; blank lines are skipped, any bad line fails the whole text.
-    `check` (a time limit's) is called every CHECK_EVERY lines and may raise to stop the reading."""
-    examples = []
+def _lines(text: str, check: Callable[[], None] | None):
+    """(number, line) of each line that is not blank; `check` is called every CHECK_EVERY lines."""
     for number, raw in enumerate(text.splitlines(), start=1):
         if check is not None and number % CHECK_EVERY == 0:
             check()
-        if not raw.strip():
-            continue
-        examples.append(parse_example(read_line(raw, number), number))
-    if not examples:
-        raise ExampleError("no examples: the file has no JSON lines")
+        if raw.strip():
+            yield number, raw
+
+
+def _unpaired(examples: list[CorefExample]) -> list[tuple[str, list[CorefExample]]]:
+    """(pair_id, its examples) for each pair_id not used by exactly two examples."""
     pairs: dict[str, list[CorefExample]] = {}
     for example in examples:
         if example.pair_id is not None:
             pairs.setdefault(example.pair_id, []).append(example)
-    for pair_id, twins in pairs.items():
-        if len(twins) != 2:
-            raise ExampleError(
-                f"line {twins[-1].line}: pair_id '{pair_id}' is used {len(twins)} times, twins come in twos"
-            )
+    return [(pair_id, twins) for pair_id, twins in pairs.items() if len(twins) != 2]
+
+
+def _pair_problem(pair_id: str, twins: list[CorefExample]) -> tuple[int, str]:
+    """(line, message): the problem of a pair_id not used twice, at its last line."""
+    line = twins[-1].line or 0
+    return line, f"line {line}: pair_id '{pair_id}' is used {len(twins)} times, twins come in twos"
+
+
+def parse_examples(text: str, check: Callable[[], None] | None = None) -> list[CorefExample]:
+    """JSON Lines text to examples; blank lines are skipped, any bad line fails the whole text.
+    `check` (a time limit's) is called every CHECK_EVERY lines and may raise to stop the reading."""
+    examples = [parse_example(read_line(raw, number), number) for number, raw in _lines(text, check)]
+    if not examples:
+        raise ExampleError(NO_LINES)
+    unpaired = _unpaired(examples)
+    if unpaired:
+        raise ExampleError(_pair_problem(*unpaired[0])[1])
     return examples
 
 
-def load_examples(source: str | os.PathLike | bytes, check: Callable[[], None] | None = None) -> list[CorefExample]:
-    """Examples from a JSONL file (a path) or its bytes (an upload); `check` as in parse_examples."""
+@dataclass(frozen=True)
+class Problems:
+    """The bad lines of a file: the first few messages ("line 7: missing field 'answer'"), in line order, and
+    how many there are in all."""
+
+    first: tuple[str, ...] = ()
+    count: int = 0
+
+    @property
+    def more(self) -> int:
+        """Bad lines past the ones in `first`."""
+        return self.count - len(self.first)
+
+
+def parse_examples_leniently(
+    text: str, check: Callable[[], None] | None = None, keep: int = 20
+) -> tuple[list[CorefExample], Problems]:
+    """The examples of every good line, and the bad lines' problems (the first `keep` messages, and their
+    count). A pair_id not used by exactly two good lines is a problem of its last line, and its lines are
+    left out, so the examples returned are a suite parse_examples takes. A text without a line that is not
+    blank is an ExampleError, as in parse_examples."""
+    examples: list[CorefExample] = []
+    problems: list[tuple[int, str]] = []  # (line, message)
+    count, seen = 0, False
+    for number, raw in _lines(text, check):
+        seen = True
+        try:
+            examples.append(parse_example(read_line(raw, number), number))
+        except ExampleError as err:
+            count += 1
+            if len(problems) < keep:  # the first `keep` by line: later ones are only counted
+                problems.append((number, str(err)))
+    if not seen:
+        raise ExampleError(NO_LINES)
+    unpaired = _unpaired(examples)
+    dropped = {e.line for _, twins in unpaired for e in twins}
+    examples = [e for e in examples if e.line not in dropped]
+    problems = sorted(problems + [_pair_problem(*pair) for pair in unpaired])[:keep]
+    return examples, Problems(tuple(message for _, message in problems), count + len(unpaired))
+
+
+def read_text(source: str | os.PathLike | bytes) -> str:
+    """A JSONL file's text, from its path or its bytes (an upload); unreadable or not UTF-8: an ExampleError."""
     if isinstance(source, bytes):
         data = source
     else:
@@ -279,7 +333,19 @@ def load_examples(source: str | os.PathLike | bytes, check: Callable[[], None] |
         except OSError as err:
             raise ExampleError(f"cannot read {source}: {err.strerror or err}") from None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ExampleError("the file is not UTF-8 text (is it a JSONL file?)") from None
-    return parse_examples(text, check)
+
+
+def load_examples(source: str | os.PathLike | bytes, check: Callable[[], None] | None = None) -> list[CorefExample]:
+    """Examples from a JSONL file (a path) or its bytes (an upload), every line good; `check` as in
+    parse_examples."""
+    return parse_examples(read_text(source), check)
+
+
+def load_examples_leniently(
+    source: str | os.PathLike | bytes, check: Callable[[], None] | None = None, keep: int = 20
+) -> tuple[list[CorefExample], Problems]:
+    """The good lines' examples and the bad lines' problems, as in parse_examples_leniently."""
+    return parse_examples_leniently(read_text(source), check, keep)

@@ -15,7 +15,7 @@ from attention.analysis.coref_metrics import (
 from viz.coref import flip_grid, head_grid, ranked_heads
 
 from ..computations import coref_values
-from ..coref_data import excluded_reasons, scores_or_message, suite_picker
+from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref_groups import grouped
 from ..coref_measures import measures, second_model
 from ..coref_sentence import (
@@ -40,7 +40,11 @@ def draw(run) -> None:
     )
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
     chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
-    this_sentence(run, slot) if chosen == "sentence" else views[chosen](run)
+    if chosen == "sentence":
+        this_sentence(run, slot)
+    else:
+        with suite_area():  # a suite about to be scored clears the previous one's results
+            views[chosen](run)
 
 
 def this_sentence(run, slot=None) -> None:
@@ -148,7 +152,7 @@ TOP_COMPARED = 10  # heads shown against the best one; Holm's correction is over
 def against_best(result) -> None:
     """The top heads against the best one on the same examples, and the best against the baselines: is the
     difference more than noise? The p-values are the CSV's: Holm's correction over every other head."""
-    everyone = [(l, h) for l, h, _ in result.ranked()]
+    everyone = [(layer, h) for layer, h, _ in result.ranked()]
     tests = heads_against_best(result, everyone)[:TOP_COMPARED]
     heads = everyone[:TOP_COMPARED]
     family = len(everyone) - 1
@@ -160,9 +164,9 @@ def against_best(result) -> None:
     )
     show_table(
         {
-            "head": [f"L{l} H{h}" for l, h in heads],
-            "accuracy": [round(float(result.accuracy[l, h]), 3) for l, h in heads],
-            "95% interval": [f"{low[l, h]:.3f} – {high[l, h]:.3f}" for l, h in heads],
+            "head": [f"L{layer} H{h}" for layer, h in heads],
+            "accuracy": [round(float(result.accuracy[layer, h]), 3) for layer, h in heads],
+            "95% interval": [f"{low[layer, h]:.3f} – {high[layer, h]:.3f}" for layer, h in heads],
             "only this head right": [t.only_a for t, _ in tests],
             "only the best right": [t.only_b for t, _ in tests],
             f"p vs best (Holm over {family})": ["—" if i == 0 else f"{p:.3g}" for i, (_, p) in enumerate(tests)],
