@@ -46,10 +46,11 @@ def _stride(cell_px: float, min_label: int | None) -> int:
 
 def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
     """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing;
-    with ``min_label`` (a presentation), every row at least ``min_label`` px tall keeps its label, at that
-    size or more (a stacked label needs its glyphs' height, not the ``LABEL_FILL`` spacing of a tilted one)."""
+    with ``min_label`` (a presentation), every row at least as tall as a ``min_label`` px label's box
+    (``LINE_EM`` of it) keeps its label, at that size or more (a stacked label needs its box's height, not
+    the ``LABEL_FILL`` spacing of a tilted one)."""
     if min_label:
-        stride = max(1, int(np.ceil(max(MIN_TICK_PX, min_label) / cell_px - 1e-9)))
+        stride = max(1, int(np.ceil(max(MIN_TICK_PX, LINE_EM * min_label) / cell_px - 1e-9)))
         size = max(min_label, _fitted_size(cell_px * stride, font_size))
     else:
         stride = _stride(cell_px, None)
