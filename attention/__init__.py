@@ -5,6 +5,7 @@ checkpoints."""
 from .config import BertConfig, ConfigError, ModelConfig
 from .convert import map_state_dict
 from .errors import ModelLoadError
+from .generate import Generation, generate, load_lm_head
 from .inputs import Encoded, encode
 from .loading import LoadReport, load_bert, load_model
 from .mha import MultiHeadAttention, scaled_dot_product_attention
@@ -13,6 +14,7 @@ from .models.bert import BertModel, BertOutput
 
 __all__ = [
     "FAMILIES",
+    "Generation",
     "BertConfig",
     "BertModel",
     "BertOutput",
@@ -27,7 +29,9 @@ __all__ = [
     "Seq2SeqOutput",
     "Transformer",
     "encode",
+    "generate",
     "load_bert",
+    "load_lm_head",
     "load_model",
     "map_state_dict",
     "scaled_dot_product_attention",

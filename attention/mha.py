@@ -37,6 +37,26 @@ ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
 
 
+class KeyValueCache:
+    """One layer's keys and values of the positions already seen, (B, G, P, d) each, after rotary and before
+    the groups share them: a causal decoder writing token by token computes only the new positions' k and v."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The new positions' k and v (B, G, L, d) appended: the keys and values of all P + L positions."""
+        if self.k is not None and self.v is not None:
+            k, v = torch.cat((self.k, k), dim=2), torch.cat((self.v, v), dim=2)  # (B, G, P + L, d)
+        self.k, self.v = k, v
+        return k, v
+
+
 def no_record(name: str, tensor: Recorded) -> Recorded:
     return tensor
 
@@ -311,6 +331,7 @@ class MultiHeadAttention(nn.Module):
         keep_map: bool = True,
         rows: torch.Tensor | None = None,
         map_only: bool = False,
+        cache: KeyValueCache | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """query (B, L, D); key and value (B, S, D), by default the query (self-attention).
 
@@ -328,6 +349,9 @@ class MultiHeadAttention(nn.Module):
         `head_mask` (H,), 1 = keep and 0 = ablate, with `ablation` "zero" or "uniform", changes
         the heads' probabilities after the softmax (see `ablate_heads`).
         With half-precision weights the softmax is taken in float32 and the probs are float32.
+        `cache` (self-attention only): the keys and values of the P positions before these, which this
+        call extends; the queries are the last L of the P + L positions, so S is P + L and a mask given
+        must be (B or 1, 1, L, P + L).
         Returns (output (B, L, D), probs (B, H, L, S) or with `rows` (B, H, P, S)), probs as used,
         ablated heads included.
         """
@@ -370,6 +394,9 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:  # positions enter here, and only here (rotary.py)
             q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)
             k = record("k_rot", rotate(k, *rotary))  # (B, G, S, d)
+        if cache is not None and v is not None:  # the earlier positions' keys and values go before these
+            k, v = cache.extend(k, v)  # (B, G, P + L, d) each
+            S = k.size(2)
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..mha import MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
+from ..mha import KeyValueCache, MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
 from ..rotary import inverse_frequencies, rotary_angles
 from .positions import relative_buckets, sinusoids
 
@@ -61,17 +61,19 @@ def make_norm(config: ModelConfig, width: int) -> nn.Module:
 
 
 def position_ids(
-    config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, start: int = 0
 ) -> torch.Tensor:
     """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
     padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on; OPT:
-    the attention mask's padding reads row position_offset - 1, its real tokens count on)."""
+    the attention mask's padding reads row position_offset - 1, its real tokens count on).
+    `start`: how many positions came before these (a decoder's cached ones), counted from when no mask is given."""
     L = input_ids.size(1)
     if config.positions_from_mask and attention_mask is not None:
         real = attention_mask.long()  # (B, L)
         return (torch.cumsum(real, dim=1) * real - 1 + config.position_offset).long()  # (B, L)
     if not config.positions_skip_padding:
-        return torch.arange(config.position_offset, config.position_offset + L, device=input_ids.device)  # (L,)
+        first = config.position_offset + start
+        return torch.arange(first, first + L, device=input_ids.device)  # (L,)
     pad = config.pad_token_id
     if pad is None:
         raise ValueError("positions that skip padding need the config's pad_token_id")
@@ -115,9 +117,11 @@ class Embeddings(nn.Module):
         token_type_ids: torch.Tensor | None,
         record: Recorder = no_record,
         attention_mask: torch.Tensor | None = None,
+        start: int = 0,
     ) -> torch.Tensor:
         """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`.
-        `attention_mask` (B, L) is read only by families whose positions count it (OPT)."""
+        `attention_mask` (B, L) is read only by families whose positions count it (OPT); `start`, the
+        positions before these (a decoder's cache), shifts a table's positions."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
         if self.config.scale_embedding:
             x = x * self.config.hidden_size**0.5  # (B, L, E)
@@ -126,7 +130,7 @@ class Embeddings(nn.Module):
             x = x + self.token_type_embeddings(types)  # (B, L, E)
         late = self.config.positions_after_projection  # OPT adds its positions to the projected words
         if hasattr(self, "position_embeddings") and not late:
-            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask))  # (B, L, E)
+            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, E)
         elif self.config.position_embedding_type == "sinusoidal":
             x = x + sinusoids(position_ids(self.config, input_ids), x.size(-1)).to(x.dtype)  # (B, L, E) + (L, E)
         if self.config.embedding_norm:
@@ -136,7 +140,7 @@ class Embeddings(nn.Module):
             x = record("embedding", x)  # (B, L, E)
             x = record("embed_proj", self.project(x))  # (B, L, E) -> (B, L, D)
         if hasattr(self, "position_embeddings") and late:
-            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask))  # (B, L, D)
+            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, D)
         return x  # (B, L, D)
 
 
@@ -210,12 +214,14 @@ class Block(nn.Module):
         keep_map: bool = True,
         rows: torch.Tensor | None = None,
         map_only: bool = False,
+        cache: KeyValueCache | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
         query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
-        the map: (None, probs), no attention output and no feed-forward block."""
-        out, probs = self.attend(x, mask, record, head_mask, ablation, rotary, keep_map, rows, map_only)
+        the map: (None, probs), no attention output and no feed-forward block; `cache` holds the keys and
+        values of the positions before x's (see MultiHeadAttention.forward)."""
+        out, probs = self.attend(x, mask, record, head_mask, ablation, rotary, keep_map, rows, map_only, cache)
         if map_only:
             return None, probs
         if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
@@ -233,6 +239,7 @@ class Block(nn.Module):
         keep_map: bool = True,
         rows: torch.Tensor | None = None,
         map_only: bool = False,
+        cache: KeyValueCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None with map_only."""
         if self.pre_norm:
@@ -247,6 +254,7 @@ class Block(nn.Module):
             keep_map=keep_map,
             rows=rows,
             map_only=map_only,
+            cache=cache,
         )  # (B, L, D), (B, H, L or P, L)
         if map_only:
             return attended, probs
@@ -375,6 +383,38 @@ class Transformer(nn.Module):
         if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
             x = hidden_states[-1] = self.project_out(x)
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def decode(self, input_ids: torch.Tensor, cache: list[KeyValueCache]) -> torch.Tensor:
+        """A causal decoder's last hidden states (B, L, E or D) for the L tokens `input_ids` (B, L) that follow
+        the P positions in `cache` (one KeyValueCache per layer, extended here): each layer computes the keys
+        and values of the new positions only. The same numbers as the last L rows of a forward over all P + L
+        tokens (no padding, no maps kept)."""
+        B, L = input_ids.shape
+        P = cache[0].length
+        S = P + L
+        positions = self.config.position_embedding_type
+        if not self.config.causal or positions not in ("absolute", "rotary") or len(cache) != len(self.layers):
+            raise ValueError("decode needs a causal decoder with absolute or rotary positions, one cache per layer")
+        if S > self.config.max_position_embeddings:
+            raise ValueError(f"{S} tokens is more than this model's {self.config.max_position_embeddings} positions")
+        device = input_ids.device
+        mask = build_mask(None, True, B, L, S, device=device)  # (1, 1, L, S): the new queries are the last L
+        window = self.config.sliding_window
+        window_mask = mask if window is None else build_mask(None, True, B, L, S, window, device)  # (1, 1, L, S)
+        rotary = self.rotary(S, device)  # (1, S, d) each, or None
+        if rotary is not None:
+            rotary = (rotary[0][:, P:], rotary[1][:, P:])  # the new positions' angles, (1, L, d) each
+        x = self.embeddings(input_ids, None, start=P)  # (B, L, D)
+        for i, layer in enumerate(self.layers):
+            layer_mask = mask if self.config.window_of(i) is None else window_mask
+            out, _ = layer(x, layer_mask, rotary=rotary, keep_map=False, cache=cache[i])  # (B, L, D)
+            assert out is not None
+            x = out
+        if self.config.final_norm:
+            x = self.final_norm(x)
+        if self.config.final_projection:
+            x = self.project_out(x)  # (B, L, E)
+        return x
 
     def self_attention_masks(
         self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device

@@ -1,0 +1,188 @@
+"""Generation with our own model: greedy ids equal transformers' generate token for token on tiny random causal
+decoders, the key/value cache gives a full forward's logits at every step, seeded sampling repeats itself and
+keeps to top_k, and the maps returned are the forward's over the written sequence."""
+
+import json
+
+import pytest
+import torch
+from families import DECODERS, make_family, make_more
+
+from attention import generate, load_lm_head, load_model
+from attention.mha import KeyValueCache
+
+PROMPT = "The animal didn't cross the street because"
+N_NEW = 12
+MORE = ("qwen3", "gpt_neox", "opt", "olmo2")
+
+
+def make(folder, family):
+    return make_family(folder, family) if family in ("gpt2", *DECODERS) else make_more(folder, family)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = {}
+
+    def get(family):
+        if family not in cache:
+            folder = make(tmp_path_factory.mktemp(family), family)
+            cache[family] = (folder, *load_model(folder))
+        return cache[family]
+
+    return get
+
+
+def reference_ids(folder, tokenizer, **options):
+    from transformers import AutoModelForCausalLM
+
+    ref = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    enc = tokenizer(PROMPT, return_tensors="pt")
+    eos = ref.generation_config.eos_token_id
+    pad = eos[0] if isinstance(eos, list) else eos
+    with torch.no_grad():
+        out = ref.generate(
+            input_ids=enc["input_ids"],
+            attention_mask=enc["attention_mask"],
+            do_sample=False,
+            max_new_tokens=N_NEW,
+            pad_token_id=pad,
+            **options,
+        )
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt2", *DECODERS, *MORE])
+def test_greedy_ids_equal_transformers(built, family):
+    folder, model, tokenizer = built(family)
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=N_NEW)
+    theirs = reference_ids(folder, tokenizer)
+    assert torch.equal(ours.ids, theirs), (ours.ids, theirs)
+    prompt_len = tokenizer(PROMPT, return_tensors="pt")["input_ids"].size(1)
+    assert torch.equal(ours.new_ids, ours.ids[:, prompt_len:])
+    assert ours.top_ids.shape == ours.top_probs.shape == (ours.new_ids.size(1), 5)
+    assert torch.equal(ours.top_ids[:, 0], ours.new_ids[0])  # greedy: the most probable token each time
+    assert ours.tokens == tokenizer.convert_ids_to_tokens(ours.ids[0].tolist())
+
+
+def test_generation_config_penalties_followed(tmp_path):
+    """repetition_penalty and no_repeat_ngram_size of generation_config.json change what greedy search writes,
+    as transformers' generate reads them."""
+    folder = make_family(tmp_path / "llama", "llama")
+    path = folder / "generation_config.json"
+    values = json.loads(path.read_text())
+    plain_model, tokenizer = load_model(folder)
+    plain = generate(plain_model, tokenizer, PROMPT, max_new_tokens=N_NEW)
+    path.write_text(json.dumps({**values, "repetition_penalty": 1.5, "no_repeat_ngram_size": 2}))
+    model, tokenizer = load_model(folder)
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=N_NEW)
+    assert torch.equal(ours.ids, reference_ids(folder, tokenizer))
+    assert not torch.equal(ours.ids, plain.ids)
+    ids = ours.ids[0].tolist()
+    bigrams = list(zip(ids, ids[1:]))
+    assert len(bigrams) == len(set(bigrams))
+
+
+def test_beam_search_refused(tmp_path):
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_beams": 4}))
+    model, tokenizer = load_model(folder)
+    with pytest.raises(ValueError, match="beam search"):
+        generate(model, tokenizer, PROMPT)
+
+
+@pytest.mark.parametrize("family", ["gpt2", *DECODERS, *MORE])
+def test_cache_logits_equal_full_forward(built, family):
+    """Every step's logits through the key/value cache equal those of a forward over the whole sequence."""
+    _, model, tokenizer = built(family)
+    head = load_lm_head(model)
+    ids = tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    cache = [KeyValueCache() for _ in model.layers]
+    with torch.inference_mode():
+        hidden = model.decode(ids, cache)
+        for _ in range(8):
+            cached = head(hidden[:, -1])  # (1, V)
+            full = head(model(ids).last_hidden_state[:, -1])  # (1, V)
+            torch.testing.assert_close(cached, full, atol=1e-5, rtol=0)
+            token = cached.argmax(-1, keepdim=True)
+            ids = torch.cat((ids, token), dim=1)
+            hidden = model.decode(token, cache)
+    assert cache[0].length == ids.size(1) - 1 + 1  # the last token's keys are in too
+
+
+@pytest.mark.parametrize("family", ["gpt2", "mistral"])
+def test_attentions_equal_forward_over_ids(built, family):
+    _, model, tokenizer = built(family)
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=6)
+    with torch.inference_mode():
+        maps = model(ours.ids).attentions
+    T = ours.ids.size(1)
+    assert len(ours.attentions) == model.config.num_hidden_layers
+    for a, b in zip(ours.attentions, maps):
+        assert a.shape == (1, model.config.num_attention_heads, T, T)
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_seeded_sampling_repeats_and_keeps_to_top_k(built):
+    _, model, tokenizer = built("llama")
+    options = dict(max_new_tokens=N_NEW, do_sample=True, temperature=1.5, top_k=3, seed=7)
+    first, again = generate(model, tokenizer, PROMPT, **options), generate(model, tokenizer, PROMPT, **options)
+    assert torch.equal(first.ids, again.ids)
+    other = [generate(model, tokenizer, PROMPT, **{**options, "seed": s}).ids for s in range(5)]
+    assert any(not torch.equal(first.ids, o) for o in other)  # the seed matters
+    assert first.new_ids.size(1) == first.top_ids.size(0)
+    for step, token in enumerate(first.new_ids[0]):
+        assert token in first.top_ids[step, :3]  # sampled among the 3 best
+    # top_k=3: the probabilities the choice was made from sit on 3 tokens only
+    torch.testing.assert_close(first.top_probs[:, :3].sum(-1), torch.ones(first.top_ids.size(0)))
+    assert torch.all(first.top_probs[:, 3:] == 0)
+
+
+@pytest.mark.parametrize("options", [{}, dict(do_sample=True, top_p=0.5, seed=1), dict(temperature=0.5)])
+def test_top_probs_sorted_and_at_most_one(built, options):
+    _, model, tokenizer = built("qwen2")
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=8, top=7, **options)
+    assert ours.top_probs.shape[1] == 7
+    assert torch.all(ours.top_probs.sum(-1) <= 1 + 1e-6)
+    assert torch.all(ours.top_probs[:, :-1] >= ours.top_probs[:, 1:])
+    if "top_p" in options:  # the fewest tokens that reach 0.5, then nothing
+        kept = ours.top_probs > 0
+        assert torch.all(kept[:, 0])
+        reached = (ours.top_probs.cumsum(-1) - ours.top_probs) >= 0.5  # before this token, 0.5 was reached
+        assert not torch.any(kept & reached)
+
+
+def test_lm_head_read_from_checkpoint(built):
+    """Llama here saves its own lm_head.weight (untied): the head is that, not the embeddings; GPT-2 ties wte."""
+    from safetensors.torch import load_file
+
+    folder, model, _ = built("llama")
+    saved = load_file(str(folder / "model.safetensors"))["lm_head.weight"]
+    head = load_lm_head(model)
+    assert torch.equal(head.weight, saved)
+    assert not torch.equal(head.weight, model.embeddings.word_embeddings.weight)
+    _, gpt2, _ = built("gpt2")
+    assert load_lm_head(gpt2).weight is gpt2.embeddings.word_embeddings.weight
+
+
+def test_options_checked(built):
+    _, model, tokenizer = built("gpt2")
+    for bad in (dict(max_new_tokens=0), dict(temperature=0), dict(top_k=0), dict(top_p=1.5), dict(top=0)):
+        with pytest.raises(ValueError):
+            generate(model, tokenizer, PROMPT, **bad)
+    with pytest.raises(ValueError, match="positions"):
+        generate(model, tokenizer, PROMPT, max_new_tokens=64)
+
+
+def test_end_of_sequence_stops(tmp_path):
+    """An end-of-sequence id of generation_config.json stops the search right after it, as transformers does."""
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    model, tokenizer = load_model(folder)
+    first = int(generate(model, tokenizer, PROMPT, max_new_tokens=2).new_ids[0, 0])
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "eos_token_id": [0, first]}))
+    model, tokenizer = load_model(folder)
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=N_NEW)
+    assert ours.new_ids.tolist() == [[first]] and ours.top_ids.shape == (1, 5)
+    assert torch.equal(ours.ids, reference_ids(folder, tokenizer))
