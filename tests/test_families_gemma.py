@@ -104,6 +104,11 @@ def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_out
     assert some.attentions[0] is None and some.attentions[2] is None
     torch.testing.assert_close(some.attentions[1], full.attentions[1])
     torch.testing.assert_close(some.last_hidden_state, full.last_hidden_state)
+    rows = torch.tensor([[3, 0, 7]])
+    with torch.no_grad():
+        picked = model(enc.input_ids, enc.attention_mask, rows=rows)  # capped scores: rows of the full map
+    for layer_map, full_map in zip(picked.attentions, full.attentions):
+        torch.testing.assert_close(layer_map, full_map[:, :, rows[0]])
 
 
 def test_phi_runs_attention_and_feed_forward_on_one_norm_and_turns_half_of_each_head(load):
