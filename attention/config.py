@@ -15,7 +15,7 @@ from pathlib import Path
 
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
-NORMS = ("layer_norm", "rms_norm")
+NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times (1 + weight) (Gemma)
 # a learned table of positions, q and k rotated by position (RoPE), a fixed table of sines and cosines
 # (Marian), or a learned bias per head on the scores by bucketed relative distance (T5)
 POSITIONS = ("absolute", "rotary", "sinusoidal", "relative")
@@ -30,8 +30,16 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "int | None": (int, type(None)),
     "bool | None": (bool, type(None)),
     "str | None": (str, type(None)),
+    "float | None": (int, float, type(None)),
 }
-_ZERO_ALLOWED = ("pad_token_id", "type_vocab_size", "position_offset", "first_sliding_layer", "decoder_start_token_id")
+_ZERO_ALLOWED = (
+    "pad_token_id",
+    "type_vocab_size",
+    "position_offset",
+    "first_sliding_layer",
+    "decoder_start_token_id",
+    "sliding_window_pattern",
+)
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = (
     "vocab_size",
@@ -109,6 +117,13 @@ class ModelConfig:
     final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
     scale_embedding: bool = False  # word embeddings times sqrt(hidden_size) (Marian, some BARTs)
     scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
+    # ---- declared by Gemma, Gemma2, Phi ----
+    scale_embedding_in_dtype: bool = False  # the sqrt(hidden_size) scale rounded to the embeddings' dtype first (Gemma)
+    query_pre_attn_scalar: float | None = None  # the scores scaled by its -0.5 power, not head_dim's (Gemma2)
+    attn_logit_softcapping: float | None = None  # scores capped to tanh(s / cap) · cap before the mask (Gemma2)
+    sliding_window_pattern: int = 0  # > 0: every layer sees the window but each pattern-th (i + 1 = n · pattern)
+    # sees every key (Gemma2: 2, windowed and full layers alternating); 0: first_sliding_layer decides
+    one_block_norm: bool = False  # parallel residual: one norm read by the attention and the feed-forward (Phi)
     relative_attention_num_buckets: int = 32  # relative positions only (T5)
     relative_attention_max_distance: int = 128  # relative positions only: the last bucket's distance
     # ---- encoder-decoders (BART, T5, Marian): the sizes above are the encoder's ----
@@ -162,6 +177,12 @@ class ModelConfig:
                 f"hidden_size {self.hidden_size} is not divisible by "
                 f"decoder_attention_heads {self.decoder_attention_heads}"
             )
+        if self.attn_logit_softcapping is not None and self.attn_logit_softcapping <= 0:
+            raise ConfigError(f"attn_logit_softcapping must be positive, not {self.attn_logit_softcapping}")
+        if self.query_pre_attn_scalar is not None and self.query_pre_attn_scalar <= 0:
+            raise ConfigError(f"query_pre_attn_scalar must be positive, not {self.query_pre_attn_scalar}")
+        if self.one_block_norm and not self.parallel_residual:
+            raise ConfigError("one norm for attention and feed-forward needs a parallel residual")
         if self.positions_skip_padding and self.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
 
@@ -199,6 +220,8 @@ class ModelConfig:
 
     def window_of(self, layer: int) -> int | None:
         """How many latest keys layer `layer` sees (itself included), None for all of them."""
+        if self.sliding_window_pattern:
+            return None if (layer + 1) % self.sliding_window_pattern == 0 else self.sliding_window
         return self.sliding_window if layer >= self.first_sliding_layer else None
 
     @property

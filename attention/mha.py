@@ -74,18 +74,23 @@ def attention_probs(
     record: Recorder = no_record,
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """softmax(q · kᵀ · scaling + mask): the attention probabilities (B, H, L, S).
 
-    q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. With half-precision
-    q and k (float16, bfloat16) the scores are taken in that precision and the softmax in float32, so
-    the probabilities come back float32.
+    q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. `softcap` (Gemma2)
+    caps the scaled scores to tanh(s / softcap) · softcap before the mask; the recorded scores are capped.
+    With half-precision q and k (float16, bfloat16) the scores are taken in that precision and the softmax
+    in float32, so the probabilities come back float32.
     """
     check_ablation(ablation)
     if scaling is None:
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key
     scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    if softcap is not None:  # Gemma2: each scaled score kept within (-softcap, softcap), then scaled by 1
+        scores = torch.tanh(scores * scaling / softcap) * softcap  # (B, H, L, S)
+        scaling = 1.0
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
     # 2. dropped positions get -inf, so softmax gives them exactly zero weight
     if mask is not None:
@@ -118,6 +123,7 @@ def scaled_dot_product_attention(
     record: Recorder = no_record,
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q · kᵀ · scaling + mask) · v, returning (output, probs).
 
@@ -130,7 +136,7 @@ def scaled_dot_product_attention(
     Half-precision inputs (float16, bfloat16): the softmax is taken in float32 and the probs are
     returned float32; the weighted sum casts them back to v's dtype, as transformers' eager does.
     """
-    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation)  # (B, H, L, S)
+    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation, softcap)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
         probs = F.dropout(probs, p=dropout_p)
@@ -237,6 +243,8 @@ class MultiHeadAttention(nn.Module):
     (GPT-NeoX's query_key_value), not [Q K V]. qk_norm: q_norm and k_norm, made by `make_norm(width)`,
     normalise q and k before rotary: "head" each head's d (Qwen3), "projection" all heads' H·d (OLMo2).
     scaling: what the scores are multiplied by, when not d ** -0.5 (T5: 1, its q weights hold the scale).
+    softcap: the scaled scores capped to tanh(s / softcap) · softcap before the mask (Gemma2); torch's fused
+    attention cannot, so the explicit steps run even when no map is kept.
     Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
     encoder's output as its key and value.
     """
@@ -255,6 +263,7 @@ class MultiHeadAttention(nn.Module):
         qk_norm: str | None = None,
         make_norm: Callable[[int], nn.Module] = nn.LayerNorm,
         scaling: float | None = None,
+        softcap: float | None = None,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -267,6 +276,7 @@ class MultiHeadAttention(nn.Module):
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
         self.scaling = self.head_dim**-0.5 if scaling is None else scaling
+        self.softcap = softcap
         self.dropout = dropout
         self.fused_qkv = fused_qkv
         self.qkv_per_head = qkv_per_head
@@ -315,7 +325,7 @@ class MultiHeadAttention(nn.Module):
         if rows is not None:
             q = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
             mask = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
-        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation)
+        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation, self.softcap)
 
     def forward(
         self,
@@ -407,7 +417,8 @@ class MultiHeadAttention(nn.Module):
         if map_only:  # the map's rows (all of them without `rows`) and nothing else
             return None, self.map_rows(q, k, mask, rows, record, head_mask, ablation)  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0
-        if (not keep_map or rows is not None) and head_mask is None and record is no_record:
+        fused = (not keep_map or rows is not None) and head_mask is None and record is no_record
+        if fused and self.softcap is None:
             fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
             heads = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=fused_mask, dropout_p=dropout_p, scale=self.scaling
@@ -418,9 +429,13 @@ class MultiHeadAttention(nn.Module):
             if rows is None:
                 return self.o_proj(merged), None
             return self.o_proj(merged), self.map_rows(q, k, mask, rows)  # only the kept rows: (B, H, P, S)
-        heads, probs = scaled_dot_product_attention(q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation)
+        heads, probs = scaled_dot_product_attention(
+            q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation, self.softcap
+        )
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
-        if rows is not None:  # recorded or ablated: the full map was made, its rows are kept
+        if rows is not None:  # recorded, ablated or capped: the full map was made, its rows are kept
             probs = pick_rows(probs, rows)  # (B, H, L, S) -> (B, H, P, S)
+        elif fused:  # capped scores: the map was made, but not kept
+            return output, None
         return output, probs

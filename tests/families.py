@@ -280,3 +280,21 @@ def make_seq2seq(folder: Path, name: str, seed: int = 0, **overrides) -> Path:
     model.save_pretrained(str(folder))
     write_bpe_tokenizer(folder, roberta=True)
     return folder
+
+
+# ---- Gemma, Gemma2, Phi (tests/test_families_gemma.py): made by make_more ----
+_GEMMA = dict(_DECODER, head_dim=16, pad_token_id=0, tie_word_embeddings=True)  # H·d = 64 ≠ 32
+MORE_CONFIGS["gemma"] = ("GemmaConfig", _GEMMA, "GemmaForCausalLM", "llama")
+MORE_CONFIGS["gemma2"] = (
+    "Gemma2Config",
+    # a window shorter than the test sentences, scores large enough for the cap to bite
+    dict(_GEMMA, sliding_window=5, query_pre_attn_scalar=4, attn_logit_softcapping=2.0, num_hidden_layers=3),
+    "Gemma2ForCausalLM",
+    "llama",
+)
+MORE_CONFIGS["phi"] = (
+    "PhiConfig",
+    dict(_NEOX, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
+    "PhiForCausalLM",
+    "llama",
+)

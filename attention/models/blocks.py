@@ -54,7 +54,24 @@ class RMSNorm(nn.RMSNorm):
         return self.weight * normed.to(x.dtype)
 
 
+class OffsetRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: x / sqrt(mean(x²) + eps) · (1 + weight), all in float32, cast back at the end;
+    the weight holds the offset from 1 (zero: the identity scale)."""
+
+    def __init__(self, width: int, eps: float):
+        super().__init__(width, eps=eps)
+        nn.init.zeros_(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = x.float()  # (B, L, D) float32
+        eps = torch.finfo(wide.dtype).eps if self.eps is None else self.eps  # None: as nn.RMSNorm takes it
+        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)  # (B, L, D)
+        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+
+
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
+    if config.norm == "rms_norm_offset":
+        return OffsetRMSNorm(width, eps=config.layer_norm_eps)
     if config.norm == "rms_norm":
         return RMSNorm(width, eps=config.layer_norm_eps)
     return nn.LayerNorm(width, eps=config.layer_norm_eps)
@@ -123,7 +140,9 @@ class Embeddings(nn.Module):
         `attention_mask` (B, L) is read only by families whose positions count it (OPT); `start`, the
         positions before these (a decoder's cache), shifts a table's positions."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
-        if self.config.scale_embedding:
+        if self.config.scale_embedding_in_dtype:  # Gemma: sqrt(D) rounded to the weights' dtype first
+            x = x * torch.tensor(self.config.hidden_size**0.5).to(x.dtype)  # (B, L, E)
+        elif self.config.scale_embedding:
             x = x * self.config.hidden_size**0.5  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
@@ -149,7 +168,9 @@ class Block(nn.Module):
 
     attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
     the residual (post-norm, BERT), on the sub-block's input (pre-norm, GPT-2) or on its output
-    before the residual adds it (norm_after_sublayer, OLMo2). A decoder block of an encoder-decoder
+    before the residual adds it (norm_after_sublayer, OLMo2); both, pre-norm and norm_after_sublayer (Gemma2),
+    add attention_post_norm and output_post_norm on the outputs. With one_block_norm (Phi) there is no
+    output_norm: the parallel feed-forward reads attention_norm(x) too. A decoder block of an encoder-decoder
     (config.cross_attention) has a third sub-block between the two, the same attention reading the
     encoder's output, with its own norm: cross_attention, cross_attention_norm.
     """
@@ -169,7 +190,11 @@ class Block(nn.Module):
         if config.gated_mlp:
             self.gate = nn.Linear(D, F_, bias=config.mlp_bias)
         self.output = nn.Linear(F_, D, bias=config.mlp_bias)
-        self.output_norm = make_norm(config, D)
+        if not config.one_block_norm:
+            self.output_norm = make_norm(config, D)
+        if config.pre_norm and config.norm_after_sublayer:  # Gemma2: a norm after each sub-block as well
+            self.attention_post_norm = make_norm(config, D)
+            self.output_post_norm = make_norm(config, D)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.act = ACTIVATIONS[config.hidden_act]
 
@@ -184,7 +209,8 @@ class Block(nn.Module):
             fused_qkv=config.fused_qkv,
             head_dim=config.head_size,
             out_bias=config.output_bias,
-            scaling=None if config.scale_scores else 1.0,
+            scaling=attention_scaling(config),
+            softcap=config.attn_logit_softcapping,
             qkv_per_head=config.qkv_per_head,
             qk_norm=config.qk_norm,
             make_norm=lambda width: make_norm(config, width),
@@ -225,7 +251,8 @@ class Block(nn.Module):
         if map_only:
             return None, probs
         if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
-            return out + self.dropout(self.feed_forward(self.output_norm(x))), probs
+            norm = getattr(self, "output_norm", self.attention_norm)  # Phi: one norm for both
+            return out + self.dropout(self.feed_forward(norm(x))), probs
         return self.feed(out), probs
 
     def attend(
@@ -258,7 +285,7 @@ class Block(nn.Module):
         )  # (B, L, D), (B, H, L or P, L)
         if map_only:
             return attended, probs
-        return self.add(x, attended, self.attention_norm), probs
+        return self.add(x, attended, getattr(self, "attention_post_norm", self.attention_norm)), probs
 
     def cross_attend(
         self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
@@ -274,7 +301,16 @@ class Block(nn.Module):
 
     def feed(self, x: torch.Tensor) -> torch.Tensor:
         """The feed-forward sub-block: (B, L, D) -> (B, L, D)."""
-        return self.add(x, self.feed_forward(self.output_norm(x) if self.pre_norm else x), self.output_norm)
+        out = self.feed_forward(self.output_norm(x) if self.pre_norm else x)  # (B, L, D)
+        return self.add(x, out, getattr(self, "output_post_norm", self.output_norm))
+
+
+def attention_scaling(config: ModelConfig) -> float | None:
+    """What the scores are multiplied by: None for head_dim ** -0.5, 1 unscaled (T5), or
+    query_pre_attn_scalar ** -0.5 (Gemma2)."""
+    if config.query_pre_attn_scalar is not None:
+        return config.query_pre_attn_scalar**-0.5
+    return None if config.scale_scores else 1.0
 
 
 class Transformer(nn.Module):
