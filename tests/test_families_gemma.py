@@ -134,7 +134,6 @@ def test_phi_runs_attention_and_feed_forward_on_one_norm_and_turns_half_of_each_
     "family, values, words",
     [
         ("gemma", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
-        ("gemma", {"hidden_activation": "gelu"}, "hidden_activation"),
         ("gemma", {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "yarn"),
         ("gemma2", {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}, "layer_types"),
         ("gemma2", {"attn_logit_softcapping": -1.0}, "attn_logit_softcapping"),
@@ -157,3 +156,17 @@ def test_loading_stays_strict_about_gemma2s_extra_norms(tmp_path):
     with pytest.raises(ModelLoadError) as err:
         load_model(folder)
     assert "post_feedforward_layernorm" in str(err.value) or "output_post_norm" in str(err.value)
+
+
+def test_a_gemma_config_saying_gelu_runs_the_tanh_approximation_as_transformers_does(tmp_path):
+    """The released Gemma checkpoints say hidden_act "gelu" (and hidden_activation "gelu_pytorch_tanh")."""
+    folder = test_config_checks.edited(
+        make_more(tmp_path / "gemma", "gemma"), hidden_act="gelu", hidden_activation="gelu_pytorch_tanh"
+    )
+    model, tokenizer = load_model(folder)
+    assert model.config.hidden_act == "gelu_pytorch_tanh"
+    ids = tokenizer("The animal didn't cross the street.", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(ids).last_hidden_state, reference(folder)(ids).last_hidden_state, atol=1e-5, rtol=0
+        )

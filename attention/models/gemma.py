@@ -1,8 +1,8 @@
 """Gemma: Llama's model and tensor names with a GeGLU feed-forward block (gelu_pytorch_tanh on the gate by
 default), word embeddings scaled by sqrt(hidden_size) rounded to their dtype, RMSNorms that multiply by
 (1 + weight) in float32, its own head_dim (256 by default, so H·d need not be hidden_size), and the LM head tied
-to the embeddings. The activation is config.json's hidden_act, as transformers 5 reads it; a hidden_activation
-that says otherwise (older releases read that one) is refused. Gemma2 (gemma2.py) reads its config with
+to the embeddings. The activation is config.json's hidden_act, as transformers 5 reads it ("gelu", which the
+released checkpoints say, meaning the tanh approximation). Gemma2 (gemma2.py) reads its config with
 `read_gemma_config` from here.
 """
 
@@ -37,9 +37,10 @@ def read_gemma_config(values: dict, model_type: str, **declared) -> ModelConfig:
 
 
 def read_config(values: dict) -> ModelConfig:
-    act, other = values.get("hidden_act", DEFAULTS["hidden_act"]), values.get("hidden_activation")
-    if other is not None and other != act:
-        raise ConfigError(f"hidden_activation '{other}' differs from hidden_act '{act}': which one runs is unclear")
+    # the released checkpoints say hidden_act "gelu" and mean the tanh approximation: transformers runs
+    # gelu_pytorch_tanh for it (and reads no hidden_activation), and so do we
+    if values.get("hidden_act") == "gelu":
+        values = dict(values, hidden_act="gelu_pytorch_tanh")
     return read_gemma_config(values, "gemma")
 
 
