@@ -45,17 +45,20 @@ _DEFAULTS = dict(
 )
 
 
-def rotary_settings(values: dict) -> tuple[float, dict]:
+def rotary_settings(
+    values: dict, share_key: str = "rotary_pct", share: float = 0.25, base_key: str = "rotary_emb_base"
+) -> tuple[float, dict]:
     """(the rotated share of each head, rope_fields of the rest): rope_parameters' partial_rotary_factor
-    and rope_theta, or the older rotary_pct and rotary_emb_base."""
+    and rope_theta, or the older top-level `share_key` and `base_key` (GPT-NeoX's rotary_pct and
+    rotary_emb_base; Phi's partial_rotary_factor and rope_theta); `share` when none is given."""
     params = dict(values.get("rope_parameters") or values.get("rope_scaling") or {})
     if not isinstance(params, dict):
         raise ConfigError(f"rope_parameters should be a JSON object, not {params!r}")
-    share = params.pop("partial_rotary_factor", values.get("rotary_pct", 0.25))
-    if isinstance(share, bool) or not isinstance(share, (int, float)):
-        raise ConfigError(f"rotary_pct should be a number, not {share!r}")
-    params.setdefault("rope_theta", values.get("rotary_emb_base", 10000.0))
-    return float(share), rope_fields({"rope_parameters": params})
+    fraction = params.pop("partial_rotary_factor", values.get(share_key, share))
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise ConfigError(f"{share_key} should be a number, not {fraction!r}")
+    params.setdefault("rope_theta", values.get(base_key, 10000.0))
+    return float(fraction), rope_fields({"rope_parameters": params})
 
 
 def read_config(values: dict) -> ModelConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..config import ConfigError, ModelConfig
 from .family import Family, config_values
-from .llama import rope_fields
+from .gpt_neox import rotary_settings
 
 _NAMES = dict(
     vocab_size="vocab_size",
@@ -40,22 +40,8 @@ _DEFAULTS = dict(
 )
 
 
-def rotary_settings(values: dict) -> tuple[float, dict]:
-    """(the rotated share of each head, rope_fields of the rest): rope_parameters' partial_rotary_factor
-    and rope_theta, or the older top-level partial_rotary_factor and rope_theta."""
-    params = values.get("rope_parameters") or values.get("rope_scaling") or {}
-    if not isinstance(params, dict):
-        raise ConfigError(f"rope_parameters should be a JSON object, not {params!r}")
-    params = dict(params)
-    share = params.pop("partial_rotary_factor", values.get("partial_rotary_factor", 0.5))
-    if isinstance(share, bool) or not isinstance(share, (int, float)):
-        raise ConfigError(f"partial_rotary_factor should be a number, not {share!r}")
-    params.setdefault("rope_theta", values.get("rope_theta", 10000.0))
-    return float(share), rope_fields({"rope_parameters": params})
-
-
 def read_config(values: dict) -> ModelConfig:
-    share, rope = rotary_settings(values)
+    share, rope = rotary_settings(values, "partial_rotary_factor", 0.5, "rope_theta")
     qk_layernorm = values.get("qk_layernorm", False)
     if not isinstance(qk_layernorm, bool):
         raise ConfigError(f"qk_layernorm should be a bool, not {qk_layernorm!r}")
