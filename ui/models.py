@@ -10,7 +10,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention import ModelLoadError, load_model
-from attention.loading import DeviceUnavailable, resolve_device
+from attention.loading import DeviceUnavailable, read_config, resolve_device
+from attention.sources import resolve_source
 
 from .settings import DEVICE, DTYPE
 from .sources import policy
@@ -41,14 +42,13 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
 
 @kept(max_entries=2)
 def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
-    loaded = load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
-    config = loaded[0].config
+    _, config = read_config(resolve_source(source or None, downloads))  # config.json alone: nothing built yet
     if config.is_encoder_decoder:  # the page's views read one stack of self-attention
         raise ModelLoadError(
             f"{source} is an encoder-decoder ({config.model_type}): it loads in Python "
             "(attention.load_model), but this page's views read encoders and decoders only, so far."
         )
-    return loaded
+    return load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
 
 
 def precision_caption(report) -> str:
