@@ -27,8 +27,13 @@ def first_sliding_layer(values: dict) -> int:
     return first
 
 
-def read_config(values: dict):
+def window_fields(values: dict) -> dict:
+    """sliding_window and first_sliding_layer: a window only when use_sliding_window is set."""
     window = values.get("sliding_window", 4096) if values.get("use_sliding_window", False) else None
+    return dict(sliding_window=window, first_sliding_layer=first_sliding_layer(values) if window else 0)
+
+
+def read_config(values: dict):
     return read_decoder_config(
         values,
         "qwen2",
@@ -36,8 +41,7 @@ def read_config(values: dict):
         attention_bias=True,
         output_bias=False,
         mlp_bias=False,
-        sliding_window=window,
-        first_sliding_layer=first_sliding_layer(values) if window else 0,
+        **window_fields(values),
     )
 
 

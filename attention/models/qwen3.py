@@ -7,22 +7,13 @@ so H·d need not be hidden_size. The sliding window is read as Qwen2's.
 from __future__ import annotations
 
 from .llama import DEFAULTS, RULES, decoder_family, read_decoder_config
-from .qwen2 import first_sliding_layer
+from .qwen2 import window_fields
 
 _DEFAULTS = dict(DEFAULTS, vocab_size=151936, intermediate_size=22016, max_position_embeddings=32768, head_dim=128)
 
 
 def read_config(values: dict):
-    window = values.get("sliding_window", 4096) if values.get("use_sliding_window", False) else None
-    return read_decoder_config(
-        values,
-        "qwen3",
-        _DEFAULTS,
-        mlp_bias=False,
-        qk_norm="head",
-        sliding_window=window,
-        first_sliding_layer=first_sliding_layer(values) if window else 0,
-    )
+    return read_decoder_config(values, "qwen3", _DEFAULTS, mlp_bias=False, qk_norm="head", **window_fields(values))
 
 
 FAMILY = decoder_family(
