@@ -142,7 +142,7 @@ def present_caption(fig) -> None:
     own = re.sub(r"\blayer (\d+), head (\d+)", r"L\1 H\2", own, flags=re.IGNORECASE)  # compact, as the keys say it
     if view.key in ONE_HEAD and not NAMES_A_HEAD.search(own):
         own = f"L{st.session_state.layer} H{st.session_state.head} · {own}"
-    width = (fig.layout.width or main_px()) - 24
+    width = shown_width(fig) - 24
     # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
     size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
     keep = int(0.6 * width / (size * TITLE_GLYPH))  # the title's own words take at most 60% of the line
@@ -151,6 +151,11 @@ def present_caption(fig) -> None:
     else:
         fig.update_layout(title=title_layout(".", round(size / 1.2)))
     _one_line(fig, (own if len(own) <= keep else own[: keep - 1].rstrip() + "…") + " · ")
+
+
+def shown_width(fig) -> int:
+    """The figure's width on the page: its own, within the main column (a wider one is drawn narrower)."""
+    return min(fig.layout.width or main_px(), main_px())
 
 
 def title_size(fig) -> int:
@@ -163,7 +168,7 @@ TITLED = "one-line title"  # fig.layout.meta of a figure whose title is already 
 def _one_line(fig, prefix: str) -> None:
     if not (fig.layout.title and fig.layout.title.text):
         fig.update_layout(title=title_layout(".", font_size()))
-    width = fig.layout.width or main_px()
+    width = shown_width(fig)
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
     fig.layout.title.text = one_line_title(prefix, st.session_state.submitted[0], width, title_size(fig))
     fig.layout.meta = TITLED
