@@ -13,7 +13,7 @@ import torch
 from attention import BertConfig, BertModel, MultiHeadAttention
 from attention.trace import Trace, head_matrix, trace_layer
 from viz._style import HIGHLIGHT
-from viz.shapeflow import shape_flow, tensor_heatmap, wrap_code
+from viz.shapeflow import shape_flow, tensor_heatmap
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -37,9 +37,12 @@ def padded(minilm):
 
 
 def box_text(fig: go.Figure, name: str) -> str:
-    """Everything written in the box of step `name`, unescaped, tags and line breaks removed."""
+    """Everything written in the box of step `name` and in its hover, unescaped, tags and line breaks removed."""
     parts = [a.text for a in fig.layout.annotations if a.name == name]
     assert parts, f"no box for {name}"
+    parts += [
+        h for t in fig.data if t.customdata is not None for c, h in zip(t.customdata, t.hovertext) if c[0] == name
+    ]
     text = re.sub(r"<br>", "\n", "\n".join(parts))
     return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u00a0", " ")
 
@@ -69,7 +72,7 @@ def test_each_box_shows_the_real_numbers_of_this_input(minilm, trace16):
     assert "1 × 16 × 12 × 32" in box_text(fig, "q_view") and "1 × 12 × 16 × 32" in box_text(fig, "v_heads")
 
 
-def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
+def test_each_box_hovers_its_code_and_whole_path_lineno_in_monospace(trace16):
     fig = shape_flow(trace16)
     lines = (ROOT / "attention" / "mha.py").read_text(encoding="utf-8").splitlines()
     matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
@@ -79,8 +82,9 @@ def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
         text = box_text(fig, step.name)
         assert squeeze(step.code) in squeeze(text), step.name  # wrapped lines, same code
         assert step.where in text
-    (code,) = [a for a in fig.layout.annotations if a.name == "scores" and "matmul" in a.text]
-    assert "monospace" in code.font.family
+    (hits,) = [t for t in fig.data if t.customdata is not None]
+    assert "monospace" in hits.hoverlabel.font.family
+    assert not [a for a in fig.layout.annotations if "matmul" in a.text]  # the code is never wrapped into a box
 
 
 def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
@@ -98,7 +102,8 @@ def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
     text = box_text(fig, "scores")
     assert "<i>mine</i>" in text and "a -> b < c" in text and 'x = f("<b>")' in text
     assert "elsewhere.py:7" in text and "torch.matmul" not in text
-    raw = " ".join(a.text for a in fig.layout.annotations if a.name == "scores")
+    (hits,) = [t for t in fig.data if t.customdata is not None]
+    raw = " ".join(a.text for a in fig.layout.annotations if a.name == "scores") + " ".join(hits.hovertext)
     assert "&lt;i&gt;mine" in raw and "&lt;b&gt;" in raw and "-&gt; b &lt; c" in raw and "<i>" not in raw
 
 
@@ -170,14 +175,6 @@ def test_grouped_query_attention_draws_the_shared_heads():
     fig = shape_flow(trace_layer(model, torch.randint(5, 99, (1, 7)), layer=1))
     assert "[B, G, S, d]" in box_text(fig, "k_heads") and "1 × 2 × 7 × 8" in box_text(fig, "k_heads")
     assert "1 × 4 × 7 × 8" in box_text(fig, "v_shared") and "G = 2" in box_text(fig, "legend")
-
-
-@pytest.mark.parametrize("chars", [20, 32, 48])
-def test_wrap_code_keeps_every_piece_within_the_width(chars):
-    line = "probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)"
-    pieces = wrap_code(line, chars)
-    assert len(pieces) > 1 and all(len(p) <= chars for p in pieces)
-    assert squeeze("".join(pieces).replace("\u00a0", "")) == squeeze(line)
 
 
 # ---- tensor_heatmap --------------------------------------------------------------------------
@@ -265,19 +262,18 @@ def test_every_line_of_text_fits_its_box_and_the_diagram_its_width(minilm, token
     assert max(line_widths(legend)) <= fig.layout.width
 
 
-def test_a_path_too_long_for_its_box_is_shortened_and_given_in_full_on_hover(trace16):
+def test_the_whole_path_is_in_the_hover_never_cut(trace16):
     fig = shape_flow(trace16, font_size=22, width=619)
-    step = trace16.step("q_view")
-    lines = box_text(fig, "q_view").splitlines()
-    assert step.where not in lines and any(s.startswith("…") and step.where.endswith(s[1:]) for s in lines)
     (hits,) = [t for t in fig.data if t.customdata is not None]
-    assert any(step.where in h for h in hits.hovertext)
+    for step, hover in zip(hits.customdata, hits.hovertext):
+        assert trace16.step(step[0]).where in html.unescape(hover)
+    assert not any("…" in a.text for a in fig.layout.annotations)
 
 
 def test_the_diagram_narrows_only_to_its_readable_width():
     from viz.shapeflow import design_width, min_width
 
-    assert min_width(14) <= 478 < design_width(14) and min_width(22) > 619  # presentation mode: stacked
+    assert min_width(14) <= 466 < design_width(14) and min_width(18) <= 606  # the page's columns
 
 
 @pytest.mark.parametrize("n", [41, 80, 128])
