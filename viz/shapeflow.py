@@ -28,7 +28,7 @@ __all__ = [
     "tensor_margins",
 ]
 
-WIDTH = 640  # widest layout in px at font size 14, scaled with the font; narrower when less room is given
+WIDTH = 720  # widest layout in px at font size 14, scaled with the font; narrower when less room is given
 MIN_LANE_CHARS = 11  # a lane's box holds at least this many bold characters a line ("[B, H, L, d]")
 
 
