@@ -25,8 +25,8 @@ VIEWS = [
     "qk",
     "ablation",
     "efficient",
-    "walk",
     "global",
+    "walk",
 ]
 SIZE = {"width": 1280, "height": 720}
 

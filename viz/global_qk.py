@@ -89,7 +89,8 @@ def global_qk_figure(
         raise ValueError("no points to draw")
     if title is None:
         layer, head = int(frame["layer"].iloc[0]), int(frame["head"].iloc[0])
-        title = f"{head_label(layer, head)}: {(frame['kind'] == 'query').sum():,} queries and keys"
+        n = int((frame["kind"] == "query").sum())
+        title = f"{head_label(layer, head)}: the queries and keys of {n:,} tokens ({len(frame):,} points)"
     fig = go.Figure(_traces(frame, colour_by, marker_style(len(frame)), True, "coloraxis"))
     fig.update_layout(**base_layout(font_size, title), width=width, height=height)
     fig.update_layout(legend=dict(itemsizing="constant", orientation="h", y=-0.02, yanchor="top"))
