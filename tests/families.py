@@ -276,6 +276,8 @@ def make_seq2seq(folder: Path, name: str, seed: int = 0, **overrides) -> Path:
     config = getattr(transformers, config_class)(**{**values, **overrides})
     model = getattr(transformers, task_class)(config).eval()
     randomise(model, seed=seed)
+    if hasattr(model, "final_logits_bias"):  # a buffer, not a parameter: randomised so that the LM head reads it
+        model.final_logits_bias.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(seed))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     write_bpe_tokenizer(folder, roberta=True)

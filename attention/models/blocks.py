@@ -151,7 +151,9 @@ class Embeddings(nn.Module):
         if hasattr(self, "position_embeddings") and not late:
             x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, E)
         elif self.config.position_embedding_type == "sinusoidal":
-            x = x + sinusoids(position_ids(self.config, input_ids), x.size(-1)).to(x.dtype)  # (B, L, E) + (L, E)
+            x = x + sinusoids(position_ids(self.config, input_ids, None, start), x.size(-1)).to(
+                x.dtype
+            )  # (B, L, E) + (L, E)
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
