@@ -3,7 +3,8 @@ adds to content-to-content the content-to-position and position-to-content terms
 "p2c"), read from one table of relative positions shared by every layer (encoder.rel_embeddings, normed when
 norm_rel_ebd says layer_norm) through each layer's own query and key projections (share_att_key), over relative
 distances in position_buckets buckets (exact up to half of them, then log-spaced up to max_relative_positions);
-all scaled by 1 / √(d · (1 + the number of position terms)). A position table is added to the embeddings only
+all scaled by 1 / √(d · (1 + the number of position terms)), as query_pre_attn_scalar declares (the
+factor counts pos_att_type's terms even without relative attention, as transformers does). A position table is added to the embeddings only
 without relative attention (position_biased_input). What this code does not follow is refused by name: separate
 position projections (share_att_key false), both a position table and relative attention, the convolution
 beside the first layer (conv_kernel_size), an embedding projection (embedding_size ≠ hidden_size).
@@ -53,13 +54,17 @@ def read_config(values: dict) -> ModelConfig:
     longest = values.get("max_relative_positions", -1)
     longest = values.get("max_position_embeddings", 512) if not isinstance(longest, int) or longest < 1 else longest
     buckets = values.get("position_buckets", -1)
+    heads = values.get("num_attention_heads", _DEFAULTS["num_attention_heads"])
+    width = values.get("hidden_size", _DEFAULTS["hidden_size"]) // heads if isinstance(heads, int) and heads else 1
+    kinds = [kind.strip() for kind in kinds]
     return ModelConfig(
         **config_values(values, {n: n for n in BERT_NAMES if n != "position_embedding_type"}, _DEFAULTS),
         model_type="deberta-v2",
         position_embedding_type="disentangled" if relative else "absolute",
         position_buckets=max(buckets, 0) if isinstance(buckets, int) else buckets,
         max_relative_positions=longest,
-        pos_att_type="|".join(kind.strip() for kind in kinds),
+        pos_att_type="|".join(kinds),
+        query_pre_attn_scalar=width * (1 + len({"c2p", "p2c"} & set(kinds))),  # with relative attention or not
         relative_norm="layer_norm" in norms,
     )
 

@@ -10,7 +10,7 @@ Letters: B batch, H heads, L positions (queries and keys alike), d head width, R
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import nn
@@ -52,8 +52,7 @@ class Disentangled:
 
     def __init__(self, config: ModelConfig, attention: MultiHeadAttention, model: Transformer):
         self.config, self.attention, self.model = config, attention, model
-        self.scale = (attention.head_dim * (1 + len(terms(config)))) ** 0.5  # √(d · factor)
-        attention.scaling = 1 / self.scale  # content-to-content too
+        self.scale = (attention.head_dim * (1 + len(terms(config)))) ** 0.5  # √(d · factor), as the content's
 
     def table(self) -> torch.Tensor:
         """The relative positions' rows, normed: (R, D)."""
@@ -88,3 +87,39 @@ class Disentangled:
         if mask.dtype == torch.bool:
             return bias.masked_fill(~mask, float("-inf"))  # (B, H, L, S)
         return bias + mask
+
+
+class Terms(NamedTuple):
+    """One layer's scores, term by term, each (B, H, L, S) float32: total = c2c + c2p + p2c (before the mask);
+    a term the model does not add is zeros. probs: the softmax of the masked total, as the layer used it."""
+
+    c2c: torch.Tensor
+    c2p: torch.Tensor
+    p2c: torch.Tensor
+    total: torch.Tensor
+    probs: torch.Tensor
+
+
+def layer_terms(
+    model: Transformer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, layer: int = 0
+) -> Terms:
+    """Run `model` (a DeBERTa) once and keep layer `layer`'s content-to-content, content-to-position and
+    position-to-content scores, their total and the attention map; ValueError for a model without them."""
+    if model.config.position_embedding_type != "disentangled":
+        raise ValueError(f"a {model.config.model_type} model has no disentangled attention: DeBERTa's only")
+    if not 0 <= layer < len(model.layers):
+        raise ValueError(f"layer must be from 0 to {len(model.layers) - 1}, got {layer}")
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(name: str, tensor):
+        if name in ("scores", "c2p", "p2c", "probs"):
+            kept[name] = tensor.detach().float().clone()  # the softmax overwrites the scores later
+        return tensor
+
+    device = next(model.parameters()).device
+    mask = None if attention_mask is None else attention_mask.to(device)
+    with torch.inference_mode():
+        model(input_ids.to(device), mask, recorders={layer: keep}, maps_for={layer}, maps_only=True)
+    zeros = torch.zeros_like(kept["scores"])
+    c2c, c2p, p2c = kept["scores"], kept.get("c2p", zeros), kept.get("p2c", zeros)
+    return Terms(c2c, c2p, p2c, c2c + c2p + p2c, kept["probs"])

@@ -1,7 +1,7 @@
 """Gemma3 (its text model, gemma3_text): Gemma2's model (GeGLU, √D-scaled embeddings, (1 + w) RMSNorms, a norm
-before and after each sub-block, scores scaled by query_pre_attn_scalar ** -0.5, capped only where
-attn_logit_softcapping is set) with an RMSNorm on each head's q and k before rotary (q_norm, k_norm), windowed and
-full layers in a repeating pattern (layer_types, or sliding_window_pattern: 6 by default, each sixth layer full),
+before and after each sub-block, scores scaled by query_pre_attn_scalar ** -0.5) with an RMSNorm on each head's q
+and k before rotary (q_norm, k_norm), uncapped scores (a config setting attn_logit_softcapping is refused:
+transformers' Gemma3 reads it and caps nothing), windowed and full layers in a repeating pattern (layer_types, or sliding_window_pattern: 6 by default, each sixth layer full),
 and the windowed layers' rotary on their own base (rope_parameters' sliding_attention, or the older
 rope_local_base_freq), unscaled. `layer_rope` reads the two bases; ModernBERT reads its own with it.
 """
@@ -58,6 +58,8 @@ def pattern(values: dict, default: int, first_full: int | None = None) -> tuple[
 def read_config(values: dict) -> ModelConfig:
     if values.get("use_bidirectional_attention"):
         raise ConfigError("use_bidirectional_attention is not supported: every layer is causal")
+    if values.get("attn_logit_softcapping") is not None:  # transformers' Gemma3 reads it and caps nothing
+        raise ConfigError("attn_logit_softcapping is not supported for Gemma3: its released models leave it null")
     every, first = pattern(values, 6)
     rope = layer_rope(values, "rope_theta", 1_000_000.0, "rope_local_base_freq", 10_000.0)
     plain = {
@@ -69,7 +71,6 @@ def read_config(values: dict) -> ModelConfig:
         "gemma3_text",
         **rope,
         query_pre_attn_scalar=values.get("query_pre_attn_scalar", 256),
-        attn_logit_softcapping=values.get("attn_logit_softcapping"),
         sliding_window=window,
         sliding_window_pattern=every if window else 0,
         first_full_layer=first,
