@@ -1,13 +1,13 @@
-"""DeBERTa-v2 and -v3: BERT's post-norm encoder with disentangled attention (models/disentangled.py): each score
-adds to content-to-content the content-to-position and position-to-content terms pos_att_type names ("c2p",
-"p2c"), read from one table of relative positions shared by every layer (encoder.rel_embeddings, normed when
-norm_rel_ebd says layer_norm) through each layer's own query and key projections (share_att_key), over relative
-distances in position_buckets buckets (exact up to half of them, then log-spaced up to max_relative_positions);
-all scaled by 1 / √(d · (1 + the number of position terms)), as query_pre_attn_scalar declares (the
-factor counts pos_att_type's terms even without relative attention, as transformers does). A position table is added to the embeddings only
-without relative attention (position_biased_input). What this code does not follow is refused by name: separate
-position projections (share_att_key false), both a position table and relative attention, the convolution
-beside the first layer (conv_kernel_size), an embedding projection (embedding_size ≠ hidden_size).
+"""DeBERTa-v2 and -v3: BERT's post-norm encoder with disentangled attention (models/disentangled.py): each score adds to
+content-to-content the content-to-position and position-to-content terms pos_att_type names ("c2p", "p2c"), read from
+one table of relative positions shared by every layer (encoder.rel_embeddings, normed when norm_rel_ebd says
+layer_norm) through each layer's own query and key projections (share_att_key), over relative distances in
+position_buckets buckets (exact up to half of them, then log-spaced up to max_relative_positions); all scaled by 1 /
+√(d · (1 + the number of position terms)), as query_pre_attn_scalar declares (the factor counts pos_att_type's terms
+even without relative attention, as transformers does). A position table is added to the embeddings only without
+relative attention (position_biased_input). What this code does not follow is refused by name: separate position
+projections (share_att_key false), both a position table and relative attention, the convolution beside the first
+layer (conv_kernel_size), an embedding projection (embedding_size ≠ hidden_size).
 """
 
 from __future__ import annotations

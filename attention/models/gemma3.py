@@ -1,9 +1,10 @@
-"""Gemma3 (its text model, gemma3_text): Gemma2's model (GeGLU, √D-scaled embeddings, (1 + w) RMSNorms, a norm
-before and after each sub-block, scores scaled by query_pre_attn_scalar ** -0.5) with an RMSNorm on each head's q
-and k before rotary (q_norm, k_norm), uncapped scores (a config setting attn_logit_softcapping is refused:
-transformers' Gemma3 reads it and caps nothing), windowed and full layers in a repeating pattern (layer_types, or sliding_window_pattern: 6 by default, each sixth layer full),
-and the windowed layers' rotary on their own base (rope_parameters' sliding_attention, or the older
-rope_local_base_freq), unscaled. `layer_rope` reads the two bases; ModernBERT reads its own with it.
+"""Gemma3 (its text model, gemma3_text): Gemma2's model (GeGLU, √D-scaled embeddings, (1 + w) RMSNorms, a norm before
+and after each sub-block, scores scaled by query_pre_attn_scalar ** -0.5) with an RMSNorm on each head's q and k
+before rotary (q_norm, k_norm), uncapped scores (a config setting attn_logit_softcapping is refused: transformers'
+Gemma3 reads it and caps nothing), windowed and full layers in a repeating pattern (layer_types, or
+sliding_window_pattern: 6 by default, each sixth layer full), and the windowed layers' rotary on their own base
+(rope_parameters' sliding_attention, or the older rope_local_base_freq), unscaled. `layer_rope` reads the two bases;
+ModernBERT reads its own with it.
 """
 
 from __future__ import annotations
