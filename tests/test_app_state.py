@@ -9,7 +9,20 @@ import re
 import pytest
 from test_app import SENTENCE, no_errors, start, submit
 
-VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
+VIEWS = [
+    "head",
+    "overview",
+    "flow",
+    "masks",
+    "coref",
+    "stats",
+    "rollout",
+    "qk",
+    "ablation",
+    "efficient",
+    "walk",
+    "disentangled",
+]
 
 
 def charts(at) -> list[dict]:

@@ -100,6 +100,16 @@ class Terms(NamedTuple):
     probs: torch.Tensor
 
 
+def trace_terms(trace) -> Terms:
+    """A DeBERTa layer's terms from its recorded forward pass (attention/trace.py's Trace): the content-only
+    "scores", "c2p" and "p2c" as recorded; ValueError for a trace of a model without them."""
+    if "c2p" not in trace and "p2c" not in trace:
+        raise ValueError("this model has no disentangled attention: only DeBERTa's scores have position terms")
+    c2c = trace.tensor("scores").float()  # (B, H, L, S)
+    c2p, p2c = (trace.tensor(n).float() if n in trace else torch.zeros_like(c2c) for n in ("c2p", "p2c"))
+    return Terms(c2c, c2p, p2c, c2c + c2p + p2c, trace.tensor("probs").float())
+
+
 def layer_terms(
     model: Transformer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, layer: int = 0
 ) -> Terms:
@@ -107,19 +117,6 @@ def layer_terms(
     position-to-content scores, their total and the attention map; ValueError for a model without them."""
     if model.config.position_embedding_type != "disentangled":
         raise ValueError(f"a {model.config.model_type} model has no disentangled attention: DeBERTa's only")
-    if not 0 <= layer < len(model.layers):
-        raise ValueError(f"layer must be from 0 to {len(model.layers) - 1}, got {layer}")
-    kept: dict[str, torch.Tensor] = {}
+    from ..trace import trace_layer  # the trace reads every family, this module among them
 
-    def keep(name: str, tensor):
-        if name in ("scores", "c2p", "p2c", "probs"):
-            kept[name] = tensor.detach().float().clone()  # the softmax overwrites the scores later
-        return tensor
-
-    device = next(model.parameters()).device
-    mask = None if attention_mask is None else attention_mask.to(device)
-    with torch.inference_mode():
-        model(input_ids.to(device), mask, recorders={layer: keep}, maps_for={layer}, maps_only=True)
-    zeros = torch.zeros_like(kept["scores"])
-    c2c, c2p, p2c = kept["scores"], kept.get("c2p", zeros), kept.get("p2c", zeros)
-    return Terms(c2c, c2p, p2c, c2c + c2p + p2c, kept["probs"])
+    return trace_terms(trace_layer(model, input_ids, attention_mask, layer=layer))
