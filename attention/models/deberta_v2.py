@@ -35,7 +35,7 @@ def _refuse(values: dict, relative: bool) -> None:
         raise ConfigError("conv_kernel_size is not supported: no convolution beside the first layer")
     if values.get("embedding_size", values.get("hidden_size")) != values.get("hidden_size"):
         raise ConfigError("an embedding_size other than hidden_size is not supported (no embedding projection)")
-    if relative and not values.get("share_att_key", True):
+    if relative and not values.get("share_att_key", False):  # transformers: False when left out
         raise ConfigError("share_att_key false is not supported: positions go through the layers' q and k")
     if relative and values.get("position_biased_input", True):
         raise ConfigError("position_biased_input with relative_attention is not supported: one or the other")
