@@ -20,8 +20,8 @@ VIEWS = [
     "qk",
     "ablation",
     "efficient",
-    "walk",
     "disentangled",
+    "walk",
 ]
 
 
