@@ -21,6 +21,7 @@ VIEWS = [
     "ablation",
     "efficient",
     "global",
+    "disentangled",
     "walk",
 ]
 
