@@ -26,6 +26,7 @@ VIEWS = [
     "ablation",
     "efficient",
     "global",
+    "disentangled",
     "walk",
 ]
 SIZE = {"width": 1280, "height": 720}
