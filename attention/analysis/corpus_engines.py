@@ -88,12 +88,13 @@ def ray_batches(
     if not items:
         return
     args = (None, None, source, "cuda" if gpus else "cpu") if source is not None else (model, tokenizer)
-    scored = ray.data.from_items(items).map_batches(
+    blocks = -(-len(items) // batch_size)  # a block per batch, in length order
+    scored = ray.data.from_items(items, override_num_blocks=blocks).map_batches(
         BatchScorer,
         fn_constructor_args=args,
         batch_size=batch_size,
         batch_format="numpy",
-        concurrency=workers,
+        compute=ray.data.ActorPoolStrategy(size=workers),
         num_gpus=gpus or None,
     )
     yield from scored.iter_batches(batch_size=None, batch_format="numpy")
