@@ -44,7 +44,7 @@ GAP = ROOT / "data" / "gap-development.jsonl"
 def reference_stats(theirs, tokenizer, texts: list[str], batch_size: int, max_length: int, by_length: bool):
     """head_stats' frame from transformers' maps: the same reductions and sums as ours, in batches of the
     corpus's order (`by_length` False: padded to each batch's longest text) or in ours (length-ordered)."""
-    ordered = iter(length_order(tokenizer, texts, batch_size, max_length) if by_length else enumerate(texts))
+    ordered = iter(length_order(tokenizer, enumerate(texts), batch_size, max_length) if by_length else enumerate(texts))
     total = None
     while batch := list(islice(ordered, batch_size)):
         index, chunk = zip(*batch)

@@ -31,10 +31,12 @@ SHARES = tuple(f"share_{label}" for label in PATTERNS)
 WINDOW_BATCHES = 16  # texts are put in order of length within windows of this many batches
 
 
-def length_order(tokenizer, texts: Iterable[str], batch_size: int, max_length: int) -> Iterator[tuple[int, str]]:
-    """(index, text) for every text, shortest first within each window of WINDOW_BATCHES batches: consecutive
+def length_order(
+    tokenizer, numbered: Iterable[tuple[int, str]], batch_size: int, max_length: int
+) -> Iterator[tuple[int, str]]:
+    """The (index, text) pairs, shortest first within each window of WINDOW_BATCHES batches: consecutive
     batches then hold texts of similar length, and only one window is ever read ahead."""
-    numbered = enumerate(texts)
+    numbered = iter(numbered)
     while window := list(islice(numbered, batch_size * WINDOW_BATCHES)):
         cut = [within_positions(max_length, text)[0] for _, text in window]
         lengths = [min(len(ids), max_length) for ids in tokenizer(cut, verbose=False)["input_ids"]]
@@ -120,7 +122,7 @@ def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", ba
     from .corpus_engines import batches
 
     total = None
-    for rows in batches(engine, model, tokenizer, texts, batch_size):
+    for rows in batches(engine, model, tokenizer, enumerate(texts), batch_size):
         total = add_sums(total, head_sums(rows))
     if total is None:
         raise ValueError("head_stats needs at least one text")

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
     model, tokenizer = load_model(args.model, device="auto" if args.gpus else "cpu")
     done = done_texts(out)
     total = sum(1 for _ in iter_texts(args.file, args.field, args.limit))
-    todo = [(i, t) for i, t in enumerate(iter_texts(args.file, args.field, args.limit)) if i not in done]
+    todo = ((i, t) for i, t in enumerate(iter_texts(args.file, args.field, args.limit)) if i not in done)
     options = {"address": args.address, "workers": args.workers, "gpus": args.gpus}
     if args.address or args.gpus:  # a cluster's workers read the checkpoint themselves
         options["source"] = args.model
@@ -87,9 +87,8 @@ def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
         args.engine,
         model,
         tokenizer,
-        [t for _, t in todo],
+        todo,
         args.batch_size,
-        index=[i for i, _ in todo],
         **(options if args.engine == "ray" else {}),
     )
     with tqdm(total=total, initial=len(done), unit="text", desc="texts") as bar:

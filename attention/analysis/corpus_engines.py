@@ -22,20 +22,15 @@ def batches(
     engine: str,
     model,
     tokenizer,
-    texts: Iterable[str],
+    numbered: Iterable[tuple[int, str]],
     batch_size: int = 32,
-    *,
-    index: Iterable[int] | None = None,
     **ray_options,
 ) -> Iterator[dict[str, np.ndarray]]:
-    """score_batch's rows of every text, batch by batch, in order of length. `index`, if given, numbers the
-    texts (a resumed run's remaining ones); by default they are numbered from 0."""
+    """score_batch's rows of the (index, text) pairs, batch by batch, in order of length (read as they go:
+    only a window of texts is held at a time by the local engine)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    ordered = length_order(tokenizer, texts, batch_size, model.config.max_position_embeddings)
-    if index is not None:
-        numbers = list(index)
-        ordered = ((numbers[k], text) for k, text in ordered)
+    ordered = length_order(tokenizer, numbered, batch_size, model.config.max_position_embeddings)
     if engine == "local":
         return local_batches(model, tokenizer, ordered, batch_size)
     return ray_batches(model, tokenizer, ordered, batch_size, **ray_options)
