@@ -8,10 +8,11 @@ BertModel on the same checkpoint (attn_implementation="eager", output_attentions
 size in the corpus's order, each padded to its longest text (the plain way), and again in our length-ordered
 batches (so the forward passes alone compare), with the same reductions on its maps (stats.head_stats and
 pattern_labels on each text's own square, summed as ours are); the results are compared. Prints texts per
-second of each and the ratio ours / transformers in corpus order (target >= 1.5), then the peak memory of ours as the
-corpus grows (`--sizes`: the process's peak RSS, which never goes down, and tracemalloc's peak of Python and
-numpy memory in that run: flat when the maps of one batch are all that is ever held), then Ray's overhead on
-this machine: engine "ray" (Ray started with 2 CPUs, one actor) against "local" on `--ray-texts` texts.
+second of each and the ratio ours / transformers in corpus order (target >= 1.5). Before that, the peak
+memory of ours as the corpus grows (`--sizes`: the process's peak RSS, which never goes down, and
+tracemalloc's peak of Python and numpy memory in that run: flat when one batch's maps are all that is ever
+held); after, Ray's overhead on this machine: engine "ray" (Ray started with 2 CPUs, one actor) against
+"local" on `--ray-texts` texts.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def speed(model, tokenizer, texts: list[str], batch_size: int) -> None:
     ours, t_ours = timed(lambda: head_stats(model, tokenizer, texts, batch_size=batch_size))
     numbers = ours.columns[2:]
     diff = np.abs(ours[numbers].to_numpy() - ref[numbers].to_numpy()).max()
-    print(f"{'':<46} {'texts/s':>9} {'s':>8} {'ours faster by':>15}")
+    print(f"{'speed, ' + str(len(texts)) + ' texts':<46} {'texts/s':>9} {'s':>8} {'ours faster by':>15}")
     for name, seconds in (
         ("transformers eager + head_stats, corpus order", t_plain),
         ("transformers eager + head_stats, our batches", t_same),
@@ -98,15 +99,18 @@ def speed(model, tokenizer, texts: list[str], batch_size: int) -> None:
 
 
 def memory(model, tokenizer, texts: list[str], sizes: list[int], batch_size: int) -> None:
-    print(f"\npeak memory of ours as the corpus grows (batch {batch_size})")
-    print(f"{'texts':>7} {'peak RSS MB':>12} {'tracemalloc peak MB':>20} {'s':>8}")
+    print(f"peak memory of ours as the corpus grows (batch {batch_size}), before anything else runs")
+    print(f"{'texts':>7} {'longest text':>13} {'peak RSS MB':>12} {'tracemalloc peak MB':>20} {'s':>8}")
     for size in sizes:
+        longest = max(len(ids) for ids in tokenizer(texts[:size], verbose=False)["input_ids"])
         tracemalloc.start()
         _, seconds = timed(lambda size=size: head_stats(model, tokenizer, texts[:size], batch_size=batch_size))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        print(f"{min(size, len(texts)):>7} {rss:>12.0f} {peak / 2**20:>20.1f} {seconds:>8.1f}")
+        print(f"{min(size, len(texts)):>7} {longest:>13} {rss:>12.0f} {peak / 2**20:>20.1f} {seconds:>8.1f}")
+    print("(tracemalloc sees Python's and numpy's memory: one text's maps in float64 as stats.head_stats reduces")
+    print(" them, so its peak follows the longest text; torch's own memory counts in the RSS only)\n")
 
 
 def ray_overhead(model, tokenizer, texts: list[str], batch_size: int) -> None:
@@ -136,8 +140,8 @@ def main() -> None:
         f"{platform.processor() or platform.machine()}; batch {args.batch_size}; {args.limit} GAP passages"
     )
     print(f"load average {os.getloadavg()[0]:.2f} at the start: on a busy machine every figure grows")
+    memory(model, tokenizer, texts, args.sizes, args.batch_size)  # first: the peak RSS never goes down
     speed(model, tokenizer, texts[: args.limit], args.batch_size)
-    memory(model, tokenizer, texts, args.sizes, args.batch_size)
     if args.ray_texts:
         ray_overhead(model, tokenizer, texts[: args.ray_texts], args.batch_size)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")

@@ -94,6 +94,8 @@ def test_unknown_engine_and_empty_corpus_are_refused(double_model):
         head_stats(model, tokenizer, TEXTS, engine="spark")
     with pytest.raises(ValueError, match="at least one text"):
         head_stats(model, tokenizer, [])
+    with pytest.raises(ValueError, match="encoder or a causal decoder"):
+        head_stats(object(), tokenizer, TEXTS)
 
 
 # ---- the command line: Parquet parts, resumed --------------------------------------------------------
@@ -123,6 +125,7 @@ def test_a_stopped_run_resumes_and_counts_each_text_once(tiny_corpus, tmp_path):
     corpus_cli.run(stopped, stop_after=2)
     assert not (tmp_path / "stopped" / corpus_cli.AGGREGATE).exists()
     assert len(corpus_cli.done_texts(tmp_path / "stopped")) == 8
+    (tmp_path / "stopped" / corpus_cli.PARTS / ".part-000000003.parquet").write_bytes(b"PAR1 cut short")  # killed
     corpus_cli.run(stopped)
     assert corpus_cli.done_texts(tmp_path / "stopped") == set(range(21))
     resumed = parts(tmp_path / "stopped")

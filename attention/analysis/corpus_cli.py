@@ -8,8 +8,9 @@ FILE is read by attention.analysis.texts.iter_texts. DIR receives:
                                    in column `text` (corpus.score_batch's columns)
   heads.parquet                    the aggregate, a row per (layer, head) (corpus.finish), made from the parts
   run.json                         the model and file the parts belong to
-A run that stops (killed, interrupted) leaves whole parts only (each is written beside and renamed into
-place); run again, it scores only the texts no part holds, and the aggregate counts each text once.
+A run that stops (killed, interrupted) leaves whole parts only (each is written beside, as a hidden
+.part-*, and renamed into place); run again, it scores only the texts no part holds, and the aggregate
+counts each text once.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def write_part(out: Path, rows: dict) -> None:
     """One batch's rows as texts/part-<first text index>.parquet, written beside and renamed into place."""
     table = pa.table(rows)
     path = out / PARTS / f"part-{min(rows['text']):09d}.parquet"
-    partial = path.with_suffix(".partial")
+    partial = path.with_name("." + path.name)  # hidden: readers of the folder (pyarrow, pandas) skip it
     pq.write_table(table, partial)
     os.replace(partial, path)
 

@@ -13,6 +13,7 @@ from itertools import islice
 
 import numpy as np
 
+from ..models import Transformer
 from .corpus import length_order, score_batch
 
 ENGINES = ("local", "ray")
@@ -30,6 +31,8 @@ def batches(
     only a window of texts is held at a time by the local engine)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if not isinstance(model, Transformer):
+        raise ValueError(f"corpus statistics take an encoder or a causal decoder of ours, not {type(model).__name__}")
     ordered = length_order(tokenizer, numbered, batch_size, model.config.max_position_embeddings)
     if engine == "local":
         return local_batches(model, tokenizer, ordered, batch_size)
