@@ -100,17 +100,22 @@ def speed(model, tokenizer, texts: list[str], batch_size: int) -> None:
 
 def memory(model, tokenizer, texts: list[str], sizes: list[int], batch_size: int) -> None:
     print(f"peak memory of ours as the corpus grows (batch {batch_size}), before anything else runs")
-    print(f"{'texts':>7} {'longest text':>13} {'peak RSS MB':>12} {'tracemalloc peak MB':>20} {'s':>8}")
+    print(f"{'texts':>7} {'largest batch B x S':>20} {'peak RSS MB':>12} {'tracemalloc peak MB':>20} {'s':>8}")
     for size in sizes:
-        longest = max(len(ids) for ids in tokenizer(texts[:size], verbose=False)["input_ids"])
+        ordered = [t for _, t in length_order(tokenizer, enumerate(texts[:size]), batch_size, 512)]
+        lengths = [len(ids) for ids in tokenizer(ordered, verbose=False)["input_ids"]]
+        B, S = max(
+            ((len(b), max(b)) for b in np.array_split(lengths, range(batch_size, size, batch_size))),
+            key=lambda bs: bs[0] * bs[1] ** 2,
+        )  # the batch whose maps are largest
         tracemalloc.start()
         _, seconds = timed(lambda size=size: head_stats(model, tokenizer, texts[:size], batch_size=batch_size))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-        print(f"{min(size, len(texts)):>7} {longest:>13} {rss:>12.0f} {peak / 2**20:>20.1f} {seconds:>8.1f}")
-    print("(tracemalloc sees Python's and numpy's memory: one text's maps in float64 as stats.head_stats reduces")
-    print(" them, so its peak follows the longest text; torch's own memory counts in the RSS only)\n")
+        print(f"{min(size, len(texts)):>7} {f'{B} x {S}':>20} {rss:>12.0f} {peak / 2**20:>20.1f} {seconds:>8.1f}")
+    print("(the RSS follows the largest batch's maps, B x S x S a layer, not the number of texts; tracemalloc sees")
+    print(" Python's and numpy's memory: one text's maps in float64 as stats.head_stats reduces them)\n")
 
 
 def ray_overhead(model, tokenizer, texts: list[str], batch_size: int) -> None:
