@@ -27,7 +27,7 @@ VIEWS = [
 ]
 # the view's main figure: the first chart of the main column (the token strip waits folded in its button)
 SHOWN = """() => {
-    const chart = document.querySelector('section[data-testid="stMain"] [data-testid="stPlotlyChart"]');
+    const chart = document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
     const b = chart.getBoundingClientRect();
     const w = window.innerWidth, h = window.innerHeight;
     const seen = Math.max(0, Math.min(b.bottom, h) - Math.max(b.top, 0))
@@ -36,7 +36,7 @@ SHOWN = """() => {
     return {share: seen / (b.width * b.height), box: [b.left, b.top, b.right, b.bottom], scrolled};
 }"""
 ON_SCREEN = """(names) => names.every(name => {
-    const main = document.querySelector('section[data-testid="stMain"]');
+    const main = document.querySelector('[data-testid="stMain"]');
     const el = [...main.querySelectorAll('label, button')].find(e => e.innerText.trim() === name);
     if (!el) return false;
     const b = el.getBoundingClientRect();
@@ -68,7 +68,7 @@ def test_a_link_shows_the_views_figure_on_the_first_screen(browser, screen, mode
     page.goto(f"{url}/?{urllib.parse.urlencode(params)}")
     wait_drawn(page)
     clean(page)
-    page.wait_for_selector('section[data-testid="stMain"] [data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    page.wait_for_selector('[data-testid="stMain"] [data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
     if model != "bert":
         assert f"— {model}" in page.inner_text("section[data-testid=stSidebar]")
     shown = page.evaluate(SHOWN)
