@@ -69,16 +69,18 @@ def main() -> None:
     if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
         # a chart now lets the browser fetch and start the chart library while the model loads
         loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
+    strip_place = None  # the sidebar's place for the token strip
     try:
         load_pending_model()
         if not st.session_state.present:
-            sidebar()
+            strip_place = sidebar()
         elif st.session_state.get("model_error"):  # no sidebar to say it in
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         model, _ = get_model(st.session_state.source)
     finally:  # loaded, or failed: the placeholder goes either way
         loading.empty()
-    strip_place = None if present else input_form()  # the sentence row, with a place for the token strip
+    if not present:
+        input_form()
     text, text_b = st.session_state.submitted
     if not text.strip():
         if present:
@@ -94,7 +96,7 @@ def main() -> None:
         if found:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)
-    if not present:  # the view, layer and head under the sentence; the notices after them
+    if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
         selectors(run)
         tokens_strip(run, strip_place)
     for notice in st.session_state.url_notices:  # shown once, after the link was read

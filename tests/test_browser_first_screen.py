@@ -25,7 +25,7 @@ VIEWS = [
     pytest.param("shapeflow", marks=pytest.mark.xfail(reason="the diagram is taller than a screen until its redraw")),
     "coref",
 ]
-# the view's main figure: the first chart of the main column (the token strip waits folded in its button)
+# the view's main figure: the first chart of the main column (the token strip is in the sidebar)
 SHOWN = """() => {
     const chart = document.querySelector('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
     const b = chart.getBoundingClientRect();

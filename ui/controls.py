@@ -13,11 +13,13 @@ from .sources import policy
 from .state import MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
 
 
-def sidebar() -> None:
+def sidebar():
+    """The sidebar; returns its place for the token strip (filled once the sentence has run)."""
     with st.sidebar:
         st.title("Attention visualizer")
         st.toggle("Presentation mode", key="present")
         examples()
+        strip = st.container()
         st.header("Model")
         model, _ = get_model(st.session_state.source)
         c = model.config
@@ -52,20 +54,18 @@ def sidebar() -> None:
                 f"Unused tensors: {len(ignored)}",
                 help="Task-head tensors in the checkpoint, not used by these views: " + plain(", ".join(ignored)),
             )
+    return strip
 
 
-def input_form():
+def input_form() -> None:
     """The sentence form. Presentation mode: folded with the examples, under the figure. Otherwise one
-    row: the sentence, the optional second sentence and Run, beside a place for the token strip (returned)."""
+    row: the sentence, the optional second sentence and Run."""
     if st.session_state.present:  # the figure is the point; the form folds away
         with st.expander("Sentence and examples"):
             examples()
             _sentence_form()
-        return None
-    form_col, strip_col = st.columns([6, 1], vertical_alignment="bottom")
-    with form_col:
+    else:
         _sentence_form(compact=True)
-    return strip_col.container()
 
 
 def examples() -> None:

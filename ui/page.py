@@ -17,7 +17,7 @@ from viz._style import one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
-from .layout import expander_px, main_px
+from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .runs import get_run
@@ -155,11 +155,10 @@ def too_big_for_batch(run) -> bool:
 
 
 def tokens_strip(run, place=None) -> None:
-    """The strip of the input's pieces. Given a ``place`` (the sentence row's), a short input's strip
-    folds into a "Tokens" button there, which opens it over the page. A long input's strip (more than
-    COMPACT_ABOVE pieces: a thousand pixels of boxes at 512) waits in a closed expander across the page,
-    drawn only once it is opened. Either way the view's figure is not pushed below it; the figure's axes
-    and hovers name every token."""
+    """The strip of the input's pieces, in ``place`` when given (the sidebar's, at its width), else across
+    the page. A long input's strip (more than COMPACT_ABOVE pieces: a thousand pixels of boxes at 512)
+    waits in a closed expander across the page, drawn only once it is opened. Either way the view's
+    figure is not pushed below it; the figure's axes and hovers name every token."""
     enc = run.encoded
     if enc.notice:
         st.warning(enc.notice)
@@ -169,12 +168,14 @@ def tokens_strip(run, place=None) -> None:
         box = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
         if not box.open:
             return
+        width = expander_px()
     elif place is not None:
-        box = place.popover("Tokens", help=f"The token strip: {n} pieces", width="stretch")
+        box, width = place, sidebar_px()
+        box.header("Tokens")
     else:
-        box = st.container()
+        box, width = st.container(), main_px()
     with box:
-        show(strip_figure(enc, expander_px() if folded or place is not None else main_px()), "tokens")
+        show(strip_figure(enc, width), "tokens")
 
 
 def strip_figure(enc, width: int):

@@ -19,12 +19,14 @@ SPEC = [3, 2]  # the map, and beside it a panel of its controls
 
 def places(run) -> tuple:
     """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
-    where its cells stay readable in the column, else the controls in a row above the map across the page;
-    in presentation mode the map first, at its first-screen size, its controls in a row under it."""
+    where its cells stay readable in the column, else (and for the lines) the controls in a row above the
+    figure across the page; in presentation mode the figure first, at its first-screen size, its controls
+    in a row under it."""
     slot = figure_slot()
     if slot is not None:
         return slot, st.container(), present_size(), False
-    if grid_fits(run.tokens, font_size(), column_px(SPEC)):
+    lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
+    if not lines and grid_fits(run.tokens, font_size(), column_px(SPEC)):
         slot, panel = st.columns(SPEC)
         return slot, panel, {"width": column_px(SPEC)}, True
     panel = st.container()
