@@ -65,18 +65,15 @@ def main() -> None:
     present = bool(st.session_state.get("present"))
     if present:  # the figure first: the switch goes under it, the page's title goes
         st.html(PRESENTATION_CSS)
-    else:
-        title, switch = st.columns([3, 1])
-        title.title("Attention visualizer")
-        switch.toggle("Presentation mode", key="present")
     loading = st.empty()
     if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
         # a chart now lets the browser fetch and start the chart library while the model loads
         loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
+    strip_place = None  # the sidebar's place for the token strip
     try:
         load_pending_model()
         if not st.session_state.present:
-            sidebar()
+            strip_place = sidebar()
         elif st.session_state.get("model_error"):  # no sidebar to say it in
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
         model, _ = get_model(st.session_state.source)
@@ -99,6 +96,9 @@ def main() -> None:
         if found:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)
+    if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
+        selectors(run)
+        tokens_strip(run, strip_place)
     for notice in st.session_state.url_notices:  # shown once, after the link was read
         if present:
             st.toast(notice)
@@ -112,9 +112,6 @@ def main() -> None:
         )
     if present:
         present_controls(run)
-    else:
-        tokens_strip(run)
-        selectors(run)
     try:
         registry.by_label(st.session_state.view).function()(run)
     except NeedsSmallerInput as err:  # a big run's view that reads every map at once

@@ -1,4 +1,5 @@
-"""The page's inputs: the model in the sidebar, and the sentence form with its examples."""
+"""The page's inputs: the sidebar (the title, presentation mode, the examples and the model) and the
+sentence form, a compact row above the view so that the view's figure starts on the first screen."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from .sources import policy
 from .state import MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
 
 
-def sidebar() -> None:
+def sidebar():
+    """The sidebar; returns its place for the token strip (filled once the sentence has run)."""
     with st.sidebar:
+        st.title("Attention visualizer")
+        st.toggle("Presentation mode", key="present")
+        examples()
+        strip = st.container()
         st.header("Model")
         model, _ = get_model(st.session_state.source)
         c = model.config
@@ -55,21 +61,35 @@ def sidebar() -> None:
                 f"Unused tensors: {len(ignored)}",
                 help="Task-head tensors in the checkpoint, not used by these views: " + plain(", ".join(ignored)),
             )
+    return strip
 
 
 def input_form() -> None:
+    """The sentence form. Presentation mode: folded with the examples, under the figure. Otherwise one
+    row: the sentence, the optional second sentence and Run."""
     if st.session_state.present:  # the figure is the point; the form folds away
         with st.expander("Sentence and examples"):
-            _input_widgets()
+            examples()
+            _sentence_form()
     else:
-        _input_widgets()
+        _sentence_form(compact=True)
 
 
-def _input_widgets() -> None:
+def examples() -> None:
     st.selectbox(
         "Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset", on_change=use_preset
     )
-    with st.form("sentence_form"):
-        st.text_area("Sentence", key="text", height=90, max_chars=MAX_TEXT_CHARS)
-        st.text_input("Second sentence (segment B, optional)", key="text_b", max_chars=MAX_TEXT_CHARS)
-        st.form_submit_button("Run", type="primary", on_click=submit)
+
+
+def _sentence_form(compact: bool = False) -> None:
+    """``compact``: the two boxes and Run side by side, the sentence box as low as it goes."""
+    with st.form("sentence_form", border=not compact):
+        first, second, run = st.columns([6, 3, 1], vertical_alignment="bottom") if compact else [st.container()] * 3
+        first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
+        second.text_input(
+            "Second sentence (optional)",
+            key="text_b",
+            max_chars=MAX_TEXT_CHARS,
+            help="Segment B: the model reads the two sentences as a pair",
+        )
+        run.form_submit_button("Run", type="primary", on_click=submit)

@@ -12,6 +12,7 @@ import streamlit as st
 
 PAGE_PX = 1280
 SIDEBAR_PX = 300
+SIDEBAR_INSET_PX = 30  # the sidebar's content keeps this much room on each side
 PADDING_REM = 5
 SCROLLBAR_PX = 20  # a classic scroll bar, on systems that draw one
 ROUNDING_PX = 4  # columns come out a pixel or two off their share
@@ -25,6 +26,11 @@ def main_px() -> int:
     """Width of the main column, where a figure drawn across the page goes."""
     sidebar = 0 if st.session_state.get("present") else SIDEBAR_PX
     return PAGE_PX - sidebar - 2 * PADDING_REM * rem_px() - SCROLLBAR_PX
+
+
+def sidebar_px() -> int:
+    """Width of the sidebar's content."""
+    return SIDEBAR_PX - 2 * SIDEBAR_INSET_PX
 
 
 def expander_px() -> int:

@@ -17,7 +17,7 @@ from viz._style import TITLE_GLYPH, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
-from .layout import expander_px, main_px
+from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .runs import get_run
@@ -198,23 +198,28 @@ def too_big_for_batch(run) -> bool:
     return True
 
 
-def tokens_strip(run) -> None:
-    """The strip of the input's pieces. A long input's strip (more than COMPACT_ABOVE pieces: a
-    thousand pixels of boxes at 512) waits in a closed expander, drawn only once it is opened, so
-    the view's figure is not pushed below it; the figure's axes and hovers name every token."""
+def tokens_strip(run, place=None) -> None:
+    """The strip of the input's pieces, in ``place`` when given (the sidebar's, at its width), else across
+    the page. A long input's strip (more than COMPACT_ABOVE pieces: a thousand pixels of boxes at 512)
+    waits in a closed expander across the page, drawn only once it is opened. Either way the view's
+    figure is not pushed below it; the figure's axes and hovers name every token."""
     enc = run.encoded
     if enc.notice:
         st.warning(enc.notice)
     n = len(enc.tokens)
     folded = n > COMPACT_ABOVE
     if folded:
-        place = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
-        if not place.open:
+        box = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
+        if not box.open:
             return
+        width = expander_px()
+    elif place is not None:
+        box, width = place, sidebar_px()
+        box.header("Tokens")
     else:
-        place = st.container()
-    with place:
-        show(strip_figure(enc, expander_px() if folded else main_px()), "tokens")
+        box, width = st.container(), main_px()
+    with box:
+        show(strip_figure(enc, width), "tokens")
 
 
 def strip_figure(enc, width: int):
@@ -230,8 +235,11 @@ def strip_figure(enc, width: int):
 
 
 def selectors(run) -> None:
-    st.segmented_control("View", registry.labels(), key="view", required=True)
-    left, right, _ = st.columns([1, 1, 4])
+    """The view, the layer and the head in one row (the views' buttons wrap within it)."""
+    views, left, right = st.columns([6, 1, 1], vertical_alignment="bottom")
+    views.segmented_control(
+        "View", registry.labels(), key="view", required=True, label_visibility="collapsed", wrap=True
+    )
     left.selectbox("Layer", range(run.n_layers), key="layer")
     right.selectbox("Head", range(run.n_heads), key="head")
 

@@ -8,14 +8,34 @@ import streamlit as st
 
 import viz
 from attention.run import head_map
+from viz.heatmap import grid_fits
 
+from ..layout import column_px, main_px
 from ..page import figure_slot, font_size, kept_checkbox, present_size, present_title, show
 from ..state import DRAW_MODES
 
+SPEC = [3, 2]  # the map, and beside it a panel of its controls
+
+
+def places(run) -> tuple:
+    """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
+    where its cells stay readable in the column, else (and for the lines) the controls in a row above the
+    figure across the page; in presentation mode the figure first, at its first-screen size, its controls
+    in a row under it."""
+    slot = figure_slot()
+    if slot is not None:
+        return slot, st.container(), present_size(), False
+    lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
+    if not lines and grid_fits(run.tokens, font_size(), column_px(SPEC)):
+        slot, panel = st.columns(SPEC)
+        return slot, panel, {"width": column_px(SPEC)}, True
+    panel = st.container()
+    return st.container(), panel, {"width": main_px()}, False
+
 
 def draw(run) -> None:
-    slot = figure_slot()
-    a, b, c, d = st.columns(4)
+    slot, panel, size, beside = places(run)
+    a, b, c, d = [panel] * 4 if beside else panel.columns(4)
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
     hide = a.checkbox(
         f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
@@ -33,14 +53,14 @@ def draw(run) -> None:
             hm.labels,
             title=f"Layer {layer}, head {head}",
             font_size=font_size(),
-            title_size=present_size().get("min_label"),
-            **present_size(),
+            title_size=size.get("min_label"),
+            **size,
         )
         present_title(fig, layer, head)  # one line with the sentence, for the PNG
-        with slot or st.container():
+        with slot:
             show(fig, f"layer{layer}-head{head}")
     else:
-        heads = st.multiselect(
+        heads = panel.multiselect(
             "Heads to draw", range(run.n_heads), key="line_heads", format_func=lambda h: f"head {h}"
         ) or [head]
         maps = [head_map(run, layer, h, hide, renormalize, merge) for h in heads]
@@ -53,7 +73,7 @@ def draw(run) -> None:
         if st.session_state.present:  # the rows close up to fit the first screen
             fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
             present_title(fig, layer, head)
-        with slot or st.container():
+        with slot:
             show(fig, f"layer{layer}-lines")
         hm = maps[0]
-    st.caption(hm.note)
+    panel.caption(hm.note)

@@ -16,9 +16,10 @@ from ..state import open_clicked_head
 
 def draw(run) -> None:
     slot = figure_slot()
-    st.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
+    said, box = st.columns([3, 2], vertical_alignment="center")  # one row above the grid
+    said.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
-    if st.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
+    if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
         patterns = sentence_patterns(st.session_state.source, run)[1]
         labels = {
             (layer, head): str(patterns[layer, head]) for layer in range(run.n_layers) for head in range(run.n_heads)
