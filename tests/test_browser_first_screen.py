@@ -22,7 +22,7 @@ MODELS = ["bert", "gpt2", "llama"]  # bert: the bundled model
 VIEWS = [
     "head",
     "overview",
-    pytest.param("shapeflow", marks=pytest.mark.xfail(reason="the diagram is taller than a screen until its redraw")),
+    "shapeflow",
     "coref",
 ]
 # the view's main figure: the first chart of the main column (the token strip is in the sidebar)
