@@ -27,6 +27,8 @@ html {font-size: 22px;}
 header[data-testid="stHeader"] {display: none;}
 div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 </style>"""
+# ordinary mode: the page starts just under the header (3.75 rem), not 6 rem down, so the figure comes higher
+PAGE_CSS = """<style>div[data-testid="stMainBlockContainer"] {padding-top: 4rem;}</style>"""
 
 
 def main() -> None:
@@ -63,8 +65,8 @@ def main() -> None:
     keep_choices()
     start_report()  # filled by every figure, table and text shown: the report holds this run's
     present = bool(st.session_state.get("present"))
-    if present:  # the figure first: the switch goes under it, the page's title goes
-        st.html(PRESENTATION_CSS)
+    # presentation: the figure first, the switch goes under it, the page's title goes
+    st.html(PRESENTATION_CSS if present else PAGE_CSS)
     loading = st.empty()
     if st.session_state.source not in LOADED:  # the process's first page: the model loads for seconds
         # a chart now lets the browser fetch and start the chart library while the model loads
@@ -99,12 +101,11 @@ def main() -> None:
     if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
         selectors(run)
         tokens_strip(run, strip_place)
-    for notice in st.session_state.url_notices:  # shown once, after the link was read
-        if present:
-            st.toast(notice)
-        else:
+    # shown once, after the link was read; in presentation mode under the figure, never over it
+    notices, st.session_state.url_notices = st.session_state.url_notices, []
+    if not present:
+        for notice in notices:
             st.info(notice)
-    st.session_state.url_notices = []
     if all(run.encoded.special):
         st.info(
             "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
@@ -118,6 +119,8 @@ def main() -> None:
         st.info(str(err))
     link = None
     if present:  # what is not the figure comes after it
+        for notice in notices:
+            st.info(notice)
         present_keys(run)
         link = link_control()
         tokens_strip(run)
