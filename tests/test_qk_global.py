@@ -235,7 +235,8 @@ def folder(tmp_path_factory):
 
 def click(at, chart_key: str, trace: int, index: int):
     """Click point `index` of trace `trace` as the browser reports it: the chart's selection, as a JSON
-    string, in the widget state of the next run (what Streamlit's frontend sends for on_select)."""
+    string, in the widget state of the next run (what Streamlit's frontend sends for on_select). The
+    numeric customdata is a typed array in the browser, which JSON writes as {"0": …, "1": …}."""
     chart = next(e for e in at.get("plotly_chart") if e.key == chart_key)
     data = json.loads(chart.proto.spec)["data"][trace]
     index %= len(decode(data["x"]))
@@ -245,12 +246,12 @@ def click(at, chart_key: str, trace: int, index: int):
         "point_index": index,
         "x": float(decode(data["x"])[index]),
         "y": float(decode(data["y"])[index]),
-        "customdata": [int(v) for v in decode_rows(data["customdata"])[index]],
+        "customdata": {str(i): int(v) for i, v in enumerate(decode_rows(data["customdata"])[index])},
     }
     selection = {"selection": {"points": [point], "point_indices": [index], "box": [], "lasso": []}}
     states = at._tree.get_widget_states()
     states.widgets.append(WidgetState(id=chart.proto.id, string_value=json.dumps(selection)))
-    return at._run(states), point["customdata"]
+    return at._run(states), list(point["customdata"].values())
 
 
 def decode_rows(array) -> np.ndarray:

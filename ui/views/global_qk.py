@@ -87,13 +87,21 @@ def draw(run) -> None:
 def open_sentence(texts: list[str]) -> None:
     """The clicked point's sentence in the head view, at the point's layer and head."""
     for point in st.session_state.gqk_chart.selection.get("points", []):
-        data = point.get("customdata")
-        if data is not None and len(data) >= 4 and 0 <= int(data[0]) < len(texts):
+        data = clicked_data(point.get("customdata"))
+        if len(data) >= 4 and 0 <= int(data[0]) < len(texts):
             open_head(data[2], data[3])
             text = texts[int(data[0])]
             st.session_state.text, st.session_state.text_b = text, ""
             st.session_state.submitted = (text, "")
             return
+
+
+def clicked_data(data) -> list:
+    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
+    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
+    if isinstance(data, dict):
+        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
+    return list(data) if isinstance(data, (list, tuple)) else []
 
 
 def folder_points(layer: int, heads: tuple[int, ...]):
