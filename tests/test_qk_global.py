@@ -20,7 +20,9 @@ from attention.analysis.qk_global import COLUMNS, collect, context, head_points,
 from attention.analysis.qk_project import joint_plane, normalise, project
 from attention.analysis.texts import read_texts
 from attention.trace import trace_layer
-from ui import stores
+from ui import settings, stores
+from ui.limits import too_long_message
+from ui.slots import TooLong
 from ui.views.global_qk import LAID_OUT_TOKENS, token_cap
 from viz.global_qk import global_qk_figure, small_multiples
 
@@ -326,7 +328,9 @@ def test_a_links_tokens_are_bounded(tokens, why):
 def asked(monkeypatch):
     """The keys of the heavy computations the page asks for, none of them done."""
     keys = []
-    monkeypatch.setattr(stores.BoundedStore, "get_or_compute_heavy", lambda self, key, kind, work: keys.append(key))
+    monkeypatch.setattr(
+        stores.BoundedStore, "get_or_compute_heavy", lambda self, key, kind, work: keys.append((*key, kind))
+    )
     return keys
 
 
@@ -336,17 +340,24 @@ def test_umap_and_tsne_are_capped_before_any_work_starts(asked):
     assert at.slider(key="gqk_tokens").value == at.slider(key="gqk_tokens").max == LAID_OUT_TOKENS["umap"] == 5_000
     assert any("UMAP lays out at most 5,000 tokens and t-SNE 2,000" in c.value for c in at.caption)
     next(b for b in at.button if b.key == "gqk_compute").click().run()
-    assert [key[4:] for key in asked] == [(5_000, "umap")]  # the tokens and method the work was asked for
+    assert [key[4:] for key in asked] == [(5_000, "umap", "global")]  # tokens, method, time limit kind
     at.radio(key="gqk_method").set_value("pca").run()
     assert at.slider(key="gqk_tokens").max == 20_000
     at.radio(key="gqk_method").set_value("tsne").run()
     assert not [s for s in at.slider if s.key == "gqk_tokens"] and at.session_state.gqk_tokens == 2_000  # one end
     next(b for b in at.button if b.key == "gqk_compute").click().run()
-    assert [key[4:] for key in asked] == [(5_000, "umap"), (2_000, "tsne")]
+    assert [key[4:] for key in asked] == [(5_000, "umap", "global"), (2_000, "tsne", "global")]
     at.radio(key="gqk_scope").set_value("Every head of the layer").run()  # 12 heads: too few tokens of each
     assert not [b for b in at.button if b.key == "gqk_compute"]
     assert any("choose PCA or one head" in i.value for i in at.info)
     assert len(asked) == 2
+
+
+def test_the_views_time_limit_is_its_own():
+    assert (
+        settings.TIME_LIMITS["global"] == 180 and settings.SETTINGS["limit_global"].var == "ATTENTION_TIME_LIMIT_GLOBAL"
+    )
+    assert "try fewer tokens, one head, or PCA" in too_long_message(TooLong("global", 180))
 
 
 def test_token_cap_counts_every_head_laid_out():
