@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ui.stores import BoundedStore, size_of
@@ -16,6 +17,15 @@ def test_size_of_counts_arrays_and_tensors_inside_results(minilm):
     L = len(run.tokens)
     assert size_of(run) >= 6 * 12 * L * L * 4  # the float32 attention maps
     assert size_of({"a": np.zeros(10, np.float32), "b": [torch.zeros(5)]}) == 40 + 20
+
+
+def test_size_of_counts_a_tables_memory_with_its_strings():
+    """The global Q·K view keeps tables of points (float columns and a hover text per point)."""
+    frame = pd.DataFrame({"x": np.zeros(1000), "context": ["a few words either side «it» of a token"] * 1000})
+    assert size_of(frame) == frame.memory_usage(deep=True).sum()
+    assert size_of(frame) > 8_000 + 1000 * 40  # the floats and every string, not only the pointers to them
+    assert size_of(({3: frame}, ["text"])) == size_of(frame)  # inside the view's (frames, texts)
+    assert size_of(frame["x"]) == frame["x"].memory_usage(deep=True)
 
 
 def test_evicts_the_least_recently_used_by_count():

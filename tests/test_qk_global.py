@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 from families import make_family
-from test_app import decode, no_errors, start
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from test_app import decode, head_figure, no_errors, start
 
 from attention import load_model
 from attention.analysis import qk_global
@@ -19,6 +20,10 @@ from attention.analysis.qk_global import COLUMNS, collect, context, head_points,
 from attention.analysis.qk_project import joint_plane, normalise, project
 from attention.analysis.texts import read_texts
 from attention.trace import trace_layer
+from ui import settings, stores
+from ui.limits import too_long_message
+from ui.slots import TooLong
+from ui.views.global_qk import LAID_OUT_TOKENS, token_cap
 from viz.global_qk import global_qk_figure, small_multiples
 
 GAP = "data/gap-development.jsonl"
@@ -217,3 +222,144 @@ def test_padding_side_is_right_for_any_tokenizer(minilm):
     batch = qk_global._encode(tokenizer, ["a b c d e", "a"], 64)
     assert batch["attention_mask"][1, 0] == 1 and batch["attention_mask"][1, -1] == 0
     assert torch.equal(batch["attention_mask"].sum(1), torch.tensor([7, 3]))
+
+
+# ---- a click opens the sentence; the choices are in the URL; UMAP and t-SNE are capped ------------------
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Layer 1's points of 300 GAP tokens, every head, as the command line writes them."""
+    out = tmp_path_factory.mktemp("points")
+    assert main([GAP, "--layer", "1", "--out", str(out), "--tokens", "300", "--method", "pca"]) == 0
+    return out
+
+
+def click(at, chart_key: str, trace: int, index: int):
+    """Click point `index` of trace `trace` as the browser reports it: the chart's selection, as a JSON
+    string, in the widget state of the next run (what Streamlit's frontend sends for on_select). The
+    numeric customdata is a typed array in the browser, which JSON writes as {"0": …, "1": …}."""
+    chart = next(e for e in at.get("plotly_chart") if e.key == chart_key)
+    data = json.loads(chart.proto.spec)["data"][trace]
+    index %= len(decode(data["x"]))
+    point = {
+        "curve_number": trace,
+        "point_number": index,
+        "point_index": index,
+        "x": float(decode(data["x"])[index]),
+        "y": float(decode(data["y"])[index]),
+        "customdata": {str(i): int(v) for i, v in enumerate(decode_rows(data["customdata"])[index])},
+    }
+    selection = {"selection": {"points": [point], "point_indices": [index], "box": [], "lasso": []}}
+    states = at._tree.get_widget_states()
+    states.widgets.append(WidgetState(id=chart.proto.id, string_value=json.dumps(selection)))
+    return at._run(states), list(point["customdata"].values())
+
+
+def decode_rows(array) -> np.ndarray:
+    """Plotly's customdata: rows of numbers, as a typed array or as lists."""
+    if isinstance(array, dict):
+        return decode(array)
+    return np.array(array, dtype=float)
+
+
+def test_a_click_on_a_point_opens_its_sentence_in_the_head_view(folder):
+    at = start(view="global", layer="1", head="4", corpus="folder", folder=str(folder))
+    no_errors(at)
+    _, texts = read_folder(folder)
+    at, (text, _, layer, head) = click(at, "gqk_chart", trace=1, index=-1)  # the last text's last key
+    no_errors(at)
+    assert (layer, head) == (1, 4) and text > 0  # a sentence other than the first
+    assert at.session_state.view == "Head" and at.session_state.layer == 1 and at.session_state.head == 4
+    assert at.text_area(key="text").value == texts[text] and at.session_state.submitted == (texts[text], "")
+    assert head_figure(at)["layout"]["title"]["text"].startswith("Layer 1, head 4")
+    assert at.query_params["view"] == "head" and at.query_params["s"] == texts[text]
+
+
+def test_a_click_in_the_small_multiples_opens_that_panels_head(folder):
+    at = start(view="global", layer="1", head="0", corpus="folder", folder=str(folder), scope="layer")
+    no_errors(at)
+    spec = json.loads(next(e for e in at.get("plotly_chart") if e.key == "gqk_chart").proto.spec)
+    trace = next(i for i, t in enumerate(spec["data"]) if t.get("xaxis") == "x8")  # head 7's panel
+    at, (_, _, layer, head) = click(at, "gqk_chart", trace, index=5)
+    no_errors(at)
+    assert (layer, head) == (1, 7)
+    assert at.session_state.view == "Head" and (at.session_state.layer, at.session_state.head) == (1, 7)
+    assert head_figure(at)["layout"]["title"]["text"].startswith("Layer 1, head 7")
+
+
+def test_a_link_reopens_the_same_choices(folder):
+    at = start(view="global", layer="1", head="2", corpus="folder", folder=str(folder), colour="position")
+    no_errors(at)
+    assert at.selectbox(key="gqk_corpus").value == "A folder of computed points"
+    assert at.text_input(key="gqk_folder").value == str(folder) and at.radio(key="gqk_colour").value == "position"
+    assert points_drawn(at) == 600
+    at.radio(key="gqk_scope").set_value("Every head of the layer").run()
+    assert {k: at.query_params[k] for k in ("corpus", "folder", "colour", "scope")} == {
+        "corpus": "folder",
+        "folder": str(folder),
+        "colour": "position",
+        "scope": "layer",
+    }
+    at = start(view="global", corpus="examples", layout="pca", tokens="7000", colour="token_kind")
+    no_errors(at)
+    assert at.selectbox(key="gqk_corpus").value == "Coreference examples"
+    assert at.radio(key="gqk_method").value == "pca" and at.slider(key="gqk_tokens").value == 7000
+    assert {k: at.query_params[k] for k in ("corpus", "layout", "tokens", "colour")} == {
+        "corpus": "examples",
+        "layout": "pca",
+        "tokens": "7000",
+        "colour": "token_kind",
+    }
+    assert "tokens" not in start(view="head", tokens="7000").query_params  # a Param of this view only
+
+
+@pytest.mark.parametrize(
+    "tokens, why", [("25000", "from 2,000 to 20,000"), ("2500", "multiple of 1,000"), ("9" * 40, "not a multiple")]
+)
+def test_a_links_tokens_are_bounded(tokens, why):
+    at = start(view="global", layout="pca", tokens=tokens)
+    no_errors(at)
+    assert at.slider(key="gqk_tokens").value == 2_000
+    assert any(why in i.value for i in at.info), [i.value for i in at.info]
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """The keys of the heavy computations the page asks for, none of them done."""
+    keys = []
+    monkeypatch.setattr(
+        stores.BoundedStore, "get_or_compute_heavy", lambda self, key, kind, work: keys.append((*key, kind))
+    )
+    return keys
+
+
+def test_umap_and_tsne_are_capped_before_any_work_starts(asked):
+    at = start(view="global", layer="2", head="1", layout="umap", tokens="20000")  # 20,000 is for PCA
+    no_errors(at)
+    assert at.slider(key="gqk_tokens").value == at.slider(key="gqk_tokens").max == LAID_OUT_TOKENS["umap"] == 5_000
+    assert any("UMAP lays out at most 5,000 tokens and t-SNE 2,000" in c.value for c in at.caption)
+    next(b for b in at.button if b.key == "gqk_compute").click().run()
+    assert [key[4:] for key in asked] == [(5_000, "umap", "global")]  # tokens, method, time limit kind
+    at.radio(key="gqk_method").set_value("pca").run()
+    assert at.slider(key="gqk_tokens").max == 20_000
+    at.radio(key="gqk_method").set_value("tsne").run()
+    assert not [s for s in at.slider if s.key == "gqk_tokens"] and at.session_state.gqk_tokens == 2_000  # one end
+    next(b for b in at.button if b.key == "gqk_compute").click().run()
+    assert [key[4:] for key in asked] == [(5_000, "umap", "global"), (2_000, "tsne", "global")]
+    at.radio(key="gqk_scope").set_value("Every head of the layer").run()  # 12 heads: too few tokens of each
+    assert not [b for b in at.button if b.key == "gqk_compute"]
+    assert any("choose PCA or one head" in i.value for i in at.info)
+    assert len(asked) == 2
+
+
+def test_the_views_time_limit_is_its_own():
+    assert (
+        settings.TIME_LIMITS["global"] == 180 and settings.SETTINGS["limit_global"].var == "ATTENTION_TIME_LIMIT_GLOBAL"
+    )
+    assert "try fewer tokens, one head, or PCA" in too_long_message(TooLong("global", 180))
+
+
+def test_token_cap_counts_every_head_laid_out():
+    assert token_cap("pca", 12) == 20_000 and token_cap("umap", 1) == 5_000 and token_cap("tsne", 1) == 2_000
+    assert token_cap("umap", 2) == 2_000 and token_cap("umap", 3) < 2_000 and token_cap("tsne", 2) < 2_000

@@ -16,6 +16,7 @@ ADVICE = {
     "comparison": "try again with a shorter sentence",
     "ablation": "try a shorter sentence",
     "gqa": "try a shorter sentence or a smaller model",
+    "global": "try fewer tokens, one head, or PCA",
 }
 
 

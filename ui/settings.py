@@ -7,6 +7,7 @@
     ATTENTION_TIME_LIMIT_COMPARISON=60   seconds the head comparison may take
     ATTENTION_TIME_LIMIT_ABLATION=60     seconds one ablation may take
     ATTENTION_TIME_LIMIT_GQA=120         seconds one grouped-query conversion and run may take
+    ATTENTION_TIME_LIMIT_GLOBAL=180      seconds the global Q·K view's points of a corpus may take
     ATTENTION_MAX_UPLOAD_MB=2            the largest coreference suite file taken, in MB
     ATTENTION_MAX_EXAMPLES=5000          the most examples an uploaded suite may have
     ATTENTION_DEVICE=auto                where the model runs: auto (a CUDA GPU when there is one, else the CPU),
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("attention-app")
 
-HEAVY_KINDS = ("flow", "suite", "comparison", "ablation", "gqa")
+HEAVY_KINDS = ("flow", "suite", "comparison", "ablation", "gqa", "global")
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ SETTINGS = {
         f"limit_{kind}": Setting(
             f"ATTENTION_TIME_LIMIT_{kind.upper()}", default, 1, 3600, False, f"the time limit of {kind} (s)"
         )
-        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120))
+        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120, 180))
     },
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),

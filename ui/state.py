@@ -53,6 +53,16 @@ DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
 ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
 SHAPEFLOW_DEFAULT_STEP = "probs"
+# the global Q·K view's choices: where its points come from, which heads, the colours and the layout
+GQK_CORPORA = {
+    "gap": "GAP (development)",
+    "examples": "Coreference examples",
+    "file": "A file on the server",
+    "folder": "A folder of computed points",
+}
+GQK_SCOPES = {"head": "This head", "layer": "Every head of the layer"}
+GQK_COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
+GQK_LAYOUTS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
 
 # ---- the bounds on what a link or a widget asks for: every value that sizes work meets one of these ----
 # (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
@@ -63,6 +73,8 @@ MAX_LIST_ITEMS = 64  # the distinct items of a list in a link (heads, ablated he
 MAX_LIST_CHARS = 4_000  # a list written longer than this in a link is not read at all
 MAX_DIGITS = 4  # a number in a link (a layer, a head, a word's index): at most 9999
 MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a link
+MAX_PATH = 500  # characters of a path on the server (the global Q·K view's corpus file or folder)
+GQK_MIN_TOKENS, GQK_MAX_TOKENS, GQK_TOKEN_STEP = 2_000, 20_000, 1_000  # a corpus's tokens in the global Q·K view
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -117,6 +129,21 @@ def _text(text: str) -> str:
     return text
 
 
+def _path(text: str) -> str:
+    """A path on the server: printable, at most MAX_PATH characters (the view reads it only where allowed)."""
+    if len(text) > MAX_PATH or not text.isprintable():
+        raise ValueError(f"not a printable path of at most {MAX_PATH} characters")
+    return text
+
+
+def _tokens(text: str) -> int:
+    """A corpus's tokens: a multiple of GQK_TOKEN_STEP from GQK_MIN_TOKENS to GQK_MAX_TOKENS."""
+    value = int(text) if re.fullmatch(r"\d{1,6}", text) else -1
+    if not GQK_MIN_TOKENS <= value <= GQK_MAX_TOKENS or value % GQK_TOKEN_STEP:
+        raise ValueError(f"not a multiple of {GQK_TOKEN_STEP:,} from {GQK_MIN_TOKENS:,} to {GQK_MAX_TOKENS:,}")
+    return value
+
+
 def _choice(options: dict[str, str]) -> tuple[Callable[[Any], str], Callable[[str], Any]]:
     """URL word <-> the label a widget shows."""
     words = {label: word for word, label in options.items()}
@@ -127,6 +154,11 @@ def _choice(options: dict[str, str]) -> tuple[Callable[[Any], str], Callable[[st
         return options[text]
 
     return words.__getitem__, read
+
+
+def _words(options: dict[str, str]) -> tuple[Callable[[Any], str], Callable[[str], Any]]:
+    """A widget that keeps the URL's word itself (and shows `options`' label for it)."""
+    return _choice({word: word for word in options})
 
 
 @dataclass(frozen=True)
@@ -181,6 +213,13 @@ PARAMS = [
     _param("ablate_heads", "ablate", "heads ablated", None, _PAIRS),
     _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES)),
     _param("gqa_kv", "kv", "key/value heads", None, _number),
+    _param("gqk_corpus", "corpus", "points from", GQK_CORPORA["gap"], _choice(GQK_CORPORA)),
+    _param("gqk_file", "file", "corpus file", "", _path),
+    _param("gqk_folder", "folder", "folder of points", "", _path),
+    _param("gqk_scope", "scope", "heads", GQK_SCOPES["head"], _choice(GQK_SCOPES)),
+    _param("gqk_colour", "colour", "colour by", "kind", _words(GQK_COLOURS)),
+    _param("gqk_tokens", "tokens", "tokens of the corpus", GQK_MIN_TOKENS, _tokens),
+    _param("gqk_method", "layout", "layout", "umap", _words(GQK_LAYOUTS)),
     _param("walk_step", "walk", "step of the walk", 0, _number),
     _param("source", "model", "model", "", (str, str)),
 ]

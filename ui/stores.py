@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .priority import low_priority
@@ -32,11 +33,16 @@ M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
 
 def size_of(value: Any) -> int:
-    """Bytes held by the arrays and tensors inside a result (dataclasses, lists, dicts)."""
+    """Bytes held by the arrays, tensors and tables inside a result (dataclasses, lists, dicts); a table
+    (a DataFrame or Series) counts its strings too, which is most of a table of points with their texts."""
     if isinstance(value, np.ndarray):
         return value.nbytes
     if isinstance(value, torch.Tensor):
         return value.element_size() * value.nelement()
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(deep=True).sum())
+    if isinstance(value, pd.Series):
+        return int(value.memory_usage(deep=True))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(size_of(getattr(value, f.name)) for f in dataclasses.fields(value))
     if isinstance(value, (list, tuple)):

@@ -1,8 +1,9 @@
 """The Global Q·K view: one head's queries and keys over many sentences in one plane, or every head of a
 layer as small multiples (AttentionViz's global view). The points come from a folder the command line
-wrote (python -m attention.analysis.qk_global) or are computed here for a corpus of up to MAX_TOKENS
-tokens, in the heavy slot, with a progress bar and a stop button. Clicking a point opens its sentence
-in the head view."""
+wrote (python -m attention.analysis.qk_global) or are computed here for a corpus of up to
+GQK_MAX_TOKENS tokens (UMAP and t-SNE: fewer, LAID_OUT_TOKENS), in the heavy slot, with a
+progress bar and a stop button. Clicking a point opens its sentence in the head view. Every choice is
+in the URL (ui/state.py's Params)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,48 @@ from pathlib import Path
 import streamlit as st
 
 from attention.analysis.qk_global import FolderError, collect, head_points, read_folder
-from attention.analysis.qk_project import METHODS
 from attention.analysis.texts import CorpusError, iter_texts
 from viz.global_qk import global_qk_figure, small_multiples
 
 from ..layout import main_px
 from ..limits import heavy_guard
 from ..models import get_model
-from ..page import font_size, plain, show
+from ..page import font_size, plain, show, shown_as
 from ..sources import policy
-from ..state import open_head
+from ..state import (
+    GQK_COLOURS,
+    GQK_CORPORA,
+    GQK_LAYOUTS,
+    GQK_MAX_TOKENS,
+    GQK_MIN_TOKENS,
+    GQK_SCOPES,
+    GQK_TOKEN_STEP,
+    MAX_PATH,
+    open_head,
+)
 from ..stores import MB, store
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-CORPORA = {"GAP (development)": DATA / "gap-development.jsonl", "Coreference examples": DATA / "coref_examples.jsonl"}
-OWN_FILE, FOLDER = "A file on the server", "A folder of computed points"
-MIN_TOKENS, MAX_TOKENS, TOKEN_STEP = 2_000, 20_000, 1_000
+CORPORA = {
+    GQK_CORPORA["gap"]: DATA / "gap-development.jsonl",
+    GQK_CORPORA["examples"]: DATA / "coref_examples.jsonl",
+}
+OWN_FILE, FOLDER = GQK_CORPORA["file"], GQK_CORPORA["folder"]
+SCOPES = tuple(GQK_SCOPES.values())
+# the most tokens UMAP and t-SNE lay out here, over every head drawn, so that a layout ends within the
+# "global" time limit (ui/settings.py, 180 s): on the two-core server, busy with other work, UMAP took
+# 123 s for 10,000 tokens of one head and 20 to 63 s for 4,000 to 5,000; t-SNE 137 s for 2,000, 262 s for 4,000
+LAID_OUT_TOKENS = {"umap": 5_000, "tsne": 2_000}
 MAX_FILE_BYTES = 50 * MB  # a corpus file named here
 MAX_TEXTS = 100_000  # texts read from it at most
-MAX_PATH = 500  # characters of a typed path
-METHOD_NAMES = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
-COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
-SCOPES = ("This head", "Every head of the layer")
+
+
+def token_cap(method: str, n_heads: int) -> int:
+    """The most tokens of a corpus the page computes for `n_heads` heads by `method` (below GQK_MIN_TOKENS:
+    not offered)."""
+    if method not in LAID_OUT_TOKENS:  # PCA
+        return GQK_MAX_TOKENS
+    return min(GQK_MAX_TOKENS, LAID_OUT_TOKENS[method] // n_heads // GQK_TOKEN_STEP * GQK_TOKEN_STEP)
 
 
 def draw(run) -> None:
@@ -46,7 +67,10 @@ def draw(run) -> None:
     top = st.columns([2, 2, 2])
     where = top[0].selectbox("Points from", [*CORPORA, OWN_FILE, FOLDER], key="gqk_corpus")
     scope = top[1].radio("Heads", SCOPES, key="gqk_scope", horizontal=True)
-    colour = top[2].radio("Colour by", list(COLOURS), format_func=COLOURS.get, key="gqk_colour", horizontal=True)
+    colour = top[2].radio(
+        "Colour by", list(GQK_COLOURS), format_func=GQK_COLOURS.get, key="gqk_colour", horizontal=True
+    )
+    shown_as("gqk_colour", GQK_COLOURS[colour])
     heads = (head,) if scope == SCOPES[0] else tuple(range(run.n_heads))
     points = folder_points(layer, heads) if where == FOLDER else computed_points(where, layer, heads)
     if points is None:
@@ -63,13 +87,21 @@ def draw(run) -> None:
 def open_sentence(texts: list[str]) -> None:
     """The clicked point's sentence in the head view, at the point's layer and head."""
     for point in st.session_state.gqk_chart.selection.get("points", []):
-        data = point.get("customdata")
-        if data is not None and len(data) >= 4 and 0 <= int(data[0]) < len(texts):
+        data = clicked_data(point.get("customdata"))
+        if len(data) >= 4 and 0 <= int(data[0]) < len(texts):
             open_head(data[2], data[3])
             text = texts[int(data[0])]
             st.session_state.text, st.session_state.text_b = text, ""
             st.session_state.submitted = (text, "")
             return
+
+
+def clicked_data(data) -> list:
+    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
+    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
+    if isinstance(data, dict):
+        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
+    return list(data) if isinstance(data, (list, tuple)) else []
 
 
 def folder_points(layer: int, heads: tuple[int, ...]):
@@ -131,8 +163,27 @@ def computed_points(where: str, layer: int, heads: tuple[int, ...]):
     if path is None:
         return None
     left, right = st.columns(2)
-    tokens = left.slider("Tokens of the corpus", MIN_TOKENS, MAX_TOKENS, MIN_TOKENS, TOKEN_STEP, key="gqk_tokens")
-    method = right.radio("Layout", METHODS, format_func=METHOD_NAMES.get, key="gqk_method", horizontal=True)
+    method = right.radio("Layout", list(GQK_LAYOUTS), format_func=GQK_LAYOUTS.get, key="gqk_method", horizontal=True)
+    shown_as("gqk_method", GQK_LAYOUTS[method])
+    cap = token_cap(method, len(heads))
+    st.caption(
+        f"Here UMAP lays out at most {LAID_OUT_TOKENS['umap']:,} tokens and t-SNE {LAID_OUT_TOKENS['tsne']:,}, "
+        f"over all the heads drawn, and PCA up to {GQK_MAX_TOKENS:,} of each head, so that each ends within the "
+        "server's time limit. The command line (python -m attention.analysis.qk_global) has no cap."
+    )
+    if cap < GQK_MIN_TOKENS:
+        st.info(
+            f"{GQK_LAYOUTS[method]} of {len(heads)} heads would lay out fewer than {GQK_MIN_TOKENS:,} tokens of "
+            "each: choose PCA or one head here, or use the command line."
+        )
+        return None
+    if st.session_state.get("gqk_tokens", GQK_MIN_TOKENS) > cap:  # from a link, or chosen for PCA
+        st.session_state.gqk_tokens = cap
+    if cap > GQK_MIN_TOKENS:
+        tokens = left.slider("Tokens of the corpus", GQK_MIN_TOKENS, cap, step=GQK_TOKEN_STEP, key="gqk_tokens")
+    else:  # a slider needs two ends
+        tokens = st.session_state.gqk_tokens = cap
+        left.caption(f"{cap:,} tokens of the corpus")
     source = st.session_state.source
     key = (source, _stamp(str(path)), layer, heads, tokens, method)
     kept = points_store().get(key)
@@ -164,13 +215,13 @@ def compute(key: tuple, path: Path):
         frames = {}
         for i, h in enumerate(heads):
             deadline.check()
-            bar.progress(0.5 + 0.5 * i / len(heads), text=f"Laying out head {h} by {METHOD_NAMES[method]}…")
+            bar.progress(0.5 + 0.5 * i / len(heads), text=f"Laying out head {h} by {GQK_LAYOUTS[method]}…")
             frames[h] = head_points(sample, h, method)
         return frames, sample.texts
 
     try:
         with heavy_guard() as outcome:
-            result = points_store().get_or_compute_heavy(key, "suite", work)
+            result = points_store().get_or_compute_heavy(key, "global", work)
     except (CorpusError, ValueError) as err:
         st.error(plain(f"{path.name}: {err}"))
         return None
