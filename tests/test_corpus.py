@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import make_tiny
+from conftest import ROOT, make_tiny
 from families import make_family
 
 from attention import encode, load_model
@@ -156,3 +156,36 @@ def test_ray_data_gives_the_local_numbers(tiny_corpus):
     local = head_stats(model, tokenizer, TEXTS * 3, batch_size=4)
     distributed = head_stats(model, tokenizer, TEXTS * 3, engine="ray", batch_size=4)
     pd.testing.assert_frame_equal(distributed, local, rtol=0, atol=1e-6)
+
+
+def test_a_killed_command_line_resumes_and_counts_each_text_once(tmp_path):
+    """The command line in its own process, killed (SIGKILL) once some parts are written, then run again:
+    every text of the corpus once in the parts, and the aggregate equal to scoring the corpus directly."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from attention.analysis.texts import read_texts
+
+    corpus = ROOT / "data" / "gap-development.jsonl"
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "attention.analysis.corpus", str(corpus), "--out", str(out)]
+    command += ["--batch-size", "2", "--limit", "60"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while len(corpus_cli.done_texts(out)) < 6 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_at = corpus_cli.done_texts(out)
+    assert 6 <= len(killed_at) < 60 and not (out / corpus_cli.AGGREGATE).exists()
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert corpus_cli.done_texts(out) == set(range(60))
+    model, tokenizer = load_model()
+    counts = parts(out).groupby("text").size()
+    assert (counts == model.config.num_hidden_layers * model.config.num_attention_heads).all()  # each text once
+    direct = head_stats(model, tokenizer, read_texts(corpus, limit=60), batch_size=2)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / corpus_cli.AGGREGATE), direct, rtol=0, atol=1e-6)
