@@ -49,12 +49,17 @@ def is_big(run) -> bool:
     return isinstance(run, PooledRun)
 
 
+def first_item(probs: torch.Tensor) -> np.ndarray:
+    """A layer's (B, H, L, L) maps as the batch's first item's (H, L, L), float32 on the CPU, whatever the model's."""
+    return probs[0].float().cpu().numpy()
+
+
 @contextlib.contextmanager
-def layer_hooks(model, on_layer: Callable[[int, np.ndarray], None]):
-    """Within this block, each layer of `model` that computes its map in this thread hands it, (H, L, L)
-    for the batch's first item, to on_layer(layer, maps), and the model keeps None in its place: the
-    forward pass never holds more than one layer's maps. The model is shared by every session: a
-    forward pass of another thread meanwhile is left as it is."""
+def layer_hooks(model, on_layer: Callable[[int, Any], None], convert: Callable[[torch.Tensor], Any] = first_item):
+    """Within this block, each layer of `model` that computes its map in this thread hands it, as
+    convert((B, H, L, L) maps) (by default the batch's first item's, (H, L, L)), to on_layer(layer, maps),
+    and the model keeps None in its place: the forward pass never holds more than one layer's maps. The
+    model is shared by every session: a forward pass of another thread meanwhile is left as it is."""
     owner = threading.get_ident()
 
     def hook_for(index: int):
@@ -62,7 +67,7 @@ def layer_hooks(model, on_layer: Callable[[int, np.ndarray], None]):
             x, probs = output
             if probs is None or threading.get_ident() != owner:
                 return None  # a fused layer (no map), or another session's forward pass
-            on_layer(index, probs[0].float().cpu().numpy())  # float32 on the CPU, whatever the model's
+            on_layer(index, convert(probs))
             return x, None
 
         return hook

@@ -17,8 +17,9 @@ from pathlib import Path
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times (1 + weight) (Gemma)
 # a learned table of positions, q and k rotated by position (RoPE), a fixed table of sines and cosines
-# (Marian), or a learned bias per head on the scores by bucketed relative distance (T5)
-POSITIONS = ("absolute", "rotary", "sinusoidal", "relative")
+# (Marian), a learned bias per head on the scores by bucketed relative distance (T5), or DeBERTa's
+# content-to-position and position-to-content terms from a shared table of relative positions
+POSITIONS = ("absolute", "rotary", "sinusoidal", "relative", "disentangled")
 QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
@@ -39,6 +40,8 @@ _ZERO_ALLOWED = (
     "first_sliding_layer",
     "decoder_start_token_id",
     "sliding_window_pattern",
+    "first_full_layer",
+    "position_buckets",
 )
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = (
@@ -101,7 +104,8 @@ class ModelConfig:
     rope_low_freq_factor: float = 1.0  # llama3 only
     rope_high_freq_factor: float = 4.0  # llama3 only
     rope_original_max_position_embeddings: int | None = None  # llama3 only
-    sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral)
+    sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
+    # see the keys fewer than this many positions away on either side (ModernBERT)
     first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
     # ---- declared by Qwen3, GPT-NeoX, OPT, OLMo2 ----
     qk_norm: str | None = None  # a norm on q and k before rotary: "head" over each head's d (Qwen3),
@@ -124,6 +128,17 @@ class ModelConfig:
     sliding_window_pattern: int = 0  # > 0: every layer sees the window but each pattern-th (i + 1 = n · pattern)
     # sees every key (Gemma2: 2, windowed and full layers alternating); 0: first_sliding_layer decides
     one_block_norm: bool = False  # parallel residual: one norm read by the attention and the feed-forward (Phi)
+    # ---- declared by Phi3, Gemma3, ModernBERT, DeBERTa-v2 ----
+    fused_gate_up: bool = False  # one projection D -> 2·F, its first half through the activation times the second
+    norm_bias: bool = True  # the LayerNorms' bias (ModernBERT: none)
+    local_rope_theta: float | None = None  # rotary base of the windowed layers (Gemma3, ModernBERT); None: rope_theta
+    first_full_layer: int | None = None  # with sliding_window_pattern: the first layer seeing every key; None:
+    # pattern - 1 (Gemma2, Gemma3); ModernBERT's is 0
+    first_attention_norm: bool = True  # False: layer 0's attention reads x unnormed (ModernBERT)
+    position_buckets: int = 0  # disentangled: buckets of relative distance (log-spaced beyond half); 0: exact
+    max_relative_positions: int = 512  # disentangled: the farthest distance the buckets tell apart
+    pos_att_type: str = "c2p|p2c"  # disentangled: the position terms added to content-to-content
+    relative_norm: bool = True  # disentangled: a LayerNorm over the table of relative positions
     relative_attention_num_buckets: int = 32  # relative positions only (T5)
     relative_attention_max_distance: int = 128  # relative positions only: the last bucket's distance
     # ---- encoder-decoders (BART, T5, Marian): the sizes above are the encoder's ----
@@ -181,6 +196,8 @@ class ModelConfig:
             raise ConfigError(f"attn_logit_softcapping must be positive, not {self.attn_logit_softcapping}")
         if self.query_pre_attn_scalar is not None and self.query_pre_attn_scalar <= 0:
             raise ConfigError(f"query_pre_attn_scalar must be positive, not {self.query_pre_attn_scalar}")
+        if self.position_embedding_type == "disentangled" and set(self.pos_att_type.split("|")) - {"c2p", "p2c", ""}:
+            raise ConfigError(f"pos_att_type '{self.pos_att_type}' is not supported: c2p and p2c only")
         if self.one_block_norm and not self.parallel_residual:
             raise ConfigError("one norm for attention and feed-forward needs a parallel residual")
         if self.positions_skip_padding and self.pad_token_id is None:
@@ -221,7 +238,8 @@ class ModelConfig:
     def window_of(self, layer: int) -> int | None:
         """How many latest keys layer `layer` sees (itself included), None for all of them."""
         if self.sliding_window_pattern:
-            return None if (layer + 1) % self.sliding_window_pattern == 0 else self.sliding_window
+            first = self.sliding_window_pattern - 1 if self.first_full_layer is None else self.first_full_layer
+            return None if (layer - first) % self.sliding_window_pattern == 0 else self.sliding_window
         return self.sliding_window if layer >= self.first_sliding_layer else None
 
     @property

@@ -281,6 +281,9 @@ class MultiHeadAttention(nn.Module):
         self.fused_qkv = fused_qkv
         self.qkv_per_head = qkv_per_head
         self.qk_norm = qk_norm
+        # relative(q, k, mask, record) -> the mask with terms added to the scores that read q and k themselves
+        # (DeBERTa's content-to-position and position-to-content, models/disentangled.py); None: none
+        self.relative: Callable[..., torch.Tensor] | None = None
         if qkv_per_head and (not fused_qkv or num_kv_heads != num_heads):
             raise ValueError("a per-head Q·K·V layout needs fused_qkv and one K/V head per query head")
         # widths of Q, K and V: H·d, G·d, G·d
@@ -414,6 +417,8 @@ class MultiHeadAttention(nn.Module):
                 v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S, device=query.device))
+        if self.relative is not None:  # DeBERTa: position terms read q and k, added as the mask is
+            mask = self.relative(q, k, mask, record)  # (B, H, L, S) additive
         if map_only:  # the map's rows (all of them without `rows`) and nothing else
             return None, self.map_rows(q, k, mask, rows, record, head_mask, ablation)  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0

@@ -25,6 +25,7 @@ TITLES = {
     "embed_proj": "embedding projection",
     "block_input": "hidden states x",
     "input": "input x",
+    "memory": "encoder output",
     "qkv_proj": "fused QKV projection",
     "q_proj": "Q projection",
     "k_proj": "K projection",
@@ -66,6 +67,7 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     table = {
         "input": ("B", "L", "D"),
         "output": ("B", "L", "D"),
+        "memory": ("B", "S", "D"),
         "merged": ("B", "L", "H·d"),
         "embedding": ("B", "L", "E"),
         "embed_proj": ("B", "L", "D"),
@@ -108,7 +110,8 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
     if name in ("q_proj", "k_proj", "v_proj"):
         if "qkv_proj" in tensors:
             return _qkv_slice_words(lane, sizes)
-        return f"x · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
+        source = "memory" if lane in "KV" and "memory" in tensors else "x"  # cross-attention: K, V from it
+        return f"{source} · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
     if name.endswith("_view") and "qkv_proj" in tensors and "q_proj" not in tensors:  # laid out per head
         column = "qkv".index(name[0])
         return f"view QKV as H\u00a0×\u00a03·d; {lane} is columns {column}·d:{column + 1}·d of each head's, no copy"
@@ -137,10 +140,13 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
         "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
         "block_input": f"hidden states entering layer {layer}",
         "input": (
-            "attention_norm(x): normalised before the attention (pre-norm)"
+            "the decoder's hidden states: the queries, L of them"
+            if "memory" in tensors
+            else "attention_norm(x): normalised before the attention (pre-norm)"
             if "block_input" in tensors
             else f"hidden states entering layer {layer}"
         ),
+        "memory": "the encoder's last hidden states: K and V are read from them, S of them",
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import torch
@@ -162,6 +163,46 @@ def trace_layer(
     family = FAMILIES.get(getattr(model.config, "model_type", ""))
     names = weight_names(getattr(report, "weight_names", {}), layer, family) if family is not None else {}
     return _build(layer, records, scaling, types, names)
+
+
+def trace_cross_attention(
+    model,
+    input_ids: torch.Tensor,
+    decoder_input_ids: torch.Tensor,
+    layer: int = 0,
+    attention_mask: torch.Tensor | None = None,
+    decoder_attention_mask: torch.Tensor | None = None,
+) -> Trace:
+    """Run an encoder-decoder (models/seq2seq.py) once and record decoder layer `layer`'s cross-attention:
+    Q from the decoder's states (L = its length), K and V from the encoder's output, recorded first as
+    "memory" (S = the encoder's length)."""
+    n_layers = len(model.decoder.layers)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
+        raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
+    records: Records = []
+
+    def recorder(name: str, tensor: Recorded) -> Recorded:
+        caller = sys._getframe(1)
+        kept = None if tensor is None else tensor.detach().to("cpu", copy=True)
+        records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
+        return tensor
+
+    def with_recorder(module, args, kwargs):  # the cross-attention's call, given the recorder
+        caller: FrameType | None = sys._getframe(1)
+        while caller is not None and caller.f_code.co_name != "cross_attend":  # blocks.py hands it the memory
+            caller = caller.f_back
+        assert caller is not None, "the cross-attention was called from outside Block.cross_attend"
+        records.append(("memory", args[1].detach().to("cpu", copy=True), caller.f_code.co_filename, caller.f_lineno))
+        return args, {**kwargs, "record": recorder}
+
+    attention = model.decoder.layers[layer].cross_attention
+    hook = attention.register_forward_pre_hook(with_recorder, with_kwargs=True)
+    try:
+        with torch.inference_mode():
+            model(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
+    finally:
+        hook.remove()
+    return _build(layer, records, float(attention.scaling), None)
 
 
 # the module each step multiplies by, under our names (attention/models/blocks.py)

@@ -13,6 +13,10 @@ one forward, each in a fresh process (on the CPU: peak RSS above the process's r
 the call; on a GPU: peak allocated GPU memory above what was allocated before it), and ours / theirs.
 By default (auto) both run on CUDA in bfloat16 when a GPU is present (ours keeps its maps in float32,
 transformers' eager returns bfloat16 ones), else on the CPU in float32; the first line says which.
+Then, per causal family (GPT-2, GPT-NeoX, OPT, Phi, Phi-3, Qwen3, OLMo2, Gemma, Gemma2, Gemma3; bench/forward.py's
+random checkpoints, 768 wide, 12 heads, `--family-layers` layers), the time per forward of ours keeping one layer's
+maps against transformers' eager returning all of them, and the ratio, at the first of --lengths (--no-families:
+the Llama table only).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forward import interleaved_medians  # noqa: E402
+from forward import DECODERS, family_pair, interleaved_medians  # noqa: E402
 from fused import _reset_peak, _status_mb  # noqa: E402
 
 from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
@@ -154,6 +158,8 @@ def main() -> None:
         choices=["auto", *DTYPES],
         help="the weights' dtype; auto: bfloat16 on a GPU, float32 on the CPU",
     )
+    parser.add_argument("--family-layers", type=int, default=4, help="layers of each family's random model")
+    parser.add_argument("--no-families", action="store_true", help="the Llama table only")
     parser.add_argument("--child", choices=["ours", "theirs"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     device, dtype = pick_device_and_dtype(args.device, args.dtype)
@@ -191,6 +197,23 @@ def main() -> None:
             f"{peak_ours:>8.0f}  {peak_theirs:>9.0f}  "
             f"{peak_ours / peak_theirs if peak_theirs else float('nan'):>12.2f}"
         )
+    if not args.no_families:
+        family_table(args.lengths[0], args.repeats, args.family_layers, device, dtype)
+
+
+def family_table(length: int, repeats: int, layers: int, device: torch.device, dtype: torch.dtype) -> None:
+    """Per causal family, ours keeping the middle layer's maps against transformers' eager keeping all of them."""
+    unit, scale = ("ms", 1000) if device.type == "cuda" else ("s", 1)
+    print(f"\nfamilies: random, 768 wide, 12 heads, {layers} layers, {length} tokens; ours keeps layer {layers // 2}'s")
+    print(f"{'family':<12}  {'ours ' + unit:>8}  {'theirs ' + unit:>8}  {'time ratio':>10}")
+    for family in DECODERS:
+        pair = family_pair(family, layers)
+        ours, theirs = (model.to(device=device, dtype=dtype) for model in pair)
+        fns = forwards(ours, theirs, length, layers // 2)
+        with torch.inference_mode():
+            mine, ref = interleaved_medians([fns["ours"], fns["theirs"]], repeats)
+        print(f"{family:<12}  {mine * scale:>8.3f}  {ref * scale:>8.3f}  {mine / ref:>10.2f}")
+        del ours, theirs, pair
 
 
 if __name__ == "__main__":

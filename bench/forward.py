@@ -6,7 +6,9 @@ Both return every layer's attention probabilities (transformers with output_atte
 Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs
 for the checkpoint (bundled MiniLM by default); then, per family, the ratio at 120 and 500 tokens
 on random checkpoints with the base models' widths (BERT, RoBERTa, DistilBERT, ELECTRA: 768 wide,
-12 heads, 3072 feed-forward; GPT-2 small: 768, 12 heads) and `--layers` layers (0: each base
+12 heads, 3072 feed-forward; GPT-2 small: 768, 12 heads; the families added since at the same width, with a
+1000-token vocabulary: XLM-RoBERTa, DeBERTa-v2, ModernBERT, GPT-NeoX, OPT, Phi, Phi-3, Qwen3, OLMo2, Gemma,
+Gemma2, Gemma3) and `--layers` layers (0: each base
 model's own count, 6 for DistilBERT and 12 for the others), token ids drawn at random.
 The other benches take their timing loop, model pair and texts of a given length from here.
 """
@@ -95,6 +97,46 @@ BASE_SHAPES = {
     ),
     "gpt2": ("GPT2Model", "GPT2Config", dict(n_layer=12)),
 }
+_WIDE = dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072, vocab_size=1000)
+_DECODER = dict(_WIDE, num_key_value_heads=4, max_position_embeddings=2048)
+# the families added since: 768 wide, 12 heads of 64 (4 K/V heads where the family groups them), a short vocabulary
+BASE_SHAPES.update(
+    {
+        "xlm-roberta": ("XLMRobertaModel", "XLMRobertaConfig", dict(BASE_SHAPES["roberta"][2], vocab_size=1000)),
+        "deberta-v2": (
+            "DebertaV2Model",
+            "DebertaV2Config",
+            dict(
+                _WIDE,
+                relative_attention=True,
+                position_biased_input=False,
+                pos_att_type=["p2c", "c2p"],
+                position_buckets=256,
+                norm_rel_ebd="layer_norm",
+                share_att_key=True,
+            ),
+        ),
+        "modernbert": (
+            "ModernBertModel",
+            "ModernBertConfig",
+            dict(
+                _WIDE,
+                local_attention=128,
+                **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"), 0),
+            ),
+        ),
+        "gpt_neox": ("GPTNeoXModel", "GPTNeoXConfig", dict(_WIDE, max_position_embeddings=2048)),
+        "opt": ("OPTModel", "OPTConfig", dict(_WIDE, ffn_dim=3072, pad_token_id=1, max_position_embeddings=2048)),
+        "phi": ("PhiModel", "PhiConfig", dict(_DECODER)),
+        "phi3": ("Phi3Model", "Phi3Config", dict(_DECODER, pad_token_id=0, eos_token_id=0)),
+        "qwen3": ("Qwen3Model", "Qwen3Config", dict(_DECODER, head_dim=64)),
+        "olmo2": ("Olmo2Model", "Olmo2Config", dict(_DECODER, pad_token_id=0, eos_token_id=0)),
+        "gemma": ("GemmaModel", "GemmaConfig", dict(_DECODER, head_dim=64)),
+        "gemma2": ("Gemma2Model", "Gemma2Config", dict(_DECODER, head_dim=64, sliding_window=256)),
+        "gemma3_text": ("Gemma3TextModel", "Gemma3TextConfig", dict(_DECODER, head_dim=64, sliding_window=256)),
+    }
+)
+DECODERS = ("gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "gemma", "gemma2", "gemma3_text")
 _LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
 
 
@@ -121,7 +163,7 @@ def family_table(repeats: int, layers: int) -> None:
         f"\nfamilies: random checkpoints, {'base model layer counts' if not layers else f'{layers} layers'}, "
         f"768 wide, 12 heads; median of {repeats}"
     )
-    print(f"{'family':<11} {'layers':>6} {'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
+    print(f"{'family':<12} {'layers':>6} {'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
     for family in BASE_SHAPES:
         ours, theirs = family_pair(family, layers)
         for tokens in (120, 500):
@@ -137,7 +179,7 @@ def family_table(repeats: int, layers: int) -> None:
                     repeats,
                 )
             print(
-                f"{family:<11} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
+                f"{family:<12} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
                 f"{t_theirs * 1e3:>16.1f} {t_ours / t_theirs:>7.2f}"
             )
         del ours, theirs

@@ -142,6 +142,31 @@ def measure(source: str, texts: list[str], log) -> dict:
     }
 
 
+def measure_big(n_tokens: int, repeats: int, log) -> dict | str:
+    """`measure` on the 16 × 32-head model (for bench/render.py): its figures, or why there are none."""
+    try:
+        folder = build_big(Path(tempfile.gettempdir()) / "attention-bench-llama-16x32")
+        texts = texts_for(str(folder), n_tokens, repeats)
+        return {"tokens": n_tokens, **measure(str(folder), texts, log)}
+    except Exception as err:  # noqa: BLE001 - a figure for the log: say what stopped it
+        return f"not measured ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+
+
+def big_lines(big: dict | str | None) -> list[str]:
+    if big is None:
+        return []
+    name = "overview of 16 layers x 32 heads (Llama-shaped, random weights)"
+    if isinstance(big, str):
+        return [f"{name}: {big}"]
+    every = ", ".join(f"{s:.2f}" for s in big["all_run_s"])
+    return [
+        f"{name} at {big['tokens']} tokens: Run to painted {big['run_s']:.2f} s (every run: {every}; drawing "
+        f"{big['drawing_s']:.2f} s), redrawn from the Head view {big['switch_s']:.2f} s, "
+        f"{big['ws_bytes'] / 1e6:.2f} MB over the websocket; bertviz not drawn for it (its page would carry "
+        f"16 x 32 x {big['tokens']}² weights as JSON text)"
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)

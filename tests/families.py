@@ -206,7 +206,10 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
     randomise(model, seed=seed)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
-    write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
+    if tokenizer == "wordpiece":  # BERT's, as DeBERTa-v2's tiny checkpoint reads it
+        write_tiny_tokenizer(folder)
+    else:
+        write_bpe_tokenizer(folder, roberta=tokenizer == "roberta", llama=tokenizer == "llama")
     return folder
 
 
@@ -276,6 +279,8 @@ def make_seq2seq(folder: Path, name: str, seed: int = 0, **overrides) -> Path:
     config = getattr(transformers, config_class)(**{**values, **overrides})
     model = getattr(transformers, task_class)(config).eval()
     randomise(model, seed=seed)
+    if hasattr(model, "final_logits_bias"):  # a buffer, not a parameter: randomised so that the LM head reads it
+        model.final_logits_bias.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(seed))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     write_bpe_tokenizer(folder, roberta=True)
@@ -297,4 +302,72 @@ MORE_CONFIGS["phi"] = (
     dict(_NEOX, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
     "PhiForCausalLM",
     "llama",
+)
+
+
+# ---- Phi-3, Gemma3, ModernBERT, DeBERTa-v2 (tests/test_families_new.py): made by make_more ----
+MORE_CONFIGS["phi3"] = (
+    "Phi3Config",
+    dict(_DECODER, pad_token_id=None, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),
+    "Phi3ForCausalLM",
+    "llama",
+)
+MORE_CONFIGS["gemma3_text"] = (
+    "Gemma3TextConfig",
+    # three layers, the last full; windowed ones on their own rotary base, a window shorter than the sentences
+    dict(
+        _GEMMA,
+        num_hidden_layers=3,
+        sliding_window=5,
+        query_pre_attn_scalar=4,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters=dict(
+            full_attention=dict(rope_type="linear", factor=2.0, rope_theta=1000.0),
+            sliding_attention=dict(rope_type="default", rope_theta=50.0),
+        ),
+    ),
+    "Gemma3ForCausalLM",
+    "llama",
+)
+MORE_CONFIGS["modernbert"] = (
+    "ModernBertConfig",
+    # layers 0 and 3 full, 1 and 2 seeing 3 keys either side
+    dict(
+        vocab_size=BPE_VOCAB,
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=64,
+        local_attention=6,
+        global_attn_every_n_layers=3,
+        global_rope_theta=1000.0,
+        local_rope_theta=30.0,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        cls_token_id=0,
+        sep_token_id=2,
+    ),
+    "ModernBertForMaskedLM",
+    "roberta",
+)
+MORE_CONFIGS["deberta-v2"] = (
+    "DebertaV2Config",
+    # as DeBERTa-v3: relative attention only, few buckets so that the sentences reach the log-spaced ones
+    dict(
+        **SHAPE,
+        vocab_size=TINY["vocab_size"],
+        max_position_embeddings=64,
+        relative_attention=True,
+        position_biased_input=False,
+        pos_att_type=["p2c", "c2p"],
+        position_buckets=8,
+        max_relative_positions=16,
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        type_vocab_size=0,
+    ),
+    "DebertaV2ForMaskedLM",
+    "wordpiece",
 )

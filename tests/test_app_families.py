@@ -26,6 +26,17 @@ def test_every_view_draws_for_the_families_added_later(tmp_path, family):
     every_view_draws(at)
 
 
+def test_the_deberta_terms_view_draws_three_terms_and_their_total_and_names_other_models(tmp_path):
+    folder = make_more(tmp_path / "deberta-v2", "deberta-v2")
+    at = start(model=str(folder), s=SENTENCE, layer="1", head="2", view="disentangled")
+    no_errors(at)
+    titles = [chart.proto.spec for chart in at.get("plotly_chart")]
+    assert any("position → content" in spec and "total score" in spec for spec in titles)
+    other = start(s=SENTENCE, view="disentangled")  # the bundled BERT
+    no_errors(other)
+    assert any("not DeBERTa" in info.value for info in other.info)
+
+
 def test_an_encoder_decoder_is_refused_in_one_sentence_and_the_model_in_use_stays(tmp_path):
     folder = make_seq2seq(tmp_path / "bart", "bart")
     at = start(model=str(folder), s=SENTENCE)

@@ -9,7 +9,21 @@ import re
 import pytest
 from test_app import SENTENCE, no_errors, start, submit
 
-VIEWS = ["head", "overview", "flow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
+VIEWS = [
+    "head",
+    "overview",
+    "flow",
+    "masks",
+    "coref",
+    "stats",
+    "rollout",
+    "qk",
+    "ablation",
+    "efficient",
+    "global",
+    "disentangled",
+    "walk",
+]
 
 
 def charts(at) -> list[dict]:

@@ -76,7 +76,7 @@ def test_shape_flow_shows_the_real_shapes(page):
     open_view(page, "Shape flow")
     text = chart_text(page, "1 × 12 × 9 × 9")
     assert "1 × 9 × 384" in text
-    assert re.search(r"attention/mha\.py:\d+", text)
+    assert re.search(r"attention/mha\.py:\d+", page.inner_text("body"))  # the side panel: the step's whole path
 
 
 def click_head(page, needle: str, layer: int, head: int) -> None:

@@ -47,7 +47,7 @@ def head_in(page) -> int:
     return int(re.search(r"[?&]head=(\d+)", address(page)).group(1))
 
 
-@pytest.mark.parametrize("view", ["head", "overview", "coref", "flow"])
+@pytest.mark.parametrize("view", ["head", "overview", "coref"])  # the shape flow: test_browser_shapeflow.py
 @pytest.mark.parametrize("text", [SENTENCE, LONG], ids=["16-tokens", "41-tokens"])
 def test_the_figure_fills_the_first_screen_and_the_keys_step_the_head(browser, view, text):
     chromium, url = browser

@@ -14,7 +14,21 @@ pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
 )
 SENTENCE = "The animal didn't cross the street because it was too tired."
-VIEWS = ["head", "overview", "shapeflow", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient", "walk"]
+VIEWS = [
+    "head",
+    "overview",
+    "shapeflow",
+    "masks",
+    "coref",
+    "stats",
+    "rollout",
+    "qk",
+    "ablation",
+    "efficient",
+    "global",
+    "disentangled",
+    "walk",
+]
 SIZE = {"width": 1280, "height": 720}
 
 

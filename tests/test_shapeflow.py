@@ -13,7 +13,7 @@ import torch
 from attention import BertConfig, BertModel, MultiHeadAttention
 from attention.trace import Trace, head_matrix, trace_layer
 from viz._style import HIGHLIGHT
-from viz.shapeflow import shape_flow, tensor_heatmap, wrap_code
+from viz.shapeflow import shape_flow, tensor_heatmap
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -37,9 +37,12 @@ def padded(minilm):
 
 
 def box_text(fig: go.Figure, name: str) -> str:
-    """Everything written in the box of step `name`, unescaped, tags and line breaks removed."""
+    """Everything written in the box of step `name` and in its hover, unescaped, tags and line breaks removed."""
     parts = [a.text for a in fig.layout.annotations if a.name == name]
     assert parts, f"no box for {name}"
+    parts += [
+        h for t in fig.data if t.customdata is not None for c, h in zip(t.customdata, t.hovertext) if c[0] == name
+    ]
     text = re.sub(r"<br>", "\n", "\n".join(parts))
     return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u00a0", " ")
 
@@ -69,7 +72,7 @@ def test_each_box_shows_the_real_numbers_of_this_input(minilm, trace16):
     assert "1 × 16 × 12 × 32" in box_text(fig, "q_view") and "1 × 12 × 16 × 32" in box_text(fig, "v_heads")
 
 
-def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
+def test_each_box_hovers_its_code_and_whole_path_lineno_in_monospace(trace16):
     fig = shape_flow(trace16)
     lines = (ROOT / "attention" / "mha.py").read_text(encoding="utf-8").splitlines()
     matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
@@ -79,8 +82,9 @@ def test_each_box_shows_its_code_and_path_lineno_in_monospace(trace16):
         text = box_text(fig, step.name)
         assert squeeze(step.code) in squeeze(text), step.name  # wrapped lines, same code
         assert step.where in text
-    (code,) = [a for a in fig.layout.annotations if a.name == "scores" and "matmul" in a.text]
-    assert "monospace" in code.font.family
+    (hits,) = [t for t in fig.data if t.customdata is not None]
+    assert "monospace" in hits.hoverlabel.font.family
+    assert not [a for a in fig.layout.annotations if "matmul" in a.text]  # the code is never wrapped into a box
 
 
 def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
@@ -98,7 +102,8 @@ def test_the_figure_is_drawn_from_the_trace_and_escapes_its_text(trace16):
     text = box_text(fig, "scores")
     assert "<i>mine</i>" in text and "a -> b < c" in text and 'x = f("<b>")' in text
     assert "elsewhere.py:7" in text and "torch.matmul" not in text
-    raw = " ".join(a.text for a in fig.layout.annotations if a.name == "scores")
+    (hits,) = [t for t in fig.data if t.customdata is not None]
+    raw = " ".join(a.text for a in fig.layout.annotations if a.name == "scores") + " ".join(hits.hovertext)
     assert "&lt;i&gt;mine" in raw and "&lt;b&gt;" in raw and "-&gt; b &lt; c" in raw and "<i>" not in raw
 
 
@@ -170,14 +175,6 @@ def test_grouped_query_attention_draws_the_shared_heads():
     fig = shape_flow(trace_layer(model, torch.randint(5, 99, (1, 7)), layer=1))
     assert "[B, G, S, d]" in box_text(fig, "k_heads") and "1 × 2 × 7 × 8" in box_text(fig, "k_heads")
     assert "1 × 4 × 7 × 8" in box_text(fig, "v_shared") and "G = 2" in box_text(fig, "legend")
-
-
-@pytest.mark.parametrize("chars", [20, 32, 48])
-def test_wrap_code_keeps_every_piece_within_the_width(chars):
-    line = "probs = torch.softmax(scores, dim=-1, out=scores) if in_place else torch.softmax(scores, dim=-1)"
-    pieces = wrap_code(line, chars)
-    assert len(pieces) > 1 and all(len(p) <= chars for p in pieces)
-    assert squeeze("".join(pieces).replace("\u00a0", "")) == squeeze(line)
 
 
 # ---- tensor_heatmap --------------------------------------------------------------------------
@@ -265,19 +262,18 @@ def test_every_line_of_text_fits_its_box_and_the_diagram_its_width(minilm, token
     assert max(line_widths(legend)) <= fig.layout.width
 
 
-def test_a_path_too_long_for_its_box_is_shortened_and_given_in_full_on_hover(trace16):
+def test_the_whole_path_is_in_the_hover_never_cut(trace16):
     fig = shape_flow(trace16, font_size=22, width=619)
-    step = trace16.step("q_view")
-    lines = box_text(fig, "q_view").splitlines()
-    assert step.where not in lines and any(s.startswith("…") and step.where.endswith(s[1:]) for s in lines)
     (hits,) = [t for t in fig.data if t.customdata is not None]
-    assert any(step.where in h for h in hits.hovertext)
+    for step, hover in zip(hits.customdata, hits.hovertext):
+        assert trace16.step(step[0]).where in html.unescape(hover)
+    assert not any("…" in a.text for a in fig.layout.annotations)
 
 
 def test_the_diagram_narrows_only_to_its_readable_width():
     from viz.shapeflow import design_width, min_width
 
-    assert min_width(14) <= 478 < design_width(14) and min_width(22) > 619  # presentation mode: stacked
+    assert min_width(14) <= 466 < design_width(14) and min_width(18) <= 606  # the page's columns
 
 
 @pytest.mark.parametrize("n", [41, 80, 128])
@@ -413,3 +409,107 @@ def test_rotary_steps_sit_on_their_lanes_and_no_arrow_crosses_a_box(tmp_path):
         lo, hi = sorted((x.ay, x.y))
         crossed = [n for n, r in boxes.items() if r.x0 < x.x < r.x1 and lo + 1 < r.y0 and r.y1 < hi - 1]
         assert not crossed, (x.x, lo, hi, crossed)
+
+
+# ---- laid out for the screen: every family's steps, in stages that fit -----------------------------------
+
+FAMILY_STEPS = {
+    "bert": {"q_proj", "k_view", "v_heads", "scores", "mask", "probs", "heads", "merged", "output"},
+    "gpt2": {"block_input", "qkv_proj", "q_proj", "k_proj", "v_proj", "mask", "masked_scores"},
+    "llama": {"q_rot", "k_rot", "k_shared", "v_shared", "masked_scores"},
+    "electra": {"embedding", "embed_proj", "input"},
+}
+
+
+def family_trace(tmp_path, family, **overrides):
+    from families import make_family
+
+    from attention import load_model
+
+    model, tokenizer = load_model(make_family(tmp_path / family, family, **overrides))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    return trace_layer(model, ids, layer=0 if family == "electra" else 1)
+
+
+def drawn_steps(trace, font_size, width, height) -> list[str]:
+    """Every step drawn over all the stages, each stage's figure checked to fit ``height``."""
+    from viz.shapeflow import flow_stages
+
+    names = []
+    for i, stage in enumerate(flow_stages(trace, font_size, width, height)):
+        fig = shape_flow(trace, font_size=font_size, width=width, height=height, stage=i)
+        assert fig.layout.height <= height and fig.layout.width <= width
+        assert fig.layout.meta["stage"] == i
+        drawn = [c[0] for t in fig.data if t.customdata is not None for c in t.customdata]
+        assert drawn == stage
+        names += drawn
+    return names
+
+
+@pytest.mark.parametrize("family", list(FAMILY_STEPS))
+@pytest.mark.parametrize("font_size, width, height", [(14, 466, 640), (18, 606, 608)])
+def test_every_step_of_each_family_is_drawn_once_in_stages_that_fit(tmp_path, family, font_size, width, height):
+    kv = dict(num_key_value_heads=2) if family == "llama" else {}  # K/V shared by groups
+    trace = family_trace(tmp_path, family, **kv)
+    assert FAMILY_STEPS[family] <= set(trace.names)
+    names = drawn_steps(trace, font_size, width, height)
+    assert sorted(names) == sorted(trace.names)
+
+
+@pytest.mark.parametrize("font_size, width", [(14, 466), (18, 606)])
+def test_every_box_speaks_at_least_14_px_and_18_in_a_presentation(trace16, font_size, width):
+    fig = shape_flow(trace16, font_size=font_size, width=width, height=640)
+    boxes = {s.name for s in fig.layout.shapes if s.type == "rect"}
+    texts = [a for a in fig.layout.annotations if a.name in boxes | {"legend"}]
+    assert texts and all(a.font.size >= font_size for a in texts)
+    labels = [a for a in fig.layout.annotations if a.text and a.name is None]  # the arrows' Q, Kᵀ, V
+    assert all(a.font.size >= font_size for a in labels)
+
+
+def test_a_stage_holds_the_selected_step_and_names_the_head(trace16):
+    from viz.shapeflow import flow_stages
+
+    stages = flow_stages(trace16, 18, 606, 608)
+    assert len(stages) > 1  # a layer's steps do not fit one presentation screen at once
+    fig = shape_flow(trace16, selected="k_view", font_size=18, width=606, height=608, head=5)
+    assert fig.layout.meta["stage"] == next(i for i, s in enumerate(stages) if "k_view" in s)
+    assert rect(fig, "k_view").line.color == HIGHLIGHT
+    assert "head 5" in box_text(fig, "legend") and f"stage {fig.layout.meta['stage'] + 1} of" in box_text(fig, "legend")
+    assert "of head 5" in box_text(fig, "k_view")  # the hover: the tensor shown is this head's
+
+
+def test_the_boxes_hold_no_code_and_the_whole_path_is_in_the_hover(trace16):
+    fig = shape_flow(trace16, font_size=18, width=606, height=608, stage=0)
+    for note in fig.layout.annotations:
+        assert "mha.py" not in note.text and "record(" not in note.text
+
+
+def test_a_cross_attention_layer_reads_q_from_the_decoder_and_k_v_from_the_encoder(tmp_path):
+    from families import make_seq2seq
+
+    from attention import load_model
+    from viz.shapeflow import cross_attention_flow
+
+    model, tokenizer = load_model(make_seq2seq(tmp_path / "bart", "bart"))
+    ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
+    decoder = torch.tensor([[model.config.decoder_start_token_id, 5, 6]])
+    fig = cross_attention_flow(model, ids, decoder, layer=1)
+    L, S = decoder.shape[1], ids.shape[1]
+    assert L != S
+    assert f"[B, S, D]  =  1 × {S} × 32" in box_text(fig, "memory")
+    assert f"1 × {L} × 32" in box_text(fig, "input") and f"1 × 2 × {L} × {S}" in box_text(fig, "probs")
+    assert "memory · W_Kᵀ" in box_text(fig, "k_proj") and "x · W_Qᵀ" in box_text(fig, "q_proj")
+    assert "attention/models/blocks.py" in box_text(fig, "memory")
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    memory, source = rect(fig, "memory"), rect(fig, "input")
+    for part, start in (("q_proj", source), ("k_proj", memory), ("v_proj", memory)):
+        box = rect(fig, part)
+        assert any(x.ay == pytest.approx(start.y1) and x.y == pytest.approx(box.y0) for x in arrows), part
+    with torch.no_grad():
+        out = model(ids, decoder_input_ids=decoder)
+    from attention.trace import trace_cross_attention
+
+    trace = trace_cross_attention(model, ids, decoder, layer=1)
+    torch.testing.assert_close(trace.tensor("probs"), out.cross_attentions[1])
+    torch.testing.assert_close(trace.tensor("memory"), out.encoder_last_hidden_state)
+    assert sorted(drawn_steps(trace, 18, 606, 608)) == sorted(trace.names)

@@ -7,6 +7,8 @@ import re
 
 import streamlit as st
 
+from attention.models import FAMILIES
+
 from .models import get_model, precision_caption
 from .page import plain
 from .sources import policy
@@ -43,7 +45,12 @@ def sidebar():
         else:
             with st.form("model_form"):
                 st.text_input(
-                    "Checkpoint folder or hub id", key="model_input", placeholder="empty: the bundled all-MiniLM-L6-v2"
+                    "Checkpoint folder or hub id",
+                    key="model_input",
+                    placeholder="empty: the bundled all-MiniLM-L6-v2",
+                    help="Families: "
+                    + ", ".join(f.title for f in FAMILIES.values())
+                    + " (encoder-decoders: Python only)",
                 )
                 st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):

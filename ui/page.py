@@ -13,7 +13,7 @@ import streamlit as st
 import viz
 from attention.analysis.coref import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
-from viz._style import one_line_title, title_layout
+from viz._style import TITLE_GLYPH, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
@@ -38,7 +38,10 @@ def as_written(markdown: str) -> str:
 
 def show(fig, name: str, **kwargs):
     """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
-    width when it sets one (square heatmap cells), else across the column."""
+    width when it sets one (square heatmap cells), else across the column. In presentation mode its
+    title says what it shows and of which sentence (``present_caption``), so the PNG does too."""
+    if name not in UNTITLED:
+        present_caption(fig)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
     width = "content" if fig.layout.width else "stretch"
     for_report(name, fig)
@@ -116,18 +119,59 @@ def present_title(fig, layer: int, head: int) -> None:
     """Presentation: the figure's title becomes one compact line, "L2 H3 · " and the sentence cut to the
     figure's width, so a PNG from the camera icon says what it shows. A figure drawn with a title keeps
     the room its layout made for it (within its first-screen budget); one drawn without gets room above."""
-    if not st.session_state.get("present"):
+    if st.session_state.get("present"):
+        _one_line(fig, f"L{layer} H{head} · ")
+
+
+# figures that are not a view's result: the token strips
+UNTITLED = ("tokens", "walk-tokens")
+# views that show one head (the selected layer and head), whose figures' titles name it
+ONE_HEAD = ("head", "shapeflow", "qk", "ablation", "efficient", "walk")
+NAMES_A_HEAD = re.compile(r"\bL\d+ H\d+\b")
+
+
+def present_caption(fig) -> None:
+    """Presentation: a figure's title keeps what it says, cut to fit, and goes on with the sentence, as one
+    line; where the view shows one head and the title does not name it, "L2 H3 · " comes first. A figure
+    without a title is named by its view. Titles set by ``present_title`` stay as they are."""
+    if not st.session_state.get("present") or fig.layout.meta == TITLED:
         return
+    view = registry.by_label(st.session_state.get("view"))
+    own = re.sub(r"<[^>]+>", " ", (fig.layout.title and fig.layout.title.text) or "")
+    own = html.unescape(" ".join(own.split())) or view.label
+    own = re.sub(r"\blayer (\d+), head (\d+)", r"L\1 H\2", own, flags=re.IGNORECASE)  # compact, as the keys say it
+    if view.key in ONE_HEAD and not NAMES_A_HEAD.search(own):
+        own = f"L{st.session_state.layer} H{st.session_state.head} · {own}"
+    width = shown_width(fig) - 24
+    # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
+    size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
+    keep = int(0.6 * width / (size * TITLE_GLYPH))  # the title's own words take at most 60% of the line
+    if fig.layout.title and fig.layout.title.text:
+        fig.layout.title.font.size = size
+    else:
+        fig.update_layout(title=title_layout(".", round(size / 1.2)))
+    _one_line(fig, (own if len(own) <= keep else own[: keep - 1].rstrip() + "…") + " · ")
+
+
+def shown_width(fig) -> int:
+    """The figure's width on the page: its own, within the main column (a wider one is drawn narrower)."""
+    return min(fig.layout.width or main_px(), main_px())
+
+
+def title_size(fig) -> int:
+    return (fig.layout.title and fig.layout.title.font.size) or round(font_size() * 1.2)
+
+
+TITLED = "one-line title"  # fig.layout.meta of a figure whose title is already the line
+
+
+def _one_line(fig, prefix: str) -> None:
     if not (fig.layout.title and fig.layout.title.text):
         fig.update_layout(title=title_layout(".", font_size()))
-    width = fig.layout.width or main_px()
+    width = shown_width(fig)
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
-    fig.layout.title.text = one_line_title(
-        f"L{layer} H{head} · ",
-        st.session_state.submitted[0],
-        width,
-        fig.layout.title.font.size or round(font_size() * 1.2),
-    )
+    fig.layout.title.text = one_line_title(prefix, st.session_state.submitted[0], width, title_size(fig))
+    fig.layout.meta = TITLED
 
 
 def progress_bar(label: str):

@@ -63,6 +63,8 @@ VIEWS = (
     View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
     View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation")),
     View("efficient", "GQA & fused", "ui.views.efficient.draw", True, ("kv",)),
+    View("global", "Global Q·K", "ui.views.global_qk.draw", True),
+    View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them)

@@ -7,6 +7,8 @@ coref_metrics   GAP F1, Winogender's gender gap, the held-out best head, model a
 coref_csv       every head of a result as CSV (the command line's --csv, the page's download)
 coref_cli       the command line, `python -m attention.analysis.coref FILE ...`
 stats      per-head statistics and pattern labels; heads compared across sentences
+corpus     those statistics over a whole corpus, batched, locally or with Ray (corpus_engines); its
+           command line corpus_cli, `python -m attention.analysis.corpus FILE ...`
 rollout    attention through the layers: rollout and attention flow
 maxflow    attention flow's max-flow problems, here or in a worker process (numpy and scipy only)
 query_key  one head's query and key vectors for one token, from a recorded forward pass

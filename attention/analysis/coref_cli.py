@@ -122,13 +122,25 @@ def is_winogender(result: CorefResult) -> bool:
     return all(d.example.value("bls_pct_female") is not None for d in result.details)
 
 
+def load_scorable(source: str | None):
+    """(model, tokenizer) of any family load_model reads whose self-attention maps the heads are scored on:
+    an encoder (BERT, RoBERTa ...) or a causal decoder (GPT-2, Llama ...), whose pronoun sees only the
+    candidates before it. An encoder-decoder is refused with a ModelLoadError."""
+    from ..errors import ModelLoadError
+    from ..loading import load_model
+
+    model, tokenizer = load_model(source)
+    if model.config.is_encoder_decoder:
+        raise ModelLoadError(f"{model.load_report.source} is an encoder-decoder: coreference scores one stack's heads")
+    return model, tokenizer
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
     import time
 
     from ..errors import ModelLoadError
-    from ..loading import load_bert
 
     ap = argparse.ArgumentParser(
         prog="python -m attention.analysis.coref", description="Score every attention head on coreference examples."
@@ -144,13 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         examples = load_examples(args.file)
         held = load_examples(args.validate_on) if args.validate_on else None
-        model, tokenizer = load_bert(args.model)
+        model, tokenizer = load_scorable(args.model)
         start = time.perf_counter()
         result = score_heads(model, tokenizer, examples, by=args.by)
         seconds = time.perf_counter() - start
         other = score_heads(model, tokenizer, held, by=args.by) if held else None
         if args.compare:
-            second, second_tokenizer = load_bert(args.compare)
+            second, second_tokenizer = load_scorable(args.compare)
             rival = score_heads(second, second_tokenizer, examples)
     except (ExampleError, ModelLoadError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -12,6 +12,7 @@ encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -21,7 +22,8 @@ from torch import nn
 from ..config import ModelConfig
 from ..mha import KeyValueCache, MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
 from ..rotary import inverse_frequencies, rotary_angles
-from .positions import relative_buckets, sinusoids
+from . import disentangled
+from .positions import band, relative_buckets, sinusoids
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
@@ -74,7 +76,7 @@ def make_norm(config: ModelConfig, width: int) -> nn.Module:
         return OffsetRMSNorm(width, eps=config.layer_norm_eps)
     if config.norm == "rms_norm":
         return RMSNorm(width, eps=config.layer_norm_eps)
-    return nn.LayerNorm(width, eps=config.layer_norm_eps)
+    return nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
 
 
 def position_ids(
@@ -151,7 +153,9 @@ class Embeddings(nn.Module):
         if hasattr(self, "position_embeddings") and not late:
             x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, E)
         elif self.config.position_embedding_type == "sinusoidal":
-            x = x + sinusoids(position_ids(self.config, input_ids), x.size(-1)).to(x.dtype)  # (B, L, E) + (L, E)
+            x = x + sinusoids(position_ids(self.config, input_ids, None, start), x.size(-1)).to(
+                x.dtype
+            )  # (B, L, E) + (L, E)
         if self.config.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
@@ -186,8 +190,11 @@ class Block(nn.Module):
         if config.cross_attention:
             self.cross_attention = self.make_attention(config)
             self.cross_attention_norm = make_norm(config, D)
-        self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
-        if config.gated_mlp:
+        if config.fused_gate_up:  # Phi3's gate_up_proj, ModernBERT's Wi: the activated half first
+            self.gate_up = nn.Linear(D, 2 * F_, bias=config.mlp_bias)
+        else:
+            self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
+        if config.gated_mlp and not config.fused_gate_up:
             self.gate = nn.Linear(D, F_, bias=config.mlp_bias)
         self.output = nn.Linear(F_, D, bias=config.mlp_bias)
         if not config.one_block_norm:
@@ -217,6 +224,9 @@ class Block(nn.Module):
         )
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "gate_up"):
+            gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, F) each
+            return self.output(self.act(gate) * up)  # (B, L, D)
         if hasattr(self, "gate"):
             return self.output(self.act(self.gate(x)) * self.intermediate(x))  # (B, L, D)
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
@@ -321,6 +331,10 @@ class Transformer(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        if not config.first_attention_norm and config.num_hidden_layers:  # ModernBERT: layer 0 reads x as it is
+            self.layers[0].attention_norm = nn.Identity()
+        if config.position_embedding_type == "disentangled":  # DeBERTa: a shared table, read by every layer
+            disentangled.attach(self)
         if config.position_embedding_type == "relative":  # one bias per bucket and head, shared by every layer
             self.relative_attention_bias = embedding_table(
                 config.relative_attention_num_buckets, config.num_attention_heads
@@ -384,6 +398,7 @@ class Transformer(nn.Module):
                 raise ValueError(f"rows must be query positions from 0 to {L - 1}")
         mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
         rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
+        local_rotary = self.rotary(L, input_ids.device, local=True)  # the windowed layers' (Gemma3, ModernBERT)
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
@@ -404,7 +419,7 @@ class Transformer(nn.Module):
                 recorders.get(i, no_record),
                 layer_mask,
                 ablation,
-                rotary,
+                rotary if self.config.window_of(i) is None else local_rotary,
                 keep_map,
                 rows if keep_map else None,
                 map_only,
@@ -437,12 +452,12 @@ class Transformer(nn.Module):
         mask = build_mask(None, True, B, L, S, device=device)  # (1, 1, L, S): the new queries are the last L
         window = self.config.sliding_window
         window_mask = mask if window is None else build_mask(None, True, B, L, S, window, device)  # (1, 1, L, S)
-        rotary = self.rotary(S, device)  # (1, S, d) each, or None
-        if rotary is not None:
-            rotary = (rotary[0][:, P:], rotary[1][:, P:])  # the new positions' angles, (1, L, d) each
+        angles = [self.rotary(S, device), self.rotary(S, device, local=True)]  # (1, S, d) each, or None
+        full, local = [None if a is None else (a[0][:, P:], a[1][:, P:]) for a in angles]  # the new positions'
         x = self.embeddings(input_ids, None, start=P)  # (B, L, D)
         for i, layer in enumerate(self.layers):
-            layer_mask = mask if self.config.window_of(i) is None else window_mask
+            windowed = self.config.window_of(i) is not None
+            layer_mask, rotary = (window_mask, local) if windowed else (mask, full)
             out, _ = layer(x, layer_mask, rotary=rotary, keep_map=False, cache=cache[i])  # (B, L, D)
             assert out is not None
             x = out
@@ -463,6 +478,9 @@ class Transformer(nn.Module):
         window, window_mask = self.config.sliding_window, mask
         if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
             window_mask = build_mask(attention_mask, True, B, L, L, window, device)  # (B or 1, 1, L, L)
+        elif window is not None and window < L:  # an encoder's: the keys fewer than `window` away either side
+            padding = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
+            window_mask = band(L, window, device) if padding is None else padding & band(L, window, device)
         if self.config.position_embedding_type == "relative":
             mask = window_mask = self.position_bias(mask, L, is_causal, device)
         return mask, window_mask
@@ -479,14 +497,18 @@ class Transformer(nn.Module):
             return bias
         return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, L)
 
-    def rotary(self, L: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def rotary(self, L: int, device: torch.device, local: bool = False) -> tuple[torch.Tensor, torch.Tensor] | None:
         """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None.
+        `local`: the windowed layers' angles, with their own base (local_rope_theta) when the family has one.
 
         Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
         only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
         if self.config.position_embedding_type != "rotary":
             return None
-        inv_freq = inverse_frequencies(self.config, L).to(device)  # (d/2,)
+        config = self.config
+        if local and config.local_rope_theta is not None:  # unscaled, on their own base
+            config = dataclasses.replace(config, rope_theta=config.local_rope_theta, rope_type="default")
+        inv_freq = inverse_frequencies(config, L).to(device)  # (d/2,)
         return rotary_angles(torch.arange(L, device=device), inv_freq)  # (1, L, d) each
 
     def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:

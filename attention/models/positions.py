@@ -48,3 +48,25 @@ def relative_buckets(
     log_ratio = torch.log(distance.clamp(min=1).float() / exact) / math.log(max_distance / exact)
     far = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)  # (L, S)
     return bucket + torch.where(distance < exact, distance, far)  # (L, S)
+
+
+def band(length: int, window: int, device: torch.device | None = None) -> torch.Tensor:
+    """(1, 1, L, L) boolean: True where key and query are fewer than `window` positions apart, either side
+    (an encoder's sliding window: ModernBERT's local layers see local_attention / 2 keys each way)."""
+    index = torch.arange(length, device=device)  # (L,)
+    return ((index[:, None] - index[None, :]).abs() < window)[None, None]  # (1, 1, L, L)
+
+
+def log_buckets(length: int, buckets: int, max_distance: int, device: torch.device | None = None) -> torch.Tensor:
+    """(L, L) DeBERTa's relative position of each key seen from each query, query - key: exact up to
+    buckets / 2 either way, then log-spaced up to max_distance (buckets <= 0: exact everywhere)."""
+    index = torch.arange(length, dtype=torch.long, device=device)
+    distance = index[:, None] - index[None, :]  # (L, L)
+    if buckets <= 0 or max_distance <= 0:
+        return distance
+    mid = buckets // 2
+    near = (distance < mid) & (distance > -mid)
+    far = torch.where(near, torch.tensor(mid - 1).type_as(distance), distance.abs())  # (L, L)
+    scale = torch.log(torch.tensor((max_distance - 1) / mid))
+    logged = torch.ceil(torch.log(far / mid) / scale * (mid - 1)) + mid  # (L, L) float
+    return torch.where(far <= mid, distance.type_as(logged), logged * torch.sign(distance)).long()  # (L, L)

@@ -1,31 +1,33 @@
-"""The Shape flow view: the diagram of one attention layer's steps with the real shapes of this
-sentence's tensors, and the tensor of the step clicked, for the chosen head."""
+"""The Shape flow view: one attention layer's steps with the real shapes of this sentence's tensors, cut into
+stages that fit the screen, and beside it the tensor of the step clicked and the chosen head's attention
+map. A click on a box shows its tensor; a head chosen here, on the keys or in the sidebar moves both."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+import viz
 from attention.trace import head_matrix
-from viz.shapeflow import min_width, shape_flow, tensor_fits, tensor_heatmap
+from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
 
-from ..layout import column_px, main_px, slots
-from ..page import axis_labels, figure_slot, font_size, show, too_big_for_batch
+from ..layout import column_px
+from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..runs import get_batch, get_trace
 from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
 
-# Presentation: the diagram is taller than the screen and the tensor is drawn above it, so a click on a
-# box far down scrolls the page back to the tensor it chose (the click's count makes each script new).
-SCROLL_TO_TENSOR = """<script>
-setTimeout(() => document.querySelector('[data-testid="stPlotlyChart"]')
-  ?.scrollIntoView({behavior: "smooth", block: "start"}), 300);
-</script>"""
+SPEC = [3, 2]  # the diagram, and the panel of the tensor and the head's map beside it
+BOX_PX = {False: 14, True: MIN_PRESENT_LABEL_PX}  # the boxes' text: ordinary page, presentation
+FLOW_PX = 640  # the diagram's height on an ordinary page: with the row of controls, one 800 px screen
+MAP_STEPS = ("probs",)  # the head's map itself: the panel shows it once
 
 
 def draw(run) -> None:
     slot = figure_slot()
+    present = bool(st.session_state.get("present"))
+    first, stage_row, heads = st.columns([2, 3, 2], vertical_alignment="center")
     text, text_b = st.session_state.submitted
-    padded = st.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="shapeflow_padded")
+    padded = first.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="shapeflow_padded")
     if padded and too_big_for_batch(run):
         padded = False
     texts = (text, SHORT_SECOND) if padded else (text,)
@@ -34,65 +36,113 @@ def draw(run) -> None:
     if step not in trace.names:
         step = SHAPEFLOW_DEFAULT_STEP
     tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
-    fs, spec = font_size(), [3, 2]
+    fs, width = BOX_PX[present], column_px(SPEC, 0)
+    height = figure_height() if present else FLOW_PX
+    stages = flow_stages(trace, fs, width, height)
+    stage = current_stage(stages, step)
+    with stage_row:
+        stage_controls(stages, stage)
+    with heads:
+        head_control(run.n_heads)
     head = st.session_state.head
-    matrix, rows, cols = head_matrix(trace, step, head)
-    kind = "probs" if step in ("probs", "mask") else "values"
+    with slot or st.container():
+        left, right = st.columns(SPEC)
+        with left:
+            figure = shape_flow(trace, step, fs, width, height, stage, head)
+            show(figure, "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
+        with right:
+            panel(trace, step, head, tokens, fs, height)
+    st.caption(
+        "Click a box to show its tensor beside the diagram for the chosen head; hover a box for its code and "
+        "file. " + ("Keys ← / → step through the stages." if present else "")
+    )
 
-    def tensor(width: int, height: int | None = None):
+
+def current_stage(stages: list[list[str]], step: str) -> int:
+    """The stage chosen with the stage buttons, else the one holding the selected step."""
+    chosen = st.session_state.get("shapeflow_stage")
+    if isinstance(chosen, int) and 0 <= chosen < len(stages):
+        return chosen
+    return next((i for i, names in enumerate(stages) if step in names), 0)
+
+
+def stage_controls(stages: list[list[str]], stage: int) -> None:
+    """Buttons to the previous and next stage (keys ← and →), and which stage this is; nothing when the
+    whole layer fits at once."""
+    if len(stages) == 1:
+        return
+    back, where, ahead = st.columns([1, 1.2, 1], vertical_alignment="center")
+    n = len(stages)
+    back.button("← Stage", key="shapeflow_prev_stage", on_click=go_to, args=((stage - 1) % n,), shortcut="Left")
+    where.markdown(f"**Stage {stage + 1} of {n}**")
+    ahead.button("Stage →", key="shapeflow_next_stage", on_click=go_to, args=((stage + 1) % n,), shortcut="Right")
+
+
+def go_to(stage: int) -> None:
+    st.session_state.shapeflow_stage = stage
+
+
+def head_control(n_heads: int) -> None:
+    """The head whose tensors and map are shown: the same head as the sidebar's and the keys'."""
+    st.session_state.shapeflow_head = st.session_state.head
+    st.selectbox(
+        "Head",
+        range(n_heads),
+        key="shapeflow_head",
+        format_func=lambda h: f"Head {h}",
+        label_visibility="collapsed",
+        on_change=lambda: setattr(st.session_state, "head", st.session_state.shapeflow_head),
+    )
+
+
+def panel(trace, step: str, head: int, tokens: list[str], fs: int, height: int) -> None:
+    """Beside the diagram: the selected step's tensor for ``head`` and the head's attention map (once,
+    when the step is the map itself), then the step's code and its whole path."""
+    width = column_px(SPEC, 1)
+    share = height if step in MAP_STEPS else height // 2
+    min_label = MIN_PRESENT_LABEL_PX if st.session_state.get("present") else None
+    if step not in MAP_STEPS:
+        matrix, rows, cols = head_matrix(trace, step, head)
         fig = tensor_heatmap(
             matrix,
             axis_labels(rows, tokens, matrix.shape[0]),
             axis_labels(cols, tokens, matrix.shape[1]),
             title=f"{trace.step(step).title}, head {head}",
             font_size=fs,
-            kind=kind,
+            kind="probs" if step == "mask" else "values",
             width=width,
-            height=height,
-            min_label=MIN_PRESENT_LABEL_PX if height else None,
+            height=share,
+            min_label=min_label,
         )
         show(fig, f"tensor-{step}")
-
-    if slot is not None:  # presentation: the diagram is taller than a screen, so the tensor comes first
-        with slot:
-            tensor(main_px(), figure_height())
-        show(
-            shape_flow(trace, selected=step, font_size=fs, width=main_px()),
-            "shape-flow",
-            key="shapeflow_chart",
-            on_select=pick_step,
-            selection_mode="points",
-        )
-        st.caption("Click a box of the diagram to show its tensor, above, for the selected head.")
-        if clicks := st.session_state.pop("shapeflow_clicked", 0):  # back up to the tensor just chosen
-            st.html(f"<!-- click {clicks} -->" + SCROLL_TO_TENSOR, unsafe_allow_javascript=True)
-        return
-    beside = column_px(spec, 0) >= min_width(fs) and tensor_fits(tokens, fs, column_px(spec, 1))
-    if not beside:
-        st.caption(
-            f"At {len(tokens)} tokens the "
-            "diagram and the tensor do not fit side by side: the tensor is drawn under the diagram."
-        )
-    left, right = st.columns(spec) if beside else slots(False)
-    with left:
-        show(
-            shape_flow(trace, selected=step, font_size=fs, width=column_px(spec, 0) if beside else main_px()),
-            "shape-flow",
-            key="shapeflow_chart",
-            on_select=pick_step,
-            selection_mode="points",
-        )
-    with right:
-        tensor(column_px(spec, 1) if beside else main_px())
-        st.caption("Click a box of the diagram to show its tensor for the selected head.")
+    probs, _, _ = head_matrix(trace, "probs", head)
+    head_map = viz.head_heatmap(
+        probs,
+        tokens,
+        title=f"Layer {trace.layer}, head {head}: softmax",
+        font_size=fs,
+        width=width,
+        height=share,
+        min_label=min_label,
+    )
+    show(head_map, f"layer{trace.layer}-head{head}", key="shapeflow_map", on_select=pick_map, selection_mode="points")
+    chosen = trace.step(step)
+    st.code(chosen.code, language="python", wrap_lines=True)
+    st.caption(plain(f"{chosen.where} · {chosen.op}"))
 
 
 def pick_step() -> None:
-    """The diagram's click: show the tensor of the step clicked."""
+    """The diagram's click: show the tensor of the step clicked, in the stage that holds it."""
     for point in st.session_state.shapeflow_chart.selection.get("points", []):
         data = point.get("customdata")
         if data:
             st.session_state.shapeflow_step = data[0] if isinstance(data, (list, tuple)) else data
-            st.session_state.shapeflow_clicked = st.session_state.get("shapeflow_clicks", 0) + 1
-            st.session_state.shapeflow_clicks = st.session_state.shapeflow_clicked
+            st.session_state.shapeflow_stage = None
             return
+
+
+def pick_map() -> None:
+    """A click on the head's map selects its step in the diagram: the softmax."""
+    if st.session_state.shapeflow_map.selection.get("points"):
+        st.session_state.shapeflow_step = "probs"
+        st.session_state.shapeflow_stage = None

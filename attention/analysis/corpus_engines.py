@@ -1,0 +1,98 @@
+"""Where a corpus's batches run: here, one after the other ("local"), or as a Ray Data job ("ray").
+
+Both take the texts in corpus.length_order and give corpus.score_batch's rows, batch by batch; the per-batch
+function is the same one. With Ray, `map_batches` runs it in actors that each hold the model: one actor on
+this machine by default (Ray started with 2 CPUs and no dashboard), or `workers` actors, each with `gpus`
+GPUs, on the cluster at `address`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+import numpy as np
+
+from ..models import Transformer
+from .corpus import length_order, score_batch
+
+ENGINES = ("local", "ray")
+
+
+def batches(
+    engine: str,
+    model,
+    tokenizer,
+    numbered: Iterable[tuple[int, str]],
+    batch_size: int = 32,
+    **ray_options,
+) -> Iterator[dict[str, np.ndarray]]:
+    """score_batch's rows of the (index, text) pairs, batch by batch, in order of length (read as they go:
+    only a window of texts is held at a time by the local engine)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if not isinstance(model, Transformer):
+        raise ValueError(f"corpus statistics take an encoder or a causal decoder of ours, not {type(model).__name__}")
+    ordered = length_order(tokenizer, numbered, batch_size, model.config.max_position_embeddings)
+    if engine == "local":
+        return local_batches(model, tokenizer, ordered, batch_size)
+    return ray_batches(model, tokenizer, ordered, batch_size, **ray_options)
+
+
+def local_batches(model, tokenizer, ordered: Iterable[tuple[int, str]], batch_size: int):
+    ordered = iter(ordered)
+    while batch := list(islice(ordered, batch_size)):
+        index, texts = zip(*batch)
+        yield score_batch(model, tokenizer, index, texts)
+
+
+class BatchScorer:
+    """score_batch as a Ray Data callable class: each actor holds one model, given or loaded from `source`."""
+
+    def __init__(self, model=None, tokenizer=None, source: str | None = None, device: str = "cpu"):
+        if model is None:
+            from .. import load_model
+
+            model, tokenizer = load_model(source, device=device)
+        self.model, self.tokenizer = model, tokenizer
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return score_batch(self.model, self.tokenizer, batch["index"].tolist(), batch["text"].tolist())
+
+
+def ray_batches(
+    model,
+    tokenizer,
+    ordered: Iterable[tuple[int, str]],
+    batch_size: int,
+    *,
+    address: str | None = None,
+    source: str | None = None,
+    workers: int = 1,
+    gpus: float = 0,
+) -> Iterator[dict[str, np.ndarray]]:
+    """The same batches as a Ray Data job. Without `address`, Ray starts on this machine (2 CPUs, no
+    dashboard) unless it already runs; with one, it joins that cluster. The actors get `model` and
+    `tokenizer` (shipped through Ray's object store) or, with `source`, load it themselves (on a GPU
+    when `gpus`)."""
+    import ray
+
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=2, include_dashboard=False)
+    items = [{"index": i, "text": text} for i, text in ordered]
+    if not items:
+        return
+    args = (None, None, source, "cuda" if gpus else "cpu") if source is not None else (model, tokenizer)
+    blocks = -(-len(items) // batch_size)  # a block per batch, in length order
+    scored = ray.data.from_items(items, override_num_blocks=blocks).map_batches(
+        BatchScorer,
+        fn_constructor_args=args,
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_gpus=gpus or None,
+    )
+    yield from scored.iter_batches(batch_size=None, batch_format="numpy")

@@ -1,0 +1,181 @@
+"""Text written by an encoder-decoder (BART, mBART, Marian, T5): the encoder reads the text once, then the
+decoder writes from its start token, token by token, as transformers' `generate` does with one beam.
+
+The encoder's output is turned into each decoder layer's cross-attention keys and values once (CrossKeys);
+the decoder's self-attention keeps the keys and values of the positions already written (mha.KeyValueCache),
+so each new token costs one position. Marian's computed positions and T5's relative bias are taken at the
+new position only. The attention maps (encoder, decoder, cross) come from one forward over the written sequence.
+
+The LM head is read strictly from the checkpoint: `lm_head.weight` if saved, else the shared word table;
+BART's, mBART's and Marian's `final_logits_bias` (1, V), which their checkpoints always hold; T5 multiplies
+the last hidden state by d_model ** -0.5 before the head unless its config.json sets scale_decoder_outputs (or,
+in older saves, tie_word_embeddings) false.
+
+The generation config is followed (processors.py): decoder_start_token_id, end-of-sequence ids, forced first
+and last tokens, minimum lengths, repetition penalty, no-repeat n-grams and bad words. Its num_beams is not:
+translation and summary checkpoints ship num_beams 4 to 6 as their task's default, and one beam is what runs
+here (greedy search or sampling); the result keeps the number asked for (checkpoint_num_beams).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .checkpoint import read_checkpoint
+from .config import read_json
+from .errors import ModelLoadError
+from .inputs import on_model_device, within_positions
+from .mha import KeyValueCache, MultiHeadAttention, build_mask, no_record
+from .models import EncoderDecoder
+from .models.blocks import Block
+from .processors import Settings, read_settings
+from .search import LMHead, Sampling, search
+
+BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
+
+
+def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
+    """The LM head of the encoder-decoder checkpoint `model` was loaded from (see the module's docstring)."""
+    report = getattr(model, "load_report", None)
+    if report is None:
+        raise ModelLoadError("only an encoder-decoder loaded by load_model has an LM head to read")
+    folder = Path(report.path)
+    checkpoint = read_checkpoint(folder)[0]
+    words = model.decoder.embeddings.word_embeddings.weight  # (V, D), the shared table
+    extra = [n for n in checkpoint if n.startswith("lm_head.") and n != "lm_head.weight"]
+    if extra:
+        raise ModelLoadError(f"the checkpoint's LM head has tensors this model does not use: {', '.join(extra)}")
+    config = read_json(folder / "config.json")
+    tied = config.get("tie_word_embeddings") is not False
+    kind = model.config.model_type
+    weight = words
+    if "lm_head.weight" in checkpoint:
+        weight = checkpoint["lm_head.weight"].to(dtype=words.dtype, device=words.device)
+    elif not tied and kind != "t5":  # T5's config says false and its head is still the shared table
+        raise ModelLoadError("the checkpoint has no 'lm_head.weight' and does not tie it to the word embeddings")
+    if weight.shape != words.shape:
+        raise ModelLoadError(f"'lm_head.weight' is {tuple(weight.shape)}, expected {tuple(words.shape)}")
+    bias = None
+    if kind in BIASED:
+        if "final_logits_bias" not in checkpoint:
+            raise ModelLoadError("the checkpoint has no 'final_logits_bias': it is not a model with an LM head")
+        bias = checkpoint["final_logits_bias"]
+        if tuple(bias.shape) != (1, words.size(0)):
+            raise ModelLoadError(f"'final_logits_bias' is {tuple(bias.shape)}, expected {(1, words.size(0))}")
+        bias = bias[0].to(dtype=words.dtype, device=words.device)  # (V,)
+    scale = model.config.hidden_size**-0.5 if kind == "t5" and config.get("scale_decoder_outputs", tied) else None
+    return LMHead(weight, bias, scale)
+
+
+class CrossKeys:
+    """One decoder layer's cross-attention keys and values, (1, H, S, d) each, made once from the encoder's
+    output `memory` (1, S, D); `attend` is that layer's cross-attention sub-block for new queries."""
+
+    def __init__(self, layer: Block, memory: torch.Tensor, memory_mask: torch.Tensor | None):
+        attention: MultiHeadAttention = layer.cross_attention
+        self.layer, self.attention, self.mask = layer, attention, memory_mask
+        self.k = attention.split_heads(attention.k_proj(memory), attention.num_kv_heads, "k", no_record)  # (1,G,S,d)
+        self.v = attention.split_heads(attention.v_proj(memory), attention.num_kv_heads, "v", no_record)  # (1,G,S,d)
+        if attention.num_kv_heads != attention.num_heads:
+            group = attention.num_heads // attention.num_kv_heads
+            self.k, self.v = self.k.repeat_interleave(group, 1), self.v.repeat_interleave(group, 1)  # (1, H, S, d)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        """x (1, L, D) -> x (1, L, D) after the cross-attention sub-block (Block.cross_attend, no map)."""
+        layer, attention = self.layer, self.attention
+        B, L, _ = x.shape
+        query = layer.cross_attention_norm(x) if layer.pre_norm else x  # (1, L, D)
+        q = attention.split_heads(attention.q_proj(query), attention.num_heads, "q", no_record)  # (1, H, L, d)
+        heads = F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=self.mask, scale=attention.scaling)
+        merged = heads.transpose(1, 2).reshape(B, L, -1)  # (1, L, H, d) -> (1, L, H·d)
+        return layer.add(x, attention.o_proj(merged), layer.cross_attention_norm)
+
+
+def decode_step(
+    model: EncoderDecoder, new: torch.Tensor, cache: list[KeyValueCache], cross: list[CrossKeys]
+) -> torch.Tensor:
+    """The decoder's last hidden states (1, L, D) for the tokens `new` (1, L) after the P positions in `cache`:
+    the same numbers as the last L rows of EncoderDecoder.decode over all P + L tokens."""
+    decoder = model.decoder
+    P, L = cache[0].length, new.size(1)
+    S = P + L
+    if S > decoder.config.max_position_embeddings:
+        raise ValueError(f"{S} decoder tokens is more than this model's {decoder.config.max_position_embeddings}")
+    mask: torch.Tensor | None
+    if decoder.config.position_embedding_type == "relative":  # T5: the bias of the new rows, -inf after each
+        full = build_mask(None, True, 1, S, S, device=new.device)  # (1, 1, S, S)
+        mask = decoder.position_bias(full, S, True, new.device)[:, :, P:]  # (1, H, L, S)
+    else:
+        mask = build_mask(None, True, 1, L, S, device=new.device)  # (1, 1, L, S): the queries are the last L
+    x = decoder.embeddings(new, None, start=P)  # (1, L, D)
+    for layer, layer_cache, keys in zip(decoder.layers, cache, cross):
+        assert isinstance(layer, Block)
+        x, _ = layer.attend(x, mask, keep_map=False, cache=layer_cache)  # (1, L, D)
+        x = layer.feed(keys.attend(x))  # (1, L, D)
+    return decoder.final_norm(x) if decoder.config.final_norm else x
+
+
+@dataclass(frozen=True)
+class Seq2SeqGeneration:
+    ids: torch.Tensor  # (1, T): the decoder's sequence, its start token, then the new ones
+    new_ids: torch.Tensor  # (1, n_new)
+    tokens: list[str]  # the decoder's T tokens
+    top_ids: torch.Tensor  # (n_new, top): at each step the most probable next tokens, best first
+    top_probs: torch.Tensor  # (n_new, top): their probabilities, those the choice was made from
+    encoder_ids: torch.Tensor  # (1, S): the text given
+    encoder_tokens: list[str]  # its S tokens
+    encoder_attentions: tuple[torch.Tensor, ...]  # encoder layers maps (1, H, S, S)
+    decoder_attentions: tuple[torch.Tensor, ...]  # decoder layers maps (1, H, T, T), causal
+    cross_attentions: tuple[torch.Tensor, ...]  # decoder layers maps (1, H, T, S)
+    checkpoint_num_beams: int  # what the generation config asks for; one beam is what ran
+
+
+def start_token(model: EncoderDecoder, settings: Settings) -> int:
+    """The decoder's first token: the generation config's decoder_start_token_id, else the model config's,
+    else the BOS id, as transformers takes it."""
+    for candidate in (settings.decoder_start_token_id, model.config.decoder_start_token_id, settings.bos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise ValueError("the checkpoint names no decoder_start_token_id (nor bos_token_id) to start the decoder from")
+
+
+def generate_seq2seq(
+    model: EncoderDecoder, tokenizer, text: str, max_new_tokens, do_sample, temperature, top_k, top_p, seed, top
+) -> Seq2SeqGeneration:
+    """attention.generate for an encoder-decoder (its options checked there): see the module's docstring."""
+    settings = read_settings(Path(model.load_report.path))
+    head = load_seq2seq_head(model)
+    (source,) = within_positions(model.config.max_position_embeddings, text)
+    (input_ids,) = on_model_device(model, tokenizer(source, return_tensors="pt")["input_ids"])  # (1, S)
+    assert input_ids is not None
+    limit = model.decoder.config.max_position_embeddings
+    if 1 + max_new_tokens > limit:
+        raise ValueError(f"a start token and {max_new_tokens} new ones exceed the decoder's {limit} positions")
+    sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, input_ids.device)
+    ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
+    with torch.inference_mode():
+        memory = model.encoder(input_ids).last_hidden_state  # (1, S, D)
+        assert memory is not None
+        cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]  # type: ignore[arg-type]
+        cache = [KeyValueCache() for _ in model.decoder.layers]
+        written = search(
+            lambda new: head(decode_step(model, new, cache, cross)[:, -1]), ids, settings, sampling, max_new_tokens, top
+        )
+        out = model(input_ids, decoder_input_ids=written.ids)
+    return Seq2SeqGeneration(
+        ids=written.ids,
+        new_ids=written.ids[:, 1:],
+        tokens=tokenizer.convert_ids_to_tokens(written.ids[0].tolist()),
+        top_ids=written.top_ids,
+        top_probs=written.top_probs,
+        encoder_ids=input_ids,
+        encoder_tokens=tokenizer.convert_ids_to_tokens(input_ids[0].tolist()),
+        encoder_attentions=out.encoder_attentions,
+        decoder_attentions=out.decoder_attentions,
+        cross_attentions=out.cross_attentions,
+        checkpoint_num_beams=settings.num_beams,
+    )

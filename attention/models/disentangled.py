@@ -1,0 +1,122 @@
+"""DeBERTa's disentangled attention: besides content-to-content, q · k, each score holds content-to-position,
+q_i · K_r[δ(i, j)], and position-to-content, k_j · Q_r[δ(j, i)], where δ is the bucketed relative distance
+(positions.log_buckets) and Q_r, K_r are a shared table of relative positions (rel_embeddings, normed) through
+each layer's own q and k projections (share_att_key). All three are scaled by 1 / √(d · (1 + the number of
+position terms)). The two position terms reach the scores as an additive mask (mha.MultiHeadAttention.relative),
+recorded as "c2p" and "p2c" beside the content-only "scores", so the trace keeps every term per head.
+
+Letters: B batch, H heads, L positions (queries and keys alike), d head width, R = 2 · span rows of the table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..mha import MultiHeadAttention, Recorder
+from .positions import log_buckets
+
+if TYPE_CHECKING:
+    from .blocks import Transformer
+
+
+def span(config: ModelConfig) -> int:
+    """How many relative distances the table holds each way: position_buckets, else max_relative_positions."""
+    return config.position_buckets if config.position_buckets > 0 else config.max_relative_positions
+
+
+def terms(config: ModelConfig) -> tuple[str, ...]:
+    """The position terms this model adds ("c2p", "p2c"), in that order."""
+    kinds = set(config.pos_att_type.split("|"))
+    return tuple(kind for kind in ("c2p", "p2c") if kind in kinds)
+
+
+def attach(model: Transformer) -> None:
+    """The shared table (rel_embeddings and its norm) on `model`, and each layer's attention reading it."""
+    c = model.config
+    model.rel_embeddings = nn.Embedding(2 * span(c), c.hidden_size)
+    if c.relative_norm:
+        model.rel_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+    for layer in model.layers:
+        attention = layer.attention
+        assert isinstance(attention, MultiHeadAttention)
+        attention.relative = Disentangled(c, attention, model)
+
+
+class Disentangled:
+    """One layer's position terms: called by its attention with q and k (B, H, L, d) and the mask, returns the
+    mask plus c2p + p2c (B, H, L, S), -inf where the mask hides a key. Not a module: the table is the model's."""
+
+    def __init__(self, config: ModelConfig, attention: MultiHeadAttention, model: Transformer):
+        self.config, self.attention, self.model = config, attention, model
+        self.scale = (attention.head_dim * (1 + len(terms(config)))) ** 0.5  # √(d · factor), as the content's
+
+    def table(self) -> torch.Tensor:
+        """The relative positions' rows, normed: (R, D)."""
+        table, norm = self.model.rel_embeddings, getattr(self.model, "rel_norm", None)
+        assert isinstance(table, nn.Embedding)
+        return table.weight if norm is None else norm(table.weight)  # (R, D)
+
+    def heads(self, projection: nn.Module, table: torch.Tensor) -> torch.Tensor:
+        """The table through a layer's projection, split into heads: (R, D) -> (1, H, R, d)."""
+        H, d = self.attention.num_heads, self.attention.head_dim
+        return projection(table).view(-1, H, d).transpose(0, 1)[None]  # (1, H, R, d)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, record: Recorder) -> torch.Tensor:
+        B, H, L, _ = q.shape
+        if k.size(2) != L:
+            raise ValueError("disentangled attention needs as many keys as queries (self-attention)")
+        n = span(self.config)
+        distance = log_buckets(L, self.config.position_buckets, self.config.max_relative_positions, q.device)
+        table = self.table().to(q.dtype)  # (R, D)
+        bias = torch.zeros(B, H, L, L, dtype=q.dtype, device=q.device)  # (B, H, L, S)
+        kinds = terms(self.config)
+        if "c2p" in kinds:  # query i's content against key j's relative position δ(i, j)
+            by_row = q @ self.heads(self.attention.k_proj, table).transpose(-1, -2)  # (B, H, L, R)
+            index = (distance + n).clamp(0, 2 * n - 1).expand(B, H, L, L)  # (B, H, L, S)
+            bias = bias + record("c2p", by_row.gather(-1, index) / self.scale)  # (B, H, L, S)
+        if "p2c" in kinds:  # key j's content against query i's relative position δ(j, i)
+            by_row = k @ self.heads(self.attention.q_proj, table).transpose(-1, -2)  # (B, H, S, R)
+            index = (-distance + n).clamp(0, 2 * n - 1).expand(B, H, L, L)  # (B, H, S, L): row j, column i
+            bias = bias + record("p2c", by_row.gather(-1, index).transpose(-1, -2) / self.scale)  # (B, H, L, S)
+        if mask is None:
+            return bias
+        if mask.dtype == torch.bool:
+            return bias.masked_fill(~mask, float("-inf"))  # (B, H, L, S)
+        return bias + mask
+
+
+class Terms(NamedTuple):
+    """One layer's scores, term by term, each (B, H, L, S) float32: total = c2c + c2p + p2c (before the mask);
+    a term the model does not add is zeros. probs: the softmax of the masked total, as the layer used it."""
+
+    c2c: torch.Tensor
+    c2p: torch.Tensor
+    p2c: torch.Tensor
+    total: torch.Tensor
+    probs: torch.Tensor
+
+
+def trace_terms(trace) -> Terms:
+    """A DeBERTa layer's terms from its recorded forward pass (attention/trace.py's Trace): the content-only
+    "scores", "c2p" and "p2c" as recorded; ValueError for a trace of a model without them."""
+    if "c2p" not in trace and "p2c" not in trace:
+        raise ValueError("this model has no disentangled attention: only DeBERTa's scores have position terms")
+    c2c = trace.tensor("scores").float()  # (B, H, L, S)
+    c2p, p2c = (trace.tensor(n).float() if n in trace else torch.zeros_like(c2c) for n in ("c2p", "p2c"))
+    return Terms(c2c, c2p, p2c, c2c + c2p + p2c, trace.tensor("probs").float())
+
+
+def layer_terms(
+    model: Transformer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, layer: int = 0
+) -> Terms:
+    """Run `model` (a DeBERTa) once and keep layer `layer`'s content-to-content, content-to-position and
+    position-to-content scores, their total and the attention map; ValueError for a model without them."""
+    if model.config.position_embedding_type != "disentangled":
+        raise ValueError(f"a {model.config.model_type} model has no disentangled attention: DeBERTa's only")
+    from ..trace import trace_layer  # the trace reads every family, this module among them
+
+    return trace_terms(trace_layer(model, input_ids, attention_mask, layer=layer))

@@ -1,0 +1,96 @@
+"""The token-by-token search every generating model shares: an LM head over the last hidden state, the scores
+processed (processors.py), the next token taken greedily or drawn, until an end-of-sequence id or the limit.
+
+One sequence is written: greedy search or sampling, never beam search (generate.py and generate_seq2seq.py
+say what each does with a checkpoint's num_beams).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .processors import Settings, process
+
+
+class LMHead:
+    """Last hidden states (..., E) -> next-token logits (..., V) as float32: weight (V, E), bias (V,) or None,
+    the hidden states first multiplied by `scale` if given (T5's d_model ** -0.5 before its tied head)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, scale: float | None = None):
+        self.weight, self.bias, self.scale = weight, bias, scale
+
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.scale is not None:
+            hidden = hidden * self.scale  # (..., E)
+        logits = hidden @ self.weight.T  # (..., E) x (E, V) -> (..., V), in the model's dtype
+        if self.bias is not None:
+            logits = logits + self.bias
+        return logits.float()
+
+
+def check_options(max_new_tokens, temperature, top_k, top_p, top) -> None:
+    def whole(value) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1
+
+    if not whole(max_new_tokens) or not whole(top) or (top_k is not None and not whole(top_k)):
+        raise ValueError("max_new_tokens, top and top_k must be integers of at least 1")
+    if not temperature > 0 or (top_p is not None and not 0 < top_p <= 1):
+        raise ValueError(f"temperature must be above 0 and top_p in (0, 1], got {temperature!r} and {top_p!r}")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is taken from the processed scores: the most probable one, or drawn (do_sample) with
+    `generator`; temperature, top_k and top_p reshape the scores either way (the top probabilities show it)."""
+
+    do_sample: bool
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    generator: torch.Generator
+
+    @classmethod
+    def seeded(cls, do_sample, temperature, top_k, top_p, seed: int | None, device: torch.device) -> Sampling:
+        generator = torch.Generator(device)
+        if seed is not None:
+            generator.manual_seed(seed)
+        else:
+            generator.seed()
+        return cls(do_sample, temperature, top_k, top_p, generator)
+
+
+@dataclass(frozen=True)
+class Written:
+    ids: torch.Tensor  # (1, T): the sequence given, then the new tokens
+    top_ids: torch.Tensor  # (n_new, top): at each step the most probable next tokens, best first
+    top_probs: torch.Tensor  # (n_new, top): their probabilities, those the choice was made from
+
+
+def search(
+    logits_after: Callable[[torch.Tensor], torch.Tensor],
+    ids: torch.Tensor,
+    settings: Settings,
+    sampling: Sampling,
+    max_new_tokens: int,
+    top: int,
+) -> Written:
+    """ids (1, L) continued by up to max_new_tokens tokens. `logits_after(new)` gives the next-token logits
+    (1, V) once the tokens `new` (1, n) follow those already given to it: first all of ids, then each token."""
+    start = ids.size(1)
+    tops: list[tuple[torch.Tensor, torch.Tensor]] = []
+    logits = logits_after(ids)  # (1, V)
+    while True:
+        s = sampling
+        scores = process(logits, ids, settings, s.temperature, s.top_k, s.top_p, start, start + max_new_tokens)
+        probs = scores.softmax(dim=-1)  # (1, V)
+        token = torch.multinomial(probs, 1, generator=s.generator) if s.do_sample else scores.argmax(-1, keepdim=True)
+        tops.append(probs[0].topk(min(top, probs.size(-1))))
+        ids = torch.cat((ids, token), dim=1)  # (1, T)
+        if int(token) in settings.eos_ids or len(tops) == max_new_tokens:
+            break
+        logits = logits_after(token)  # (1, V): one new position
+    return Written(ids, torch.stack([i for _, i in tops]), torch.stack([p for p, _ in tops]))

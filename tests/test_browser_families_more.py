@@ -1,0 +1,60 @@
+"""In Chromium: a tiny checkpoint of every family added after the first eight (tests/families.py's
+MORE_CONFIGS: XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2, Gemma, Gemma2, Gemma3, Phi, Phi-3, ModernBERT,
+DeBERTa-v2) opened in the app and drawn in every view of the registry: its head map a stochastic matrix
+over its own tokens (a lower triangle for a decoder), and no view failing."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+import numpy as np
+import pytest
+from browser import CHROMIUM, app_server, launch
+from families import MORE_CONFIGS, make_more
+from test_browser_families import HEAD_MAP, SENTENCE
+from test_browser_state import SIZE, clean, wait_drawn
+
+from ui import registry
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport=SIZE)
+        page.app_url = url
+        yield page
+        browser.close()
+
+
+def open_app(page, **params) -> None:
+    page.goto(page.app_url + "/?" + urllib.parse.urlencode(params))
+    wait_drawn(page)
+    clean(page)
+
+
+@pytest.mark.parametrize("family", sorted(MORE_CONFIGS))
+def test_each_added_family_opens_in_every_view(browser_page, tmp_path, family):
+    from attention import encode, load_model
+
+    page = browser_page
+    folder = make_more(tmp_path / family, family)
+    model, tokenizer = load_model(folder)
+    tokens = encode(tokenizer, SENTENCE).tokens
+    open_app(page, model=str(folder), s=SENTENCE, view="head", layer="1", head="2")
+    page.wait_for_function(f"() => ({HEAD_MAP})() !== null", timeout=60_000)
+    z = np.array(page.evaluate(HEAD_MAP)["z"], dtype=float)
+    assert z.shape == (len(tokens), len(tokens))
+    np.testing.assert_allclose(z.sum(1), 1, atol=1e-4)
+    assert np.all(np.triu(z, 1) == 0) if model.config.causal else np.triu(z, 1).sum() > 0.1
+    for view in registry.VIEWS[1:]:
+        open_app(page, model=str(folder), s=SENTENCE, view=view.key, layer="1", head="2")
+        if view.key != "global":  # the global view computes when asked (its button), the others draw at once
+            assert page.locator(".js-plotly-plot").count() >= 1, (family, view.key)

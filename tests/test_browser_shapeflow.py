@@ -1,0 +1,101 @@
+"""In Chromium: the Shape flow view's diagram lies wholly on a 1280 × 720 presentation screen with box text of
+18 px or more, its stages and heads step on keys; at 1280 × 800 the diagram and the head's map share a screen;
+a click on a box shows its tensor beside the diagram."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from urllib.parse import quote
+
+import pytest
+from browser import CHROMIUM, app_server, launch
+from test_browser_state import clean, wait_drawn
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
+SENTENCE = "The animal didn't cross the street because it was too tired."  # 16 tokens
+DIAGRAM, MAP = ".st-key-shapeflow_chart", ".st-key-shapeflow_map"
+PLACE = """(selector) => {
+    const el = document.querySelector(selector + ' [data-testid="stPlotlyChart"]');
+    if (!el) return null;
+    const r = el.getBoundingClientRect();
+    const seen = Math.max(0, Math.min(r.bottom, innerHeight) - Math.max(r.top, 0));
+    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, seen: seen / r.height};
+}"""
+BOX_FONTS = """() => [...document.querySelectorAll('.st-key-shapeflow_chart .annotation-text')]
+    .filter(t => t.textContent.trim()).map(t => parseFloat(getComputedStyle(t).fontSize))"""
+LEGEND = """() => [...document.querySelectorAll('.st-key-shapeflow_chart .annotation-text')]
+    .map(t => t.textContent).find(t => t.startsWith('layer')) || ''"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        yield chromium, url
+        chromium.close()
+
+
+def opened(browser, size: tuple[int, int], query: str):
+    chromium, url = browser
+    page = chromium.new_page(viewport={"width": size[0], "height": size[1]})
+    page.goto(f"{url}/?{query}view=shapeflow&layer=2&head=3&s={quote(SENTENCE)}")
+    wait_drawn(page)
+    clean(page)
+    page.wait_for_selector(f"{DIAGRAM} .annotation-text", timeout=60_000)
+    page.wait_for_selector(f"{MAP} .xtick text", timeout=60_000)
+    return page
+
+
+def until(page, check, what: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not check() and time.time() < deadline:
+        time.sleep(0.2)
+    assert check(), what
+
+
+def test_the_presentation_shows_the_whole_diagram_and_keys_step_its_stages_and_head(browser):
+    page = opened(browser, (1280, 720), "present=1&")
+    assert page.evaluate("window.scrollY") == 0
+    box = page.evaluate(PLACE, DIAGRAM)
+    assert box["top"] >= 0 and box["bottom"] <= 720 and box["left"] >= 0 and box["right"] <= 1280, box
+    assert min(page.evaluate(BOX_FONTS)) >= 18
+    legend = page.evaluate(LEGEND)
+    assert "head 3" in legend and (stage := re.search(r"stage (\d) of (\d)", legend)), legend
+    page.keyboard.press("ArrowRight")
+    following = int(stage.group(1)) % int(stage.group(2)) + 1
+    until(page, lambda: f"stage {following} of" in page.evaluate(LEGEND), "the stage did not step")
+    box = page.evaluate(PLACE, DIAGRAM)
+    assert box["top"] >= 0 and box["bottom"] <= 720, box  # each stage whole on the screen
+    page.keyboard.press("Shift+ArrowRight")
+    until(page, lambda: "head 4" in page.evaluate(LEGEND), "the head key did not move the diagram's head")
+    clean(page)
+    page.close()
+
+
+def test_the_diagram_and_the_heads_map_share_an_ordinary_screen_and_a_click_shows_a_tensor(browser):
+    page = opened(browser, (1280, 800), "")
+    page.evaluate(f"document.querySelector('{DIAGRAM}').scrollIntoView({{block: 'start'}})")
+    time.sleep(0.5)
+    diagram, head_map = page.evaluate(PLACE, DIAGRAM), page.evaluate(PLACE, MAP)
+    assert diagram["seen"] >= 0.5 and head_map["seen"] >= 0.5, (diagram, head_map)
+    assert head_map["left"] >= diagram["right"] - 1  # beside it
+    assert min(page.evaluate(BOX_FONTS)) >= 14
+    title = page.locator(f"{DIAGRAM} .annotation-text", has_text="probs · V").first
+    spot = title.bounding_box()
+    assert spot is not None
+    page.mouse.click(spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2)  # on the box's invisible bar
+    tensor = page.locator('[data-testid="stPlotlyChart"]', has_text="probs · V, head 3")
+    tensor.wait_for(timeout=60_000)
+    wait_drawn(page)
+    r = tensor.bounding_box()
+    assert r is not None and 0 <= r["y"] and r["y"] + r["height"] / 2 <= 800, r  # on screen, not below
+    assert r["x"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1  # beside the diagram
+    assert "step=heads" in page.evaluate("location.href")
+    clean(page)
+    page.close()

@@ -1,0 +1,53 @@
+"""Presentation mode: every figure a view draws carries a one-line title that says what it shows (the
+layer and head where the view shows one head) and of which sentence, so the PNG the camera icon saves does
+too. The token strips are not a view's result and keep none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_app import no_errors, start
+
+from ui import registry
+from ui.page import ONE_HEAD
+
+STRIP_HEIGHT_PX = 305  # the token strip's figure, which carries no title
+
+
+def titles(at) -> list[str]:
+    """The titles of the page's figures other than the token strips ("" where one has none)."""
+    found = []
+    for chart in at.get("plotly_chart"):
+        layout = json.loads(chart.proto.spec)["layout"]
+        text = (layout.get("title") or {}).get("text") or ""
+        if "tokens" not in chart.proto.id and layout.get("height") != STRIP_HEIGHT_PX:
+            found.append(text)
+    return found
+
+
+@pytest.mark.parametrize("view", [v.key for v in registry.VIEWS if v.key != "walk"])
+def test_every_figure_of_a_view_names_the_sentence_and_its_head(view):
+    at = start(present="1", view=view, layer="3", head="1")
+    no_errors(at)
+    shown = titles(at)
+    assert shown, "the view drew no figure"
+    for title in shown:
+        assert "The animal" in title, title
+        if view in ONE_HEAD:
+            assert "L3 H1" in title or "layer 3, head 1" in title.lower(), title
+
+
+@pytest.mark.parametrize("step", ["7", "11"])
+def test_walk_steps_figures_name_the_sentence(step):
+    at = start(present="1", view="walk", walk=step, layer="3", head="1")
+    no_errors(at)
+    shown = titles(at)
+    assert shown, "the step drew no figure"
+    assert all("The animal" in t and ("L3 H1" in t or "layer 3, head 1" in t.lower()) for t in shown), shown
+
+
+def test_ordinary_mode_keeps_the_figures_own_titles():
+    at = start(view="overview")
+    no_errors(at)
+    assert not any("The animal didn" in t for t in titles(at))

@@ -1,0 +1,36 @@
+"""The DeBERTa terms view: the chosen head's content-to-content, content-to-position and position-to-content
+score maps beside their total, from the recorded forward pass; for any other model, a plain line saying so."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention.models.disentangled import trace_terms
+from viz.disentangled import disentangled_figure
+
+from ..layout import main_px
+from ..models import get_model
+from ..page import font_size, plain, show
+from ..runs import get_trace
+
+
+def draw(run) -> None:
+    text, text_b = st.session_state.submitted
+    layer, head = st.session_state.layer, st.session_state.head
+    config = get_model(st.session_state.source)[0].config
+    if config.position_embedding_type != "disentangled":
+        st.info(
+            f"The model in use is {plain(config.model_type)}, not DeBERTa: its scores are q·k alone, with no "
+            "position terms to split them into. Open a DeBERTa-v2 or -v3 checkpoint to see this view."
+        )
+        return
+    terms = trace_terms(get_trace(st.session_state.source, (text,), text_b, layer))
+    st.caption(
+        "DeBERTa adds to each score q_i·k_j (content to content) two terms read from relative positions: "
+        "content to position, query i's content against the key's distance δ(i, j), and position to content, "
+        "key j's content against the query's distance. All are scaled alike and summed before the softmax. "
+        f"Layer {layer}, head {head}; one colour scale for the four maps, red above 0 and blue below."
+    )
+    maps = {name: getattr(terms, name)[0, head].numpy() for name in ("c2c", "c2p", "p2c", "total")}
+    title = f"Layer {layer}, head {head}: the three terms and their total"
+    show(disentangled_figure(maps, run.tokens, font_size=font_size(), title=title, width=main_px()), "disentangled")

@@ -1,0 +1,180 @@
+"""The Global Q·K view: one head's queries and keys over many sentences in one plane, or every head of a
+layer as small multiples (AttentionViz's global view). The points come from a folder the command line
+wrote (python -m attention.analysis.qk_global) or are computed here for a corpus of up to MAX_TOKENS
+tokens, in the heavy slot, with a progress bar and a stop button. Clicking a point opens its sentence
+in the head view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from attention.analysis.qk_global import FolderError, collect, head_points, read_folder
+from attention.analysis.qk_project import METHODS
+from attention.analysis.texts import CorpusError, iter_texts
+from viz.global_qk import global_qk_figure, small_multiples
+
+from ..layout import main_px
+from ..limits import heavy_guard
+from ..models import get_model
+from ..page import font_size, plain, show
+from ..sources import policy
+from ..state import open_head
+from ..stores import MB, store
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+CORPORA = {"GAP (development)": DATA / "gap-development.jsonl", "Coreference examples": DATA / "coref_examples.jsonl"}
+OWN_FILE, FOLDER = "A file on the server", "A folder of computed points"
+MIN_TOKENS, MAX_TOKENS, TOKEN_STEP = 2_000, 20_000, 1_000
+MAX_FILE_BYTES = 50 * MB  # a corpus file named here
+MAX_TEXTS = 100_000  # texts read from it at most
+MAX_PATH = 500  # characters of a typed path
+METHOD_NAMES = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
+COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
+SCOPES = ("This head", "Every head of the layer")
+
+
+def draw(run) -> None:
+    layer, head = st.session_state.layer, st.session_state.head
+    st.caption(
+        "Each token of many sentences as two points: its query and its key for the chosen head, laid out "
+        "together after the keys are moved and both are scaled so that their means and mean lengths meet "
+        "(neither changes any attention), so a query lies near the keys it attends to. Click a point to "
+        "open its sentence in the head view."
+    )
+    top = st.columns([2, 2, 2])
+    where = top[0].selectbox("Points from", [*CORPORA, OWN_FILE, FOLDER], key="gqk_corpus")
+    scope = top[1].radio("Heads", SCOPES, key="gqk_scope", horizontal=True)
+    colour = top[2].radio("Colour by", list(COLOURS), format_func=COLOURS.get, key="gqk_colour", horizontal=True)
+    heads = (head,) if scope == SCOPES[0] else tuple(range(run.n_heads))
+    points = folder_points(layer, heads) if where == FOLDER else computed_points(where, layer, heads)
+    if points is None:
+        return
+    frames, texts = points
+    if scope == SCOPES[0]:
+        fig = global_qk_figure(frames[head], colour, font_size=font_size(), width=main_px())
+    else:
+        fig = small_multiples(frames, colour, font_size=font_size(), width=main_px())
+        st.caption("At most 4,000 tokens of each head are drawn here, the same tokens in every panel.")
+    show(fig, f"global-qk-l{layer}", key="gqk_chart", on_select=lambda: open_sentence(texts), selection_mode="points")
+
+
+def open_sentence(texts: list[str]) -> None:
+    """The clicked point's sentence in the head view, at the point's layer and head."""
+    for point in st.session_state.gqk_chart.selection.get("points", []):
+        data = point.get("customdata")
+        if data is not None and len(data) >= 4 and 0 <= int(data[0]) < len(texts):
+            open_head(data[2], data[3])
+            text = texts[int(data[0])]
+            st.session_state.text, st.session_state.text_b = text, ""
+            st.session_state.submitted = (text, "")
+            return
+
+
+def folder_points(layer: int, heads: tuple[int, ...]):
+    """The chosen heads' points from a folder the command line wrote; None (and why) when it has none."""
+    if policy().locked:
+        st.info("This server reads only its own corpora: points from a folder are not offered.")
+        return None
+    folder = st.text_input("Folder", key="gqk_folder", max_chars=MAX_PATH, placeholder="/path/to/points")
+    if not folder.strip():
+        st.info("Name a folder written by python -m attention.analysis.qk_global.")
+        return None
+    try:
+        frames, texts = store("qk-folders", 2, 200 * MB).get_or_compute(_stamp(folder), lambda: read_folder(folder))
+    except (FolderError, OSError) as err:
+        st.error(plain(str(err)))
+        return None
+    found = {h: f for (l_, h), f in frames.items() if l_ == layer and h in heads}
+    if not found:
+        asked = f"layer {layer}" if len(heads) > 1 else f"layer {layer} head {heads[0]}"
+        have = ", ".join(f"L{l_} H{h}" for l_, h in sorted(frames))
+        st.info(plain(f"The folder has no points of {asked}: it has {have}."))
+        return None
+    return found, texts
+
+
+def _stamp(path: str) -> tuple:
+    """A folder's or file's path with the times its files were changed: a rewritten one is read again."""
+    target = Path(path.strip())
+    files = sorted(target.glob("*.parquet")) if target.is_dir() else [target] if target.is_file() else []
+    return (str(target), tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+
+
+def corpus_file(where: str) -> Path | None:
+    """The corpus file chosen, or None (and why) for a typed path that cannot be read."""
+    if where in CORPORA:
+        return CORPORA[where]
+    if policy().locked:
+        st.info("This server reads only its own corpora: pick GAP or the coreference examples.")
+        return None
+    typed = st.text_input(
+        "Corpus file (one text per line, or JSON Lines with a text field)", key="gqk_file", max_chars=MAX_PATH
+    )
+    path = Path(typed.strip())
+    if not typed.strip():
+        st.info("Name a text or JSON Lines file on the server.")
+        return None
+    if not path.is_file():
+        st.error(plain(f"{typed.strip()}: no such file."))
+        return None
+    if path.stat().st_size > MAX_FILE_BYTES:
+        st.error(plain(f"{typed.strip()} is larger than {MAX_FILE_BYTES // MB} MB; name a smaller file."))
+        return None
+    return path
+
+
+def computed_points(where: str, layer: int, heads: tuple[int, ...]):
+    """The chosen heads' points computed here (kept per model, corpus and choice); None until asked for."""
+    path = corpus_file(where)
+    if path is None:
+        return None
+    left, right = st.columns(2)
+    tokens = left.slider("Tokens of the corpus", MIN_TOKENS, MAX_TOKENS, MIN_TOKENS, TOKEN_STEP, key="gqk_tokens")
+    method = right.radio("Layout", METHODS, format_func=METHOD_NAMES.get, key="gqk_method", horizontal=True)
+    source = st.session_state.source
+    key = (source, _stamp(str(path)), layer, heads, tokens, method)
+    kept = points_store().get(key)
+    if kept is not None:
+        return kept
+    if st.session_state.get("gqk_asked") != key:
+        st.button("Compute", key="gqk_compute", on_click=lambda: st.session_state.update(gqk_asked=key))
+        return None
+    return compute(key, path)
+
+
+def points_store():
+    return store("qk-global", 3, 300 * MB)
+
+
+def compute(key: tuple, path: Path):
+    """The points of `key`, with a progress bar and a stop button; None (and why) when stopped or refused."""
+    source, _, layer, heads, tokens, method = key
+    bar, button = st.empty(), st.empty()
+    button.button("Stop", key="gqk_stop", on_click=lambda: st.session_state.update(gqk_asked=None))
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(min(done / total, 1.0) * 0.5, text=f"Reading the corpus: {done:,} of {total:,} tokens…")
+
+    def work(deadline):
+        model, tokenizer = get_model(source)
+        texts = iter_texts(path, limit=MAX_TEXTS)
+        sample = collect(model, tokenizer, texts, layer, heads, tokens, deadline.wrap(progress))
+        frames = {}
+        for i, h in enumerate(heads):
+            deadline.check()
+            bar.progress(0.5 + 0.5 * i / len(heads), text=f"Laying out head {h} by {METHOD_NAMES[method]}…")
+            frames[h] = head_points(sample, h, method)
+        return frames, sample.texts
+
+    try:
+        with heavy_guard() as outcome:
+            result = points_store().get_or_compute_heavy(key, "suite", work)
+    except (CorpusError, ValueError) as err:
+        st.error(plain(f"{path.name}: {err}"))
+        return None
+    finally:
+        bar.empty()
+        button.empty()
+    return result if outcome.ok else None

@@ -1,0 +1,151 @@
+"""The global view of a head: every corpus token's query and key in one plane (AttentionViz), drawn with
+WebGL (Scattergl) so that 20,000 tokens' 40,000 points stay quick to draw, pan and hover.
+
+A figure takes the point tables of attention/analysis/qk_global.py (columns x, y, kind, text, position,
+token, token_kind, context, layer, head) and colours them by query or key, by position, or by token kind.
+Every point carries [text, position, layer, head] as customdata, for a click to open its sentence in its head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ._style import base_layout
+from ._text import escape, head_label
+
+COLOUR_BY = ("kind", "position", "token_kind")  # query or key, position in the text, token kind
+KIND_COLOURS = {"query": "#1b9e77", "key": "#d9468f"}  # AttentionViz's green queries and pink keys
+TOKEN_KIND_COLOURS = {"word": "#2f6fad", "piece": "#8fb8de", "punctuation": "#c8610c", "special": "#555555"}
+KIND_SYMBOLS = {"query": "circle", "key": "diamond"}
+POSITION_SCALE = "Viridis"
+
+
+def marker_style(n_points: int) -> dict:
+    """Smaller and fainter markers the more points there are: 20,000 tokens still show their clusters."""
+    if n_points <= 2_000:
+        return dict(size=6, opacity=0.8)
+    if n_points <= 10_000:
+        return dict(size=4, opacity=0.6)
+    return dict(size=3, opacity=0.45)
+
+
+def hover_texts(frame: pd.DataFrame) -> list[str]:
+    """'query «it» · text 3, position 10' over the token in its words, every part of the text escaped."""
+    return [
+        f"<b>{kind}</b> {escape(token)} · text {text}, position {position}<br>{escape(context)}"
+        for kind, token, text, position, context in zip(
+            frame["kind"], frame["token"], frame["text"], frame["position"], frame["context"]
+        )
+    ]
+
+
+def _traces(frame: pd.DataFrame, colour_by: str, marker: dict, legend: bool, coloraxis: str) -> list[go.Scattergl]:
+    """The frame's points as Scattergl traces: one per query/key or per token kind (a legend entry each),
+    or per query/key coloured by position on a shared colour axis."""
+    if colour_by not in COLOUR_BY:
+        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, got {colour_by!r}")
+    groups = {"kind": KIND_COLOURS, "position": KIND_COLOURS, "token_kind": TOKEN_KIND_COLOURS}[colour_by]
+    column = "token_kind" if colour_by == "token_kind" else "kind"
+    traces = []
+    for name, colour in groups.items():
+        part = frame[frame[column] == name]
+        if part.empty:
+            continue
+        style = dict(marker, color=colour, symbol=[KIND_SYMBOLS[k] for k in part["kind"]], line=dict(width=0))
+        if colour_by == "position":
+            style.update(color=part["position"].to_numpy(), coloraxis=coloraxis)
+        traces.append(
+            go.Scattergl(
+                x=part["x"].to_numpy(),
+                y=part["y"].to_numpy(),
+                mode="markers",
+                name={"query": "queries", "key": "keys"}.get(name, name),
+                legendgroup=name,
+                showlegend=legend,
+                marker=style,
+                text=hover_texts(part),
+                hovertemplate="%{text}<extra></extra>",
+                customdata=part[["text", "position", "layer", "head"]].to_numpy(),
+            )
+        )
+    return traces
+
+
+def global_qk_figure(
+    frame: pd.DataFrame,
+    colour_by: str = "kind",
+    title: str | None = None,
+    font_size: int = 14,
+    width: int | None = None,
+    height: int = 640,
+) -> go.Figure:
+    """One head's queries and keys, every point of `frame`, in one WebGL scatter."""
+    if frame.empty:
+        raise ValueError("no points to draw")
+    if title is None:
+        layer, head = int(frame["layer"].iloc[0]), int(frame["head"].iloc[0])
+        n = int((frame["kind"] == "query").sum())
+        title = f"{head_label(layer, head)}: the queries and keys of {n:,} tokens ({len(frame):,} points)"
+    fig = go.Figure(_traces(frame, colour_by, marker_style(len(frame)), True, "coloraxis"))
+    fig.update_layout(**base_layout(font_size, title), width=width, height=height)
+    fig.update_layout(legend=dict(itemsizing="constant", orientation="h", y=-0.02, yanchor="top"))
+    _plain_axes(fig)
+    if colour_by == "position":
+        fig.update_layout(coloraxis=dict(colorscale=POSITION_SCALE, colorbar=dict(title="position")))
+    return fig
+
+
+def small_multiples(
+    frames: dict[int, pd.DataFrame],
+    colour_by: str = "kind",
+    per_head: int = 4_000,
+    font_size: int = 12,
+    width: int | None = None,
+    columns: int = 4,
+    seed: int = 0,
+) -> go.Figure:
+    """Every head of a layer, one small WebGL scatter each, `per_head` tokens' queries and keys of each
+    (the same tokens in every panel)."""
+    if not frames:
+        raise ValueError("no heads to draw")
+    heads = sorted(frames)
+    rows, columns = math.ceil(len(heads) / columns), min(columns, len(heads))
+    first = frames[heads[0]]
+    titles = [head_label(int(frames[h]["layer"].iloc[0]), h) for h in heads]
+    fig = make_subplots(rows, columns, subplot_titles=titles, horizontal_spacing=0.02, vertical_spacing=0.06)
+    kept = _thinned(first, per_head, seed)
+    for i, head in enumerate(heads):
+        frame = frames[head]
+        part = frame[frame.set_index(["kind", "text", "position"]).index.isin(kept)]
+        for trace in _traces(part, colour_by, marker_style(len(part) * 3), i == 0, "coloraxis"):
+            fig.add_trace(trace, row=i // columns + 1, col=i % columns + 1)
+    panel = (width or 1000) / columns
+    fig.update_layout(**base_layout(font_size), width=width, height=round(rows * panel * 0.95 + 80))
+    fig.update_layout(legend=dict(itemsizing="constant", orientation="h", y=1.02, yanchor="bottom"))
+    _plain_axes(fig)
+    if colour_by == "position":
+        fig.update_layout(coloraxis=dict(colorscale=POSITION_SCALE, colorbar=dict(title="position")))
+    return fig
+
+
+def _thinned(frame: pd.DataFrame, per_head: int, seed: int) -> pd.MultiIndex:
+    """(kind, text, position) of `per_head` tokens' query and key, chosen at random once for every panel."""
+    tokens = frame.loc[frame["kind"] == "query", ["text", "position"]].drop_duplicates()
+    if len(tokens) > per_head:
+        tokens = tokens.iloc[np.sort(np.random.default_rng(seed).choice(len(tokens), per_head, replace=False))]
+    both = pd.concat([tokens.assign(kind="query"), tokens.assign(kind="key")])
+    return pd.MultiIndex.from_frame(both[["kind", "text", "position"]])
+
+
+def _plain_axes(fig: go.Figure) -> None:
+    """No ticks or grid (a projection's coordinates mean nothing alone), one unit the same on both axes."""
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    for axis in fig.layout:
+        if axis.startswith("yaxis"):
+            fig.layout[axis].scaleanchor = "x" + axis.removeprefix("yaxis")
