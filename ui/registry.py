@@ -65,6 +65,7 @@ VIEWS = (
     View("efficient", "GQA & fused", "ui.views.efficient.draw", True, ("kv",)),
     View("global", "Global Q·K", "ui.views.global_qk.draw", True),
     View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
+    View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part")),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them)

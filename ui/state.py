@@ -53,6 +53,7 @@ DRAW_MODES = {"heatmap": "Heatmap", "lines": "Lines"}
 DERIVED = {"rollout": "Rollout", "flow": "Flow"}
 ABLATION_MODES = {"zero": "Zero the head's output", "uniform": "Uniform attention"}
 SHAPEFLOW_DEFAULT_STEP = "probs"
+CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
 
 # ---- the bounds on what a link or a widget asks for: every value that sizes work meets one of these ----
 # (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
@@ -63,6 +64,7 @@ MAX_LIST_ITEMS = 64  # the distinct items of a list in a link (heads, ablated he
 MAX_LIST_CHARS = 4_000  # a list written longer than this in a link is not read at all
 MAX_DIGITS = 4  # a number in a link (a layer, a head, a word's index): at most 9999
 MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a link
+MAX_TARGET_CHARS = 1_000  # an encoder-decoder's forced target (its decoder tokens are cut to its positions too)
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -114,6 +116,12 @@ def _text(text: str) -> str:
     """A field name, a group's value or a model source: printable, at most MAX_SHORT_TEXT characters."""
     if len(text) > MAX_SHORT_TEXT or not text.isprintable():
         raise ValueError("not a short printable text")
+    return text
+
+
+def _target(text: str) -> str:
+    if len(text) > MAX_TARGET_CHARS:
+        raise ValueError(f"longer than {MAX_TARGET_CHARS:,} characters")
     return text
 
 
@@ -182,6 +190,8 @@ PARAMS = [
     _param("ablate_mode", "ablation", "ablation", ABLATION_MODES["zero"], _choice(ABLATION_MODES)),
     _param("gqa_kv", "kv", "key/value heads", None, _number),
     _param("walk_step", "walk", "step of the walk", 0, _number),
+    _param("target", "target", "target text", "", _target),
+    _param("cross_part", "part", "attention part", CROSS_PARTS["cross"], _choice(CROSS_PARTS)),
     _param("source", "model", "model", "", (str, str)),
 ]
 registry.check_params(p.name for p in PARAMS)
