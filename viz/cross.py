@@ -58,8 +58,9 @@ def part_grid(
     )
     layout = base_layout(font_size, title)
     top = layout["margin"]["t"] + 20
+    title_px = len(title or "") * font_size * 1.2 * 0.6 + 40  # a narrow grid (few heads) keeps its title whole
     layout.update(
-        width=int(LABELS_PX + n_heads * (cols + 1) * cell_px + COLORBAR_PX),
+        width=int(max(LABELS_PX + n_heads * (cols + 1) * cell_px + COLORBAR_PX, min(title_px, width))),
         height=int(top + n_layers * (rows + 1) * cell_px + 40),
         margin=dict(l=10, r=10, t=top, b=10),
         xaxis=clean_axis(
