@@ -149,3 +149,17 @@ def test_a_model_without_a_decoder_says_so_and_has_no_target_box():
     no_errors(at)
     assert any("it has none" in i.value for i in at.info)
     assert not [t for t in at.text_input if t.key == "target"]
+
+
+def test_the_lines_join_the_decoders_tokens_to_the_encoders(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    model, tokenizer = load_model(str(folder))
+    out = written(model, tokenizer)
+    at = start(model=str(folder), s=SENTENCE, view="cross", layer="1", head="1")
+    lines = next(
+        spec
+        for spec in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+        if any(t.get("mode") == "markers+text" for t in spec["data"])
+    )
+    columns = [t["text"] for t in lines["data"] if t.get("mode") == "markers+text"]
+    assert columns == [escape_all(out.tokens), escape_all(out.encoder_tokens)]  # queries left, keys right
