@@ -45,7 +45,7 @@ def main() -> None:
     from ui import registry
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
-    from ui.models import LOADED, get_model
+    from ui.models import LOADED, get_model, get_seq2seq
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
     from ui.present import keys as present_keys
@@ -113,6 +113,10 @@ def main() -> None:
         )
     if present:
         present_controls(run)
+    if get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross":
+        st.caption(
+            "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
+        )
     try:
         registry.by_label(st.session_state.view).function()(run)
     except NeedsSmallerInput as err:  # a big run's view that reads every map at once

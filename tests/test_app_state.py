@@ -22,6 +22,7 @@ VIEWS = [
     "efficient",
     "global",
     "disentangled",
+    "cross",
     "walk",
 ]
 

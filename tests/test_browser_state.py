@@ -27,6 +27,7 @@ VIEWS = [
     "efficient",
     "global",
     "disentangled",
+    "cross",
     "walk",
 ]
 SIZE = {"width": 1280, "height": 720}

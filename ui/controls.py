@@ -9,10 +9,10 @@ import streamlit as st
 
 from attention.models import FAMILIES
 
-from .models import get_model, precision_caption
+from .models import get_model, get_seq2seq, precision_caption
 from .page import plain
 from .sources import policy
-from .state import MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
+from .state import MAX_TARGET_CHARS, MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
 
 
 def sidebar():
@@ -25,8 +25,9 @@ def sidebar():
         st.header("Model")
         model, _ = get_model(st.session_state.source)
         c = model.config
+        part = " encoder-decoder, its encoder's" if get_seq2seq(st.session_state.source) else ""
         st.caption(
-            f"In use: {plain(model.load_report.source)} — {c.model_type}"
+            f"In use: {plain(model.load_report.source)} — {c.model_type}{part}"
             f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
             f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}"
         )
@@ -50,7 +51,7 @@ def sidebar():
                     placeholder="empty: the bundled all-MiniLM-L6-v2",
                     help="Families: "
                     + ", ".join(f.title for f in FAMILIES.values())
-                    + " (encoder-decoders: Python only)",
+                    + " (encoder-decoders: their encoder in every view, the decoder in Cross-attention)",
                 )
                 st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):
@@ -82,9 +83,13 @@ def examples() -> None:
 
 
 def _sentence_form(compact: bool = False) -> None:
-    """``compact``: the two boxes and Run side by side, the sentence box as low as it goes."""
+    """``compact``: the boxes and Run side by side, the sentence box as low as it goes. An encoder-decoder
+    has a Target box too: what its decoder is given to read (empty: it writes its own)."""
+    writes = get_seq2seq(st.session_state.source) is not None
     with st.form("sentence_form", border=not compact):
-        first, second, run = st.columns([6, 3, 1], vertical_alignment="bottom") if compact else [st.container()] * 3
+        spec = [5, 3, 3, 1] if writes else [6, 3, 1]
+        boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)
+        first, second, run = boxes[0], boxes[1], boxes[-1]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
         second.text_input(
             "Second sentence (optional)",
@@ -92,4 +97,12 @@ def _sentence_form(compact: bool = False) -> None:
             max_chars=MAX_TEXT_CHARS,
             help="Segment B: the model reads the two sentences as a pair",
         )
+        if writes:
+            boxes[2].text_input(
+                "Target (optional)",
+                key="target",
+                max_chars=MAX_TARGET_CHARS,
+                placeholder="empty: the model writes it",
+                help="The decoder's text, forced as its input (teacher forcing); empty: written greedily",
+            )
         run.form_submit_button("Run", type="primary", on_click=submit)

@@ -11,6 +11,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention import ModelLoadError, load_model
 from attention.loading import DeviceUnavailable, read_config, resolve_device
+from attention.models import EncoderDecoder
 from attention.sources import resolve_source
 
 from .settings import DEVICE, DTYPE
@@ -19,6 +20,7 @@ from .stores import kept
 
 log = logging.getLogger("attention-app")
 LOADED: set[str] = set()  # sources this process has loaded (a hint for the page, not a cache)
+WRITERS = ("bart", "mbart", "marian", "t5")  # the encoder-decoders attention.generate writes with
 
 
 def _load_model(source: str, downloads: bool, bin_files: bool):
@@ -43,12 +45,15 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
 @kept(max_entries=2)
 def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
     _, config = read_config(resolve_source(source or None, downloads))  # config.json alone: nothing built yet
-    if config.is_encoder_decoder:  # the page's views read one stack of self-attention
+    if config.is_encoder_decoder and config.model_type not in WRITERS:  # a family added without generation
         raise ModelLoadError(
-            f"{source} is an encoder-decoder ({config.model_type}): it loads in Python "
-            "(attention.load_model), but this page's views read encoders and decoders only, so far."
+            f"{source} is an encoder-decoder ({config.model_type}) this page cannot run: it reads "
+            f"{', '.join(WRITERS)} encoder-decoders."
         )
-    return load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+    model, tokenizer = load_model(source or None, downloads=downloads, bin_files=bin_files, device=device, dtype=dtype)
+    if isinstance(model, EncoderDecoder):  # the views read its encoder, which names the checkpoint it came from
+        model.encoder.load_report = model.load_report
+    return model, tokenizer
 
 
 def precision_caption(report) -> str:
@@ -60,7 +65,20 @@ def precision_caption(report) -> str:
 
 def get_model(source: str):
     """The model and tokenizer of `source` ("" for the bundled model), loaded once per process, if
-    this server's source policy allows it (ui/sources.py); else a ModelLoadError."""
+    this server's source policy allows it (ui/sources.py); else a ModelLoadError. For an encoder-decoder,
+    its encoder: every view reads one stack of self-attention, and the encoder is run as an encoder-only
+    model is (the whole model: `get_seq2seq`)."""
+    model, tokenizer = _get_loaded(source)
+    return (model.encoder if isinstance(model, EncoderDecoder) else model), tokenizer
+
+
+def get_seq2seq(source: str):
+    """The encoder-decoder and tokenizer of `source`, or None when it is not one."""
+    model, tokenizer = _get_loaded(source)
+    return (model, tokenizer) if isinstance(model, EncoderDecoder) else None
+
+
+def _get_loaded(source: str):
     rules = policy()
     rules.check(source)
     loaded = _load_model(source, rules.downloads, rules.bin_files)

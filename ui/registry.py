@@ -71,6 +71,7 @@ VIEWS = (
         ("corpus", "file", "folder", "scope", "colour", "tokens", "layout"),
     ),
     View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
+    View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part")),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them)

@@ -5,15 +5,19 @@ through `big_run_loader` and kept in stores of their own."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
+import torch
 
 from attention import bigrun
 from attention.bigrun import BIG_RUN_BYTES, maps_bytes
 from attention.inputs import encode, within_positions
-from attention.run import run_padded_batch, run_sentence
+from attention.run import read_only, run_padded_batch, run_sentence, stack_attentions
 from attention.trace import trace_layer
 
-from .models import get_model
+from .models import get_model, get_seq2seq
 from .stores import MB, store
 
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
@@ -88,6 +92,76 @@ def get_batch(source: str, texts: tuple[str, ...]):
         return run_padded_batch(model, tokenizer, list(texts))
 
     return store("batches", 8, 200 * MB).get_or_compute((source, texts), compute)
+
+
+# ---- an encoder-decoder's writing ----------------------------------------------------------------------
+
+MAX_NEW_TOKENS = 40  # the most tokens a translation or summary is written to
+
+
+@dataclass(frozen=True)
+class Writing:
+    """An encoder-decoder's decoder sequence for one source text (written greedily, or the target given)
+    with every map of the one forward pass over it: maps["cross"] (n_layers, H, T, S), maps["decoder"]
+    (n_layers, H, T, T), maps["encoder"] (n_layers, H, S, S), T decoder tokens and S encoder tokens."""
+
+    encoder_ids: np.ndarray  # (1, S)
+    encoder_tokens: list[str]
+    decoder_ids: np.ndarray  # (1, T): the start token, then the written or given tokens
+    decoder_tokens: list[str]
+    maps: dict[str, np.ndarray]
+    forced: bool  # the target was given rather than written
+    notice: str  # the target or the text cut to the model's positions, else ""
+
+
+def get_writing(source: str, text: str, target: str = "") -> Writing:
+    """What the encoder-decoder of `source` writes for `text` (greedy, at most MAX_NEW_TOKENS new tokens), or
+    `target` forced as its decoder's input; kept in the shared stores."""
+
+    def compute():
+        from attention import generate
+        from attention.generate_seq2seq import start_token
+        from attention.inputs import on_model_device, within_positions
+        from attention.processors import read_settings
+
+        loaded = get_seq2seq(source)
+        assert loaded is not None, "get_writing reads an encoder-decoder"
+        model, tokenizer = loaded
+        limit = model.decoder.config.max_position_embeddings
+        if not target:
+            out = generate(model, tokenizer, text, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
+            maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
+            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "")
+        (text_in,) = within_positions(model.config.max_position_embeddings, text)
+        (input_ids,) = on_model_device(model, tokenizer(text_in, return_tensors="pt")["input_ids"])  # (1, S)
+        start = start_token(model, read_settings(Path(model.load_report.path)))
+        given = tokenizer(text_target=target)["input_ids"]
+        notice = ""
+        if 1 + len(given) > limit:
+            notice = f"The target is {len(given)} tokens; the decoder reads {limit}, so its first {limit - 1} are used."
+            given = given[: limit - 1]
+        (decoder_ids,) = on_model_device(model, torch.tensor([[start, *given]]))  # (1, T)
+        with torch.inference_mode():
+            out = model(input_ids, decoder_input_ids=decoder_ids)
+        maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
+        tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+        written = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
+        return _writing(input_ids, tokens, decoder_ids, written, maps, True, notice)
+
+    return store("writings", 16, 200 * MB).get_or_compute((source, text, target), compute)
+
+
+def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice) -> Writing:
+    cross, decoder, encoder = (stack_attentions(list(m)) for m in maps)
+    return Writing(
+        read_only(encoder_ids.cpu().numpy()),
+        list(encoder_tokens),
+        read_only(decoder_ids.cpu().numpy()),
+        list(decoder_tokens),
+        {"cross": cross, "decoder": decoder, "encoder": encoder},
+        forced,
+        notice,
+    )
 
 
 # ---- a big run's pieces, on demand ------------------------------------------------------------------

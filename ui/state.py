@@ -63,6 +63,7 @@ GQK_CORPORA = {
 GQK_SCOPES = {"head": "This head", "layer": "Every head of the layer"}
 GQK_COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
 GQK_LAYOUTS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
+CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
 
 # ---- the bounds on what a link or a widget asks for: every value that sizes work meets one of these ----
 # (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
@@ -75,6 +76,7 @@ MAX_DIGITS = 4  # a number in a link (a layer, a head, a word's index): at most 
 MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a link
 MAX_PATH = 500  # characters of a path on the server (the global Q·K view's corpus file or folder)
 GQK_MIN_TOKENS, GQK_MAX_TOKENS, GQK_TOKEN_STEP = 2_000, 20_000, 1_000  # a corpus's tokens in the global Q·K view
+MAX_TARGET_CHARS = 1_000  # an encoder-decoder's forced target (its decoder tokens are cut to its positions too)
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -142,6 +144,12 @@ def _tokens(text: str) -> int:
     if not GQK_MIN_TOKENS <= value <= GQK_MAX_TOKENS or value % GQK_TOKEN_STEP:
         raise ValueError(f"not a multiple of {GQK_TOKEN_STEP:,} from {GQK_MIN_TOKENS:,} to {GQK_MAX_TOKENS:,}")
     return value
+
+
+def _target(text: str) -> str:
+    if len(text) > MAX_TARGET_CHARS:
+        raise ValueError(f"longer than {MAX_TARGET_CHARS:,} characters")
+    return text
 
 
 def _choice(options: dict[str, str]) -> tuple[Callable[[Any], str], Callable[[str], Any]]:
@@ -221,6 +229,8 @@ PARAMS = [
     _param("gqk_tokens", "tokens", "tokens of the corpus", GQK_MIN_TOKENS, _tokens),
     _param("gqk_method", "layout", "layout", "umap", _words(GQK_LAYOUTS)),
     _param("walk_step", "walk", "step of the walk", 0, _number),
+    _param("target", "target", "target text", "", _target),
+    _param("cross_part", "part", "attention part", CROSS_PARTS["cross"], _choice(CROSS_PARTS)),
     _param("source", "model", "model", "", (str, str)),
 ]
 registry.check_params(p.name for p in PARAMS)

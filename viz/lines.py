@@ -55,19 +55,24 @@ def lines_view(
     *,
     n_bins: int = 8,
     font_size: int = 14,
+    key_tokens: Sequence[str] | None = None,
 ) -> go.Figure:
     """Lines from each query token (left) to each key token (right).
 
     ``attentions_for_heads`` is ``[n_selected, L, L]`` (or one ``[L, L]``
     map); ``heads`` names them in the legend (default "head 0", ...). Each
     head has its own colour. Weights below ``threshold`` are not drawn.
+    ``key_tokens``: the keys on the right when they are not the queries (an encoder-decoder's
+    cross-attention: the decoder's tokens on the left, the encoder's on the right); maps are then
+    ``[n_selected, len(tokens), len(key_tokens)]``.
     """
+    keys = tokens if key_tokens is None else key_tokens
     maps = np.asarray(attentions_for_heads)
     maps = maps[None] if maps.ndim == 2 else maps
-    if maps.ndim != 3 or maps.shape[1:] != (len(tokens), len(tokens)):
+    if maps.ndim != 3 or maps.shape[1:] != (len(tokens), len(keys)):
         raise ValueError(
-            f"expected maps [n_selected, {len(tokens)}, {len(tokens)}] for "
-            f"{len(tokens)} tokens, got shape {np.shape(attentions_for_heads)}"
+            f"expected maps [n_selected, {len(tokens)}, {len(keys)}] for "
+            f"{len(tokens)} query and {len(keys)} key tokens, got shape {np.shape(attentions_for_heads)}"
         )
     heads = [f"head {i}" for i in range(len(maps))] if heads is None else list(heads)
     if len(heads) != len(maps):
@@ -77,10 +82,10 @@ def lines_view(
     for index, (attn, name) in enumerate(zip(maps, heads)):
         colour = PALETTE[index % len(PALETTE)]
         traces += _head_traces(attn, escape(name), colour, threshold, n_bins)
-    names = escape_all(tokens)
+    names, key_names = escape_all(tokens), escape_all(keys)
     traces.append(_token_column(names, X_QUERY, "middle left", "query"))
-    traces.append(_token_column(names, X_KEY, "middle right", "key"))
-    return go.Figure(traces, _layout(names, len(maps) > 1, font_size))
+    traces.append(_token_column(key_names, X_KEY, "middle right", "key"))
+    return go.Figure(traces, _layout([*names, *key_names], max(len(names), len(key_names)), len(maps) > 1, font_size))
 
 
 def _head_traces(attn, name: str, colour: str, threshold: float, n_bins: int) -> list:
@@ -125,8 +130,8 @@ def _token_column(names: list[str], x: float, position: str, role: str) -> go.Sc
     )
 
 
-def _layout(names: list[str], show_legend: bool, font_size: int) -> dict:
-    n = len(names)
+def _layout(names: list[str], n: int, show_legend: bool, font_size: int) -> dict:
+    """``names``: every label drawn (their longest sets the margins); ``n``: the longer column's rows."""
     label_px = int(max((len(t) for t in names), default=0) * font_size * 0.6) + 16
     pad = label_px / LINE_AREA_PX  # label width in x data units
     layout = base_layout(font_size)

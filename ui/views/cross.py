@@ -1,0 +1,121 @@
+"""Cross-attention: what an encoder-decoder (BART, mBART, Marian, T5) writes for the sentence (a
+translation or a summary, written greedily, or the target typed in the Target box), and how its decoder
+reads the encoder: one head's map (decoder tokens as rows, encoder tokens as columns), every head of the
+chosen part, lines between the two rows, and the cross-attention's shape flow."""
+
+from __future__ import annotations
+
+import streamlit as st
+import torch
+
+import viz
+from attention import ModelLoadError
+from attention.inputs import on_model_device
+from viz.cross import part_grid
+from viz.shapeflow import cross_attention_flow
+
+from ..layout import expander_px, main_px
+from ..models import WRITERS, get_model, get_seq2seq
+from ..page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
+from ..runs import MAX_NEW_TOKENS, Writing, get_writing
+from ..state import CROSS_PARTS
+
+PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
+
+
+def draw(run) -> None:
+    loaded = get_seq2seq(st.session_state.source)
+    if loaded is None:
+        c = get_model(st.session_state.source)[0].config
+        st.info(
+            f"Cross-attention is an encoder-decoder's: its decoder reading the encoder's output. This model "
+            f"({c.model_type}) is {'a decoder' if c.causal else 'an encoder'} only, so it has none. Load an "
+            f"encoder-decoder checkpoint ({', '.join(WRITERS)}) in the sidebar to see it."
+        )
+        return
+    model, tokenizer = loaded
+    slot = figure_slot()
+    try:
+        with st.spinner("Writing…"):
+            writing = get_writing(st.session_state.source, st.session_state.submitted[0], st.session_state.target)
+    except ModelLoadError as err:  # a checkpoint without its LM head cannot write, but reads a given target
+        st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
+        return
+    if writing.notice:
+        st.info(writing.notice)
+    part = st.segmented_control("Part", list(CROSS_PARTS.values()), key="cross_part", required=True)
+    kind = PART_KEYS.get(part or "", "cross")
+    rows, cols = _tokens(writing, kind)
+    maps = writing.maps[kind]
+    layer, head = _within(maps.shape[0], maps.shape[1])
+    written = tokenizer.decode(writing.decoder_ids[0].tolist(), skip_special_tokens=True)
+    how = "given as the target" if writing.forced else f"written greedily (at most {MAX_NEW_TOKENS} new tokens)"
+    show_text(f"Decoder, {how}: {plain(written)}", "written")
+    fig = viz.head_heatmap(
+        maps[layer, head],
+        rows,
+        cols,
+        title=f"{CROSS_PARTS[kind]}, layer {layer}, head {head}",
+        font_size=font_size(),
+        **(present_size() or {"width": main_px()}),
+    )
+    with slot or st.container():
+        show(fig, f"{kind}-layer{layer}-head{head}", key="cross_map")
+    st.caption(_about(kind))
+    grid = part_grid(
+        maps, (layer, head), f"{CROSS_PARTS[kind]}: every layer and head", font_size=font_size(), width=main_px()
+    )
+    show(grid, f"{kind}-grid", key="cross_grid", on_select=_open_clicked, selection_mode="points")
+    with st.expander("Lines between the two rows of tokens"):
+        lines = viz.lines_view(maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols)
+        show(lines, f"{kind}-lines", key="cross_lines")
+    cross = writing.maps["cross"]
+    flow_layer, flow_head = min(layer, cross.shape[0] - 1), min(head, cross.shape[1] - 1)
+    with st.expander(f"Shape flow of layer {flow_layer}'s cross-attention"):
+        _flow(model, writing, flow_layer, flow_head)
+
+
+def _tokens(writing: Writing, kind: str) -> tuple[list[str], list[str]]:
+    """The map's rows and columns: the decoder's tokens over the encoder's for the cross-attention."""
+    if kind == "encoder":
+        return writing.encoder_tokens, writing.encoder_tokens
+    return writing.decoder_tokens, writing.decoder_tokens if kind == "decoder" else writing.encoder_tokens
+
+
+def _within(n_layers: int, n_heads: int) -> tuple[int, int]:
+    """The selected layer and head, within this part's (a decoder may have fewer layers than the encoder)."""
+    layer, head = st.session_state.layer, st.session_state.head
+    shown = min(layer, n_layers - 1), min(head, n_heads - 1)
+    if shown != (layer, head):
+        st.caption(f"This part has {n_layers} layers × {n_heads} heads: showing layer {shown[0]}, head {shown[1]}.")
+    shown_as("layer", str(shown[0]))
+    shown_as("head", str(shown[1]))
+    return shown
+
+
+def _about(kind: str) -> str:
+    if kind == "cross":
+        return (
+            "Each row is a decoder token (the start token first) reading the encoder's tokens: in a "
+            "translation, where each written word looks in the source. Each row sums to 1."
+        )
+    if kind == "decoder":
+        return "The decoder's self-attention: each written token reads itself and those before it (causal)."
+    return "The encoder's self-attention over the sentence, as every other view shows it."
+
+
+def _flow(model, writing: Writing, layer: int, head: int) -> None:
+    enc, dec = on_model_device(
+        model, torch.tensor(writing.encoder_ids.tolist()), torch.tensor(writing.decoder_ids.tolist())
+    )
+    st.caption("Q from the decoder's states, K and V from the encoder's output.")
+    fig = cross_attention_flow(model, enc, dec, layer, font_size=font_size(), width=expander_px(), head=head)
+    show(fig, f"cross-flow-layer{layer}", key="cross_flow")
+
+
+def _open_clicked() -> None:
+    for point in st.session_state["cross_grid"].selection.get("points", []):
+        data = point.get("customdata")
+        if data is not None and len(data) >= 2:
+            st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
+            return
