@@ -22,6 +22,7 @@ VIEWS = [
     "efficient",
     "global",
     "disentangled",
+    "next",
     "walk",
 ]
 

@@ -27,6 +27,7 @@ VIEWS = [
     "efficient",
     "global",
     "disentangled",
+    "next",
     "walk",
 ]
 SIZE = {"width": 1280, "height": 720}
