@@ -110,7 +110,7 @@ def _sentence_form(compact: bool = False) -> None:
     """``compact``: the two boxes and Run side by side, the sentence box as low as it goes."""
     causal = get_model(st.session_state.source)[0].config.causal
     with st.form("sentence_form", border=not compact):
-        widths = [6, 3, 1, 1] if causal else [6, 3, 1]
+        widths = [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
         columns = st.columns(widths, vertical_alignment="bottom") if compact else [st.container()] * len(widths)
         first, second, run = columns[:3]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)

@@ -75,7 +75,9 @@ def next_token_figure(
             row=1,
             col=col,
         )
-        fig.update_xaxes(clean_axis(range=[0, top * 1.25 or 1], tickformat=".0%"), row=1, col=col)
+        fig.update_xaxes(
+            clean_axis(range=[0, top * 1.25 or 1], tickformat=".0%" if top >= 0.2 else ".1%"), row=1, col=col
+        )
     fig.update_yaxes(clean_axis(autorange="reversed", type="category"))
     layout = base_layout(font_size)
     layout.update(
