@@ -45,6 +45,7 @@ def main() -> None:
     from ui import registry
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
+    from ui.generation import continued, read_again_notice, views_read
     from ui.models import LOADED, get_model, get_seq2seq
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
@@ -90,48 +91,53 @@ def main() -> None:
             st.toggle("Presentation mode", key="present")
         st.info("Type a sentence above and press Run to see its tokens and attention.")
         return
-    with st.spinner("Running the model…"):
-        run = get_run(st.session_state.source, text, text_b)
-    clamp_selection(run.n_layers, run.n_heads)
-    if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
-        found = strongest_head(run, text, st.session_state.get("coref_rank"))
-        if found:
-            st.session_state.layer, st.session_state.head, why = found
-            st.session_state.url_notices.append(why)
-    if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
-        selectors(run)
-        tokens_strip(run, strip_place)
-    # shown once, after the link was read; in presentation mode under the figure, never over it
-    notices, st.session_state.url_notices = st.session_state.url_notices, []
-    if not present:
-        for notice in notices:
-            st.info(notice)
-    if all(run.encoded.special):
-        st.info(
-            "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
-            "characters), so only [CLS] and [SEP] remain."
-        )
-    if present:
-        present_controls(run)
-    if get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross":
-        st.caption(
-            "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
-        )
-    try:
-        registry.by_label(st.session_state.view).function()(run)
-    except NeedsSmallerInput as err:  # a big run's view that reads every map at once
-        st.info(str(err))
-    link = None
-    if present:  # what is not the figure comes after it
-        for notice in notices:
-            st.info(notice)
-        present_keys(run)
-        link = link_control()
-        tokens_strip(run)
-        input_form()
-        st.toggle("Presentation mode", key="present")
-    write_url()
-    report_button(model.load_report.source)  # after write_url: the report's link is this page's
+    shown, written = continued(st.session_state.source, text, text_b)
+    with views_read(shown, written):  # the views read the prompt and its continuation
+        text, text_b = st.session_state.submitted
+        with st.spinner("Running the model…"):
+            run = get_run(st.session_state.source, text, text_b)
+        if written is not None and (said := read_again_notice(written, run.encoded.input_ids[0].tolist())):
+            st.session_state.url_notices.append(said)
+        clamp_selection(run.n_layers, run.n_heads)
+        if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
+            found = strongest_head(run, text, st.session_state.get("coref_rank"))
+            if found:
+                st.session_state.layer, st.session_state.head, why = found
+                st.session_state.url_notices.append(why)
+        if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
+            selectors(run)
+            tokens_strip(run, strip_place)
+        # shown once, after the link was read; in presentation mode under the figure, never over it
+        notices, st.session_state.url_notices = st.session_state.url_notices, []
+        if not present:
+            for notice in notices:
+                st.info(notice)
+        if all(run.encoded.special):
+            st.info(
+                "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
+                "characters), so only [CLS] and [SEP] remain."
+            )
+        if present:
+            present_controls(run)
+        if get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross":
+            st.caption(
+                "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
+            )
+        try:
+            registry.by_label(st.session_state.view).function()(run)
+        except NeedsSmallerInput as err:  # a big run's view that reads every map at once
+            st.info(str(err))
+        link = None
+        if present:  # what is not the figure comes after it
+            for notice in notices:
+                st.info(notice)
+            present_keys(run)
+            link = link_control()
+            tokens_strip(run)
+            input_form()
+            st.toggle("Presentation mode", key="present")
+        write_url()
+        report_button(model.load_report.source)  # after write_url: the report's link is this page's
     if link is not None:  # the link as written just now
         show_link(link)
 

@@ -23,6 +23,7 @@ VIEWS = [
     "global",
     "disentangled",
     "cross",
+    "next",
     "walk",
 ]
 

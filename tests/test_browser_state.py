@@ -28,6 +28,7 @@ VIEWS = [
     "global",
     "disentangled",
     "cross",
+    "next",
     "walk",
 ]
 SIZE = {"width": 1280, "height": 720}

@@ -12,7 +12,20 @@ from attention.models import FAMILIES
 from .models import get_model, get_seq2seq, precision_caption
 from .page import plain
 from .sources import policy
-from .state import MAX_TARGET_CHARS, MAX_TEXT_CHARS, PRESETS, ask_for_model, choose_model, submit, use_preset
+from .state import (
+    MAX_NEW_TOKENS,
+    MAX_SEED,
+    MAX_TARGET_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TOP_K,
+    PRESETS,
+    TEMPERATURES,
+    ask_for_model,
+    choose_model,
+    continue_text,
+    submit,
+    use_preset,
+)
 
 
 def sidebar():
@@ -22,8 +35,10 @@ def sidebar():
         st.toggle("Presentation mode", key="present")
         examples()
         strip = st.container()
-        st.header("Model")
         model, _ = get_model(st.session_state.source)
+        if model.config.causal:
+            continue_settings()
+        st.header("Model")
         c = model.config
         part = " encoder-decoder, its encoder's" if get_seq2seq(st.session_state.source) else ""
         st.caption(
@@ -76,6 +91,17 @@ def input_form() -> None:
         _sentence_form(compact=True)
 
 
+def continue_settings() -> None:
+    """How Continue writes: how many tokens, greedily or sampled (temperature, top-k, top-p, seed)."""
+    with st.expander("Continue: how the model writes"):
+        st.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n")
+        sample = st.toggle("Sample", key="gen_sample", help="Off: greedy, the most probable token at each step")
+        st.slider("Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", disabled=not sample)
+        st.number_input("Top-k (0: off)", 0, MAX_TOP_K, key="gen_top_k", disabled=not sample)
+        st.slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", disabled=not sample)
+        st.number_input("Seed", 0, MAX_SEED, key="gen_seed", disabled=not sample)
+
+
 def examples() -> None:
     st.selectbox(
         "Examples", list(PRESETS), index=None, placeholder="Pick an example…", key="preset", on_change=use_preset
@@ -84,12 +110,14 @@ def examples() -> None:
 
 def _sentence_form(compact: bool = False) -> None:
     """``compact``: the boxes and Run side by side, the sentence box as low as it goes. An encoder-decoder
-    has a Target box too: what its decoder is given to read (empty: it writes its own)."""
+    has a Target box too: what its decoder is given to read (empty: it writes its own); a causal model has
+    Continue beside Run."""
     writes = get_seq2seq(st.session_state.source) is not None
+    causal = not writes and get_model(st.session_state.source)[0].config.causal
     with st.form("sentence_form", border=not compact):
-        spec = [5, 3, 3, 1] if writes else [6, 3, 1]
+        spec = [5, 3, 3, 1] if writes else [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
         boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)
-        first, second, run = boxes[0], boxes[1], boxes[-1]
+        first, second, run = boxes[0], boxes[1], boxes[3 if writes else 2]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
         second.text_input(
             "Second sentence (optional)",
@@ -106,3 +134,7 @@ def _sentence_form(compact: bool = False) -> None:
                 help="The decoder's text, forced as its input (teacher forcing); empty: written greedily",
             )
         run.form_submit_button("Run", type="primary", on_click=submit)
+        if causal:  # a decoder writes: Continue runs the sentence and the model's continuation of it
+            boxes[3].form_submit_button(
+                "Continue", on_click=continue_text, help="Run, then let the model write after the sentence"
+            )

@@ -17,6 +17,7 @@ from viz._style import TITLE_GLYPH, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import registry
+from .generation import current
 from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
@@ -218,12 +219,14 @@ def tokens_strip(run, place=None) -> None:
         box.header("Tokens")
     else:
         box, width = st.container(), main_px()
+    written = current()  # a continuation's tokens are marked
     with box:
-        show(strip_figure(enc, width), "tokens")
+        show(strip_figure(enc, width, written.prompt_len if written else None), "tokens")
 
 
-def strip_figure(enc, width: int):
-    """The token strip of an encoded input, its rows wrapped within `width` px (its column)."""
+def strip_figure(enc, width: int, new_from: int | None = None):
+    """The token strip of an encoded input, its rows wrapped within `width` px (its column); positions from
+    `new_from` on marked as written by the model."""
     return viz.token_strip(
         enc.tokens,
         enc.input_ids[0].tolist(),
@@ -231,6 +234,7 @@ def strip_figure(enc, width: int):
         enc.special,
         font_size=font_size(),
         width=width,
+        new_from=new_from,
     )
 
 

@@ -72,10 +72,12 @@ VIEWS = (
     ),
     View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
     View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part")),
+    View("next", "Next token", "ui.views.next_token.draw", False, ("pos", "t")),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
-# the URL names of the Params every view reads (the rest belong to the rows that read them)
-SHARED = ("view", "layer", "head", "present", "strip", "model")
+# the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's
+# continuation (ui/generation.py) is part of the text every view runs on
+SHARED = ("view", "layer", "head", "present", "strip", "model", "cont", "n", "sample", "temp", "topk", "topp", "seed")
 DEFAULT = VIEWS[0]
 
 

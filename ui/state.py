@@ -77,6 +77,10 @@ MAX_SHORT_TEXT = 200  # a field name, a group's value or a model source in a lin
 MAX_PATH = 500  # characters of a path on the server (the global Q·K view's corpus file or folder)
 GQK_MIN_TOKENS, GQK_MAX_TOKENS, GQK_TOKEN_STEP = 2_000, 20_000, 1_000  # a corpus's tokens in the global Q·K view
 MAX_TARGET_CHARS = 1_000  # an encoder-decoder's forced target (its decoder tokens are cut to its positions too)
+MAX_NEW_TOKENS = 64  # the most tokens Continue writes
+MAX_TOP_K = 1000  # top-k sampling's largest k
+MAX_SEED = 2**31 - 1
+TEMPERATURES = (0.05, 5.0)  # the lowest and highest temperature
 
 
 # ---- how each kind of value is written in the URL ---------------------------------------------------
@@ -122,6 +126,20 @@ def _name(text: str) -> str:
     if not re.fullmatch(r"[a-z_]{1,32}", text):
         raise ValueError("not a step name")
     return text
+
+
+def _decimal(text: str) -> float:
+    """A decimal number such as 0.7 or 2 (no sign, no exponent, at most 8 characters)."""
+    if not re.fullmatch(r"\d{1,4}(\.\d{1,3})?", text):
+        raise ValueError("not a decimal number")
+    return float(text)
+
+
+def _whole(text: str) -> int:
+    """A seed: an integer of at most 10 digits."""
+    if not re.fullmatch(r"\d{1,10}", text):
+        raise ValueError("not a whole number")
+    return int(text)
 
 
 def _text(text: str) -> str:
@@ -178,11 +196,17 @@ class Param:
     write: Callable[[Any], str]
     read: Callable[[str], Any]  # raises ValueError for a value it cannot take
     always: bool = False  # written even at its default (which views read it: ui/registry.py)
+    bounds: tuple[float, float] | None = None  # a number from the link outside them is clamped, with a notice
 
 
-def _param(key, name, label, default, codec, always=False) -> Param:
+def _param(key, name, label, default, codec, always=False, bounds=None) -> Param:
     write, read = codec if isinstance(codec, tuple) else (str, codec)
-    return Param(key, name, label, default, write, read, always)
+    return Param(key, name, label, default, write, read, always, bounds)
+
+
+def _short(value: float) -> str:
+    """0.7 -> "0.7", 2.0 -> "2": a decimal as a link writes it."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 _FLAG = (lambda v: "1" if v else "0", _flag)
@@ -231,6 +255,15 @@ PARAMS = [
     _param("walk_step", "walk", "step of the walk", 0, _number),
     _param("target", "target", "target text", "", _target),
     _param("cross_part", "part", "attention part", CROSS_PARTS["cross"], _choice(CROSS_PARTS)),
+    _param("gen_on", "cont", "continued", False, _FLAG),
+    _param("gen_n", "n", "new tokens", 20, _number, bounds=(1, MAX_NEW_TOKENS)),
+    _param("gen_sample", "sample", "sampled", False, _FLAG),
+    _param("gen_temperature", "temp", "temperature", 1.0, (_short, _decimal), bounds=TEMPERATURES),
+    _param("gen_top_k", "topk", "top-k (0: off)", 0, _number, bounds=(0, MAX_TOP_K)),
+    _param("gen_top_p", "topp", "top-p", 1.0, (_short, _decimal), bounds=(0.01, 1.0)),
+    _param("gen_seed", "seed", "seed", 0, _whole, bounds=(0, MAX_SEED)),
+    _param("next_position", "pos", "position", None, _number),
+    _param("next_temperature", "t", "temperature of the bars", 2.0, (_short, _decimal), bounds=TEMPERATURES),
     _param("source", "model", "model", "", (str, str)),
 ]
 registry.check_params(p.name for p in PARAMS)
@@ -274,7 +307,13 @@ def init_from_url() -> None:
 
 
 def capped(p: Param, value, notices: list[str]):
-    """A list from the link cut to its first MAX_LIST_ITEMS distinct items, with a notice saying so."""
+    """A list from the link cut to its first MAX_LIST_ITEMS distinct items, a number to its Param's bounds,
+    each with a notice saying so."""
+    if p.bounds is not None and not p.bounds[0] <= value <= p.bounds[1]:
+        low, high = p.bounds
+        kept = type(value)(min(max(value, low), high))
+        notices.append(f"The link's {p.name} is {value:g}, outside {low:g}–{high:g}; using {kept:g}.")
+        return kept
     if not isinstance(value, list) or len(value) <= MAX_LIST_ITEMS:
         return value
     notices.append(
@@ -306,7 +345,7 @@ def current_choices() -> list[tuple[Param, Any]]:
 
 
 def write_url() -> None:
-    text, text_b = st.session_state.submitted
+    text, text_b = st.session_state.get("prompt") or st.session_state.submitted  # a continuation's prompt
     params = {
         p.name: p.write(value)
         for p, value in current_choices()
@@ -349,7 +388,15 @@ def use_preset() -> None:
 
 
 def submit() -> None:
+    """Run: the sentence as typed, without a continuation."""
     st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
+    st.session_state.gen_on = False
+
+
+def continue_text() -> None:
+    """Continue: the sentence as typed, continued by the model (ui/generation.py)."""
+    submit()
+    st.session_state.gen_on = True
 
 
 def open_head(layer: int, head: int) -> None:

@@ -6,7 +6,11 @@ and a continuation piece ("##ing") touches the box before it. The figure
 is drawn in pixel units (one data unit is one pixel), so text and boxes
 keep their sizes whatever the number of tokens. All boxes of one colour are
 one filled trace, and pieces, ids and positions one text trace each: a
-figure has at most six traces, however long the input.
+figure has at most seven traces, however long the input.
+
+Tokens a model wrote after the prompt (``new_from``: the first written
+position) are boxes of their own colour with a thicker outline, named in the
+colour key.
 
 A long input (more than ``COMPACT_ABOVE`` pieces) gets a compact strip: no id
 line (the hover still gives each id) and a position above every
@@ -30,11 +34,14 @@ FRAME_PX = 20  # the figure's left and right margins together
 MIN_ROW_PX = 200  # rows never wrap narrower than this, whatever the width given
 CHAR_WIDTH = 0.62  # average glyph width as a fraction of the font size
 CONTINUATION = "##"
+WRITTEN = ("#dcf2dc", "#2e8b3e")  # a continuation's tokens: fill, outline
 KINDS = {  # kind: (name in the colour key, (fill, outline))
     "A": ("segment A", SEGMENT_A),
     "B": ("segment B", SEGMENT_B),
     "special": ("[CLS] / [SEP]", SPECIAL),
+    "new": ("written by the model", WRITTEN),
 }
+OUTLINE_PX = {"new": 3.0}  # the rest: 1.5
 CAPTION = "above each box: position · in it: the piece and its vocabulary id"
 COMPACT_ABOVE = 128  # pieces; a longer input gets the compact strip
 POSITION_EVERY = 10  # in the compact strip, the boxes numbered
@@ -78,6 +85,7 @@ def token_strip(
     per_row: int | None = None,
     compact: bool | None = None,
     width: int | None = None,
+    new_from: int | None = None,
 ) -> go.Figure:
     """The pieces as boxes in reading order, wrapping to rows.
 
@@ -90,6 +98,8 @@ def token_strip(
     pixels the figure may take (its column), rows wrapping within it; by
     default rows wrap at ``ROW_PX``. Drawn wider than its column, the figure
     would be shrunk to fit and its boxes with it, but not its text.
+    ``new_from``: the first position a model wrote (a continuation of the
+    prompt before it); those boxes are marked as written.
     """
     n = len(tokens)
     if not (len(ids) == len(segments) == len(special) == n):
@@ -102,6 +112,8 @@ def token_strip(
     widths = np.array([_box_width(p, i, sizes) for p, i in zip(pieces, ids)])
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
     kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
+    if new_from is not None:
+        kinds = [kind if i < new_from else "new" for i, kind in enumerate(kinds)]
 
     room = None if width is None else width - 2 * EDGE_PX - FRAME_PX  # the strip's own pixels, edges aside
     row_px = ROW_PX if room is None else max(MIN_ROW_PX, room)
@@ -112,7 +124,8 @@ def token_strip(
     for kind, (name, colours) in KINDS.items():
         mask = np.array([k == kind for k in kinds], dtype=bool)
         if mask.any():
-            traces.append(_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours))
+            outline = OUTLINE_PX.get(kind, 1.5)
+            traces.append(_boxes(left[mask], top[mask], widths[mask], sizes.box_h, name, colours, outline))
     traces.append(
         _text(
             "piece",
@@ -121,7 +134,7 @@ def token_strip(
             _show_pieces(pieces, attached),
             sizes.font,
             "#1a1a1a",
-            hovers=_hovers(pieces, ids, segments, special),
+            hovers=_hovers(pieces, ids, segments, special, new_from),
         )
     )
     if sizes.ids:
@@ -204,7 +217,9 @@ def _word_widths(widths: np.ndarray, attached: np.ndarray) -> np.ndarray:
     return word_px
 
 
-def _boxes(left, top, widths, height: float, name: str, colours: tuple[str, str]) -> go.Scatter:
+def _boxes(
+    left, top, widths, height: float, name: str, colours: tuple[str, str], outline_px: float = 1.5
+) -> go.Scatter:
     """Closed rectangles separated by gaps, filled in one colour."""
     right, bottom = left + widths, top + height
     nan = np.full(len(left), np.nan)
@@ -217,18 +232,20 @@ def _boxes(left, top, widths, height: float, name: str, colours: tuple[str, str]
         mode="lines",
         fill="toself",
         fillcolor=fill,
-        line=dict(color=outline, width=1.5),
+        line=dict(color=outline, width=outline_px),
         name=name,
         showlegend=False,
         hoverinfo="skip",
     )
 
 
-def _hovers(pieces: list[str], ids, segments, special) -> list[str]:
-    """ "position i: piece (id N, segment A)", with ", special" for [CLS] / [SEP]."""
+def _hovers(pieces: list[str], ids, segments, special, new_from: int | None = None) -> list[str]:
+    """ "position i: piece (id N, segment A)", with ", special" for [CLS] / [SEP] and ", written" for a
+    token the model wrote."""
     return [
         f"position {i}: {piece} (id {ids[i]}, segment {'B' if segments[i] else 'A'}"
-        + (", special)" if special[i] else ")")
+        + (", special" if special[i] else "")
+        + (", written by the model)" if new_from is not None and i >= new_from else ")")
         for i, piece in enumerate(pieces)
     ]
 

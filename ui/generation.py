@@ -1,0 +1,188 @@
+"""A causal model's continuation of the sentence (Continue): written by attention.generate with the settings
+in the link (ui/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
+so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation:
+the decoded text is read again by the tokenizer, and the page says so where that gives other ids than
+the ones written. The next-token view reads the model's LM head over the whole sequence (`position_logits`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attention import ModelLoadError
+from attention.generate import generate, load_lm_head
+from attention.search import LMHead
+
+from .models import get_model
+from .stores import MB, kept, store
+
+
+@dataclass(frozen=True)
+class Settings:
+    n: int
+    sample: bool
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    seed: int | None  # only sampling draws from it
+
+    @classmethod
+    def chosen(cls) -> Settings:
+        """The page's settings (session state, as the link gave them or the widgets set them)."""
+        s = st.session_state
+        n = int(s.get("gen_n", 20))
+        if not s.get("gen_sample", False):  # greedy: the most probable token, whatever reshapes the scores
+            return cls(n, False, 1.0, None, None, None)
+        top_p = float(s.get("gen_top_p", 1.0))
+        return cls(
+            n=n,
+            sample=True,
+            temperature=float(s.get("gen_temperature", 1.0)),
+            top_k=int(s.get("gen_top_k", 0)) or None,
+            top_p=None if top_p >= 1 else top_p,
+            seed=int(s.get("gen_seed", 0)),
+        )
+
+    def describe(self) -> str:
+        if not self.sample:
+            return f"{self.n} tokens, greedy"
+        cut = (f", top-k {self.top_k}" if self.top_k else "") + (f", top-p {self.top_p:g}" if self.top_p else "")
+        return f"{self.n} tokens, sampled at temperature {self.temperature:g}{cut}, seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Continuation:
+    prompt: str
+    text: str  # the prompt and the continuation as one text: what every view runs on
+    ids: tuple[int, ...]  # the prompt's ids, then the new ones, as written
+    prompt_len: int  # how many of `ids` are the prompt's
+    ended: bool  # an end-of-sequence token came before n tokens
+
+
+def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
+    """`prompt` continued by the model of `source` (a causal decoder), computed once per source, prompt and
+    settings in a compute slot of the shared stores. ValueError: the prompt leaves no room for the tokens."""
+
+    def compute() -> Continuation:
+        model, tokenizer = get_model(source)
+        written = generate(
+            model,
+            tokenizer,
+            prompt,
+            max_new_tokens=settings.n,
+            do_sample=settings.sample,
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            top_p=settings.top_p,
+            seed=settings.seed,
+        )
+        ids = written.ids[0].tolist()
+        n_new = written.new_ids.size(1)
+        before = tokenizer.decode(ids[: len(ids) - n_new], clean_up_tokenization_spaces=False)
+        whole = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+        new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
+        return Continuation(prompt, prompt + new_text, tuple(ids), len(ids) - n_new, n_new < settings.n)
+
+    return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
+
+
+def read_again_notice(written: Continuation, ids: list[int]) -> str | None:
+    """What to say when the continuation's text, read again by the tokenizer, gives ids other than those
+    the model wrote (a token cut inside a character, or pieces that merge differently); None when equal."""
+    if list(written.ids) == ids:
+        return None
+    same = next((i for i, (a, b) in enumerate(zip(written.ids, ids)) if a != b), min(len(ids), len(written.ids)))
+    return (
+        f"The continuation's text, read again by the tokenizer, gives {len(ids)} tokens where the model wrote "
+        f"{len(written.ids)} (they differ from position {same}): the views show the text as read again."
+    )
+
+
+@kept(max_entries=2)
+def lm_head(source: str) -> tuple[LMHead | None, str | None]:
+    """The checkpoint's LM head (read strictly from it), or None and why not."""
+    model, _ = get_model(source)
+    if not model.config.causal:
+        return None, "not a causal decoder"
+    try:
+        return load_lm_head(model), None
+    except ModelLoadError as err:
+        return None, str(err)
+
+
+def final_hidden(source: str, ids: tuple[int, ...]) -> np.ndarray:
+    """The last layer's hidden states (T, E) of `ids`, after the final norm: one teacher-forced forward over
+    the whole sequence, kept (at most a few MB) so that moving along the positions costs a matrix product."""
+
+    def compute() -> np.ndarray:
+        model, _ = get_model(source)
+        device = model.embeddings.word_embeddings.weight.device
+        with torch.inference_mode():
+            out = model(torch.tensor([ids], device=device))
+        return out.last_hidden_state[0].float().cpu().numpy()
+
+    return store("final-hidden", 16, 32 * MB).get_or_compute((source, ids), compute)
+
+
+def position_logits(source: str, ids: tuple[int, ...], position: int) -> np.ndarray:
+    """The model's next-token logits (V,) at `position` of `ids`, float32, from its LM head (None raises)."""
+    head, why = lm_head(source)
+    if head is None:
+        raise ModelLoadError(why or "no LM head")
+    hidden = final_hidden(source, ids)[position]
+    weight = head.weight
+    with torch.inference_mode():
+        logits = head(torch.from_numpy(hidden).to(device=weight.device, dtype=weight.dtype))
+    return logits.cpu().numpy()
+
+
+def continued(source: str, text: str, text_b: str) -> tuple[str, Continuation | None]:
+    """The text every view runs on: `text` itself, or, after Continue with a causal model, the prompt and the
+    model's continuation. What stopped a continuation, or changed it, goes to the page's notices."""
+    notices = st.session_state.setdefault("url_notices", [])
+    if not st.session_state.get("gen_on"):
+        return text, None
+    if not get_model(source)[0].config.causal:
+        notices.append("Continue writes with a causal decoder (GPT-2, Llama, …); this model reads text only.")
+        return text, None
+    if text_b:
+        notices.append("Continue writes after one sentence: empty the second box to continue the first.")
+        return text, None
+    try:
+        with st.spinner("Writing the continuation…"):
+            written = continuation(source, text, Settings.chosen())
+    except ValueError as err:
+        notices.append(f"No continuation: {err}.")
+        return text, None
+    return written.text, written
+
+
+@contextlib.contextmanager
+def views_read(text: str, written: Continuation | None):
+    """Within the block, the views read the prompt and its continuation as the submitted sentence (they take
+    it from st.session_state.submitted); outside it, the sentence stays the prompt, as the link writes it."""
+    if written is None:
+        st.session_state.pop("continuation", None)
+        yield
+        return
+    prompt = st.session_state.prompt = st.session_state.submitted
+    st.session_state.submitted = (text, "")
+    st.session_state.continuation = written
+    try:
+        yield
+    finally:
+        st.session_state.submitted = prompt
+        del st.session_state.prompt
+
+
+def current() -> Continuation | None:
+    """The continuation the views are drawn on in this run (within `views_read`), else None."""
+    written = st.session_state.get("continuation")
+    if written is None or st.session_state.get("submitted", ("",))[0] != written.text:
+        return None
+    return written

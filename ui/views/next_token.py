@@ -1,0 +1,112 @@
+"""The Next token view: at a chosen position, a causal model's most probable next tokens, from its LM head
+over the whole sequence read at once (teacher-forced), the token that came next marked, and the same
+candidates at another temperature. An encoder-only model has no next-token head: the view says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from viz.next_token import entropy_bits, next_token_figure, softmax
+
+from ..generation import current, lm_head, position_logits
+from ..models import get_model
+from ..page import figure_slot, font_size, plain, present_size, show, show_text
+from ..state import TEMPERATURES
+
+TOP = 10  # candidates shown
+
+
+def draw(run) -> None:
+    source = st.session_state.source
+    head, why = lm_head(source)
+    if head is None:
+        config = get_model(source)[0].config
+        st.info(
+            f"The model in use ({plain(config.model_type)}) has no next-token head: "
+            + (
+                "it reads the whole sentence at once, each token seeing the ones after it, so it does not "
+                "predict the next one (a masked-LM head, where it has one, fills in a hidden token: another task). "
+                "Open a causal decoder (GPT-2, Llama, …) to see this view."
+                if not config.causal
+                else f"its LM head could not be read ({plain(why or 'unknown')})."
+            )
+        )
+        return
+    written = current()  # the ids as the model wrote them (the text read again may give others)
+    ids = written.ids if written else tuple(run.encoded.input_ids[0].tolist())
+    tokens = tokens_of(ids)
+    position = chosen_position(tokens)
+    slot = figure_slot()
+    left, right = st.columns(2)
+    left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: f"{i}: {tokens[i]}")
+    temperature = right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature")
+    logits = position_logits(source, ids, position)
+    probs, tempered = softmax(logits), softmax(logits, temperature)
+    order = np.argsort(-probs, kind="stable")[:TOP]
+    candidates = tokens_of(order)
+    following = ids[position + 1] if position + 1 < len(ids) else None
+    chosen = next((k for k, i in enumerate(order) if i == following), None) if following is not None else None
+    if following is not None and chosen is None:  # the token that came next is not among the best: shown last
+        order = np.append(order, following)
+        candidates.append(tokens_of([following])[0])
+        chosen = len(order) - 1
+    explain(tokens, position, following, probs)
+    title = f"After position {position} ({tokens[position]}): the next token"
+    fig = next_token_figure(
+        candidates,
+        probs[order],
+        tempered[order],
+        temperature,
+        chosen=chosen,
+        entropies=(entropy_bits(probs), entropy_bits(tempered)),
+        title=title,
+        font_size=font_size(),
+        **present_size_of_bars(),
+    )
+    with slot or st.container():
+        show(fig, f"next-token-{position}")
+
+
+def chosen_position(tokens: list[str]) -> int:
+    """The position in session state, within the sequence: by default (or past its end, with a notice) the
+    prompt's last token, whose bars say what the model would write first."""
+    written = current()
+    default = (written.prompt_len if written else len(tokens)) - 1
+    position = st.session_state.get("next_position")
+    if position is None or not 0 <= position < len(tokens):
+        if position is not None:
+            st.info(f"Position {position} is past the sequence (0–{len(tokens) - 1}); showing {default}.")
+        st.session_state.next_position = position = default
+    return position
+
+
+def tokens_of(ids) -> list[str]:
+    tokenizer = get_model(st.session_state.source)[1]
+    return tokenizer.convert_ids_to_tokens([int(i) for i in ids])
+
+
+def explain(tokens: list[str], position: int, following: int | None, probs) -> None:
+    written = current()
+    by_model = written is not None and position + 1 >= written.prompt_len
+    if following is None:
+        came = "This is the sequence's last position: nothing follows it yet, the top bar is what greedy search writes."
+    else:
+        rank = int((probs > probs[following]).sum()) + 1
+        who = "the model wrote" if by_model else "the text has"
+        token = plain(tokens[position + 1])
+        came = f"In red, the token {who} next ({token}): rank {rank}, p = {probs[following]:.3f}."
+    show_text(
+        f"The model reads the whole sequence once; at position {position} its LM head's logits, through a softmax, "
+        f"give the probability of each token coming next (the {TOP} most probable shown). The temperature T divides "
+        "the logits before the softmax: below 1 it sharpens the bars, above 1 it flattens them (the entropy rises). "
+        f"{came} While writing, the checkpoint's generation settings and top-k/top-p also reshape the scores; "
+        "these bars are the model's own.",
+        "next-token-caption",
+    )
+
+
+def present_size_of_bars() -> dict:
+    """Presentation mode: the figure within the first screen's width and height."""
+    size = present_size()
+    return {"width": size["width"], "height": size["height"]} if size else {}
