@@ -6,10 +6,20 @@ True, return_dict_in_generate=True), greedy, on the same random checkpoints and 
 Checkpoints (random weights, a 8000-token vocabulary): GPT-2 small's shape (12 layers, 768 wide, 12 heads),
 a small Llama with grouped-query attention (8 layers, 512 wide, 8 query and 2 key/value heads), and tiny BART
 and T5 encoder-decoders. Their generation configs name no end-of-sequence token, so both write every token.
-Each (model, side) runs in a fresh process on the CPU: the median time of `repeats` calls after one warm-up,
-and the peak RSS of one call after it above the resident size just before that call. Prints tokens per second,
-theirs / ours in time (above 1: ours is faster) and ours / theirs in memory (below 1: ours uses less), and
-whether the written ids are the same.
+Time: each (model, side) in a fresh process on the CPU, the median of `repeats` calls after one warm-up call.
+
+Memory: each (model, side) in another fresh process with no warm-up, one call measured. After the model is
+loaded and every weight read once (transformers maps a checkpoint's file lazily, so a first call would
+otherwise count reading the weights), the kernel's high-water mark of the resident set is reset to the
+current resident size (writing 5 to /proc/self/clear_refs), that size is the baseline, and the call's memory
+is VmHWM minus the baseline, both read from /proc/self/status: the most the call added at any moment, the maps
+it returns included, and the one-time costs of a first call (lazy imports, our LM head read from the
+checkpoint) too. The CPU has no allocator statistics as torch.cuda's, and tracemalloc does not see torch's
+tensors, so the resident set is what is measured; a peak after a warm-up call would instead mostly show what
+the allocator kept from that call.
+
+Prints tokens per second, theirs / ours in time (above 1: ours is faster), each side's MB and ours / theirs in
+memory (below 1: ours uses less), and whether the written ids are the same.
 """
 
 from __future__ import annotations
@@ -88,44 +98,62 @@ def write_tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
 
 
-def run_side(which: str, folder: Path, prompt: list[int], new: int, repeats: int) -> dict:
-    """In this process: (seconds per call, peak RSS MB above the start, the ids written)."""
+def writer(which: str, folder: Path, prompt: list[int], new: int):
+    """In this process: the model loaded, and a call that writes `new` tokens after `prompt` and returns the ids."""
     if which == "ours":
         from attention import generate, load_model
 
         model, _ = load_model(folder)
         tokenizer = FixedPrompt(prompt)
+        resident(model)
+        return lambda: generate(model, tokenizer, "", max_new_tokens=new).ids
+    import transformers
 
-        def call():
-            return generate(model, tokenizer, "", max_new_tokens=new).ids
-    else:
-        import transformers
+    config = transformers.AutoConfig.from_pretrained(str(folder))
+    task = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM
+    ref = task.from_pretrained(str(folder), attn_implementation="eager").eval()
+    resident(ref)
+    ids = torch.tensor([prompt])
 
-        config = transformers.AutoConfig.from_pretrained(str(folder))
-        task = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM
-        ref = task.from_pretrained(str(folder), attn_implementation="eager").eval()
-        ids = torch.tensor([prompt])
+    def call():
+        with torch.inference_mode():
+            out = ref.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=1,
+                max_new_tokens=new, min_new_tokens=new, output_attentions=True, return_dict_in_generate=True,
+                pad_token_id=0,
+            )  # fmt: skip
+        return out.sequences
 
-        def call():
-            with torch.inference_mode():
-                out = ref.generate(
-                    input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=1,
-                    max_new_tokens=new, min_new_tokens=new, output_attentions=True, return_dict_in_generate=True,
-                    pad_token_id=0,
-                )  # fmt: skip
-            return out.sequences
+    return call
 
-    written = call()  # warm-up: one-time costs (lazy imports, the LM head read) stay out of the figures
-    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS (VmHWM) starts again from the current RSS
-    before = status_mb("VmRSS")
-    call()
-    peak = status_mb("VmHWM") - before
+
+def resident(model: torch.nn.Module) -> None:
+    """Every weight read once, so that weights mapped from the file but not yet read are resident before a call
+    is measured (transformers maps safetensors lazily: its first call would otherwise read 357 MB of GPT-2 small)."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.sum()
+
+
+def time_side(which: str, folder: Path, prompt: list[int], new: int, repeats: int) -> dict:
+    """In this process: the median seconds per call after one warm-up call, and the ids written."""
+    call = writer(which, folder, prompt, new)
+    written = call()  # warm-up: one-time costs (lazy imports, the LM head read) stay out of the time
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
-    return dict(seconds=sorted(times)[len(times) // 2], peak_mb=max(peak, 0.0), ids=written[0].tolist())
+    return dict(seconds=sorted(times)[len(times) // 2], ids=written[0].tolist())
+
+
+def memory_side(which: str, folder: Path, prompt: list[int], new: int) -> dict:
+    """In this process, fresh: the MB one first call adds to the resident set at its peak (the module's docstring)."""
+    call = writer(which, folder, prompt, new)
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current resident size
+    before = status_mb("VmRSS")
+    call()
+    return dict(peak_mb=status_mb("VmHWM") - before)
 
 
 def status_mb(field: str) -> float:
@@ -135,8 +163,9 @@ def status_mb(field: str) -> float:
     return 0.0
 
 
-def in_child(which: str, folder: Path, args) -> dict:
-    argv = [sys.executable, __file__, "--child", which, str(folder), "--new", str(args.new)]
+def in_child(which: str, measure: str, folder: Path, args) -> dict:
+    """One side's time or memory, measured in a fresh process."""
+    argv = [sys.executable, __file__, "--child", which, measure, str(folder), "--new", str(args.new)]
     argv += ["--prompt", str(args.prompt), "--repeats", str(args.repeats), "--threads", str(args.threads)]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode:
@@ -151,15 +180,18 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--child", nargs=2, metavar=("SIDE", "FOLDER"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=3, metavar=("SIDE", "MEASURE", "FOLDER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
         args.new, args.prompt, args.repeats = 16, 16, 2
     torch.set_num_threads(args.threads)
     prompt = [(7 * i + 3) % VOCAB for i in range(args.prompt)]
     if args.child:
-        which, folder = args.child
-        print(json.dumps(run_side(which, Path(folder), prompt, args.new, args.repeats)))
+        which, measure, folder = args.child
+        if measure == "time":
+            print(json.dumps(time_side(which, Path(folder), prompt, args.new, args.repeats)))
+        else:
+            print(json.dumps(memory_side(which, Path(folder), prompt, args.new)))
         return
     print(f"cpu, {args.threads} threads; {args.prompt} prompt tokens, {args.new} new, greedy, every map kept")
     print(f"{'model':<11} {'ours tok/s':>10} {'theirs tok/s':>12} {'time x':>7} {'ours MB':>8} {'theirs MB':>9} "
@@ -167,7 +199,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             folder = save(name, Path(tmp) / name)
-            ours, theirs = in_child("ours", folder, args), in_child("theirs", folder, args)
+            ours, theirs = ({**in_child(side, "time", folder, args), **in_child(side, "memory", folder, args)}
+                            for side in ("ours", "theirs"))  # fmt: skip
             rate_ours, rate_theirs = args.new / ours["seconds"], args.new / theirs["seconds"]
             memory = ours["peak_mb"] / theirs["peak_mb"] if theirs["peak_mb"] else float("nan")
             same = "equal" if ours["ids"] == theirs["ids"] else "DIFFER"
@@ -175,6 +208,7 @@ def main() -> None:
                 f"{name:<11} {rate_ours:>10.1f} {rate_theirs:>12.1f} {theirs['seconds'] / ours['seconds']:>7.2f} "
                 f"{ours['peak_mb']:>8.1f} {theirs['peak_mb']:>9.1f} {memory:>6.2f}  {same}"
             )
+    print("time x: theirs ÷ ours in seconds per call; mem x: ours ÷ theirs in MB a fresh process's first call adds")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from viz._maps import colour_axis, encode, is_compact
 from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import head_label
+from viz.kind_menu import kind_items, suffix
 from viz.notebook import MENU_PX, _menu, _placed
 from viz.overview import GRID_PX, MAX_TILE_PX, MIN_TILE_PX, pool_map
 from viz.panels import Panel, chosen_layers, pair_blocks, panels
@@ -77,7 +78,7 @@ def model_view(
     tile_px = float(np.clip(GRID_PX / len(heads), MIN_TILE_PX, MAX_TILE_PX))
     traces = []
     for index, (panel, per_block) in enumerate(zip(views, grids)):
-        axes = dict(xaxis=f"x{_suffix(index)}", yaxis=f"y{_suffix(index)}")
+        axes = dict(xaxis=f"x{suffix(index)}", yaxis=f"y{suffix(index)}")
         for number, grid in enumerate(per_block):
             traces.append(
                 go.Heatmap(
@@ -85,7 +86,8 @@ def model_view(
                 )
             )
         traces.append(_tile_markers(panel, layers, heads, _cells(panel, max_cells), tile_px, axes))
-    fig = go.Figure(traces, _layout(views, layers, heads, max_cells, tile_px, title, font_size))
+    layout = _layout(views, layers, heads, max_cells, tile_px, title, font_size)
+    fig = go.Figure(traces, layout)
     fig.update_layout(coloraxis=colour_axis(compact, SEQUENTIAL))
     if display_mode == "dark":
         fig.update_layout(**DARK)
@@ -96,11 +98,10 @@ def model_view(
             for number, name in enumerate(blocks)
         ]
         fig.update_layout(updatemenus=_placed([_menu("Sentences", items, 0)], fig.layout))
+    if len(views) > 1:  # an encoder-decoder: its grids together or one alone
+        kinds = _menu("Attention", kind_items(views, layout, "y"), 0, method="relayout")
+        fig.update_layout(updatemenus=_placed([kinds], fig.layout))
     return fig
-
-
-def _suffix(index: int) -> str:
-    return "" if index == 0 else str(index + 1)
 
 
 def _block_numbers(is_map: list[bool]) -> list[int]:
@@ -164,25 +165,25 @@ def _layout(
     top = 1.0
     for index, (panel, height) in enumerate(zip(views, heights)):
         c_q, c_k = _cells(panel, max_cells)
-        suffix = _suffix(index)
-        layout[f"xaxis{suffix}"] = clean_axis(
+        s = suffix(index)
+        layout[f"xaxis{s}"] = clean_axis(
             tickmode="array",
             tickvals=[c * (c_k + 1) + (c_k - 1) / 2 for c in range(len(heads))],
             ticktext=[f"H{h}" for h in heads],
             side="top",
             range=[-0.5, len(heads) * (c_k + 1) - 1.5],
-            anchor=f"y{suffix}",
+            anchor=f"y{s}",
             constrain="domain",
             title=dict(text=panel.name or None),
         )
-        layout[f"yaxis{suffix}"] = clean_axis(
+        layout[f"yaxis{s}"] = clean_axis(
             tickmode="array",
             tickvals=[r * (c_q + 1) + (c_q - 1) / 2 for r in range(len(layers))],
             ticktext=[f"L{i}" for i in layers],
             range=[len(layers) * (c_q + 1) - 1.5, -0.5],
             domain=[max(0.0, top - height / plot_h), top],
-            anchor=f"x{suffix}",
-            scaleanchor=f"x{suffix}",
+            anchor=f"x{s}",
+            scaleanchor=f"x{s}",
             scaleratio=1,
             constrain="domain",
             constraintoward="top",

@@ -16,6 +16,7 @@ from viz._maps import colour_axis, encode, hover_weight, is_compact
 from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import head_label, position_labels
 from viz.heatmap import COLORBAR_PX, SLACK_PX, _label_px, _plot_px, column_ticks, row_ticks
+from viz.kind_menu import kind_items, suffix
 from viz.panels import Panel, chosen_layers, pair_blocks, panels
 
 NOTEBOOK_PX = 960  # a notebook's output column
@@ -86,8 +87,10 @@ def head_view(
             f"heads 0–{n_heads - 1}"
         )
     overlay = listed if len(listed) > 1 else []
-    if sentence_b_start is not None and len(views) > 1:
-        raise ValueError("sentence_b_start is for one sequence's attention, not an encoder-decoder's")
+    if sentence_b_start is not None and (len(views) > 1 or views[0].first_new is not None):
+        raise ValueError(
+            "sentence_b_start is for one sentence pair's attention, not an encoder-decoder's or a generation's"
+        )
 
     n_cells = sum(p.maps[0, 0].size * (p.n_heads + bool(overlay)) for p in views for i in layers if i < p.n_layers)
     compact = is_compact(n_cells, compact)
@@ -100,9 +103,9 @@ def head_view(
             if overlay and all(h < panel.n_heads for h in overlay):
                 traces.append(_overlay_trace(panel, index, i, overlay, compact))
                 shown.append((i, OVERLAY))
-    fig = go.Figure(traces, _layout(views, title, font_size, width))
+    layout = _layout(views, title, font_size, width)
+    fig = go.Figure(traces, layout)
     fig.update_layout(coloraxis=colour_axis(compact, SEQUENTIAL))
-    blocks = pair_blocks(len(views[0].queries), sentence_b_start) if len(views) == 1 else {}
     menus = [
         _menu("Layer", [(f"Layer {i}", _layer_args(shown, i)) for i in layers], layers.index(first_layer)),
         _menu(
@@ -112,11 +115,17 @@ def head_view(
             0 if overlay else first_head,
         ),
     ]
+    if len(views) > 1:  # an encoder-decoder: its kinds together or one alone
+        menus.append(_menu("Attention", kind_items(views, layout, "x"), 0, method="relayout"))
+    n_tokens = len(views[0].queries)
+    blocks = pair_blocks(n_tokens, sentence_b_start) if len(views) == 1 else {}
     if len(blocks) > 1 and sentence_b_start is not None:  # a pair has its second sentence's start
         menus.append(
             _menu("Sentences", [(name, _zoom_args(*block)) for name, block in blocks.items()], 0, method="relayout")
         )
-        fig.update_layout(shapes=_dividers(sentence_b_start, len(views[0].queries)))
+    split = sentence_b_start if sentence_b_start is not None else views[0].first_new
+    if split is not None and len(views) == 1:
+        fig.update_layout(shapes=_dividers(split, n_tokens))
     fig.update_layout(updatemenus=_placed(menus, fig.layout))
     _apply_per_trace(fig, _layer_args(shown, first_layer)[0] | _head_args(shown, OVERLAY if overlay else first_head)[0])
     return fig
@@ -171,15 +180,14 @@ def _panel_heatmap(
     customdata: np.ndarray | None = None,
 ) -> go.Heatmap:
     """One map of a panel (the ``index``-th, on its own axes), named "<panel> <what>" in its hover."""
-    suffix = "" if index == 0 else str(index + 1)
     name = f"{panel.name} {what}" if panel.name else what
     return go.Heatmap(
         z=encode(z, compact),
         customdata=customdata,
         x=position_labels(panel.keys),
         y=position_labels(panel.queries),
-        xaxis=f"x{suffix}",
-        yaxis=f"y{suffix}",
+        xaxis=f"x{suffix(index)}",
+        yaxis=f"y{suffix(index)}",
         coloraxis="coloraxis",
         hovertemplate=f"{name}<br>%{{y}} → %{{x}}: {hover_weight(compact)}{hover_tail}<extra></extra>",
         name=name,
@@ -273,39 +281,45 @@ def _layout(views: list[Panel], title: str | None, font_size: int, width: int | 
         layout["title"]["pad"] = dict(t=MENU_PX + 8)
     left = 0.0
     for index, (panel, span, gutter) in enumerate(zip(views, spans, gutters)):
-        suffix = "" if index == 0 else str(index + 1)
+        s = suffix(index)
         key_title, query_title = panel.axis_titles()
         keys, queries = position_labels(panel.keys), position_labels(panel.queries)
         xt, yt = x_ticks[index], y_ticks[index]
-        layout[f"xaxis{suffix}"] = clean_axis(
+        layout[f"xaxis{s}"] = clean_axis(
             type="category",
             tickmode="array",
             tickvals=keys[:: xt.stride],
-            ticktext=panel.keys[:: xt.stride],
+            ticktext=_marked(panel.keys, xt.stride, panel.first_new),
             side="top",
             tickangle=xt.angle,
             tickfont=dict(size=xt.size),
             title=dict(text=key_title),
             domain=[(left + gutter) / plot_w, (left + span) / plot_w],
-            anchor=f"y{suffix}",
+            anchor=f"y{s}",
             range=[-0.5, len(keys) - 0.5],
             constrain="domain",
             constraintoward="left",
         )
-        layout[f"yaxis{suffix}"] = clean_axis(
+        layout[f"yaxis{s}"] = clean_axis(
             type="category",
             tickmode="array",
             tickvals=queries[:: yt.stride],
-            ticktext=panel.queries[:: yt.stride],
+            ticktext=_marked(panel.queries, yt.stride, panel.first_new),
             tickfont=dict(size=yt.size),
             title=dict(text=query_title),
             domain=[1 - cell * len(queries) / plot_h, 1],
-            anchor=f"x{suffix}",
+            anchor=f"x{s}",
             range=[len(queries) - 0.5, -0.5],
-            scaleanchor=f"x{suffix}",
+            scaleanchor=f"x{s}",
             scaleratio=1,
             constrain="domain",
             constraintoward="top",
         )
         left += span
     return layout
+
+
+def _marked(tokens: list[str], stride: int, first_new: int | None) -> list[str]:
+    """Every ``stride``-th (escaped) token as a tick label, a generation's written tokens in the divider's colour."""
+    colour = f'<span style="color:{DIVIDER["color"]}">%s</span>'
+    return [colour % t if first_new is not None and i >= first_new else t for i, t in enumerate(tokens)][::stride]

@@ -17,6 +17,7 @@ class Panel:
     maps: np.ndarray
     queries: list[str]
     keys: list[str]
+    first_new: int | None = None  # a generation's first written token, where its prompt ends
 
     @property
     def n_layers(self) -> int:
@@ -29,7 +30,7 @@ class Panel:
     def axis_titles(self) -> tuple[str, str]:
         """(key axis, query axis) titles: cross-attention's queries are the decoder's, its keys the encoder's."""
         if not self.name:
-            return "key", "query"
+            return ("key · written after the line", "query") if self.first_new is not None else ("key", "query")
         if self.name == "Cross":
             return "cross: encoder key", "decoder query"
         return f"{self.name.lower()} key", f"{self.name.lower()} query"
@@ -46,17 +47,34 @@ def panels(
     decoder_tokens=None,
     prettify_tokens: bool = True,
 ) -> list[Panel]:
-    """The panels of a view, from a model's attentions and tokens or a seq2seq model's three kinds."""
+    """The panels of a view, from a model's attentions and tokens or a seq2seq model's three kinds.
+
+    ``attentions`` may also be a whole output: an encoder-decoder's (ours or transformers', anything with
+    ``encoder_attentions``, ``decoder_attentions`` and ``cross_attentions``) with ``encoder_tokens`` and
+    ``decoder_tokens`` (or ``tokens`` as that pair), or ``attention.generate``'s result, which carries its
+    tokens; a causal model's result marks its written tokens (``Panel.first_new``).
+    """
     seq2seq = (encoder_attention, decoder_attention, cross_attention)
+    if attentions is not None and any(a is not None for a in seq2seq):
+        raise ValueError("give either attentions or encoder/decoder/cross attentions, not both")
+    first_new = None
+    if hasattr(attentions, "cross_attentions"):
+        kinds = _seq2seq_output(attentions, tokens, encoder_tokens, decoder_tokens)
+        attentions, (encoder_attention, decoder_attention, cross_attention, encoder_tokens, decoder_tokens) = (
+            None,
+            kinds,
+        )
+    elif hasattr(attentions, "new_ids"):  # a causal model's generation: its prompt, then what it wrote
+        tokens = attentions.tokens if tokens is None else tokens
+        n_new = int(attentions.new_ids.shape[-1])
+        first_new = len(tokens) - n_new if n_new else None
     tidy = prettify if prettify_tokens else list
     if attentions is not None:
-        if any(a is not None for a in seq2seq):
-            raise ValueError("give either attentions or encoder/decoder/cross attentions, not both")
         if tokens is None:
             raise ValueError("tokens are needed with attentions")
         names = escape_all(tidy(tokens))
-        return [_checked(Panel("", layer_maps(attentions), names, names))]
-    if all(a is None for a in seq2seq):
+        return [_checked(Panel("", layer_maps(attentions), names, names, first_new))]
+    if all(a is None for a in (encoder_attention, decoder_attention, cross_attention)):
         raise ValueError("no attentions given: run the model with output_attentions=True")
     encoder = escape_all(tidy(encoder_tokens)) if encoder_tokens is not None else None
     decoder = escape_all(tidy(decoder_tokens)) if decoder_tokens is not None else None
@@ -72,6 +90,21 @@ def panels(
             raise ValueError(f"{name.lower()} attention needs {needed}")
         out.append(_checked(Panel(name, layer_maps(maps), queries, keys)))
     return out
+
+
+def _seq2seq_output(output, tokens, encoder_tokens, decoder_tokens) -> tuple:
+    """(encoder, decoder, cross attentions, encoder tokens, decoder tokens) of an encoder-decoder's output;
+    the tokens given win over a generation's own."""
+    if isinstance(tokens, (tuple, list)) and len(tokens) == 2 and not isinstance(tokens[0], str):
+        encoder_tokens = tokens[0] if encoder_tokens is None else encoder_tokens
+        decoder_tokens = tokens[1] if decoder_tokens is None else decoder_tokens
+    elif tokens is not None:
+        raise ValueError("an encoder-decoder's output takes encoder_tokens and decoder_tokens, not one list of tokens")
+    if encoder_tokens is None:
+        encoder_tokens = getattr(output, "encoder_tokens", None)
+    if decoder_tokens is None and hasattr(output, "encoder_tokens"):  # a generation: .tokens are the decoder's
+        decoder_tokens = output.tokens
+    return output.encoder_attentions, output.decoder_attentions, output.cross_attentions, encoder_tokens, decoder_tokens
 
 
 def _checked(panel: Panel) -> Panel:
