@@ -29,14 +29,32 @@ def batches(
 ) -> Iterator[dict[str, np.ndarray]]:
     """score_batch's rows of the (index, text) pairs, batch by batch, in order of length (read as they go:
     only a window of texts is held at a time by the local engine)."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    check_engine(engine)
     if not isinstance(model, Transformer):
         raise ValueError(f"corpus statistics take an encoder or a causal decoder of ours, not {type(model).__name__}")
     ordered = length_order(tokenizer, numbered, batch_size, model.config.max_position_embeddings)
     if engine == "local":
         return local_batches(model, tokenizer, ordered, batch_size)
     return ray_batches(model, tokenizer, ordered, batch_size, **ray_options)
+
+
+def check_engine(engine: str) -> None:
+    """A ValueError naming `engine` unless it is one of ENGINES."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+
+
+def start_ray(address: str | None = None):
+    """Ray, started unless it already runs: joining the cluster at `address`, or without one on this machine
+    (2 CPUs, no dashboard). Returns the ray module."""
+    import ray
+
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=2, include_dashboard=False)
+    return ray
 
 
 def local_batches(model, tokenizer, ordered: Iterable[tuple[int, str]], batch_size: int):
@@ -75,13 +93,7 @@ def ray_batches(
     dashboard) unless it already runs; with one, it joins that cluster. The actors get `model` and
     `tokenizer` (shipped through Ray's object store) or, with `source`, load it themselves (on a GPU
     when `gpus`)."""
-    import ray
-
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=2, include_dashboard=False)
+    ray = start_ray(address)
     items = [{"index": i, "text": text} for i, text in ordered]
     if not items:
         return
