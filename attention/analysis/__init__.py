@@ -5,6 +5,7 @@ coref_examples  the coreference JSONL format, words or character spans, checked 
 coref_stats     exact intervals, McNemar's test and Holm's correction for right/wrong records
 coref_metrics   GAP F1, Winogender's gender gap, the held-out best head, model against model
 coref_csv       every head of a result as CSV (the command line's --csv, the page's download)
+coref_engines   where a suite's batches run: locally or as a Ray Data job
 coref_cli       the command line, `python -m attention.analysis.coref FILE ...`
 stats      per-head statistics and pattern labels; heads compared across sentences
 corpus     those statistics over a whole corpus, batched, locally or with Ray (corpus_engines); its

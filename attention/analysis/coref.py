@@ -351,13 +351,20 @@ def score_heads(
     by: str | None = None,
     forward: Callable = model_attentions,
     token_budget: int = 4096,
+    engine: str = "local",
+    address: str | None = None,
 ) -> CorefResult:
     """Run every example through the model (in length-bucketed padded batches) and score each head.
 
     `by` names a field (e.g. "gender"): `result.by_group` then maps each of its values to the result on
     that subset alone. `forward(model, input_ids, attention_mask, token_type_ids)` returns the per-layer
     (B, H, L, L) attention maps (the benchmark passes transformers'); by default (model_attentions) our
-    model computes only the pronoun's rows of each map and runs its attention fused."""
+    model computes only the pronoun's rows of each map and runs its attention fused. `engine`: "local"
+    (this process) or "ray" (the same batches as a Ray Data job, on the cluster at `address` if given; see
+    coref_engines)."""
+    from .coref_engines import attended, check_engine
+
+    check_engine(engine)
     if not examples:
         raise ExampleError("no examples to score")
     limit = token_limit(model, tokenizer)
@@ -376,8 +383,8 @@ def score_heads(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     scored: dict[int, ExampleScore] = {}
     done = len(excluded)
-    for chunk in buckets({i: len(enc["input_ids"][i]) for i in located}, batch_size, token_budget):
-        attention = attend_batch(model, enc, chunk, located, forward, pad_id)
+    chunks = buckets({i: len(enc["input_ids"][i]) for i in located}, batch_size, token_budget)
+    for chunk, attention in attended(engine, model, enc, chunks, located, forward, pad_id, address):
         for r, i in enumerate(chunk):
             ex = examples[i]
             scores = attention[r, :, :, : len(located[i].candidates)]

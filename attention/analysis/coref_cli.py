@@ -1,12 +1,13 @@
 """The coreference command line:
 
     python -m attention.analysis.coref FILE [--model SOURCE] [--by FIELD] [--csv OUT] [--top N]
-                                       [--validate-on FILE] [--compare SOURCE]
+                                       [--validate-on FILE] [--compare SOURCE] [--engine ray] [--address ADDR]
 
 Prints the baselines, the top heads with exact 95% intervals and McNemar p-values against the best head
 (Holm-corrected), and, as the data allow: accuracy per group (--by), GAP F1 (lines with gender
 masculine/feminine), Winogender's gender gap and its correlation with occupation statistics (lines with
 bls_pct_female), the best head's accuracy on a held-out file (--validate-on) and a second model (--compare).
+With --engine ray the batches run as a Ray Data job (coref_engines), on the cluster at --address if given.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from .coref import CorefResult, ExampleError, load_examples, score_heads
 from .coref_csv import write_csv
+from .coref_engines import ENGINES
 from .coref_metrics import (
     best_against_baselines,
     best_head,
@@ -137,6 +139,7 @@ def load_scorable(source: str | None):
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import functools
     import sys
     import time
 
@@ -152,18 +155,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--by", default=None, help="a field of the lines to group by, e.g. gender")
     ap.add_argument("--validate-on", default=None, help="choose the best head on FILE, report it on this file")
     ap.add_argument("--compare", default=None, help="a second checkpoint scored on the same examples")
+    ap.add_argument("--engine", choices=ENGINES, default="local", help="where the batches run (default: local)")
+    ap.add_argument("--address", default=None, help="a Ray cluster's address (default: start Ray here)")
     args = ap.parse_args(argv)
     try:
         examples = load_examples(args.file)
         held = load_examples(args.validate_on) if args.validate_on else None
         model, tokenizer = load_scorable(args.model)
+        score = functools.partial(score_heads, engine=args.engine, address=args.address)
         start = time.perf_counter()
-        result = score_heads(model, tokenizer, examples, by=args.by)
+        result = score(model, tokenizer, examples, by=args.by)
         seconds = time.perf_counter() - start
-        other = score_heads(model, tokenizer, held, by=args.by) if held else None
+        other = score(model, tokenizer, held, by=args.by) if held else None
         if args.compare:
             second, second_tokenizer = load_scorable(args.compare)
-            rival = score_heads(second, second_tokenizer, examples)
+            rival = score(second, second_tokenizer, examples)
     except (ExampleError, ModelLoadError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
