@@ -1,6 +1,7 @@
 """The guided walk: one step of multi-head attention per screen, on the live tensors of the typed
 sentence, for the chosen layer and head — tokens, the layer's input, Q/K/V, heads, scores, mask,
-softmax, weighted sum, concatenation, output projection, and what one head learned.
+softmax, weighted sum, concatenation, output projection, and what one head learned. An encoder-decoder's
+walk has one more step before the last: its decoder's cross-attention over the encoder's output.
 
 The steps come from the recorded forward pass (attention/trace.py), so a model shows the steps it
 really takes: a fused QKV projection, K/V shared by groups of heads, a causal mask. Each step has
@@ -13,17 +14,20 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from attention import ModelLoadError
 from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
 from ..computations import strongest_head
 from ..layout import main_px
-from ..page import axis_labels, font_size, is_causal, show, show_text, shown_as, strip_figure
+from ..models import get_seq2seq
+from ..page import axis_labels, font_size, is_causal, plain, show, show_text, shown_as, strip_figure
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
-from ..runs import get_trace
+from ..runs import Writing, get_trace, get_writing
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
+CROSS = "Cross-attention"  # the encoder-decoder's extra step
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,9 @@ class Step:
     says: str  # one sentence, with {placeholders} filled from the trace's sizes
 
 
-def steps_of(trace, causal: bool) -> list[Step]:
-    """The walk for this trace: the steps it recorded, in the order of the story."""
+def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
+    """The walk for this trace: the steps it recorded, in the order of the story; with `cross` (an
+    encoder-decoder), its decoder's cross-attention before the last step."""
     has = trace.names
     steps = [
         Step(
@@ -134,6 +139,18 @@ def steps_of(trace, causal: bool) -> list[Step]:
             "The residual and the feed-forward block follow.",
         )
     )
+    if cross:
+        steps.append(
+            Step(
+                CROSS,
+                (),
+                "In an encoder-decoder the decoder attends to the encoder too: Q from the decoder's states "
+                "(L_Q = {T} decoder tokens, the start token first), K and V from the encoder's output (L_K = "
+                "{S} encoder tokens). The scores are L_Q × L_K = {T} × {S} per head; after the softmax each "
+                "decoder row says where in the source it reads. Shown: decoder layer {cross_layer}, head "
+                "{cross_head}.",
+            )
+        )
     steps.append(Step("What one head learned", (), ""))
     return steps
 
@@ -146,7 +163,7 @@ def draw(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     trace = get_trace(st.session_state.source, (text,), text_b, layer)
-    steps = steps_of(trace, is_causal())
+    steps = steps_of(trace, is_causal(), cross=get_seq2seq(st.session_state.source) is not None)
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
     step = steps[index]
@@ -182,10 +199,18 @@ def draw(run) -> None:
     facts = dict(
         sizes, layer=layer, Hd=sizes["H"] * sizes["d"], scaling=f"{trace.scaling:.4g}", group=sizes["H"] // sizes["G"]
     )
+    writing = None
+    if step.title == CROSS:
+        writing = _writing(text)
+        if writing is None:
+            return
+        facts.update(_cross_facts(writing, layer, head))
     if step.says:
         show_text(step.says.format(**facts), "walk-says")
     with slot or st.container():
-        if step.title == "Tokens":
+        if writing is not None:
+            draw_cross(writing, facts["cross_layer"], facts["cross_head"], budget)
+        elif step.title == "Tokens":
             show(strip_figure(run.encoded, main_px()), "walk-tokens")
         elif step.names:
             draw_tensors(trace, step.names, head, run.tokens, budget)
@@ -241,3 +266,40 @@ def what_one_head_learned(run, text: str, height: int | None = None) -> None:
         show(fig, "walk-head")
     if height is not None:  # presentation: what it found, under the map
         st.caption(why)
+
+
+def _writing(text: str) -> Writing | None:
+    """The encoder-decoder's decoder pass over `text` (the typed target forced, else written), as the
+    Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write."""
+    try:
+        with st.spinner("Writing…"):
+            writing = get_writing(st.session_state.source, text, st.session_state.get("target", ""))
+    except ModelLoadError as err:
+        st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
+        return None
+    if writing.notice:
+        st.info(writing.notice)
+    return writing
+
+
+def _cross_facts(writing: Writing, layer: int, head: int) -> dict:
+    """The sizes the cross step names, and the decoder's layer and head nearest the chosen ones (a decoder
+    may have fewer layers or heads than the encoder)."""
+    n_layers, n_heads, T, S = writing.maps["cross"].shape
+    return dict(T=T, S=S, cross_layer=min(layer, n_layers - 1), cross_head=min(head, n_heads - 1))
+
+
+def draw_cross(writing: Writing, layer: int, head: int, height: int | None = None) -> None:
+    """One head's cross-attention map: decoder tokens as rows, encoder tokens as columns."""
+    attn = writing.maps["cross"][layer, head]
+    fig = head_heatmap(
+        attn,
+        writing.decoder_tokens,
+        writing.encoder_tokens,
+        title=f"Cross-attention [{attn.shape[0]} × {attn.shape[1]}], decoder layer {layer}, head {head}",
+        font_size=font_size(),
+        width=main_px(),
+        height=height,
+        min_label=MIN_PRESENT_LABEL_PX if height else None,
+    )
+    show(fig, f"walk-cross-layer{layer}-head{head}")
