@@ -79,7 +79,7 @@ def attention_probs(
     """softmax(q · kᵀ · scaling + mask): the attention probabilities (B, H, L, S).
 
     q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. `softcap` (Gemma2)
-    caps the scaled scores to tanh(s / softcap) · softcap before the mask; the recorded scores are capped.
+    caps the scaled scores to tanh(s / softcap) · softcap before the mask, recorded as "softcap".
     With half-precision q and k (float16, bfloat16) the scores are taken in that precision and the softmax
     in float32, so the probabilities come back float32.
     """
@@ -88,10 +88,9 @@ def attention_probs(
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key
     scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
-    if softcap is not None:  # Gemma2: each scaled score kept within (-softcap, softcap), then scaled by 1
-        scores = torch.tanh(scores * scaling / softcap) * softcap  # (B, H, L, S)
-        scaling = 1.0
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
+    if softcap is not None:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
+        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
     # 2. dropped positions get -inf, so softmax gives them exactly zero weight
     if mask is not None:
         if mask.dtype == torch.bool:

@@ -44,6 +44,9 @@ TITLES = {
     "q_norm": "Q normalised",
     "k_norm": "K normalised",
     "scores": "scores Q·Kᵀ·scaling",
+    "c2p": "c2p: content → position",
+    "p2c": "p2c: position → content",
+    "softcap": "soft-cap",
     "masked_scores": "masked scores",
     "probs": "softmax",
     "heads": "probs · V",
@@ -80,6 +83,9 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
         "v_shared": ("B", "H", "S", "d"),
         "heads": ("B", "H", "L", "d"),
         "scores": ("B", "H", "L", "S"),
+        "c2p": ("B", "H", "L", "S"),
+        "p2c": ("B", "H", "L", "S"),
+        "softcap": ("B", "H", "L", "S"),
         "masked_scores": ("B", "H", "L", "S"),
         "probs": ("B", "H", "L", "S"),
     }
@@ -100,7 +106,22 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     return dims
 
 
-def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: int) -> str:
+def layer_facts(config, layer: int) -> dict:
+    """What a layer does that its tensors do not say: the coordinates rotary turns, its window (and whether
+    it looks back only), the soft-cap and query_pre_attn_scalar; read by `op_words`."""
+    return {
+        "rotary_dim": config.rotary_dim,
+        "window": config.window_of(layer),
+        "causal": bool(getattr(config, "causal", False)),
+        "softcap": config.attn_logit_softcapping,
+        "pre_attn_scalar": config.query_pre_attn_scalar,
+    }
+
+
+def op_words(
+    name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: int, facts: dict | None = None
+) -> str:
+    facts = facts or {}
     lane = name[0].upper()
     kv = "G" if sizes["G"] != sizes["H"] else "H"
     width = "H·d" if lane == "Q" else f"{kv}·d"
@@ -124,17 +145,15 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
     if name.endswith("_rot"):
-        return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   ({lane}·cos + rotate_half({lane})·sin)"
+        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"])
     if name.endswith("_shared"):
         return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
     if name == "mask":
-        return _mask_words(tensors.get("mask"), sizes)
+        return _window_words(facts, sizes) + _mask_words(tensors.get("mask"), sizes)
     if name == "scores":
-        root = f"1/√{sizes['d']}" if np.isclose(scaling, sizes["d"] ** -0.5) else "scaling"
-        return f"Q · Kᵀ · {scaling:.4g}   ({root}), per head"
+        return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head"
     if name == "masked_scores":
-        mask = tensors.get("mask")
-        return "scores + mask" if mask is not None and mask.dtype != torch.bool else "dropped keys → −∞"
+        return _masked_words(tensors)
     words = {
         "embedding": f"word + position embeddings, {sizes.get('E')} wide",
         "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
@@ -147,6 +166,9 @@ def op_words(name: str, tensors: dict, sizes: dict[str, int], scaling: float, la
             else f"hidden states entering layer {layer}"
         ),
         "memory": "the encoder's last hidden states: K and V are read from them, S of them",
+        "c2p": "query content · key position: Q · (K-projected relative position)ᵀ, added to the scores",
+        "p2c": "key content · query position: K · (Q-projected relative position)ᵀ, added to the scores",
+        "softcap": "soft-cap: {0}·tanh(scores/{0})".format(float(facts.get("softcap") or 0.0)),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",
@@ -171,3 +193,40 @@ def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int]) -> str:
         return f"keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
     full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"])
     return f"pairs kept: {int(full.flatten(-2)[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
+
+
+def _rotary_words(lane: str, d: int, r: int) -> str:
+    """RoPE's words; with r < d (GPT-NeoX, Phi) only the first r of each head's d coordinates turn."""
+    turned = f"({lane}·cos + rotate_half({lane})·sin)"
+    if r >= d:
+        return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   {turned}"
+    return f"rotary on {r} of {d} dims: coordinates i and i+{r // 2} turned by position·θ_i {turned}, {d - r} unturned"
+
+
+def _scale_words(scaling: float, tensors: dict, sizes: dict[str, int], facts: dict) -> str:
+    """Where the factor on Q·Kᵀ comes from: 1/√d, query_pre_attn_scalar (Gemma2), or DeBERTa's position terms."""
+    d, scalar = sizes["d"], facts.get("pre_attn_scalar")
+    terms = [n for n in ("c2p", "p2c") if n in tensors]
+    if terms and np.isclose(scaling, (d * (1 + len(terms))) ** -0.5):
+        return f"1/√({d}·{1 + len(terms)}): d times 1 + {len(terms)} position terms"
+    if scalar is not None and np.isclose(scaling, scalar**-0.5):
+        return f"1/√{scalar:g}: query_pre_attn_scalar"
+    return f"1/√{d}" if np.isclose(scaling, d**-0.5) else "scaling"
+
+
+def _window_words(facts: dict, sizes: dict[str, int]) -> str:
+    window = facts.get("window")
+    if window is None:
+        return ""
+    if facts.get("causal"):
+        return f"sliding window of {window}: each query sees the {window} latest keys, itself included; "
+    return f"local window of {window}: keys fewer than {window} positions away either side; "
+
+
+def _masked_words(tensors: dict) -> str:
+    """The masked scores: DeBERTa's position terms added, then the mask (additive, or dropped keys → −∞)."""
+    mask = tensors.get("mask")
+    terms = "".join(f" + {n}" for n in ("c2p", "p2c") if n in tensors)
+    if terms:
+        return f"scores{terms}" + ("" if mask is None else " + mask" if mask.dtype != torch.bool else ", masked → −∞")
+    return "scores + mask" if mask is not None and mask.dtype != torch.bool else "dropped keys → −∞"

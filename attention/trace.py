@@ -26,7 +26,7 @@ import torch
 from .inputs import on_model_device
 from .mha import Recorded
 from .models import FAMILIES, Family
-from .steps import TITLES, dims_of, op_words, qkv_width
+from .steps import TITLES, dims_of, layer_facts, op_words, qkv_width
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,7 +162,7 @@ def trace_layer(
     report = getattr(model, "load_report", None)
     family = FAMILIES.get(getattr(model.config, "model_type", ""))
     names = weight_names(getattr(report, "weight_names", {}), layer, family) if family is not None else {}
-    return _build(layer, records, scaling, types, names)
+    return _build(layer, records, scaling, types, names, layer_facts(model.config, layer))
 
 
 def trace_cross_attention(
@@ -234,6 +234,7 @@ def _build(
     scaling: float,
     token_type_ids: torch.Tensor | None,
     weights: dict[str, str] | None = None,
+    facts: dict | None = None,
 ) -> Trace:
     shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
     recorded = {name: shape for name, shape in shapes.items() if shape is not None}
@@ -266,7 +267,7 @@ def _build(
                 shape=shape,
                 dims=dims_of(name, shape, sizes),
                 title=TITLES.get(name, name),
-                op=op_words(name, tensors, sizes, scaling, layer),
+                op=op_words(name, tensors, sizes, scaling, layer, facts),
                 code=code,
                 path=_relative(filename),
                 lineno=linenos[0],

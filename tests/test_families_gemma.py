@@ -95,8 +95,8 @@ def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_out
     q, k = trace.tensor("q_rot"), trace.tensor("k_shared")
     raw = q @ k.transpose(-2, -1) * 4**-0.5  # (1, H, L, L)
     assert raw.abs().max() > 2  # the cap changes something
-    torch.testing.assert_close(trace.tensor("scores"), torch.tanh(raw / 2.0) * 2.0)
-    assert trace.tensor("scores").abs().max() <= 2.0
+    torch.testing.assert_close(trace.tensor("softcap"), torch.tanh(raw / 2.0) * 2.0)
+    assert trace.tensor("softcap").abs().max() <= 2.0
     assert shape_flow(trace).layout.annotations
     with torch.no_grad():
         full = model(enc.input_ids, enc.attention_mask)

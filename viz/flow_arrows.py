@@ -41,7 +41,7 @@ def connections(boxes: dict[str, Box], order: list[str], key_x: float, fs: int) 
             lines.append(v_line(boxes[chain[-1]], boxes["heads"], fs))
             v, target = boxes[chain[-1]], boxes["heads"]
             arrows.extend(arrow(v.cx, target.cy, target.right, target.cy, fs, "V", "v"))
-    chain = [n for n in ("scores", "masked_scores", "probs") if n in boxes]
+    chain = [n for n in ("scores", "c2p", "p2c", "softcap", "masked_scores", "probs") if n in boxes]
     for a, b in zip(chain, chain[1:]):
         down(a, b, key_x)  # under the K lane, clear of the mask box
     if "masked_scores" in boxes and "mask" in boxes:

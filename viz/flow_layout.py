@@ -65,7 +65,7 @@ def rows_of(names: list[str], width: float, fs: int) -> list[list[Box]]:
         *[[(f"{x}_{part}", c[i], cw) for i, x in enumerate("qkv")] for part in parts],
         [("q_rot", c[0], cw), ("k_rot", c[1], cw)],  # rotary positions (Llama)
         [("k_shared", c[1], cw), ("v_shared", c[2], cw)],
-        [("scores", mid, wide)],
+        *[[(name, mid, wide)] for name in ("scores", "c2p", "p2c", "softcap")],  # DeBERTa's terms, Gemma2's cap
         [("mask", c[0], cw), ("masked_scores", *pair)],
         *[[(name, mid, wide)] for name in ("probs", "heads", "merged", "output")],
     ]
