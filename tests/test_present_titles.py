@@ -26,7 +26,12 @@ def titles(at) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("view", [v.key for v in registry.VIEWS if v.key != "walk"])
+# views that draw nothing on the bundled BERT: the walk's first step, the global view until its Compute button,
+# and the views of what this model has not (an encoder-decoder's cross-attention, a next-token head, DeBERTa's terms)
+NOT_DRAWN_HERE = ("walk", "global", "cross", "next", "disentangled")
+
+
+@pytest.mark.parametrize("view", [v.key for v in registry.VIEWS if v.key not in NOT_DRAWN_HERE])
 def test_every_figure_of_a_view_names_the_sentence_and_its_head(view):
     at = start(present="1", view=view, layer="3", head="1")
     no_errors(at)
