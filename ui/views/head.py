@@ -15,17 +15,20 @@ from ..page import figure_slot, font_size, kept_checkbox, present_size, present_
 from ..state import DRAW_MODES
 
 SPEC = [3, 2]  # the map, and beside it a panel of its controls
+PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets it be, the panel in what is left
 
 
 def places(run) -> tuple:
     """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
     where its cells stay readable in the column, else (and for the lines) the controls in a row above the
-    figure across the page; in presentation mode the figure first, at its first-screen size, its controls
-    in a row under it."""
-    slot = figure_slot()
-    if slot is not None:
-        return slot, st.container(), present_size(), False
+    figure across the page. In presentation mode the map at its first-screen size with the panel in the
+    room its square leaves on the right; the lines first, their controls in a row under them."""
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
+    if st.session_state.get("present"):
+        if lines:
+            return figure_slot(), st.container(), present_size(), False
+        slot, panel = st.columns(PRESENT_SPEC)
+        return slot, panel, {**present_size(), "width": column_px(PRESENT_SPEC)}, True
     if not lines and grid_fits(run.tokens, font_size(), column_px(SPEC)):
         slot, panel = st.columns(SPEC)
         return slot, panel, {"width": column_px(SPEC)}, True
