@@ -68,8 +68,9 @@ def get_model(source: str):
     this server's source policy allows it (ui/sources.py); else a ModelLoadError. For an encoder-decoder,
     its encoder: every view reads one stack of self-attention, and the encoder is run as an encoder-only
     model is (the whole model: `get_seq2seq`)."""
-    model, tokenizer = _get_loaded(source)
-    return (model.encoder if isinstance(model, EncoderDecoder) else model), tokenizer
+    loaded = _get_loaded(source)
+    model, tokenizer = loaded
+    return (model.encoder, tokenizer) if isinstance(model, EncoderDecoder) else loaded  # the kept pair itself
 
 
 def get_seq2seq(source: str):
