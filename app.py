@@ -27,6 +27,7 @@ html {font-size: 22px;}
 header[data-testid="stHeader"] {display: none;}
 div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 </style>"""
+ENCODER_CAPTION = "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
 # ordinary mode: the page starts just under the header (3.75 rem), not 6 rem down, so the figure comes higher
 PAGE_CSS = """<style>div[data-testid="stMainBlockContainer"] {padding-top: 4rem;}</style>"""
 
@@ -119,16 +120,17 @@ def main() -> None:
             )
         if present:
             present_controls(run)
-        if get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross":
-            st.caption(
-                "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
-            )
+        reads_encoder = get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross"
+        if reads_encoder and not present:  # in presentation mode it comes under the figure
+            st.caption(ENCODER_CAPTION)
         try:
             registry.by_label(st.session_state.view).function()(run)
         except NeedsSmallerInput as err:  # a big run's view that reads every map at once
             st.info(str(err))
         link = None
         if present:  # what is not the figure comes after it
+            if reads_encoder:
+                st.caption(ENCODER_CAPTION)
             for notice in notices:
                 st.info(notice)
             present_keys(run)

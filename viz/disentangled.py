@@ -14,11 +14,12 @@ from viz._style import base_layout
 from viz._text import escape_all
 
 PANELS = (
-    ("c2c", "content → content  q·k"),
-    ("c2p", "content → position  q·K_r[δ]"),
-    ("p2c", "position → content  k·Q_r[δ]"),
+    ("c2c", "content → content"),  # q·k; the formulas are in the hover (a panel's title has ~18 characters' room)
+    ("c2p", "content → position"),  # q·K_r[δ]
+    ("p2c", "position → content"),  # k·Q_r[δ]
     ("total", "total score"),
 )
+FORMULAS = {"c2c": "q·k", "c2p": "q·K_r[δ]", "p2c": "k·Q_r[δ]", "total": "c2c + c2p + p2c"}
 PANEL_PX = 300  # each map's width and height at most
 
 
@@ -56,7 +57,8 @@ def disentangled_figure(
                 colorscale="RdBu_r",
                 showscale=col == len(PANELS),
                 name=name,
-                hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>score %{{z:.3f}}<extra></extra>",
+                hovertemplate=f"{name}: {FORMULAS[name]}<br>query %{{y}}<br>key %{{x}}<br>score %{{z:.3f}}"
+                "<extra></extra>",
             ),
             row=1,
             col=col,
