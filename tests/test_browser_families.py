@@ -12,6 +12,8 @@ from browser import CHROMIUM, app_server, launch
 from families import DECODERS, FAMILIES, make_family
 from test_browser_state import SIZE, clean, wait_drawn
 
+from ui import registry
+
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
 )
@@ -68,6 +70,6 @@ def test_each_family_opens_in_the_app(browser_page, tmp_path, family):
     text = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.textContent).join(' ')")
     assert ("fused QKV projection" in text) == (family == "gpt2")
     assert "Q projection" in text and "softmax" in text
-    for view in ("overview", "masks", "coref", "stats", "rollout", "qk", "ablation", "efficient"):
+    for view in [v.key for v in registry.VIEWS if v.key not in ("head", "shapeflow")]:  # every other view
         open_app(page, model=str(folder), s=SENTENCE, view=view, layer="1", head="2")
         clean(page)
