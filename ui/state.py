@@ -404,11 +404,19 @@ def open_head(layer: int, head: int) -> None:
     st.session_state.view = registry.named("head").label
 
 
+def clicked_data(data) -> list:
+    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
+    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
+    if isinstance(data, dict):
+        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
+    return list(data) if isinstance(data, (list, tuple)) else []
+
+
 def open_clicked_head(chart_key: str, text: str | None = None) -> None:
     """Open the head clicked in a chart in the head view (on `text` when given)."""
     for point in st.session_state[chart_key].selection.get("points", []):
-        data = point.get("customdata")
-        if data is not None and len(data) >= 2:
+        data = clicked_data(point.get("customdata"))
+        if len(data) >= 2:
             open_head(data[0], data[1])
             if text is not None:
                 st.session_state.text, st.session_state.text_b = text, ""

@@ -29,6 +29,7 @@ from ..state import (
     GQK_SCOPES,
     GQK_TOKEN_STEP,
     MAX_PATH,
+    clicked_data,
     open_head,
 )
 from ..stores import MB, store
@@ -94,14 +95,6 @@ def open_sentence(texts: list[str]) -> None:
             st.session_state.text, st.session_state.text_b = text, ""
             st.session_state.submitted = (text, "")
             return
-
-
-def clicked_data(data) -> list:
-    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
-    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
-    if isinstance(data, dict):
-        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
-    return list(data) if isinstance(data, (list, tuple)) else []
 
 
 def folder_points(layer: int, heads: tuple[int, ...]):
