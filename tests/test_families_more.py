@@ -7,7 +7,7 @@ import pytest
 import test_config_checks
 import test_decoders
 import torch
-from families import make_more, reference
+from families import PARITY_KINDS, case_loader, make_more, parity
 
 from attention import ModelLoadError, encode, load_model
 from attention.trace import head_matrix, trace_layer
@@ -22,32 +22,19 @@ CASES = {  # id -> (family, config overrides)
     "olmo2": ("olmo2", {}),
     "opt-post-norm-projected": ("opt", dict(do_layer_norm_before=False, word_embed_proj_dim=16)),  # as OPT-350m
 }
-KINDS = ("sentence", "left padded", "right padded")
 SENTENCE = test_decoders.SENTENCES[0]
 
 
 @pytest.fixture(scope="module")
 def load(tmp_path_factory):
     """load(case) -> (our model, tokenizer, transformers' eager base model), each case built once."""
-    built = {}
-
-    def load_case(case: str):
-        if case not in built:
-            family, overrides = CASES[case]
-            folder = make_more(tmp_path_factory.mktemp(case), family, **overrides)
-            built[case] = (*load_model(folder), reference(folder))
-        return built[case]
-
-    return load_case
+    return case_loader(tmp_path_factory, CASES)
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", PARITY_KINDS)
 def test_parity_with_transformers(load, case, kind):
-    model, tokenizer, theirs = load(case)
-    input_ids, attention_mask = test_decoders.inputs(tokenizer, kind)
-    hidden, attention = test_decoders.differences(model, theirs, input_ids, attention_mask)
-    print(f"\n{case:12} {kind:13} max|Δ hidden| {hidden:.2e}  max|Δ maps| {attention:.2e}")
+    hidden, attention = parity(load, case, kind)
     assert hidden <= 1e-5 and attention <= 1e-6, (case, kind, hidden, attention)
 
 
