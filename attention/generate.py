@@ -1,8 +1,10 @@
-"""Text written by our own model: a causal decoder (GPT-2, Llama, Mistral, Qwen2, Qwen3, GPT-NeoX, OPT, OLMo2)
-continues a prompt token by token, greedily or by sampling, as transformers' `generate` does.
+"""Text written by our own model: a causal decoder (GPT-2, Llama, Mistral, Qwen2, Qwen3, GPT-NeoX, OPT, OLMo2, Phi,
+Phi-3, Gemma, Gemma2, Gemma3) continues a prompt token by token, greedily or by sampling, as transformers'
+`generate` does.
 
 The LM head is read from the checkpoint the model came from (its own `lm_head.weight`, GPT-NeoX's
-`embed_out.weight`, or, when the checkpoint ties it and saves none, the word embeddings). Each new token
+`embed_out.weight`, or, when the checkpoint ties it and saves none, the word embeddings), its logits capped by
+final_logit_softcapping for Gemma2 and Gemma3 as their task models cap them. Each new token
 costs one position: the layers keep the keys and values of the positions before it (mha.KeyValueCache,
 Transformer.decode). The attention maps of the whole written sequence come from one forward at the end.
 
@@ -29,11 +31,15 @@ from .models import FAMILIES, EncoderDecoder, Transformer
 from .processors import read_settings
 from .search import LMHead, Sampling, check_options, search
 
+# families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
+LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
+
 
 def load_lm_head(model: Transformer) -> LMHead:
     """The LM head of the checkpoint `model` was loaded from (by load_model), strictly: its weight (V, E) and
     bias (V,) if saved, nothing else under the head's name; a head left out must be tied to the word embeddings
-    (tie_word_embeddings not false). A ModelLoadError names what is wrong."""
+    (tie_word_embeddings not false). Gemma2's and Gemma3's logits are capped (LOGIT_CAPS). A ModelLoadError names
+    what is wrong."""
     report = getattr(model, "load_report", None)
     family = FAMILIES.get(model.config.model_type)
     if report is None or family is None or not family.tied or not model.config.causal:
@@ -45,9 +51,10 @@ def load_lm_head(model: Transformer) -> LMHead:
     if extra:
         raise ModelLoadError(f"the checkpoint's LM head has tensors this model does not use: {', '.join(extra)}")
     embeddings = model.embeddings.word_embeddings.weight  # (V, E)
+    values = read_json(Path(report.path) / "config.json")
     if name in checkpoint:
         weight = checkpoint[name].to(dtype=embeddings.dtype, device=embeddings.device)
-    elif read_json(Path(report.path) / "config.json").get("tie_word_embeddings") is False:
+    elif values.get("tie_word_embeddings") is False:
         raise ModelLoadError(f"the checkpoint has no '{name}' and does not tie it to the word embeddings")
     else:
         weight = embeddings  # tied: the checkpoint saved the matrix once, as the word embeddings
@@ -58,7 +65,11 @@ def load_lm_head(model: Transformer) -> LMHead:
         if tuple(bias.shape) != (embeddings.size(0),):
             raise ModelLoadError(f"'{root}bias' is {tuple(bias.shape)}, expected {(embeddings.size(0),)}")
         bias = bias.to(dtype=embeddings.dtype, device=embeddings.device)
-    return LMHead(weight, bias)
+    kind = model.config.model_type
+    cap = values.get("final_logit_softcapping", LOGIT_CAPS[kind]) if kind in LOGIT_CAPS else None
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0):
+        raise ModelLoadError(f"final_logit_softcapping should be a positive number or null, not {cap!r}")
+    return LMHead(weight, bias, cap=cap)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,17 @@ from .processors import Settings, process
 
 class LMHead:
     """Last hidden states (..., E) -> next-token logits (..., V) as float32: weight (V, E), bias (V,) or None,
-    the hidden states first multiplied by `scale` if given (T5's d_model ** -0.5 before its tied head)."""
+    the hidden states first multiplied by `scale` if given (T5's d_model ** -0.5 before its tied head), the logits
+    capped to tanh(logits / cap) · cap if `cap` is given (Gemma2's and Gemma3's final_logit_softcapping)."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, scale: float | None = None):
-        self.weight, self.bias, self.scale = weight, bias, scale
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        scale: float | None = None,
+        cap: float | None = None,
+    ):
+        self.weight, self.bias, self.scale, self.cap = weight, bias, scale, cap
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.scale is not None:
@@ -29,6 +36,8 @@ class LMHead:
         logits = hidden @ self.weight.T  # (..., E) x (E, V) -> (..., V), in the model's dtype
         if self.bias is not None:
             logits = logits + self.bias
+        if self.cap is not None:
+            logits = torch.tanh(logits / self.cap) * self.cap
         return logits.float()
 
 

@@ -176,3 +176,19 @@ def test_lm_head_stray_tensor_refused(load, case, tmp_path):
     model, _ = load_model(copy)
     with pytest.raises(ModelLoadError, match="scale"):
         load_lm_head(model)
+
+
+def test_final_logit_cap_read_with_transformers_default(load, tmp_path):
+    """Gemma2 caps its logits at 30 when config.json says nothing, Gemma3 only when it says so, Gemma never; a
+    cap that is not a positive number is refused by name."""
+    assert load_lm_head(load("gemma2")[1]).cap == 30.0
+    assert load_lm_head(load("gemma3_text")[1]).cap is None and load_lm_head(load("gemma3_text-capped")[1]).cap == 3.0
+    assert load_lm_head(load("gemma")[1]).cap is None
+    copy = Path(shutil.copytree(load("gemma2")[0], tmp_path / "gemma2"))
+    path = copy / "config.json"
+    values = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in values.items() if k != "final_logit_softcapping"}))
+    assert load_lm_head(load_model(copy)[0]).cap == 30.0
+    path.write_text(json.dumps({**values, "final_logit_softcapping": -5.0}))
+    with pytest.raises(ModelLoadError, match="final_logit_softcapping"):
+        load_lm_head(load_model(copy)[0])

@@ -3,7 +3,7 @@ tanh(s / cap) · cap before the mask (attn_logit_softcapping), windowed and full
 "sliding_attention" on even layers, "full_attention" on odd ones), and a norm on each sub-block's output as well as
 on its input: x + post_attention_layernorm(attention(input_layernorm(x))), then the same with
 pre_feedforward_layernorm and post_feedforward_layernorm. The activation is hidden_activation. The LM head's
-final_logit_softcapping is not part of the base model: it is read by nothing here.
+final_logit_softcapping is not part of the base model: generate.py's LM head reads it.
 """
 
 from __future__ import annotations
