@@ -107,14 +107,18 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
 
 
 def layer_facts(config, layer: int) -> dict:
-    """What a layer does that its tensors do not say: the coordinates rotary turns, its window (and whether
-    it looks back only), the soft-cap and query_pre_attn_scalar; read by `op_words`."""
+    """What a layer does that its tensors do not say: the coordinates rotary turns and, where windowed layers
+    have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it looks back only), the
+    soft-cap, query_pre_attn_scalar and a norm after the attention; read by `op_words`."""
+    window, local = config.window_of(layer), config.local_rope_theta
     return {
         "rotary_dim": config.rotary_dim,
-        "window": config.window_of(layer),
+        "rope_base": None if local is None else (local, True) if window is not None else (config.rope_theta, False),
+        "window": window,
         "causal": bool(getattr(config, "causal", False)),
         "softcap": config.attn_logit_softcapping,
         "pre_attn_scalar": config.query_pre_attn_scalar,
+        "post_norm": config.norm_after_sublayer,
     }
 
 
@@ -145,7 +149,7 @@ def op_words(
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
     if name.endswith("_rot"):
-        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"])
+        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"]) + _base_words(facts)
     if name.endswith("_shared"):
         return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
     if name == "mask":
@@ -163,6 +167,8 @@ def op_words(
             if "memory" in tensors
             else "attention_norm(x): normalised before the attention (pre-norm)"
             if "block_input" in tensors
+            else f"hidden states entering layer {layer}, not normalised first: the norm comes after the attention"
+            if facts.get("post_norm")
             else f"hidden states entering layer {layer}"
         ),
         "memory": "the encoder's last hidden states: K and V are read from them, S of them",
@@ -172,7 +178,8 @@ def op_words(
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",
-        "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)",
+        "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)"
+        + (", then post_attention_layernorm before the residual adds it" if facts.get("post_norm") else ""),
     }
     return words.get(name, name)
 
@@ -201,6 +208,15 @@ def _rotary_words(lane: str, d: int, r: int) -> str:
     if r >= d:
         return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   {turned}"
     return f"rotary on {r} of {d} dims: coordinates i and i+{r // 2} turned by position·θ_i {turned}, {d - r} unturned"
+
+
+def _base_words(facts: dict) -> str:
+    """The rotary base of a layer where windowed and full layers turn on different ones (Gemma3, ModernBERT)."""
+    base = facts.get("rope_base")
+    if base is None:
+        return ""
+    theta, local = base
+    return f"; base {theta:g}: " + ("the windowed layers' own (local_rope_theta)" if local else "the full layers'")
 
 
 def _scale_words(scaling: float, tensors: dict, sizes: dict[str, int], facts: dict) -> str:
