@@ -1,8 +1,9 @@
 """A causal model's continuation of the sentence (Continue): written by attention.generate with the settings
 in the link (ui/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
-so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation:
-the decoded text is read again by the tokenizer, and the page says so where that gives other ids than
-the ones written. The next-token view reads the model's LM head over the whole sequence (`position_logits`).
+so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation
+as the model wrote it: a WrittenText (ui/written.py), whose runs read the ids written, not the decoded text
+read again by the tokenizer. The next-token view reads the model's LM head over the whole sequence
+(`position_logits`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from attention.search import LMHead
 
 from .models import get_model
 from .stores import MB, kept, store
+from .written import WrittenText, written_encoding
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Settings:
 @dataclass(frozen=True)
 class Continuation:
     prompt: str
-    text: str  # the prompt and the continuation as one text: what every view runs on
+    text: WrittenText  # the prompt and the continuation as one text, with the ids written: what every view runs on
     ids: tuple[int, ...]  # the prompt's ids, then the new ones, as written
     prompt_len: int  # how many of `ids` are the prompt's
     ended: bool  # an end-of-sequence token came before n tokens
@@ -86,21 +88,11 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
         before = tokenizer.decode(ids[: len(ids) - n_new], clean_up_tokenization_spaces=False)
         whole = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
         new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
-        return Continuation(prompt, prompt + new_text, tuple(ids), len(ids) - n_new, n_new < settings.n)
+        text, prompt_len = prompt + new_text, len(ids) - n_new
+        encoded = written_encoding(tokenizer, prompt, text, ids, prompt_len, model.config.max_position_embeddings)
+        return Continuation(prompt, WrittenText(text, encoded), tuple(ids), prompt_len, n_new < settings.n)
 
     return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
-
-
-def read_again_notice(written: Continuation, ids: list[int]) -> str | None:
-    """What to say when the continuation's text, read again by the tokenizer, gives ids other than those
-    the model wrote (a token cut inside a character, or pieces that merge differently); None when equal."""
-    if list(written.ids) == ids:
-        return None
-    same = next((i for i, (a, b) in enumerate(zip(written.ids, ids)) if a != b), min(len(ids), len(written.ids)))
-    return (
-        f"The continuation's text, read again by the tokenizer, gives {len(ids)} tokens where the model wrote "
-        f"{len(written.ids)} (they differ from position {same}): the views show the text as read again."
-    )
 
 
 @kept(max_entries=2)
