@@ -188,3 +188,25 @@ def test_the_layer_box_spans_the_layers_of_the_part_shown(tmp_path):
     linked = start(model=str(folder), s=SENTENCE, view="cross", part="encoder", layer="2")
     no_errors(linked)
     assert linked.session_state["layer"] == 1 and any("Layer 2 does not exist" in i.value for i in linked.info)
+
+
+def test_the_second_sentence_box_is_hidden_for_an_encoder_decoder_and_its_text_kept(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    model, tokenizer = load_model(str(folder))
+    second = "It was late."
+    at = start(s=SENTENCE, s2=second)  # the bundled encoder reads the pair
+
+    def load(source: str) -> None:
+        at.text_input(key="model_input").input(source)
+        next(b for b in at.button if b.label == "Load model").click()
+        at.run()
+        no_errors(at)
+
+    assert at.text_input(key="text_b").value == second
+    load(str(folder))
+    assert not [t for t in at.text_input if t.key == "text_b"]
+    assert any("encoder-decoder reads one sentence" in i.value for i in at.info)
+    assert head_figure(at)["data"][0]["y"] == labels(written(model, tokenizer).encoder_tokens)  # the first alone
+    assert at.query_params["s2"] == second
+    load("")
+    assert at.text_input(key="text_b").value == second and at.query_params["s2"] == second

@@ -19,9 +19,11 @@ from attention import ModelLoadError
 from attention.generate import generate, load_lm_head
 from attention.search import LMHead
 
-from .models import get_model
+from .models import get_model, get_seq2seq
 from .stores import MB, kept, store
 from .written import WrittenText, written_encoding
+
+SECOND_LEFT_OUT = "An encoder-decoder reads one sentence: the second, kept for an encoder, is left out."
 
 
 @dataclass(frozen=True)
@@ -156,19 +158,25 @@ def continued(source: str, text: str, text_b: str) -> tuple[str, Continuation | 
 
 @contextlib.contextmanager
 def views_read(text: str, written: Continuation | None):
-    """Within the block, the views read the prompt and its continuation as the submitted sentence (they take
-    it from st.session_state.submitted); outside it, the sentence stays the prompt, as the link writes it."""
-    if written is None:
+    """Within the block, the views read as the submitted sentence (they take it from
+    st.session_state.submitted) the prompt and its continuation, or, for an encoder-decoder, the first
+    sentence alone: the second box is an encoder's pair, kept for when one is loaded again. Outside it, the
+    sentence stays as the link writes it."""
+    submitted = st.session_state.submitted
+    if written is not None:
+        st.session_state.continuation = written
+    else:
         st.session_state.pop("continuation", None)
-        yield
-        return
-    prompt = st.session_state.prompt = st.session_state.submitted
+        if not (submitted[1] and get_seq2seq(st.session_state.source)):
+            yield
+            return
+        st.session_state.url_notices.append(SECOND_LEFT_OUT)
+    st.session_state.prompt = submitted  # what the link writes
     st.session_state.submitted = (text, "")
-    st.session_state.continuation = written
     try:
         yield
     finally:
-        st.session_state.submitted = prompt
+        st.session_state.submitted = submitted
         del st.session_state.prompt
 
 
