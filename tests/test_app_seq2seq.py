@@ -210,3 +210,17 @@ def test_the_second_sentence_box_is_hidden_for_an_encoder_decoder_and_its_text_k
     assert at.query_params["s2"] == second
     load("")
     assert at.text_input(key="text_b").value == second and at.query_params["s2"] == second
+
+
+def test_a_checkpoint_asking_for_beams_is_told_that_one_runs(tmp_path):
+    at = start(model=str(make_seq2seq(tmp_path / "bart", "bart")), s=SENTENCE, view="cross")
+    assert not any("beams" in c.value for c in at.caption)
+    folder = make_seq2seq(tmp_path / "four", "bart")
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_beams": 4}))
+    at = start(model=str(folder), s=SENTENCE, view="cross")
+    no_errors(at)
+    said = [c.value for c in at.caption if "beams" in c.value]
+    assert said == [
+        "This checkpoint's generation config asks for beam search with 4 beams; one beam (greedy) runs here."
+    ]

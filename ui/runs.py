@@ -103,6 +103,7 @@ class Writing:
     maps: dict[str, np.ndarray]
     forced: bool  # the target was given rather than written
     notice: str  # the target or the text cut to the model's positions, else ""
+    checkpoint_beams: int  # the beams the checkpoint's generation config asks for; one is what runs
 
 
 def get_writing(source: str, text: str, target: str = "") -> Writing:
@@ -122,7 +123,8 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         if not target:
             out = generate(model, tokenizer, text, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
             maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
-            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "")
+            beams = out.checkpoint_num_beams
+            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "", beams)
         (text_in,) = within_positions(model.config.max_position_embeddings, text)
         (input_ids,) = on_model_device(model, tokenizer(text_in, return_tensors="pt")["input_ids"])  # (1, S)
         start = start_token(model, read_settings(Path(model.load_report.path)))
@@ -142,7 +144,7 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
     return store("writings", 16, 200 * MB).get_or_compute((source, text, target), compute)
 
 
-def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice) -> Writing:
+def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice, beams=1) -> Writing:
     cross, decoder, encoder = (stack_attentions(list(m)) for m in maps)
     return Writing(
         read_only(encoder_ids.cpu().numpy()),
@@ -152,6 +154,7 @@ def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, for
         {"cross": cross, "decoder": decoder, "encoder": encoder},
         forced,
         notice,
+        beams,
     )
 
 
