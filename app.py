@@ -46,7 +46,7 @@ def main() -> None:
     from ui import registry
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
-    from ui.generation import continued, read_again_notice, views_read
+    from ui.generation import continued, views_read
     from ui.models import LOADED, get_model, get_seq2seq
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
@@ -97,8 +97,6 @@ def main() -> None:
         text, text_b = st.session_state.submitted
         with st.spinner("Running the model…"):
             run = get_run(st.session_state.source, text, text_b)
-        if written is not None and (said := read_again_notice(written, run.encoded.input_ids[0].tolist())):
-            st.session_state.url_notices.append(said)
         clamp_selection(run.n_layers, run.n_heads)
         if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
             found = strongest_head(run, text, st.session_state.get("coref_rank"))

@@ -52,6 +52,11 @@ def stack_attentions(attentions, batch: int = 0) -> np.ndarray:
 def run_sentence(model, tokenizer, text: str, text_b: str | None = None, causal: bool = False) -> SentenceRun:
     """Tokenize (truncating at the model's positions, with a notice) and run the model once, on its device."""
     enc = encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
+    return run_encoded(model, enc, causal)
+
+
+def run_encoded(model, enc: Encoded, causal: bool = False) -> SentenceRun:
+    """Run the model once on an input already encoded, on its device."""
     with torch.inference_mode():
         inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
         attentions = list(model(*inputs, causal=causal).attentions)
@@ -111,13 +116,18 @@ def run_padded_batch(model, tokenizer, texts: list[str]) -> PaddedBatch:
     batch = tokenizer(
         list(within_positions(limit, *texts)), padding=True, truncation=True, max_length=limit, return_tensors="pt"
     )
-    with torch.inference_mode():
-        out = model(*on_model_device(model, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")))
     tokens = [batch.tokens(i) for i in range(len(texts))]
+    return run_batch(model, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), tokens)
+
+
+def run_batch(model, input_ids, attention_mask, token_type_ids, tokens: list[list[str]]) -> PaddedBatch:
+    """A padded batch already tokenized, (B, S) each, through the model once; `tokens`: each item's pieces."""
+    with torch.inference_mode():
+        out = model(*on_model_device(model, input_ids, attention_mask, token_type_ids))
     stacked = read_only(torch.stack(out.attentions).float().cpu().numpy())  # (n_layers, B, H, S, S)
     return PaddedBatch(
-        [f"sentence {i + 1}" for i in range(len(texts))],
+        [f"sentence {i + 1}" for i in range(len(tokens))],
         tokens,
-        read_only(batch["attention_mask"].numpy().copy()),
+        read_only(attention_mask.cpu().numpy().copy()),
         stacked,
     )

@@ -163,3 +163,64 @@ def test_the_lines_join_the_decoders_tokens_to_the_encoders(tmp_path):
     )
     columns = [t["text"] for t in lines["data"] if t.get("mode") == "markers+text"]
     assert columns == [escape_all(out.tokens), escape_all(out.encoder_tokens)]  # queries left, keys right
+
+
+def test_the_layer_box_spans_the_layers_of_the_part_shown(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")  # encoder 2 layers, decoder 3
+    model, tokenizer = load_model(str(folder))
+    out = written(model, tokenizer)
+    assert (len(out.encoder_attentions), len(out.decoder_attentions)) == (2, 3)
+    at = start(model=str(folder), s=SENTENCE, view="cross", layer="2", head="1")  # the decoder's last layer
+    no_errors(at)
+    assert at.selectbox(key="layer").options == ["0", "1", "2"] and at.session_state["layer"] == 2
+    z = rows_columns_z(figure(at, "Cross-attention, layer 2, head 1"))[2]
+    np.testing.assert_allclose(z, out.cross_attentions[2][0, 1].numpy(), atol=1e-6)
+    at.segmented_control(key="cross_part").set_value("Encoder self-attention").run()  # 2 layers: clamped
+    no_errors(at)
+    assert at.selectbox(key="layer").options == ["0", "1"] and at.session_state["layer"] == 1
+    figure(at, "Encoder self-attention, layer 1, head 1")
+    at.segmented_control(key="cross_part").set_value("Decoder self-attention").run()
+    at.selectbox(key="layer").set_value(2).run()
+    no_errors(at)
+    z = rows_columns_z(figure(at, "Decoder self-attention, layer 2, head 1"))[2]
+    np.testing.assert_allclose(z, out.decoder_attentions[2][0, 1].numpy(), atol=1e-6)
+    assert at.query_params["layer"] == "2" and at.query_params["part"] == "decoder"
+    linked = start(model=str(folder), s=SENTENCE, view="cross", part="encoder", layer="2")
+    no_errors(linked)
+    assert linked.session_state["layer"] == 1 and any("Layer 2 does not exist" in i.value for i in linked.info)
+
+
+def test_the_second_sentence_box_is_hidden_for_an_encoder_decoder_and_its_text_kept(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    model, tokenizer = load_model(str(folder))
+    second = "It was late."
+    at = start(s=SENTENCE, s2=second)  # the bundled encoder reads the pair
+
+    def load(source: str) -> None:
+        at.text_input(key="model_input").input(source)
+        next(b for b in at.button if b.label == "Load model").click()
+        at.run()
+        no_errors(at)
+
+    assert at.text_input(key="text_b").value == second
+    load(str(folder))
+    assert not [t for t in at.text_input if t.key == "text_b"]
+    assert any("encoder-decoder reads one sentence" in i.value for i in at.info)
+    assert head_figure(at)["data"][0]["y"] == labels(written(model, tokenizer).encoder_tokens)  # the first alone
+    assert at.query_params["s2"] == second
+    load("")
+    assert at.text_input(key="text_b").value == second and at.query_params["s2"] == second
+
+
+def test_a_checkpoint_asking_for_beams_is_told_that_one_runs(tmp_path):
+    at = start(model=str(make_seq2seq(tmp_path / "bart", "bart")), s=SENTENCE, view="cross")
+    assert not any("beams" in c.value for c in at.caption)
+    folder = make_seq2seq(tmp_path / "four", "bart")
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_beams": 4}))
+    at = start(model=str(folder), s=SENTENCE, view="cross")
+    no_errors(at)
+    said = [c.value for c in at.caption if "beams" in c.value]
+    assert said == [
+        "This checkpoint's generation config asks for beam search with 4 beams; one beam (greedy) runs here."
+    ]

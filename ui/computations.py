@@ -35,12 +35,12 @@ from attention.analysis.stats import (
 )
 from attention.bigrun import is_big
 from attention.mlm import MaskedLMHead, load_mlm_head
-from attention.run import run_sentence
+from attention.run import run_encoded
 from viz.overview import pool_map
 
 from .limits import deadline_check
 from .models import get_model
-from .runs import get_run
+from .runs import encoded_input, get_run
 from .state import PRESET_COREF, PRESETS
 from .stores import MB, kept, store
 from .workers import flow_workers
@@ -141,8 +141,8 @@ def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
 
 def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
     def compute(deadline):
-        _, tokenizer = get_model(source)
-        return run_sentence(get_grouped_model(source, num_kv_heads), tokenizer, text, text_b)
+        _, enc = encoded_input(source, text, text_b)
+        return run_encoded(get_grouped_model(source, num_kv_heads), enc)
 
     return store("grouped-runs", 16, 200 * MB).get_or_compute_heavy(
         (source, num_kv_heads, text, text_b), "gqa", compute

@@ -110,23 +110,25 @@ def examples() -> None:
 
 def _sentence_form(compact: bool = False) -> None:
     """``compact``: the boxes and Run side by side, the sentence box as low as it goes. An encoder-decoder
-    has a Target box too: what its decoder is given to read (empty: it writes its own); a causal model has
-    Continue beside Run."""
+    has a Target box in place of the second sentence: what its decoder is given to read (empty: it writes its
+    own); a causal model has Continue beside Run."""
     writes = get_seq2seq(st.session_state.source) is not None
     causal = not writes and get_model(st.session_state.source)[0].config.causal
     with st.form("sentence_form", border=not compact):
-        spec = [5, 3, 3, 1] if writes else [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
+        spec = [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
         boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)
-        first, second, run = boxes[0], boxes[1], boxes[3 if writes else 2]
+        first, second, run = boxes[:3]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
-        second.text_input(
-            "Second sentence (optional)",
-            key="text_b",
-            max_chars=MAX_TEXT_CHARS,
-            help="Segment B: the model reads the two sentences as a pair",
-        )
-        if writes:
-            boxes[2].text_input(
+        if not writes:
+            second.text_input(
+                "Second sentence (optional)",
+                key="text_b",
+                max_chars=MAX_TEXT_CHARS,
+                help="Segment B: the model reads the two sentences as a pair",
+            )
+        else:  # an encoder-decoder reads one sentence: the box goes, what it holds stays for an encoder
+            st.session_state.text_b = st.session_state.get("text_b", "")
+            second.text_input(
                 "Target (optional)",
                 key="target",
                 max_chars=MAX_TARGET_CHARS,

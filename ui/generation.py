@@ -1,8 +1,9 @@
 """A causal model's continuation of the sentence (Continue): written by attention.generate with the settings
 in the link (ui/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
-so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation:
-the decoded text is read again by the tokenizer, and the page says so where that gives other ids than
-the ones written. The next-token view reads the model's LM head over the whole sequence (`position_logits`).
+so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation
+as the model wrote it: a WrittenText (ui/written.py), whose runs read the ids written, not the decoded text
+read again by the tokenizer. The next-token view reads the model's LM head over the whole sequence
+(`position_logits`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from attention import ModelLoadError
 from attention.generate import generate, load_lm_head
 from attention.search import LMHead
 
-from .models import get_model
+from .models import get_model, get_seq2seq
 from .stores import MB, kept, store
+from .written import WrittenText, written_encoding
+
+SECOND_LEFT_OUT = "An encoder-decoder reads one sentence: the second, kept for an encoder, is left out."
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class Settings:
 @dataclass(frozen=True)
 class Continuation:
     prompt: str
-    text: str  # the prompt and the continuation as one text: what every view runs on
+    text: WrittenText  # the prompt and the continuation as one text, with the ids written: what every view runs on
     ids: tuple[int, ...]  # the prompt's ids, then the new ones, as written
     prompt_len: int  # how many of `ids` are the prompt's
     ended: bool  # an end-of-sequence token came before n tokens
@@ -86,21 +90,11 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
         before = tokenizer.decode(ids[: len(ids) - n_new], clean_up_tokenization_spaces=False)
         whole = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
         new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
-        return Continuation(prompt, prompt + new_text, tuple(ids), len(ids) - n_new, n_new < settings.n)
+        text, prompt_len = prompt + new_text, len(ids) - n_new
+        encoded = written_encoding(tokenizer, prompt, text, ids, prompt_len, model.config.max_position_embeddings)
+        return Continuation(prompt, WrittenText(text, encoded), tuple(ids), prompt_len, n_new < settings.n)
 
     return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
-
-
-def read_again_notice(written: Continuation, ids: list[int]) -> str | None:
-    """What to say when the continuation's text, read again by the tokenizer, gives ids other than those
-    the model wrote (a token cut inside a character, or pieces that merge differently); None when equal."""
-    if list(written.ids) == ids:
-        return None
-    same = next((i for i, (a, b) in enumerate(zip(written.ids, ids)) if a != b), min(len(ids), len(written.ids)))
-    return (
-        f"The continuation's text, read again by the tokenizer, gives {len(ids)} tokens where the model wrote "
-        f"{len(written.ids)} (they differ from position {same}): the views show the text as read again."
-    )
 
 
 @kept(max_entries=2)
@@ -164,19 +158,25 @@ def continued(source: str, text: str, text_b: str) -> tuple[str, Continuation | 
 
 @contextlib.contextmanager
 def views_read(text: str, written: Continuation | None):
-    """Within the block, the views read the prompt and its continuation as the submitted sentence (they take
-    it from st.session_state.submitted); outside it, the sentence stays the prompt, as the link writes it."""
-    if written is None:
+    """Within the block, the views read as the submitted sentence (they take it from
+    st.session_state.submitted) the prompt and its continuation, or, for an encoder-decoder, the first
+    sentence alone: the second box is an encoder's pair, kept for when one is loaded again. Outside it, the
+    sentence stays as the link writes it."""
+    submitted = st.session_state.submitted
+    if written is not None:
+        st.session_state.continuation = written
+    else:
         st.session_state.pop("continuation", None)
-        yield
-        return
-    prompt = st.session_state.prompt = st.session_state.submitted
+        if not (submitted[1] and get_seq2seq(st.session_state.source)):
+            yield
+            return
+        st.session_state.url_notices.append(SECOND_LEFT_OUT)
+    st.session_state.prompt = submitted  # what the link writes
     st.session_state.submitted = (text, "")
-    st.session_state.continuation = written
     try:
         yield
     finally:
-        st.session_state.submitted = prompt
+        st.session_state.submitted = submitted
         del st.session_state.prompt
 
 

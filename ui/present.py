@@ -9,6 +9,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import streamlit as st
 
 from . import registry
+from .state import offered_layers
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -115,7 +116,11 @@ def controls(run) -> None:
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     view.selectbox("View", registry.labels(), key="view", label_visibility="collapsed")
     layer.selectbox(
-        "Layer", range(run.n_layers), key="layer", label_visibility="collapsed", format_func=lambda i: f"Layer {i}"
+        "Layer",
+        range(offered_layers(run.n_layers)),
+        key="layer",
+        label_visibility="collapsed",
+        format_func=lambda i: f"Layer {i}",
     )
     head.selectbox(
         "Head", range(run.n_heads), key="head", label_visibility="collapsed", format_func=lambda i: f"Head {i}"
@@ -129,8 +134,8 @@ def keys(run) -> None:
     actions = {
         "prev_head": (step_head, (-1, run.n_heads)),
         "next_head": (step_head, (1, run.n_heads)),
-        "prev_layer": (step_layer, (-1, run.n_layers)),
-        "next_layer": (step_layer, (1, run.n_layers)),
+        "prev_layer": (step_layer, (-1, offered_layers(run.n_layers))),
+        "next_layer": (step_layer, (1, offered_layers(run.n_layers))),
         "next_view": (next_view, ()),
     }
     for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):

@@ -1,7 +1,8 @@
 """The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
 than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
-through `big_run_loader` and kept in stores of their own."""
+through `big_run_loader` and kept in stores of their own. A continuation's text (a WrittenText, ui/written.py)
+is never tokenized: every run of it reads the ids the model wrote (`encoded_input`, `padded_inputs`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import torch
 from attention import bigrun
 from attention.bigrun import BIG_RUN_BYTES, maps_bytes
 from attention.inputs import encode, within_positions
-from attention.run import read_only, run_padded_batch, run_sentence, stack_attentions
+from attention.run import read_only, run_batch, run_encoded, stack_attentions
 from attention.trace import trace_layer
 
 from .models import get_model, get_seq2seq
 from .stores import MB, store
+from .written import WrittenText
 
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
 # where a big run's pieces are kept: (store name, entries, bytes) per function of attention/bigrun.py
@@ -36,12 +38,11 @@ def get_run(source: str, text: str, text_b: str, causal: bool = False):
     def compute():
         from viz.overview import head_tiles
 
-        _, tokenizer = get_model(source)
-        model, enc = _encode_for(source, text, text_b)
+        model, enc = encoded_input(source, text, text_b)
         c = model.config
         if maps_bytes(c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)) > BIG_RUN_BYTES:
             return bigrun.pooled_run(model, enc, causal, big_run_loader((source, text, text_b, causal)), head_tiles)
-        return run_sentence(model, tokenizer, text, text_b, causal=causal)
+        return run_encoded(model, enc, causal=causal)
 
     return store("runs", 32, 400 * MB).get_or_compute(
         (source, text, text_b, causal), compute, small=is_small_run(source, text, text_b)
@@ -50,8 +51,9 @@ def get_run(source: str, text: str, text_b: str, causal: bool = False):
 
 def token_bound(*texts: str) -> int:
     """At most how many tokens `texts` make together: every token covers at least one byte of the
-    UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens."""
-    return sum(len(t.encode()) for t in texts) + 4
+    UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens; a written
+    text, its ids."""
+    return sum(len(t.ids) if isinstance(t, WrittenText) else len(t.encode()) for t in texts) + 4
 
 
 def is_small_run(source: str, text: str, text_b: str = "") -> bool:
@@ -64,24 +66,12 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
     """The recorded forward pass of one layer: for one sentence (or pair), or a padded batch."""
 
     def compute():
-        model, tokenizer = get_model(source)
-        limit = model.config.max_position_embeddings
         if len(texts) == 1:
-            enc = tokenizer(
-                *within_positions(limit, texts[0], text_b or None),
-                truncation=True,
-                max_length=limit,
-                return_tensors="pt",
-            )
-        else:
-            enc = tokenizer(
-                list(within_positions(limit, *texts)),
-                padding=True,
-                truncation=True,
-                max_length=limit,
-                return_tensors="pt",
-            )
-        return trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=layer)
+            model, enc = encoded_input(source, texts[0], text_b)
+            return trace_layer(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, layer=layer)
+        model, tokenizer = get_model(source)
+        batch, _ = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
+        return trace_layer(model, *batch, layer=layer)
 
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)
 
@@ -89,7 +79,8 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
 def get_batch(source: str, texts: tuple[str, ...]):
     def compute():
         model, tokenizer = get_model(source)
-        return run_padded_batch(model, tokenizer, list(texts))
+        batch, tokens = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
+        return run_batch(model, *batch, tokens)
 
     return store("batches", 8, 200 * MB).get_or_compute((source, texts), compute)
 
@@ -112,6 +103,7 @@ class Writing:
     maps: dict[str, np.ndarray]
     forced: bool  # the target was given rather than written
     notice: str  # the target or the text cut to the model's positions, else ""
+    checkpoint_beams: int  # the beams the checkpoint's generation config asks for; one is what runs
 
 
 def get_writing(source: str, text: str, target: str = "") -> Writing:
@@ -131,7 +123,8 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         if not target:
             out = generate(model, tokenizer, text, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
             maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
-            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "")
+            beams = out.checkpoint_num_beams
+            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "", beams)
         (text_in,) = within_positions(model.config.max_position_embeddings, text)
         (input_ids,) = on_model_device(model, tokenizer(text_in, return_tensors="pt")["input_ids"])  # (1, S)
         start = start_token(model, read_settings(Path(model.load_report.path)))
@@ -151,7 +144,7 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
     return store("writings", 16, 200 * MB).get_or_compute((source, text, target), compute)
 
 
-def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice) -> Writing:
+def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice, beams=1) -> Writing:
     cross, decoder, encoder = (stack_attentions(list(m)) for m in maps)
     return Writing(
         read_only(encoder_ids.cpu().numpy()),
@@ -161,15 +154,38 @@ def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, for
         {"cross": cross, "decoder": decoder, "encoder": encoder},
         forced,
         notice,
+        beams,
     )
 
 
 # ---- a big run's pieces, on demand ------------------------------------------------------------------
 
 
-def _encode_for(source: str, text: str, text_b: str):
+def encoded_input(source: str, text: str, text_b: str):
+    """The model of `source` and one sentence's (or pair's) input to it: a written text's ids, else the
+    tokenizer's reading of the text, within the model's positions."""
     model, tokenizer = get_model(source)
+    if isinstance(text, WrittenText):  # Continue writes after one sentence: there is no second
+        return model, text.encoded
     return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
+
+
+def padded_inputs(tokenizer, texts: tuple[str, ...], limit: int) -> tuple[tuple[torch.Tensor, ...], list[list[str]]]:
+    """A padded batch of `texts` as the model reads it, (input_ids, attention_mask, token_type_ids) each
+    (B, S), and each item's pieces: a written text's ids as written, any other text as the tokenizer reads
+    it, within `limit` positions."""
+    items = []
+    for text in texts:
+        if isinstance(text, WrittenText):
+            ids = list(text.ids)
+            items.append({"input_ids": ids, "attention_mask": [1] * len(ids), "token_type_ids": [0] * len(ids)})
+        else:
+            (cut,) = within_positions(limit, text)
+            items.append(tokenizer(cut, truncation=True, max_length=limit, return_token_type_ids=True))
+    keys = ("input_ids", "attention_mask", "token_type_ids")
+    batch = tokenizer.pad([{k: item[k] for k in keys} for item in items], return_tensors="pt")
+    tokens = [tokenizer.convert_ids_to_tokens(row) for row in batch["input_ids"].tolist()]
+    return (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]), tokens
 
 
 def big_run_loader(key: tuple):
@@ -179,7 +195,7 @@ def big_run_loader(key: tuple):
 
     def load(compute, *args):
         def run():
-            model, enc = _encode_for(source, text, text_b)
+            model, enc = encoded_input(source, text, text_b)
             return compute(model, enc, causal, *args)
 
         parts = tuple(_index_key(arg) if isinstance(arg, tuple) else arg for arg in args)

@@ -19,7 +19,7 @@ from attention import ModelLoadError
 from attention.analysis.coref_heads import CRITERIA, DEFAULT_CRITERION
 
 from . import registry
-from .models import get_model
+from .models import get_model, get_seq2seq
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 PRESETS = {
@@ -362,7 +362,7 @@ def write_url() -> None:
 def clamp_selection(n_layers: int, n_heads: int) -> None:
     """The chosen layer and head within this model, and each list of choices without repeats: the heads
     drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks."""
-    for name, n in (("layer", n_layers), ("head", n_heads)):
+    for name, n in (("layer", offered_layers(n_layers)), ("head", n_heads)):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
             st.session_state.url_notices.append(
@@ -379,6 +379,16 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
         chosen = st.session_state.get(key)
         if chosen and len(distinct(chosen)) != len(chosen):
             st.session_state[key] = distinct(chosen)
+
+
+def offered_layers(n_layers: int) -> int:
+    """How many layers the Layer box offers: the run's `n_layers` (an encoder-decoder's encoder's), but in the
+    Cross-attention view of a part of the decoder (cross- or self-attention) the decoder's, more or fewer."""
+    loaded = get_seq2seq(st.session_state.source)
+    view = registry.by_label(st.session_state.get("view")).key
+    if loaded is None or view != "cross" or st.session_state.get("cross_part") == CROSS_PARTS["encoder"]:
+        return n_layers
+    return loaded[0].decoder.config.num_hidden_layers
 
 
 def use_preset() -> None:

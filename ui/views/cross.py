@@ -51,6 +51,12 @@ def draw(run) -> None:
     written = tokenizer.decode(writing.decoder_ids[0].tolist(), skip_special_tokens=True)
     how = "given as the target" if writing.forced else f"written greedily (at most {MAX_NEW_TOKENS} new tokens)"
     show_text(f"Decoder, {how}: {plain(written)}", "written")
+    if writing.checkpoint_beams > 1 and not writing.forced:
+        show_text(
+            f"This checkpoint's generation config asks for beam search with {writing.checkpoint_beams} beams; "
+            "one beam (greedy) runs here.",
+            "beams",
+        )
     fig = viz.head_heatmap(
         maps[layer, head],
         rows,

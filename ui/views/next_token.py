@@ -33,8 +33,7 @@ def draw(run) -> None:
             )
         )
         return
-    written = current()  # the ids as the model wrote them (the text read again may give others)
-    ids = written.ids if written else tuple(run.encoded.input_ids[0].tolist())
+    ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(ids)
     position = chosen_position(tokens)
     slot = figure_slot()
