@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]
 from browser import app_server, launch, wait_settled  # noqa: E402
 
+from bench._render_rig import MARK, Frames, wait_painted  # noqa: E402
 from bench.forward import text_of_length  # noqa: E402
-from bench.render import MARK, Frames, wait_painted  # noqa: E402
 
 TARGET_S = 1.0  # the overview of 16 × 32 heads at 512 tokens, drawn
 TIMEOUT_S = 120
