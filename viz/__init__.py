@@ -1,7 +1,8 @@
 """Plotly figures of attention maps: arrays and tokens in, Figure out."""
 
 from viz.ablation import ablation_figure
-from viz.coref import flip_grid, head_grid, ranked_heads
+from viz.coref import flip_grid, head_grid
+from viz.coref_ranking import ranked_heads
 from viz.efficient import fused_panel, gqa_change_grid
 from viz.heatmap import head_heatmap
 from viz.lines import lines_view

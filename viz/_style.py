@@ -18,6 +18,9 @@ ACCENT = "#2f6fad"  # the one measure a chart of bars or a line shows: probabili
 TITLED_COLORBAR_PX = 100  # right margin for a colour bar with its title beside it
 TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
 
+# a clicked point leaves every point as it was (plotly dims the others)
+KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
+
 _KEPT_LAYOUT = (
     "autotypenumbers",
     "colorway",

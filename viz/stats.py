@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from viz._style import base_layout, clean_axis
+from viz._style import KEEP_OPACITY, base_layout, clean_axis
 from viz._text import escape, head_label
 
 if TYPE_CHECKING:  # for the annotation only: pandas is imported when a table is made
@@ -16,7 +16,6 @@ if TYPE_CHECKING:  # for the annotation only: pandas is imported when a table is
 LAYER_SCALE = "Viridis"
 LAYER_SCALE_END = 0.85  # Viridis' last yellows hardly show on white
 STAT_DECIMALS = 3
-_KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
 
 
 def head_scatter(
@@ -65,7 +64,7 @@ def head_scatter(
                 customdata=[[int(layer), int(heads[i])] for i in picked],
                 hovertext=[hovers[i] for i in picked],
                 hovertemplate="%{hovertext}<extra></extra>",
-                **_KEEP_OPACITY,
+                **KEEP_OPACITY,
             )
         )
     scale = max(1.0, font_size / 12)
