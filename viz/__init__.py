@@ -3,7 +3,8 @@
 from viz.ablation import ablation_figure
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
-from viz.efficient import fused_panel, gqa_change_grid
+from viz.fused import fused_panel
+from viz.gqa import gqa_change_grid
 from viz.heatmap import head_heatmap
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
