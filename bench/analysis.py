@@ -42,8 +42,11 @@ from attention.run import run_sentence  # noqa: E402
 from attention.trace import trace_layer  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402
 from ui.state import PRESETS  # noqa: E402
-from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame  # noqa: E402
-from viz.efficient import gqa_change_grid  # noqa: E402
+from viz.ablation import ablation_figure  # noqa: E402
+from viz.gqa import gqa_change_grid  # noqa: E402
+from viz.query_key import query_key_figure  # noqa: E402
+from viz.rollout import attention_pair  # noqa: E402
+from viz.stats import head_scatter, stats_frame  # noqa: E402
 
 TARGET_S = 1.0
 

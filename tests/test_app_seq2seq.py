@@ -15,7 +15,7 @@ from test_app_families import every_view_draws
 
 from attention import generate, load_model
 from ui.runs import MAX_NEW_TOKENS
-from ui.state import MAX_TARGET_CHARS
+from ui.url_values import MAX_TARGET_CHARS
 from viz._text import escape_all, position_labels
 
 FAMILIES = ["bart", "marian", "t5"]

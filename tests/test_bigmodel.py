@@ -260,7 +260,7 @@ def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
 def test_the_grouping_figures_titles_are_never_cut(heads, kv_heads, width):
     """A few heads make a narrow figure: it widens for its title and subtitle (drawn from the plot's left
     edge), or wraps them where the column is narrower than they are."""
-    from viz.efficient import CHAR_WIDTH, gqa_groups_figure, head_change_matrix
+    from viz.gqa import CHAR_WIDTH, gqa_groups_figure, head_change_matrix
 
     kv = [h // (heads // kv_heads) for h in range(heads)]
     for fig in (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention.analysis.coref import Located, word_attention
 from attention.analysis.coref_heads import (
     MIN_SEPARATION,
     column_means,
@@ -17,6 +16,7 @@ from attention.analysis.coref_heads import (
     specificity,
     suggest_candidates,
 )
+from attention.analysis.coref_mentions import Located, word_attention
 
 # tokens: 0 [CLS], 1 animal, 2 street, 3 it, 4 tired; "it" is the pronoun, animal and street the candidates
 LOCATED = Located(pronoun=[3], candidates=[[1], [2]])

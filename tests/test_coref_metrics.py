@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from conftest import ROOT, make_tiny
 
-from attention.analysis.coref import CorefResult, ExampleScore, Located, load_examples, parse_example, score_heads
+from attention.analysis.coref import CorefResult, ExampleScore, load_examples, parse_example, score_heads
 from attention.analysis.coref_cli import main
+from attention.analysis.coref_mentions import Located
 from attention.analysis.coref_metrics import (
     compare_models,
     gap_counts,

@@ -12,14 +12,13 @@ from conftest import ROOT, make_tiny
 from attention.analysis.coref import (
     NO_ANSWER,
     ExampleError,
-    OutsideWindow,
     load_examples,
-    locate,
     parse_example,
     parse_examples,
     score_example,
     score_heads,
 )
+from attention.analysis.coref_mentions import OutsideWindow, locate
 
 TEXT = "Henry Rosenthal met Bob at the club, and later Henry Rosenthal lent his car to Bob."
 

@@ -12,7 +12,8 @@ import torch
 from attention import encode
 from attention.analysis.gqa import kv_head_options, map_change, to_grouped
 from attention.run import stack_attentions
-from viz.efficient import fused_panel, gqa_change_grid
+from viz.fused import fused_panel
+from viz.gqa import gqa_change_grid
 
 TEXT = "The animal didn't cross the street because it was too tired."
 TEXTS = ["The cat sat on the mat.", "The trophy does not fit in the suitcase because it is too big."]

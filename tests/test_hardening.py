@@ -73,7 +73,7 @@ def test_a_link_repeating_an_ablated_head_or_a_candidate_asks_for_each_once():
 
 
 def test_a_list_past_its_bounds_is_cut_or_refused_with_a_notice_naming_the_bound():
-    from ui.state import MAX_LIST_CHARS, MAX_LIST_ITEMS
+    from ui.url_values import MAX_LIST_CHARS, MAX_LIST_ITEMS
 
     at = start(s=SENTENCE, draw="lines", heads=",".join(str(i) for i in range(100)))
     no_errors(at)
@@ -281,7 +281,7 @@ def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm):
 
 
 def test_the_sentence_box_takes_at_most_max_text_chars():
-    from ui.state import MAX_TEXT_CHARS
+    from ui.url_values import MAX_TEXT_CHARS
 
     at = start()
     box = at.text_area(key="text")

@@ -11,7 +11,10 @@ from attention import BertConfig, BertModel
 from attention.analysis.query_key import QueryKey, query_key
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.trace import trace_layer
-from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
+from viz.ablation import ablation_figure
+from viz.query_key import query_key_figure
+from viz.rollout import attention_pair
+from viz.stats import head_scatter, stats_frame
 
 TOKENS = ["[CLS]", "the", "<b>x</b>", "saw", "the", "a&b", "[SEP]"]
 ESCAPED = ["[CLS]", "the", "&lt;b&gt;x&lt;/b&gt;", "saw", "the", "a&amp;b", "[SEP]"]
@@ -313,8 +316,8 @@ def test_every_figure_names_a_head_l3_h1_on_hover():
 @pytest.mark.parametrize("n", [9, 41, 80, 128])
 @pytest.mark.parametrize("width, font_size", [(800, 14), (1040, 22)])
 def test_attention_pair_fits_its_width_side_by_side_or_one_above_the_other(n, width, font_size):
-    from viz.analysis import pair_stacked
     from viz.heatmap import LINE_EM, MIN_TICK_PX
+    from viz.rollout import pair_stacked
 
     tokens = [f"tok{i}" for i in range(n)]
     fig = attention_pair(

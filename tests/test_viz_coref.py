@@ -4,7 +4,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from viz.coref import flip_grid, head_grid, ranked_heads
+from viz.coref import flip_grid, head_grid
+from viz.coref_ranking import ranked_heads
 
 BASELINES = {"nearest": 0.47, "first": 0.51}
 

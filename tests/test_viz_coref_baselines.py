@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from viz.coref import ranked_heads
+from viz.coref_ranking import ranked_heads
 
 RANKED = [(3, 1, 0.7), (0, 5, 0.65), (2, 2, 0.5)]
 GLYPH = 0.6  # px per px of font size, about what the labels' font draws

@@ -13,19 +13,14 @@ from .models import get_model, get_seq2seq, precision_caption
 from .page import plain
 from .sources import policy
 from .state import (
-    MAX_NEW_TOKENS,
-    MAX_SEED,
-    MAX_TARGET_CHARS,
-    MAX_TEXT_CHARS,
-    MAX_TOP_K,
     PRESETS,
-    TEMPERATURES,
     ask_for_model,
     choose_model,
     continue_text,
     submit,
     use_preset,
 )
+from .url_values import MAX_NEW_TOKENS, MAX_SEED, MAX_TARGET_CHARS, MAX_TEXT_CHARS, MAX_TOP_K, TEMPERATURES
 
 
 def sidebar():

@@ -13,7 +13,6 @@ from attention.analysis.coref import (
     CorefExample,
     ExampleError,
     ExampleScore,
-    word_spans,
 )
 from attention.analysis.coref_heads import (
     CRITERIA,
@@ -24,6 +23,7 @@ from attention.analysis.coref_heads import (
     separates,
     suggest_candidates,
 )
+from attention.analysis.coref_mentions import word_spans
 
 from .computations import coref_values
 from .page import is_causal, plain, show_table

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz
-from attention.analysis.coref import word_spans
+from attention.analysis.coref_mentions import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
 from viz._style import TITLE_GLYPH, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE

@@ -1,16 +1,21 @@
 """Plotly figures of attention maps: arrays and tokens in, Figure out."""
 
-from viz.analysis import ablation_figure, attention_pair, head_scatter, query_key_figure, stats_frame
-from viz.coref import flip_grid, head_grid, ranked_heads
-from viz.efficient import fused_panel, gqa_change_grid
+from viz.ablation import ablation_figure
+from viz.coref import flip_grid, head_grid
+from viz.coref_ranking import ranked_heads
+from viz.fused import fused_panel
+from viz.gqa import gqa_change_grid
 from viz.heatmap import head_heatmap
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.model_view import model_view
 from viz.notebook import head_view
 from viz.overview import overview_grid, pool_map
+from viz.query_key import query_key_figure
 from viz.report import html_report
+from viz.rollout import attention_pair
 from viz.shapeflow import shape_flow, tensor_heatmap
+from viz.stats import head_scatter, stats_frame
 from viz.tokens import token_strip
 
 __all__ = [

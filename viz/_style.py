@@ -14,7 +14,12 @@ SEGMENT_A = ("#d6e6f5", "#2f6fad")
 SEGMENT_B = ("#fde3c8", "#c8610c")
 SPECIAL = ("#e4e4e4", "#555555")
 KEEP, PADDING = "#2f6fad", "#d9d9d9"  # mask cells: attended to / masked out
+ACCENT = "#2f6fad"  # the one measure a chart of bars or a line shows: probabilities, cosines
+TITLED_COLORBAR_PX = 100  # right margin for a colour bar with its title beside it
 TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
+
+# a clicked point leaves every point as it was (plotly dims the others)
+KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
 
 _KEPT_LAYOUT = (
     "autotypenumbers",

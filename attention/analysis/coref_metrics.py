@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coref import CorefResult, ExampleScore, Exclusion, preferred
+from .coref import CorefResult, ExampleScore, Exclusion
+from .coref_mentions import preferred
 from .coref_stats import McNemar, clopper_pearson, f1, holm, mcnemar_exact, pearson
 
 

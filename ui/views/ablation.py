@@ -9,7 +9,7 @@ import streamlit as st
 
 from attention.analysis.ablation import margin_change, suite_change
 from attention.analysis.coref import CorefExample, ExampleError
-from viz.analysis import ablation_figure
+from viz.ablation import ablation_figure
 
 from ..computations import get_ablation, get_mlm_head, get_suite_ablation
 from ..coref_data import chosen_suite, is_scored, suite_scores

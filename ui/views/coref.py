@@ -12,7 +12,8 @@ from attention.analysis.coref_metrics import (
     best_head,
     heads_against_best,
 )
-from viz.coref import flip_grid, head_grid, ranked_heads
+from viz.coref import flip_grid, head_grid
+from viz.coref_ranking import ranked_heads
 
 from ..computations import coref_values
 from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker

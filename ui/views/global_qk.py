@@ -20,19 +20,9 @@ from ..limits import heavy_guard
 from ..models import get_model
 from ..page import font_size, plain, show, shown_as
 from ..sources import policy
-from ..state import (
-    GQK_COLOURS,
-    GQK_CORPORA,
-    GQK_LAYOUTS,
-    GQK_MAX_TOKENS,
-    GQK_MIN_TOKENS,
-    GQK_SCOPES,
-    GQK_TOKEN_STEP,
-    MAX_PATH,
-    clicked_data,
-    open_head,
-)
+from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES, clicked_data, open_head
 from ..stores import MB, store
+from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 CORPORA = {

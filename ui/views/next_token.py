@@ -12,7 +12,7 @@ from viz.next_token import entropy_bits, next_token_figure, softmax
 from ..generation import current, lm_head, position_logits
 from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_text
-from ..state import TEMPERATURES
+from ..url_values import TEMPERATURES
 
 TOP = 10  # candidates shown
 

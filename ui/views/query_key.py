@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.query_key import query_key
-from viz.analysis import query_key_figure
+from viz.query_key import query_key_figure
 
 from ..page import figure_slot, font_size, present_size, show
 from ..runs import get_trace

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.rollout import FLOW_MAX_TOKENS
-from viz.analysis import attention_pair, pair_stacked
+from viz.rollout import attention_pair, pair_stacked
 
 from ..computations import flow_into, rollout_at
 from ..layout import main_px

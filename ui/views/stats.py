@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from viz.analysis import head_scatter, stats_frame
+from viz.stats import head_scatter, stats_frame
 
 from ..computations import (
     COMPARE_MAX_TOKENS,
