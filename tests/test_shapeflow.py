@@ -513,3 +513,25 @@ def test_a_cross_attention_layer_reads_q_from_the_decoder_and_k_v_from_the_encod
     torch.testing.assert_close(trace.tensor("probs"), out.cross_attentions[1])
     torch.testing.assert_close(trace.tensor("memory"), out.encoder_last_hidden_state)
     assert sorted(drawn_steps(trace, 18, 606, 608)) == sorted(trace.names)
+
+
+def test_the_stages_are_as_few_as_a_greedy_cut_and_share_the_rows_evenly():
+    from viz.flow_layout import Box, greedy_cut, stages
+
+    rows = [[Box(f"r{i}", 0.0, 0.0, 10.0)] for i in range(7)]  # 100 px each, 28 px between: 3 rows fit in 400
+    heights = {row[0].name: 100.0 for row in rows}
+    assert [b - a for a, b in greedy_cut([100.0] * 7, 400, 14)] == [3, 3, 1]
+    cut = stages(rows, heights, 400, 14)
+    assert sorted(len(stage) for stage in cut) == [2, 2, 3]
+    assert [row for stage in cut for row in stage] == rows  # in order, each row once
+    tall = [[Box("tall", 0.0, 0.0, 10.0)]]  # a row taller than the room is a stage of its own
+    assert [len(s) for s in stages(tall + rows[:2], {**heights, "tall": 900.0}, 400, 14)] == [1, 2]
+
+
+def test_llamas_last_stage_is_not_left_with_a_single_box(tmp_path):
+    from viz.shapeflow import flow_stages
+
+    trace = family_trace(tmp_path, "llama", num_key_value_heads=2)
+    cut = flow_stages(trace, 14, 720, 640)  # the design width: greedily 13, 8 and 1 boxes
+    assert len(cut) == 3 and min(len(stage) for stage in cut) >= 5, [len(stage) for stage in cut]
+    assert sorted(drawn_steps(trace, 14, 720, 640)) == sorted(trace.names)
