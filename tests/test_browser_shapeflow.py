@@ -72,6 +72,12 @@ def test_the_presentation_shows_the_whole_diagram_and_keys_step_its_stages_and_h
     until(page, lambda: f"stage {following} of" in page.evaluate(LEGEND), "the stage did not step")
     box = page.evaluate(PLACE, DIAGRAM)
     assert box["top"] >= 0 and box["bottom"] <= 720, box  # each stage whole on the screen
+    assert "← / → stage" in page.inner_text(".present-keys")  # the key table names them
+    page.locator(".st-key-shapeflow_padded input").focus()  # where Streamlit's own shortcuts are not heard
+    page.keyboard.press("ArrowRight")
+    again = following % int(stage.group(2)) + 1
+    until(page, lambda: f"stage {again} of" in page.evaluate(LEGEND), "the stage did not step from a checkbox")
+    assert not page.locator(".st-key-shapeflow_padded input").is_checked()
     page.keyboard.press("Shift+ArrowRight")
     until(page, lambda: "head 4" in page.evaluate(LEGEND), "the head key did not move the diagram's head")
     clean(page)
