@@ -535,3 +535,18 @@ def test_llamas_last_stage_is_not_left_with_a_single_box(tmp_path):
     cut = flow_stages(trace, 14, 720, 640)  # the design width: greedily 13, 8 and 1 boxes
     assert len(cut) == 3 and min(len(stage) for stage in cut) >= 5, [len(stage) for stage in cut]
     assert sorted(drawn_steps(trace, 14, 720, 640)) == sorted(trace.names)
+
+
+def test_a_heads_map_made_clickable_has_a_point_on_each_cell_hovering_as_the_cell(trace16):
+    from viz import head_heatmap
+    from viz.tensor_map import clickable_cells
+
+    probs, _, _ = head_matrix(trace16, "probs", 3)
+    tokens = [f"t{i}" for i in range(16)]
+    fig = clickable_cells(head_heatmap(probs, tokens, font_size=14, width=300))
+    heatmap, cells = fig.data
+    assert heatmap.hoverinfo == "skip" and cells.marker.opacity == 0  # the points hover for the cells, unseen
+    assert len(cells.x) == 16 * 16 and (cells.y[17], cells.x[17]) == (heatmap.y[1], heatmap.x[1])
+    assert cells.customdata[17][2] == pytest.approx(float(probs[1, 1]))
+    assert "%{customdata[0]} → %{customdata[1]}" in cells.hovertemplate
+    assert list(fig.layout.xaxis.range) == [-0.5, 15.5] and list(fig.layout.yaxis.range) == [15.5, -0.5]

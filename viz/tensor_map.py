@@ -174,3 +174,38 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list
         range=[-0.5, end] if across else [end, -0.5],
         label_px=label_px,
     )
+
+
+CLICKABLE_CELLS = 128 * 128  # a grid larger than this stays without its click layer (a point per cell)
+
+
+def clickable_cells(fig: go.Figure) -> go.Figure:
+    """Make a heatmap figure's cells clickable: plotly selects no heatmap cell on a click, so an invisible
+    marker sits on each cell (a point that a click selects) and takes over the heatmap's hover, which it
+    shows as the heatmap did. A grid of more than ``CLICKABLE_CELLS`` cells is left as it is."""
+    heatmap = fig.data[0]
+    z = np.asarray(heatmap.z, dtype=np.float32)
+    if z.size > CLICKABLE_CELLS:
+        return fig
+    rows, cols = np.meshgrid(np.arange(z.shape[0]), np.arange(z.shape[1]), indexing="ij")
+    cell = max(4.0, min(40.0, (fig.layout.width or FIGURE_PX) / max(z.shape[1], 1) / 2))
+    x, y = np.array(heatmap.x, dtype=object)[cols.ravel()], np.array(heatmap.y, dtype=object)[rows.ravel()]
+    fig.add_scatter(
+        x=x,
+        y=y,
+        customdata=np.stack([y, x, z.ravel().astype(object)], axis=1),
+        mode="markers",
+        marker=dict(size=cell, symbol="square", opacity=0),
+        hovertemplate=(heatmap.hovertemplate or "")
+        .replace("%{y}", "%{customdata[0]}")
+        .replace("%{x}", "%{customdata[1]}")
+        .replace("%{z", "%{customdata[2]"),
+        showlegend=False,
+        name="cells",
+    )
+    # the markers must not widen the axes (autorange pads for them): the cells' own ranges, as drawn
+    fig.update_xaxes(range=[-0.5, z.shape[1] - 0.5], autorange=False)
+    fig.update_yaxes(range=[z.shape[0] - 0.5, -0.5], autorange=False)  # the first row at the top
+    heatmap.hoverinfo = "skip"
+    heatmap.hovertemplate = None
+    return fig

@@ -9,6 +9,7 @@ import streamlit as st
 import viz
 from attention.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
+from viz.tensor_map import clickable_cells
 
 from ..layout import column_px
 from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
@@ -125,7 +126,13 @@ def panel(trace, step: str, head: int, tokens: list[str], fs: int, height: int) 
         height=share,
         min_label=min_label,
     )
-    show(head_map, f"layer{trace.layer}-head{head}", key="shapeflow_map", on_select=pick_map, selection_mode="points")
+    show(
+        clickable_cells(head_map),
+        f"layer{trace.layer}-head{head}",
+        key="shapeflow_map",
+        on_select=pick_map,
+        selection_mode="points",
+    )
     chosen = trace.step(step)
     st.code(chosen.code, language="python", wrap_lines=True)
     st.caption(plain(f"{chosen.where} · {chosen.op}"))
