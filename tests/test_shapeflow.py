@@ -550,3 +550,16 @@ def test_a_heads_map_made_clickable_has_a_point_on_each_cell_hovering_as_the_cel
     assert cells.customdata[17][2] == pytest.approx(float(probs[1, 1]))
     assert "%{customdata[0]} → %{customdata[1]}" in cells.hovertemplate
     assert list(fig.layout.xaxis.range) == [-0.5, 15.5] and list(fig.layout.yaxis.range) == [15.5, -0.5]
+
+
+def test_the_heads_map_in_a_narrow_column_lays_its_colour_bar_under_the_cells(trace16):
+    from viz import head_heatmap
+    from viz.tensor_map import bar_under
+
+    probs, _, _ = head_matrix(trace16, "probs", 3)
+    tokens = [f"t{i}" for i in range(16)]
+    beside = head_heatmap(probs, tokens, font_size=14, width=309, height=640)
+    under = bar_under(head_heatmap(probs, tokens, font_size=14, width=309, height=640), tokens, tokens, 14, width=309)
+    assert under.data[0].colorbar.orientation == "h" and under.layout.width <= 309
+    cells = [fig.layout.width - fig.layout.margin.l - fig.layout.margin.r for fig in (beside, under)]
+    assert cells[1] >= 1.5 * cells[0]  # the cells take the bar's width

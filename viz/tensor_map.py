@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels
-from viz.heatmap import FIGURE_PX, MIN_CELL_PX, row_ticks
+from viz.heatmap import FIGURE_PX, MIN_CELL_PX, SLACK_PX, row_ticks, token_grid_layout
 
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
@@ -208,4 +208,42 @@ def clickable_cells(fig: go.Figure) -> go.Figure:
     fig.update_yaxes(range=[z.shape[0] - 0.5, -0.5], autorange=False)  # the first row at the top
     heatmap.hoverinfo = "skip"
     heatmap.hovertemplate = None
+    return fig
+
+
+BAR_PX = 56  # under the cells: a horizontal colour bar, its ticks and its title
+
+
+def bar_under(fig: go.Figure, queries: Sequence[str], keys: Sequence[str], font_size: int, **size) -> go.Figure:
+    """A token grid (``viz.head_heatmap``'s) laid out again for a narrow column: its colour bar laid flat
+    under the cells instead of beside them, so the cells take the width the bar took. ``size``: the
+    ``width``, ``height`` and ``min_label`` the grid was drawn for."""
+    height = size.pop("height", None)
+    title = fig.layout.title.text if fig.layout.title else None
+    layout = token_grid_layout(
+        escape_all(queries),
+        escape_all(keys),
+        title,
+        font_size,
+        right=SLACK_PX,
+        height=None if height is None else height - BAR_PX,
+        **size,
+    )
+    layout["margin"]["b"] += BAR_PX
+    layout["height"] += BAR_PX
+    fig.update_layout(layout)
+    fig.update_traces(
+        colorbar=dict(
+            orientation="h",
+            thickness=10,
+            len=1,
+            lenmode="fraction",
+            x=0,
+            xanchor="left",
+            y=-0.02,
+            yanchor="top",
+            title=dict(text="weight", side="right"),
+        ),
+        selector=dict(type="heatmap"),
+    )
     return fig
