@@ -72,6 +72,12 @@ def test_the_presentation_shows_the_whole_diagram_and_keys_step_its_stages_and_h
     until(page, lambda: f"stage {following} of" in page.evaluate(LEGEND), "the stage did not step")
     box = page.evaluate(PLACE, DIAGRAM)
     assert box["top"] >= 0 and box["bottom"] <= 720, box  # each stage whole on the screen
+    assert "← / → stage" in page.inner_text(".present-keys")  # the key table names them
+    page.locator(".st-key-shapeflow_padded input").focus()  # where Streamlit's own shortcuts are not heard
+    page.keyboard.press("ArrowRight")
+    again = following % int(stage.group(2)) + 1
+    until(page, lambda: f"stage {again} of" in page.evaluate(LEGEND), "the stage did not step from a checkbox")
+    assert not page.locator(".st-key-shapeflow_padded input").is_checked()
     page.keyboard.press("Shift+ArrowRight")
     until(page, lambda: "head 4" in page.evaluate(LEGEND), "the head key did not move the diagram's head")
     clean(page)
@@ -97,5 +103,39 @@ def test_the_diagram_and_the_heads_map_share_an_ordinary_screen_and_a_click_show
     assert r is not None and 0 <= r["y"] and r["y"] + r["height"] / 2 <= 800, r  # on screen, not below
     assert r["x"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1  # beside the diagram
     assert "step=heads" in page.evaluate("location.href")
+    clean(page)
+    page.close()
+
+
+# the box outlined in the highlight colour (crimson), as the text written in it
+HIGHLIGHTED = """() => {
+    const chart = document.querySelector('.st-key-shapeflow_chart');
+    const boxes = [...chart.querySelectorAll('.shapelayer path')]
+        .filter(p => getComputedStyle(p).stroke === 'rgb(220, 20, 60)').map(p => p.getBoundingClientRect());
+    return [...chart.querySelectorAll('.annotation-text')].filter(t => {
+        const r = t.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+        return boxes.some(b => b.left <= x && x <= b.right && b.top <= y && y <= b.bottom);
+    }).map(t => t.textContent);
+}"""
+
+
+def test_a_click_on_the_heads_map_beside_the_diagram_selects_the_softmax(browser):
+    page = opened(browser, (1280, 800), "step=heads&")
+    assert any(t.startswith("probs · V") for t in page.evaluate(HIGHLIGHTED))
+    assert page.locator('[data-testid="stPlotlyChart"]', has_text="probs · V, head 3").count() == 1
+    page.evaluate(f"document.querySelector('{MAP}').scrollIntoView({{block: 'center'}})")
+    time.sleep(0.5)
+    cells = page.locator(f"{MAP} .nsewdrag").first.bounding_box()
+    assert cells is not None
+    page.mouse.click(cells["x"] + cells["width"] * 0.3, cells["y"] + cells["height"] * 0.6)  # on a cell
+    # the softmax is the view's first step, which the link leaves out
+    until(page, lambda: "step=" not in page.evaluate("location.href"), "the map's click did not select its step")
+    wait_drawn(page)
+    page.wait_for_selector(f"{DIAGRAM} .annotation-text", timeout=60_000)
+    assert [t for t in page.evaluate(HIGHLIGHTED) if t.strip()][0].startswith("softmax")
+    assert page.locator('[data-testid="stPlotlyChart"]', has_text="probs · V, head 3").count() == 0
+    head_map = page.evaluate(PLACE, MAP)  # the softmax's tensor is the map itself, shown once, beside the diagram
+    assert head_map["left"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1 and head_map["seen"] >= 0.5, head_map
+    assert "Layer 2, head 3: softmax" in page.inner_text(MAP)
     clean(page)
     page.close()

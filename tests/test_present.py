@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 from test_app import SENTENCE, heatmaps, no_errors, start
 
-from ui.present import KEYS
+from ui.present import KEYS, PAGE_KEYS
 from ui.registry import named
 from viz.heatmap import head_heatmap
 
@@ -45,6 +45,22 @@ def test_every_button_names_its_key_and_the_walk_keeps_its_arrows():
     assert len(shortcuts) == len(KEYS) and not shortcuts & {"Left", "Right"}
     for name in KEYS:
         assert at.button(key=f"present_{name}").proto.shortcut == KEYS[name][1].lower()
+
+
+def test_the_key_table_names_the_shape_flows_stage_keys_and_they_step_its_stages():
+    at = start(present="1", view="shapeflow", layer="2", s=SENTENCE)
+    no_errors(at)
+    [table] = [h.proto.body for h in at.get("html") if "present-keys" in h.proto.body]
+    assert "<b>← / →</b> stage" in table
+    ahead, back = at.button(key="shapeflow_next_stage"), at.button(key="shapeflow_prev_stage")
+    assert (back.proto.shortcut, ahead.proto.shortcut) == ("left", "right")
+    assert "shapeflow_prev_stage" in PAGE_KEYS["ArrowLeft"] and "shapeflow_next_stage" in PAGE_KEYS["ArrowRight"]
+    first = at.session_state.shapeflow_stage if "shapeflow_stage" in at.session_state else None
+    ahead.click().run()
+    assert at.session_state.shapeflow_stage not in (None, first)
+    head = start(present="1", view="head", s=SENTENCE)
+    [table] = [h.proto.body for h in head.get("html") if "present-keys" in h.proto.body]
+    assert "← / →" not in table  # the head view has no stages
 
 
 def test_the_head_view_fits_the_first_screen_with_large_labels():

@@ -513,3 +513,53 @@ def test_a_cross_attention_layer_reads_q_from_the_decoder_and_k_v_from_the_encod
     torch.testing.assert_close(trace.tensor("probs"), out.cross_attentions[1])
     torch.testing.assert_close(trace.tensor("memory"), out.encoder_last_hidden_state)
     assert sorted(drawn_steps(trace, 18, 606, 608)) == sorted(trace.names)
+
+
+def test_the_stages_are_as_few_as_a_greedy_cut_and_share_the_rows_evenly():
+    from viz.flow_layout import Box, greedy_cut, stages
+
+    rows = [[Box(f"r{i}", 0.0, 0.0, 10.0)] for i in range(7)]  # 100 px each, 28 px between: 3 rows fit in 400
+    heights = {row[0].name: 100.0 for row in rows}
+    assert [b - a for a, b in greedy_cut([100.0] * 7, 400, 14)] == [3, 3, 1]
+    cut = stages(rows, heights, 400, 14)
+    assert sorted(len(stage) for stage in cut) == [2, 2, 3]
+    assert [row for stage in cut for row in stage] == rows  # in order, each row once
+    tall = [[Box("tall", 0.0, 0.0, 10.0)]]  # a row taller than the room is a stage of its own
+    assert [len(s) for s in stages(tall + rows[:2], {**heights, "tall": 900.0}, 400, 14)] == [1, 2]
+
+
+def test_llamas_last_stage_is_not_left_with_a_single_box(tmp_path):
+    from viz.shapeflow import flow_stages
+
+    trace = family_trace(tmp_path, "llama", num_key_value_heads=2)
+    cut = flow_stages(trace, 14, 720, 640)  # the design width: greedily 13, 8 and 1 boxes
+    assert len(cut) == 3 and min(len(stage) for stage in cut) >= 5, [len(stage) for stage in cut]
+    assert sorted(drawn_steps(trace, 14, 720, 640)) == sorted(trace.names)
+
+
+def test_a_heads_map_made_clickable_has_a_point_on_each_cell_hovering_as_the_cell(trace16):
+    from viz import head_heatmap
+    from viz.tensor_map import clickable_cells
+
+    probs, _, _ = head_matrix(trace16, "probs", 3)
+    tokens = [f"t{i}" for i in range(16)]
+    fig = clickable_cells(head_heatmap(probs, tokens, font_size=14, width=300))
+    heatmap, cells = fig.data
+    assert heatmap.hoverinfo == "skip" and cells.marker.opacity == 0  # the points hover for the cells, unseen
+    assert len(cells.x) == 16 * 16 and (cells.y[17], cells.x[17]) == (heatmap.y[1], heatmap.x[1])
+    assert cells.customdata[17][2] == pytest.approx(float(probs[1, 1]))
+    assert "%{customdata[0]} → %{customdata[1]}" in cells.hovertemplate
+    assert list(fig.layout.xaxis.range) == [-0.5, 15.5] and list(fig.layout.yaxis.range) == [15.5, -0.5]
+
+
+def test_the_heads_map_in_a_narrow_column_lays_its_colour_bar_under_the_cells(trace16):
+    from viz import head_heatmap
+    from viz.tensor_map import bar_under
+
+    probs, _, _ = head_matrix(trace16, "probs", 3)
+    tokens = [f"t{i}" for i in range(16)]
+    beside = head_heatmap(probs, tokens, font_size=14, width=309, height=640)
+    under = bar_under(head_heatmap(probs, tokens, font_size=14, width=309, height=640), tokens, tokens, 14, width=309)
+    assert under.data[0].colorbar.orientation == "h" and under.layout.width <= 309
+    cells = [fig.layout.width - fig.layout.margin.l - fig.layout.margin.r for fig in (beside, under)]
+    assert cells[1] >= 1.5 * cells[0]  # the cells take the bar's width

@@ -16,6 +16,9 @@ SIDEBAR_INSET_PX = 30  # the sidebar's content keeps this much room on each side
 PADDING_REM = 5
 SCROLLBAR_PX = 20  # a classic scroll bar, on systems that draw one
 ROUNDING_PX = 4  # columns come out a pixel or two off their share
+# the tallest a view's main figure is drawn in ordinary mode: whole on a 1920 × 1080 screen under the sentence
+# and the view's buttons (about 300 px), and more than half of it on a 1280 × 800 one
+FIGURE_MAX_PX = 740
 
 
 def rem_px() -> int:

@@ -23,15 +23,21 @@ KEYS = {
     "next_layer": ("Next layer", "Shift+Down", "Shift+↓"),
     "next_view": ("Next view", "V", "V"),
 }
-# the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the button it clicks
+# a view's own keys, Left and Right, on its own buttons: view key → (what they step, previous and next button)
+VIEW_KEYS = {
+    "shapeflow": ("stage", "shapeflow_prev_stage", "shapeflow_next_stage"),
+    "walk": ("step", "walk_prev", "walk_next"),
+}
+# the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the buttons it clicks, the
+# first on the page
 PAGE_KEYS = {
-    "Shift+ArrowLeft": "present_prev_head",
-    "Shift+ArrowRight": "present_next_head",
-    "Shift+ArrowUp": "present_prev_layer",
-    "Shift+ArrowDown": "present_next_layer",
-    "v": "present_next_view",
-    "ArrowLeft": "walk_prev",
-    "ArrowRight": "walk_next",
+    "Shift+ArrowLeft": ["present_prev_head"],
+    "Shift+ArrowRight": ["present_next_head"],
+    "Shift+ArrowUp": ["present_prev_layer"],
+    "Shift+ArrowDown": ["present_next_layer"],
+    "v": ["present_next_view"],
+    "ArrowLeft": [prev for _, prev, _ in VIEW_KEYS.values()],
+    "ArrowRight": [ahead for _, _, ahead in VIEW_KEYS.values()],
 }
 # Streamlit's own shortcuts are not heard while a checkbox, radio, select box or button has the focus (and
 # an arrow key then moves a radio), which is the focus a mouse leaves behind. This script, run once in the
@@ -52,7 +58,8 @@ KEYS_SCRIPT = (
     if (event.ctrlKey || event.altKey || event.metaKey || typing(event.target)) return;
     if (!document.querySelector(".st-key-present_next_view")) return;  // not in presentation mode
     const key = event.key.length === 1 ? event.key.toLowerCase() : (event.shiftKey ? "Shift+" : "") + event.key;
-    const button = buttons[key] && document.querySelector(".st-key-" + buttons[key] + " button");
+    const button = (buttons[key] || []).map((name) => document.querySelector(".st-key-" + name + " button"))
+      .find(Boolean);
     if (!button) return;
     event.preventDefault();
     event.stopImmediatePropagation();
@@ -152,13 +159,17 @@ def keys(run) -> None:
 
 
 def legend() -> None:
-    """The keys, small beside the controls: two lines no taller than a select box."""
+    """The keys, small beside the controls: two lines no taller than a select box. The view's own ← / →
+    (the shape flow's stages, the walk's steps) are named on the second line when it has them."""
     shown = {name: KEYS[name][2] for name in KEYS}
+    own = VIEW_KEYS.get(registry.by_label(st.session_state.get("view")).key)
+    ahead = f"<b>← / →</b> {own[0]} · " if own else ""
     st.html(
         '<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
         f"Keys: <b>{shown['prev_head']}</b> / <b>{shown['next_head']}</b> head · "
         f"<b>{shown['prev_layer']}</b> / <b>{shown['next_layer']}</b> layer<br>"
-        f"<b>{shown['next_view']}</b> next view (or the buttons under the figure)</div>" + KEYS_SCRIPT,
+        f"{ahead}<b>{shown['next_view']}</b> next view"
+        f"{'' if own else ' (or the buttons under the figure)'}</div>" + KEYS_SCRIPT,
         unsafe_allow_javascript=True,
     )
 

@@ -103,16 +103,56 @@ def place(rows: list[list[Box]], heights: dict[str, float], top: float, fs: int)
 def stages(rows: list[list[Box]], heights: dict[str, float], room: float | None, fs: int) -> list[list[list[Box]]]:
     """The rows cut into stages, each at most ``room`` px of rows tall (every row in one stage without it).
 
-    A row never splits; a row taller than ``room`` is a stage of its own."""
+    A row never splits; a row taller than ``room`` is a stage of its own. As few stages as a greedy cut
+    makes, with the rows spread evenly over them: the tallest stage as short as it can be (so the last is
+    not left with a single box), then the stages' heights as even as they can be."""
     if room is None:
         return [rows]
-    cut: list[list[list[Box]]] = [[]]
-    used = 0.0
-    for row in rows:
-        h = max(heights[b.name] for b in row) + ROW_GAP * fs
-        if cut[-1] and used + h - ROW_GAP * fs > room:
-            cut.append([])
-            used = 0.0
-        cut[-1].append(row)
-        used += h
-    return cut
+    tall = [max(heights[b.name] for b in row) for row in rows]
+    count = len(greedy_cut(tall, room, fs))
+    return [rows[a:b] for a, b in balanced_cut(tall, room, fs, count)]
+
+
+def greedy_cut(tall: list[float], room: float, fs: int) -> list[tuple[int, int]]:
+    """Rows of heights ``tall`` as (first, end) index ranges, each stage filled before the next starts."""
+    cut: list[tuple[int, int]] = []
+    start, used = 0, 0.0
+    for i, h in enumerate(tall):
+        if i > start and used + h > room:
+            cut.append((start, i))
+            start, used = i, 0.0
+        used += h + ROW_GAP * fs
+    return cut + [(start, len(tall))] if tall else [(0, 0)]
+
+
+def balanced_cut(tall: list[float], room: float, fs: int, count: int) -> list[tuple[int, int]]:
+    """The rows in ``count`` stages of consecutive rows, each fitting ``room`` (or a single row), with the
+    tallest stage as short as it can be and then the sum of the stages' squared heights the least."""
+    n, gap = len(tall), ROW_GAP * fs
+    if n <= 1 or count <= 1:
+        return [(0, n)]
+
+    def cost(a: int, b: int) -> float:
+        h = sum(tall[a:b]) + gap * (b - a - 1)
+        return h if h <= room or b - a == 1 else float("inf")
+
+    inf = (float("inf"), float("inf"))
+    # best[j][i]: (tallest, sum of squares) of the first i rows in j stages, and where its last stage starts
+    best = [[(inf, 0)] * (n + 1) for _ in range(count + 1)]
+    best[0][0] = ((0.0, 0.0), 0)
+    for j in range(1, count + 1):
+        for i in range(j, n + 1):
+            for a in range(j - 1, i):
+                (tallest, squares), _ = best[j - 1][a]
+                c = cost(a, i)
+                option = (max(tallest, c), squares + c * c)
+                if option < best[j][i][0]:
+                    best[j][i] = (option, a)
+    if best[count][n][0] == inf:  # cannot happen for a greedy count; kept safe
+        return greedy_cut(tall, room, fs)
+    cut, i = [], n
+    for j in range(count, 0, -1):
+        a = best[j][i][1]
+        cut.append((a, i))
+        i = a
+    return cut[::-1]

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels
-from viz.heatmap import FIGURE_PX, MIN_CELL_PX, row_ticks
+from viz.heatmap import FIGURE_PX, MIN_CELL_PX, SLACK_PX, row_ticks, token_grid_layout
 
 DIVERGING = "RdBu_r"
 EMPTY = "#d1d5db"  # cells of −∞ (dropped by the mask)
@@ -174,3 +174,76 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list
         range=[-0.5, end] if across else [end, -0.5],
         label_px=label_px,
     )
+
+
+CLICKABLE_CELLS = 128 * 128  # a grid larger than this stays without its click layer (a point per cell)
+
+
+def clickable_cells(fig: go.Figure) -> go.Figure:
+    """Make a heatmap figure's cells clickable: plotly selects no heatmap cell on a click, so an invisible
+    marker sits on each cell (a point that a click selects) and takes over the heatmap's hover, which it
+    shows as the heatmap did. A grid of more than ``CLICKABLE_CELLS`` cells is left as it is."""
+    heatmap = fig.data[0]
+    z = np.asarray(heatmap.z, dtype=np.float32)
+    if z.size > CLICKABLE_CELLS:
+        return fig
+    rows, cols = np.meshgrid(np.arange(z.shape[0]), np.arange(z.shape[1]), indexing="ij")
+    cell = max(4.0, min(40.0, (fig.layout.width or FIGURE_PX) / max(z.shape[1], 1) / 2))
+    x, y = np.array(heatmap.x, dtype=object)[cols.ravel()], np.array(heatmap.y, dtype=object)[rows.ravel()]
+    fig.add_scatter(
+        x=x,
+        y=y,
+        customdata=np.stack([y, x, z.ravel().astype(object)], axis=1),
+        mode="markers",
+        marker=dict(size=cell, symbol="square", opacity=0),
+        hovertemplate=(heatmap.hovertemplate or "")
+        .replace("%{y}", "%{customdata[0]}")
+        .replace("%{x}", "%{customdata[1]}")
+        .replace("%{z", "%{customdata[2]"),
+        showlegend=False,
+        name="cells",
+    )
+    # the markers must not widen the axes (autorange pads for them): the cells' own ranges, as drawn
+    fig.update_xaxes(range=[-0.5, z.shape[1] - 0.5], autorange=False)
+    fig.update_yaxes(range=[z.shape[0] - 0.5, -0.5], autorange=False)  # the first row at the top
+    heatmap.hoverinfo = "skip"
+    heatmap.hovertemplate = None
+    return fig
+
+
+BAR_PX = 56  # under the cells: a horizontal colour bar, its ticks and its title
+
+
+def bar_under(fig: go.Figure, queries: Sequence[str], keys: Sequence[str], font_size: int, **size) -> go.Figure:
+    """A token grid (``viz.head_heatmap``'s) laid out again for a narrow column: its colour bar laid flat
+    under the cells instead of beside them, so the cells take the width the bar took. ``size``: the
+    ``width``, ``height`` and ``min_label`` the grid was drawn for."""
+    height = size.pop("height", None)
+    title = fig.layout.title.text if fig.layout.title else None
+    layout = token_grid_layout(
+        escape_all(queries),
+        escape_all(keys),
+        title,
+        font_size,
+        right=SLACK_PX,
+        height=None if height is None else height - BAR_PX,
+        **size,
+    )
+    layout["margin"]["b"] += BAR_PX
+    layout["height"] += BAR_PX
+    fig.update_layout(layout)
+    fig.update_traces(
+        colorbar=dict(
+            orientation="h",
+            thickness=10,
+            len=1,
+            lenmode="fraction",
+            x=0,
+            xanchor="left",
+            y=-0.02,
+            yanchor="top",
+            title=dict(text="weight", side="right"),
+        ),
+        selector=dict(type="heatmap"),
+    )
+    return fig

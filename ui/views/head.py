@@ -10,7 +10,7 @@ import viz
 from attention.run import head_map
 from viz.heatmap import grid_fits
 
-from ..layout import column_px, main_px
+from ..layout import FIGURE_MAX_PX, column_px, main_px
 from ..page import figure_slot, font_size, kept_checkbox, present_size, present_title, show
 from ..state import DRAW_MODES
 
@@ -20,9 +20,10 @@ PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets 
 
 def places(run) -> tuple:
     """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
-    where its cells stay readable in the column, else (and for the lines) the controls in a row above the
-    figure across the page. In presentation mode the map at its first-screen size with the panel in the
-    room its square leaves on the right; the lines first, their controls in a row under them."""
+    where its cells stay readable in the column; else the map across the page first, as tall as the first
+    screen lets it be, and its controls in a row under it; the lines under their controls. In presentation
+    mode the map at its first-screen size with the panel in the room its square leaves on the right; the
+    lines first, their controls in a row under them."""
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
     if st.session_state.get("present"):
         if lines:
@@ -32,6 +33,9 @@ def places(run) -> tuple:
     if not lines and grid_fits(run.tokens, font_size(), column_px(SPEC)):
         slot, panel = st.columns(SPEC)
         return slot, panel, {"width": column_px(SPEC)}, True
+    if not lines:  # a long sentence: the map keeps the first screen, its controls come after it
+        slot = st.container()
+        return slot, st.container(), {"width": main_px(), "height": FIGURE_MAX_PX}, False
     panel = st.container()
     return st.container(), panel, {"width": main_px()}, False
 

@@ -9,6 +9,7 @@ import streamlit as st
 import viz
 from attention.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
+from viz.tensor_map import bar_under, clickable_cells
 
 from ..layout import column_px
 from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
@@ -52,6 +53,9 @@ def draw(run) -> None:
             show(figure, "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
         with right:
             panel(trace, step, head, tokens, fs, height)
+    # a click on a box puts its tensor above the map: the page must not scroll to keep what was in sight in
+    # place (the browser's scroll anchoring), which pushed the diagram and the new tensor off the screen's top
+    st.html('<style>[data-testid="stMain"] { overflow-anchor: none; }</style>')
     st.caption(
         "Click a box to show its tensor beside the diagram for the chosen head; hover a box for its code and "
         "file. " + ("Keys ← / → step through the stages." if present else "")
@@ -125,7 +129,15 @@ def panel(trace, step: str, head: int, tokens: list[str], fs: int, height: int) 
         height=share,
         min_label=min_label,
     )
-    show(head_map, f"layer{trace.layer}-head{head}", key="shapeflow_map", on_select=pick_map, selection_mode="points")
+    if not min_label:  # a narrow column: the colour bar under the cells, which take its width
+        head_map = bar_under(head_map, tokens, tokens, fs, width=width, height=share)
+    show(
+        clickable_cells(head_map),
+        f"layer{trace.layer}-head{head}",
+        key="shapeflow_map",
+        on_select=pick_map,
+        selection_mode="points",
+    )
     chosen = trace.step(step)
     st.code(chosen.code, language="python", wrap_lines=True)
     st.caption(plain(f"{chosen.where} · {chosen.op}"))
