@@ -281,3 +281,22 @@ def test_deberta_position_terms_say_their_scale(loaded):
     scale = f"{trace.scaling:.4g}"
     assert f"Q · (K-projected relative position)ᵀ · {scale}, added" in trace.step("c2p").op
     assert f"K · (Q-projected relative position)ᵀ · {scale}, added" in trace.step("p2c").op
+
+
+@pytest.mark.parametrize(
+    "family, layer, scores, mask",
+    [
+        ("gemma2", 0, "Q · Kᵀ · 0.5 (1/√4: query_pre_attn_scalar)", "sliding window of 5"),
+        ("deberta-v2", 0, "1/√(8·3): d times 1 + 2 position terms", "no mask: nothing dropped"),
+        ("modernbert", 1, "Q · Kᵀ · 0.3536 (1/√8)", "local window of 4"),
+    ],
+)
+def test_the_walk_says_the_layers_own_scaling_and_mask(loaded, family, layer, scores, mask):
+    from ui.views.walk import steps_of
+
+    model, _ = loaded(family)
+    trace, _ = flow(loaded, family, layer)
+    says = {s.title: s.says for s in steps_of(trace, model.config.causal)}
+    assert scores in says["Scores and scaling"] and "1/√d" not in says["Scores and scaling"]
+    assert f"Here: {mask}" in says["Mask"]
+    assert "One sentence alone has no padding" not in says["Mask"]
