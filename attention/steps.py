@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
 
 LETTERS = {
     "B": "batch",
@@ -106,20 +107,80 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     return dims
 
 
-def layer_facts(config, layer: int) -> dict:
-    """What a layer does that its tensors do not say: the coordinates rotary turns and, where windowed layers
-    have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it looks back only), the
-    soft-cap, query_pre_attn_scalar and a norm after the attention; read by `op_words`."""
+# the module of each step that multiplies by a weight and may add a bias (attention/mha.py's names)
+PROJECTIONS = {"qkv_proj": "qkv_proj", "q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output": "o_proj"}
+
+
+def projection_biases(attention: nn.Module, embeddings: nn.Module | None = None) -> frozenset[str]:
+    """The steps whose projection adds a bias, read from the loaded modules' parameters (a family's checkpoints
+    differ: Qwen2's q, k and v have one and its o none, ModernBERT's none unless attention_bias): those of the
+    attention's projections, and "embed_proj" where the embeddings' projection has one (ELECTRA; OPT's none)."""
+    found = {step for step, module in PROJECTIONS.items() if _bias(getattr(attention, module, None))}
+    if embeddings is not None and _bias(getattr(embeddings, "project", None)):
+        found.add("embed_proj")
+    return frozenset(found)
+
+
+def _bias(module: nn.Module | None) -> bool:
+    return module is not None and getattr(module, "bias", None) is not None
+
+
+def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dict:
+    """What a layer does that its tensors do not say: which projections add a bias (`projection_biases`), the
+    norm's kind (Gemma's RMSNorm times 1 + weight) and whether this layer's attention reads x unnormed
+    (ModernBERT's layer 0), the coordinates rotary turns, its rescaling (linear, dynamic, llama3) and, where
+    windowed layers have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it
+    looks back only), the soft-cap, query_pre_attn_scalar and a norm after the attention; what the embeddings
+    sum (where a projection of them is drawn); read by `op_words`."""
     window, local = config.window_of(layer), config.local_rope_theta
+    own_base = window is not None and local is not None  # unscaled, on local_rope_theta (blocks.Transformer.rotary)
     return {
+        "biases": biases,
+        "norm": (config.norm, config.norm_bias),
+        "unnormed": layer == 0 and not config.first_attention_norm,
+        "relative_bias": config.position_embedding_type == "relative",
         "rotary_dim": config.rotary_dim,
         "rope_base": None if local is None else (local, True) if window is not None else (config.rope_theta, False),
+        "rope_scaling": None if own_base or config.rope_type == "default" else _rope_scaling(config),
         "window": window,
         "causal": bool(getattr(config, "causal", False)),
         "softcap": config.attn_logit_softcapping,
         "pre_attn_scalar": config.query_pre_attn_scalar,
         "post_norm": config.norm_after_sublayer,
+        "embedding": _embedding_sum(config),
+        "late_positions": config.positions_after_projection,
     }
+
+
+def _rope_scaling(config) -> str:
+    """How rotary/inverse_frequencies rescales this config's frequencies, in words."""
+    f = f"{config.rope_factor:g}"
+    if config.rope_type == "linear":
+        return f"linear rope scaling: positions ÷ {f}"
+    if config.rope_type == "dynamic":
+        return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
+    return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"
+
+
+def _embedding_sum(config) -> str:
+    """What the embeddings add up before a projection (blocks.Embeddings): words, token types, positions, a norm."""
+    words = "word·√D" if config.scale_embedding or config.scale_embedding_in_dtype else "word"
+    parts = [words] + (["token type"] if config.type_vocab_size else [])
+    if config.position_embedding_type in ("absolute", "sinusoidal") and not config.positions_after_projection:
+        parts.append("position" if config.position_embedding_type == "absolute" else "sinusoidal position")
+    return " + ".join(parts) + " embeddings" + (f", then {_norm_kind(config.norm)}" if config.embedding_norm else "")
+
+
+def _norm_kind(norm: str) -> str:
+    return "LayerNorm" if norm == "layer_norm" else "RMSNorm"
+
+
+def _norm_scale(norm: tuple[str, bool]) -> str:
+    """What a norm of blocks.make_norm multiplies the normalised x by: Gemma's RMSNorm (1 + weight)."""
+    kind, bias = norm
+    if kind == "rms_norm_offset":
+        return "times (1 + its weight)"
+    return "times its weight plus its bias" if kind == "layer_norm" and bias else "times its weight"
 
 
 def op_words(
@@ -131,12 +192,13 @@ def op_words(
     width = "H·d" if lane == "Q" else f"{kv}·d"
     if name == "qkv_proj":
         laid = "each head's q, k, v side by side" if "q_proj" not in tensors else "Q, K and V in one"
-        return f"x · W_QKVᵀ + b_QKV   (D\u00a0→\u00a0{qkv_width(sizes['H'], sizes['G'])}): {laid}"
+        fused = qkv_width(sizes["H"], sizes["G"])
+        return f"x · W_QKVᵀ{_plus_bias(name, 'QKV', facts)}   (D\u00a0→\u00a0{fused}): {laid}"
     if name in ("q_proj", "k_proj", "v_proj"):
         if "qkv_proj" in tensors:
             return _qkv_slice_words(lane, sizes)
         source = "memory" if lane in "KV" and "memory" in tensors else "x"  # cross-attention: K, V from it
-        return f"{source} · W_{lane}ᵀ + b_{lane}   (D\u00a0→\u00a0{width})"
+        return f"{source} · W_{lane}ᵀ{_plus_bias(name, lane, facts)}   (D\u00a0→\u00a0{width})"
     if name.endswith("_view") and "qkv_proj" in tensors and "q_proj" not in tensors:  # laid out per head
         column = "qkv".index(name[0])
         return f"view QKV as H\u00a0×\u00a03·d; {lane} is columns {column}·d:{column + 1}·d of each head's, no copy"
@@ -145,43 +207,64 @@ def op_words(
     if name.endswith("_norm"):
         tensor = tensors.get(name)
         over = "each head's d" if tensor is not None and tensor.dim() == 4 else f"all heads' {width}"
-        return f"RMSNorm of {lane} over {over}, times its weight"
+        norm = facts.get("norm", ("rms_norm", False))
+        return f"{_norm_kind(norm[0])} of {lane} over {over}, {_norm_scale(norm)}"
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
     if name.endswith("_rot"):
-        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"]) + _base_words(facts)
+        rescaled = "" if facts.get("rope_scaling") is None else f"; {facts['rope_scaling']}"
+        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"]) + _base_words(facts) + rescaled
     if name.endswith("_shared"):
         return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
     if name == "mask":
-        return _window_words(facts, sizes) + _mask_words(tensors.get("mask"), sizes)
+        return _window_words(facts, sizes) + _mask_words(tensors.get("mask"), sizes, facts)
     if name == "scores":
         return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head"
     if name == "masked_scores":
-        return _masked_words(tensors)
+        return _masked_words(tensors, facts)
     words = {
-        "embedding": f"word + position embeddings, {sizes.get('E')} wide",
-        "embed_proj": "x · W_Pᵀ + b_P   (E\u00a0→\u00a0D): up to the layers' width",
+        "embedding": f"{facts.get('embedding', 'word + position embeddings')}, {sizes.get('E')} wide",
+        "embed_proj": f"x · W_Pᵀ{_plus_bias(name, 'P', facts)}   (E\u00a0→\u00a0D): up to the layers' width"
+        + (", then position embeddings added" if facts.get("late_positions") else ""),
         "block_input": f"hidden states entering layer {layer}",
         "input": (
             "the decoder's hidden states: the queries, L of them"
             if "memory" in tensors
-            else "attention_norm(x): normalised before the attention (pre-norm)"
+            else f"x as it is: layer {layer} has no norm before its attention (the others' are pre-norm)"
+            if facts.get("unnormed")
+            else _pre_norm_words(facts)
             if "block_input" in tensors
             else f"hidden states entering layer {layer}, not normalised first: the norm comes after the attention"
             if facts.get("post_norm")
             else f"hidden states entering layer {layer}"
         ),
         "memory": "the encoder's last hidden states: K and V are read from them, S of them",
-        "c2p": "query content · key position: Q · (K-projected relative position)ᵀ, added to the scores",
-        "p2c": "key content · query position: K · (Q-projected relative position)ᵀ, added to the scores",
+        "c2p": f"query content · key position: {_term_words('Q', 'K', scaling)}",
+        "p2c": f"key content · query position: {_term_words('K', 'Q', scaling)}",
         "softcap": "soft-cap: {0}·tanh(scores/{0})".format(float(facts.get("softcap") or 0.0)),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",
-        "output": "merged · W_Oᵀ + b_O   (H·d\u00a0→\u00a0D)"
+        "output": f"merged · W_Oᵀ{_plus_bias(name, 'O', facts)}   (H·d\u00a0→\u00a0D)"
         + (", then post_attention_layernorm before the residual adds it" if facts.get("post_norm") else ""),
     }
     return words.get(name, name)
+
+
+def _term_words(content: str, projected: str, scaling: float) -> str:
+    """A DeBERTa position term: scaled as the content's scores are (models/disentangled.py), then added."""
+    return f"{content} · ({projected}-projected relative position)ᵀ · {scaling:.4g}, added to the scores"
+
+
+def _plus_bias(step: str, letters: str, facts: dict) -> str:
+    """ " + b_Q" where the step's projection has a bias tensor (facts["biases"], read from the loaded model)."""
+    return f" + b_{letters}" if step in facts.get("biases", ()) else ""
+
+
+def _pre_norm_words(facts: dict) -> str:
+    norm = facts.get("norm")
+    kind = "normalised" if norm is None else f"{_norm_kind(norm[0])} {_norm_scale(norm)},"
+    return f"attention_norm(x): {kind} before the attention (pre-norm)"
 
 
 def _qkv_slice_words(lane: str, sizes: dict[str, int]) -> str:
@@ -191,15 +274,24 @@ def _qkv_slice_words(lane: str, sizes: dict[str, int]) -> str:
     return f"columns {start}:{stop} of QKV, no copy"
 
 
-def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int]) -> str:
+def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int], facts: dict) -> str:
+    """What the mask holds (T5's position bias, causality) and how many keys or pairs it keeps: of the first
+    sentence's first head."""
     if mask is None:
         return "no mask: nothing dropped"
+    kind = (
+        "each head's learned bias for each query-key distance bucket, −∞ where dropped; "
+        if facts.get("relative_bias")
+        else "causal: each query sees itself and the keys before it; "
+        if facts.get("causal") and facts.get("window") is None
+        else ""
+    )
     keep = mask if mask.dtype == torch.bool else torch.isfinite(mask)
     if keep.dim() == 4 and keep.shape[1] == keep.shape[2] == 1:  # key padding, (B, 1, 1, S)
         kept = ", ".join(str(int(k)) for k in keep.sum(-1).flatten())
-        return f"keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
-    full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"])
-    return f"pairs kept: {int(full.flatten(-2)[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
+        return f"{kind}keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
+    full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"]).reshape(-1, sizes["L"] * sizes["S"])  # (B·H, L·S)
+    return f"{kind}pairs kept: {int(full[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
 
 
 def _rotary_words(lane: str, d: int, r: int) -> str:
@@ -227,7 +319,7 @@ def _scale_words(scaling: float, tensors: dict, sizes: dict[str, int], facts: di
         return f"1/√({d}·{1 + len(terms)}): d times 1 + {len(terms)} position terms"
     if scalar is not None and np.isclose(scaling, scalar**-0.5):
         return f"1/√{scalar:g}: query_pre_attn_scalar"
-    return f"1/√{d}" if np.isclose(scaling, d**-0.5) else "scaling"
+    return f"1/√{d}" if np.isclose(scaling, d**-0.5) else "unscaled" if scaling == 1 else "scaling"
 
 
 def _window_words(facts: dict, sizes: dict[str, int]) -> str:
@@ -239,9 +331,12 @@ def _window_words(facts: dict, sizes: dict[str, int]) -> str:
     return f"local window of {window}: keys fewer than {window} positions away either side; "
 
 
-def _masked_words(tensors: dict) -> str:
-    """The masked scores: DeBERTa's position terms added, then the mask (additive, or dropped keys → −∞)."""
+def _masked_words(tensors: dict, facts: dict) -> str:
+    """The masked scores: DeBERTa's position terms added, then the mask (additive, or dropped keys → −∞), T5's
+    holding its position bias."""
     mask = tensors.get("mask")
+    if facts.get("relative_bias") and mask is not None:
+        return "scores + mask: each head's distance bias added, dropped keys → −∞"
     terms = "".join(f" + {n}" for n in ("c2p", "p2c") if n in tensors)
     if terms:
         return f"scores{terms}" + ("" if mask is None else " + mask" if mask.dtype != torch.bool else ", masked → −∞")

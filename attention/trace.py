@@ -26,7 +26,7 @@ import torch
 from .inputs import on_model_device
 from .mha import Recorded
 from .models import FAMILIES, Family
-from .steps import TITLES, dims_of, layer_facts, op_words, qkv_width
+from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,7 +162,8 @@ def trace_layer(
     report = getattr(model, "load_report", None)
     family = FAMILIES.get(getattr(model.config, "model_type", ""))
     names = weight_names(getattr(report, "weight_names", {}), layer, family) if family is not None else {}
-    return _build(layer, records, scaling, types, names, layer_facts(model.config, layer))
+    biases = projection_biases(model.layers[layer].attention, model.embeddings)
+    return _build(layer, records, scaling, types, names, layer_facts(model.config, layer, biases))
 
 
 def trace_cross_attention(
@@ -202,7 +203,7 @@ def trace_cross_attention(
             model(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask)
     finally:
         hook.remove()
-    return _build(layer, records, float(attention.scaling), None)
+    return _build(layer, records, float(attention.scaling), None, facts={"biases": projection_biases(attention)})
 
 
 # the module each step multiplies by, under our names (attention/models/blocks.py)

@@ -94,7 +94,7 @@ def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
         Step(
             "Scores and scaling",
             ("scores",),
-            "Every query · every key, times {scaling} (1/√d): an L × S = {L} × {S} table per head. "
+            f"Every query · every key: {_words(trace, 'scores')}; an L × S = {{L}} × {{S}} table. "
             "High means this query finds this key relevant.",
         )
     )
@@ -102,10 +102,12 @@ def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
         Step(
             "Mask",
             ("mask",),
-            "A causal model lets each token see only itself and earlier tokens: the rest is set to −∞."
-            if causal
-            else "Which keys each query may see (1) or not (0). One sentence alone has no padding, so "
-            "nothing is dropped here; a padded batch or a causal model drops keys.",
+            (
+                "A causal model lets each token see only itself and earlier tokens: the rest is set to −∞."
+                if causal
+                else "Which keys each query may see (1) or not (0): a padded batch or a causal model drops keys."
+            )
+            + f" Here: {_words(trace, 'mask')}.",
         )
     )
     steps.append(
@@ -153,6 +155,11 @@ def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
         )
     steps.append(Step("What one head learned", (), ""))
     return steps
+
+
+def _words(trace, name: str) -> str:
+    """The step's operation as the shape flow words it (attention/steps.py), kept literal in a format string."""
+    return " ".join(trace.step(name).op.split()).replace("{", "{{").replace("}", "}}")
 
 
 def step_to(delta: int, count: int) -> None:
