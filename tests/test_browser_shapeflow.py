@@ -93,6 +93,10 @@ def test_the_diagram_and_the_heads_map_share_an_ordinary_screen_and_a_click_show
     assert head_map["left"] >= diagram["right"] - 1  # beside it
     assert min(page.evaluate(BOX_FONTS)) >= 14
     title = page.locator(f"{DIAGRAM} .annotation-text", has_text="probs · V").first
+    if not title.count():  # the softmax's stage ends above probs · V: the next stage holds it
+        page.locator(".st-key-shapeflow_next_stage button").click()
+        title.wait_for(timeout=60_000)
+        wait_drawn(page)
     spot = title.bounding_box()
     assert spot is not None
     page.mouse.click(spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2)  # on the box's invisible bar
@@ -137,5 +141,37 @@ def test_a_click_on_the_heads_map_beside_the_diagram_selects_the_softmax(browser
     head_map = page.evaluate(PLACE, MAP)  # the softmax's tensor is the map itself, shown once, beside the diagram
     assert head_map["left"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1 and head_map["seen"] >= 0.5, head_map
     assert "Layer 2, head 3: softmax" in page.inner_text(MAP)
+    clean(page)
+    page.close()
+
+
+@pytest.mark.parametrize("step, title", [("q_proj", "Q projection, head 3"), ("heads", "probs · V, head 3")])
+def test_a_selected_tensor_and_the_heads_map_are_both_on_the_first_ordinary_screen(browser, step, title):
+    """At 1280 × 800 the tensor of a step other than the softmax and the head's map lie wholly on the first
+    screen beside the diagram, whose current stage ends on it too."""
+    page = opened(browser, (1280, 800), f"step={step}&")
+    tensor = page.locator('[data-testid="stPlotlyChart"]', has_text=title)  # the Q box's tensor, or probs · V's
+    tensor.wait_for(timeout=60_000)
+    assert page.evaluate("window.scrollY") == 0
+    diagram, head_map = page.evaluate(PLACE, DIAGRAM), page.evaluate(PLACE, MAP)
+    r = tensor.bounding_box()
+    assert r is not None and r["y"] >= 0 and r["y"] + r["height"] <= 800, r  # wholly on the screen
+    assert head_map["top"] >= r["y"] + r["height"] - 1 and head_map["bottom"] <= 800, (r, head_map)
+    assert r["x"] >= diagram["right"] - 1 and head_map["left"] >= diagram["right"] - 1  # beside the diagram
+    assert diagram["top"] >= 0 and diagram["bottom"] <= 800, diagram  # the diagram's stage too
+    clean(page)
+    page.close()
+
+
+MAP_LABELS = """() => [...document.querySelectorAll('.st-key-shapeflow_map :is(.xtick, .ytick) text')]
+    .map(t => parseFloat(getComputedStyle(t).fontSize))"""
+
+
+def test_the_heads_map_beside_the_diagram_labels_every_token_at_1280(browser):
+    page = opened(browser, (1280, 800), "")
+    sizes = page.evaluate(MAP_LABELS)
+    assert len(sizes) == 2 * 16 and min(sizes) >= 12, sizes  # each of the 16 tokens, both axes
+    head_map = page.evaluate(PLACE, MAP)
+    assert head_map["seen"] == 1 and head_map["left"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1, head_map
     clean(page)
     page.close()

@@ -563,3 +563,12 @@ def test_the_heads_map_in_a_narrow_column_lays_its_colour_bar_under_the_cells(tr
     assert under.data[0].colorbar.orientation == "h" and under.layout.width <= 309
     cells = [fig.layout.width - fig.layout.margin.l - fig.layout.margin.r for fig in (beside, under)]
     assert cells[1] >= 1.5 * cells[0]  # the cells take the bar's width
+
+
+def test_a_short_tensors_colour_bar_keeps_its_tick_labels_apart(trace16):
+    from viz.shapeflow import tensor_heatmap as draw
+
+    q, _, _ = head_matrix(trace16, "q_proj", 3)
+    short, tall = draw(q, font_size=14, width=380, height=154), draw(q, font_size=14, width=380)
+    cells = short.layout.height - short.layout.margin.t - short.layout.margin.b
+    assert short.data[0].colorbar.nticks <= cells / 21 + 1 < tall.data[0].colorbar.nticks

@@ -94,6 +94,8 @@ def tensor_heatmap(
             "tickfont": {"size": fit.size},
             "range": [n_rows - 0.5, -0.5],
         }
+    # a short figure's colour bar keeps its tick labels a line and a half apart
+    heatmap.colorbar.nticks = max(4, int(n_rows * row_px / (1.5 * font_size)))
     layout.update(
         width=width,
         height=int(n_rows * row_px + top + 20),
@@ -211,7 +213,13 @@ def clickable_cells(fig: go.Figure) -> go.Figure:
     return fig
 
 
-BAR_PX = 56  # under the cells: a horizontal colour bar, its ticks and its title
+def cell_px(fig: go.Figure) -> float:
+    """The side of a token grid's cell as laid out (``viz.heatmap.token_grid_layout``)."""
+    layout = fig.layout
+    return (layout.width - layout.margin.l - layout.margin.r - SLACK_PX) / max(len(fig.data[0].x), 1)
+
+
+BAR_PX = 46  # under the cells: a horizontal colour bar, its ticks and its title
 
 
 def bar_under(fig: go.Figure, queries: Sequence[str], keys: Sequence[str], font_size: int, **size) -> go.Figure:
@@ -225,7 +233,7 @@ def bar_under(fig: go.Figure, queries: Sequence[str], keys: Sequence[str], font_
         escape_all(keys),
         title,
         font_size,
-        right=SLACK_PX,
+        right=0,  # the plot area's slack is room enough beside the last column
         height=None if height is None else height - BAR_PX,
         **size,
     )

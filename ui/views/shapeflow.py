@@ -4,12 +4,13 @@ map. A click on a box shows its tensor; a head chosen here, on the keys or in th
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 import viz
 from attention.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
-from viz.tensor_map import bar_under, clickable_cells
+from viz.tensor_map import bar_under, cell_px, clickable_cells
 
 from ..layout import column_px
 from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
@@ -17,9 +18,16 @@ from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..runs import get_batch, get_trace
 from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
 
-SPEC = [3, 2]  # the diagram, and the panel of the tensor and the head's map beside it
+# the diagram, and the panel of the tensor and the head's map beside it: on an ordinary page the diagram at its
+# narrowest (viz.shapeflow.min_width, 395 px at 1280) so that the map beside it labels each of 16 tokens
+SPEC = {False: [51, 49], True: [3, 2]}
 BOX_PX = {False: 14, True: MIN_PRESENT_LABEL_PX}  # the boxes' text: ordinary page, presentation
-FLOW_PX = 640  # the diagram's height on an ordinary page: with the row of controls, one 800 px screen
+MAP_PX = {False: 12, True: MIN_PRESENT_LABEL_PX}  # the map's text (its labels no smaller): ordinary, presentation
+# the diagram's and the panel's height on an ordinary page: they start under the sentence, the view buttons and
+# this view's controls (y ≈ 352 on a 1280 × 800 screen), and end on that screen
+FLOW_PX = 440
+TENSOR_SHARE = 0.35  # of the panel's height, the selected tensor's above the map (ordinary page; half in a show)
+GAP_PX = 16  # between the tensor and the map: Streamlit's 1 rem between elements
 MAP_STEPS = ("probs",)  # the head's map itself: the panel shows it once
 
 
@@ -37,7 +45,7 @@ def draw(run) -> None:
     if step not in trace.names:
         step = SHAPEFLOW_DEFAULT_STEP
     tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
-    fs, width = BOX_PX[present], column_px(SPEC, 0)
+    fs, width = BOX_PX[present], column_px(SPEC[present], 0)
     height = figure_height() if present else FLOW_PX
     stages = flow_stages(trace, fs, width, height)
     stage = current_stage(stages, step)
@@ -47,12 +55,12 @@ def draw(run) -> None:
         head_control(run.n_heads)
     head = st.session_state.head
     with slot or st.container():
-        left, right = st.columns(SPEC)
+        left, right = st.columns(SPEC[present])
         with left:
             figure = shape_flow(trace, step, fs, width, height, stage, head)
             show(figure, "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
         with right:
-            panel(trace, step, head, tokens, fs, height)
+            panel(trace, step, head, tokens, present, height)
     # a click on a box puts its tensor above the map: the page must not scroll to keep what was in sight in
     # place (the browser's scroll anchoring), which pushed the diagram and the new tensor off the screen's top
     st.html('<style>[data-testid="stMain"] { overflow-anchor: none; }</style>')
@@ -99,40 +107,17 @@ def head_control(n_heads: int) -> None:
     )
 
 
-def panel(trace, step: str, head: int, tokens: list[str], fs: int, height: int) -> None:
-    """Beside the diagram: the selected step's tensor for ``head`` and the head's attention map (once,
-    when the step is the map itself), then the step's code and its whole path."""
-    width = column_px(SPEC, 1)
-    share = height if step in MAP_STEPS else height // 2
-    min_label = MIN_PRESENT_LABEL_PX if st.session_state.get("present") else None
+def panel(trace, step: str, head: int, tokens: list[str], present: bool, height: int) -> None:
+    """Beside the diagram: the selected step's tensor for ``head`` above the head's attention map (the map
+    once, when the step is the map itself), the two ``height`` px tall together; then the step's code and
+    its whole path."""
+    width, left = column_px(SPEC[present], 1), height
     if step not in MAP_STEPS:
-        matrix, rows, cols = head_matrix(trace, step, head)
-        fig = tensor_heatmap(
-            matrix,
-            axis_labels(rows, tokens, matrix.shape[0]),
-            axis_labels(cols, tokens, matrix.shape[1]),
-            title=f"{trace.step(step).title}, head {head}",
-            font_size=fs,
-            kind="probs" if step == "mask" else "values",
-            width=width,
-            height=share,
-            min_label=min_label,
-        )
+        fig = step_tensor(trace, step, head, tokens, BOX_PX[present], width, present, height)
         show(fig, f"tensor-{step}")
-    probs, _, _ = head_matrix(trace, "probs", head)
-    head_map = viz.head_heatmap(
-        probs,
-        tokens,
-        title=f"Layer {trace.layer}, head {head}: softmax",
-        font_size=fs,
-        width=width,
-        height=share,
-        min_label=min_label,
-    )
-    if not min_label:  # a narrow column: the colour bar under the cells, which take its width
-        head_map = bar_under(head_map, tokens, tokens, fs, width=width, height=share)
+        left = height // 2 if present else height - fig.layout.height - GAP_PX
     show(
-        clickable_cells(head_map),
+        clickable_cells(head_map(trace, head, tokens, present, width, left)),
         f"layer{trace.layer}-head{head}",
         key="shapeflow_map",
         on_select=pick_map,
@@ -141,6 +126,37 @@ def panel(trace, step: str, head: int, tokens: list[str], fs: int, height: int) 
     chosen = trace.step(step)
     st.code(chosen.code, language="python", wrap_lines=True)
     st.caption(plain(f"{chosen.where} · {chosen.op}"))
+
+
+def step_tensor(trace, step: str, head: int, tokens: list[str], fs: int, width: int, present: bool, height: int):
+    """The selected step's tensor for ``head``: half the panel's ``height`` in a show, else ``TENSOR_SHARE``."""
+    matrix, rows, cols = head_matrix(trace, step, head)
+    return tensor_heatmap(
+        matrix,
+        axis_labels(rows, tokens, matrix.shape[0]),
+        axis_labels(cols, tokens, matrix.shape[1]),
+        title=f"{trace.step(step).title}, head {head}",
+        font_size=fs,
+        kind="probs" if step == "mask" else "values",
+        width=width,
+        height=height // 2 if present else int(height * TENSOR_SHARE),
+        min_label=MIN_PRESENT_LABEL_PX if present else None,
+    )
+
+
+def head_map(trace, head: int, tokens: list[str], present: bool, width: int, height: int):
+    """The head's attention map, ``width`` × at most ``height`` px. On an ordinary page its labels are of
+    ``MAP_PX`` px, every token's while the cells are as tall as a label, and its colour bar goes under the
+    cells where they come out larger so (a narrow column), else beside them (a short one, under a tensor)."""
+    probs, _, _ = head_matrix(trace, "probs", head)
+    fs = MAP_PX[present]
+    size = dict(width=width, height=height, min_label=fs)
+    title = f"Layer {trace.layer}, head {head}: softmax"
+    fig = viz.head_heatmap(probs, tokens, title=title, font_size=fs, **size)
+    if present:
+        return fig
+    under = bar_under(go.Figure(fig), tokens, tokens, fs, **size)
+    return under if cell_px(under) > cell_px(fig) else fig
 
 
 def pick_step() -> None:
