@@ -1,6 +1,7 @@
 """In Chromium: the Shape flow view's diagram lies wholly on a 1280 × 720 presentation screen with box text of
 18 px or more, its stages and heads step on keys; at 1280 × 800 the diagram and the head's map share a screen;
-a click on a box shows its tensor beside the diagram."""
+a click on a box shows its tensor beside the diagram; every stage of BERT's, GPT-2's and a Llama-style
+diagram is whole on the presentation screen."""
 
 from __future__ import annotations
 
@@ -174,4 +175,45 @@ def test_the_heads_map_beside_the_diagram_labels_every_token_at_1280(browser):
     head_map = page.evaluate(PLACE, MAP)
     assert head_map["seen"] == 1 and head_map["left"] >= page.evaluate(PLACE, DIAGRAM)["right"] - 1, head_map
     clean(page)
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from families import make_family
+
+    return {"bert": ""} | {
+        family: str(make_family(tmp_path_factory.mktemp(family), family)) for family in ("gpt2", "llama")
+    }
+
+
+@pytest.mark.parametrize("model", ["bert", "gpt2", "llama"])
+def test_every_stage_of_each_familys_diagram_is_whole_on_the_presentation_screen(browser, folders, model):
+    chromium, url = browser
+    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+    source = f"&model={quote(folders[model])}" if folders[model] else ""
+    page.goto(f"{url}/?present=1&view=shapeflow&layer=1&head=1{source}&s={quote(SENTENCE)}")
+    wait_drawn(page)
+    clean(page)
+    page.wait_for_selector(f"{DIAGRAM} .annotation-text", timeout=60_000)
+    stage = re.search(r"stage (\d) of (\d)", page.evaluate(LEGEND))
+    assert stage, page.evaluate(LEGEND)
+    seen, texts = set(), []
+    for _ in range(int(stage.group(2))):
+        legend = page.evaluate(LEGEND)
+        now = re.search(r"stage (\d) of", legend)
+        assert now, legend
+        seen.add(now.group(1))
+        texts.append(page.inner_text(DIAGRAM))
+        box = page.evaluate(PLACE, DIAGRAM)
+        assert box["top"] >= 0 and box["bottom"] <= 720 and box["left"] >= 0 and box["right"] <= 1280, (model, box)
+        assert min(page.evaluate(BOX_FONTS)) >= 18
+        assert page.evaluate("window.scrollY") == 0
+        following = int(now.group(1)) % int(stage.group(2)) + 1
+        page.keyboard.press("ArrowRight")
+        until(page, lambda n=following: f"stage {n} of" in page.evaluate(LEGEND), f"{model}: the stage did not step")
+    assert len(seen) == int(stage.group(2))  # every stage was shown and checked
+    steps = " ".join(texts)  # the family's own steps were among them
+    assert ("fused QKV" in steps) == (model == "gpt2"), steps
+    assert ("rotated by" in steps) == ("K/V heads" in steps) == (model == "llama"), steps
     page.close()
