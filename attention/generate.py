@@ -4,9 +4,10 @@ Phi-3, Gemma, Gemma2, Gemma3) continues a prompt token by token, greedily or by 
 
 The LM head is read from the checkpoint the model came from (its own `lm_head.weight`, GPT-NeoX's
 `embed_out.weight`, or, when the checkpoint ties it and saves none, the word embeddings), its logits capped by
-final_logit_softcapping for Gemma2 and Gemma3 as their task models cap them. Each new token
-costs one position: the layers keep the keys and values of the positions before it (mha.KeyValueCache,
-Transformer.decode). The attention maps of the whole written sequence come from one forward at the end.
+final_logit_softcapping for Gemma2 and Gemma3 as their task models cap them, once per model: `lm_head` keeps it
+with the model for the next calls. Each new token costs one position: the layers keep the keys and values of the
+positions before it (Transformer.decode) in buffers made once (search.BufferedCache). The attention maps of the
+whole written sequence come from one forward at the end, which stops at the last layer's map.
 
 At each step the next-token scores pass, in transformers' order, the checkpoint's generation config
 (processors.py), then temperature, top-k and top-p; greedy search takes the most probable token, sampling
@@ -24,12 +25,12 @@ import torch
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
-from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq
+from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq, load_seq2seq_head
 from .inputs import on_model_device, within_positions
 from .mha import KeyValueCache
 from .models import FAMILIES, EncoderDecoder, Transformer
 from .processors import read_settings
-from .search import LMHead, Sampling, check_options, search
+from .search import BufferedCache, LMHead, Sampling, check_options, kept_head, search
 
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
 LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
@@ -72,6 +73,14 @@ def load_lm_head(model: Transformer) -> LMHead:
     return LMHead(weight, bias, cap=cap)
 
 
+def lm_head(model: Transformer | EncoderDecoder) -> LMHead:
+    """The LM head generate uses: load_lm_head's (a causal decoder) or load_seq2seq_head's (an encoder-decoder),
+    read from the checkpoint on the first call for `model` and kept with it after (search.kept_head)."""
+    if isinstance(model, EncoderDecoder):
+        return kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
+    return kept_head(model, model.embeddings.word_embeddings.weight, load_lm_head)
+
+
 @dataclass(frozen=True)
 class Generation:
     ids: torch.Tensor  # (1, T): the prompt's ids, then the new ones
@@ -105,19 +114,20 @@ def generate(
     settings = read_settings(Path(model.load_report.path))
     if settings.num_beams > 1:
         raise ValueError(f"beam search (num_beams={settings.num_beams}) is not supported: only greedy and sampling")
-    head = load_lm_head(model)
+    head = lm_head(model)
     (prompt,) = within_positions(positions, text)
     (ids,) = on_model_device(model, tokenizer(prompt, return_tensors="pt")["input_ids"])  # (1, L)
     assert ids is not None
     if ids.size(1) + max_new_tokens > positions:
         raise ValueError(f"{ids.size(1)} prompt tokens and {max_new_tokens} new ones exceed {positions} positions")
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, ids.device)
-    cache = [KeyValueCache() for _ in model.layers]
+    cache: list[KeyValueCache] = [BufferedCache(ids.size(1) + max_new_tokens) for _ in model.layers]
     with torch.inference_mode():
         written = search(
             lambda new: head(model.decode(new, cache)[:, -1]), ids, settings, sampling, max_new_tokens, top
         )
-        attentions = model(written.ids).attentions
+        cache.clear()  # freed before the forward that makes the maps
+        attentions = model(written.ids, maps_only=True).attentions  # the last layer stops at its map
     n_new = written.top_ids.size(0)
     return Generation(
         ids=written.ids,

@@ -1,10 +1,11 @@
 """Text written by an encoder-decoder (BART, mBART, Marian, T5): the encoder reads the text once, then the
 decoder writes from its start token, token by token, as transformers' `generate` does with one beam.
 
-The encoder's output is turned into each decoder layer's cross-attention keys and values once (CrossKeys);
-the decoder's self-attention keeps the keys and values of the positions already written (mha.KeyValueCache),
-so each new token costs one position. Marian's computed positions and T5's relative bias are taken at the
-new position only. The attention maps (encoder, decoder, cross) come from one forward over the written sequence.
+The encoder runs once, its maps kept; its output is turned into each decoder layer's cross-attention keys and
+values once (CrossKeys); the decoder's self-attention keeps the keys and values of the positions already
+written in buffers made once (search.BufferedCache), so each new token costs one position. Marian's computed
+positions and T5's relative bias are taken at the new position only. The decoder's self- and cross-attention
+maps come from one decoder forward over the written sequence (EncoderDecoder.decode) at the end.
 
 The LM head is read strictly from the checkpoint: `lm_head.weight` if saved, else the shared word table;
 BART's, mBART's and Marian's `final_logits_bias` (1, V), which their checkpoints always hold; T5 multiplies
@@ -33,7 +34,7 @@ from .mha import KeyValueCache, MultiHeadAttention, build_mask, no_record
 from .models import EncoderDecoder
 from .models.blocks import Block
 from .processors import Settings, read_settings
-from .search import LMHead, Sampling, search
+from .search import BufferedCache, LMHead, Sampling, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
 
@@ -148,7 +149,7 @@ def generate_seq2seq(
 ) -> Seq2SeqGeneration:
     """attention.generate for an encoder-decoder (its options checked there): see the module's docstring."""
     settings = read_settings(Path(model.load_report.path))
-    head = load_seq2seq_head(model)
+    head = kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
     (source,) = within_positions(model.config.max_position_embeddings, text)
     (input_ids,) = on_model_device(model, tokenizer(source, return_tensors="pt")["input_ids"])  # (1, S)
     assert input_ids is not None
@@ -158,14 +159,17 @@ def generate_seq2seq(
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, input_ids.device)
     ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
     with torch.inference_mode():
-        memory = model.encoder(input_ids).last_hidden_state  # (1, S, D)
+        encoded = model.encoder(input_ids)  # its maps too: the forward over the written sequence reads the same
+        memory = encoded.last_hidden_state  # (1, S, D)
         assert memory is not None
         cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]  # type: ignore[arg-type]
-        cache = [KeyValueCache() for _ in model.decoder.layers]
+        cache: list[KeyValueCache] = [BufferedCache(1 + max_new_tokens) for _ in model.decoder.layers]
         written = search(
             lambda new: head(decode_step(model, new, cache, cross)[:, -1]), ids, settings, sampling, max_new_tokens, top
         )
-        out = model(input_ids, decoder_input_ids=written.ids)
+        cache.clear()  # freed before the decoder's forward that makes its maps
+        cross.clear()
+        _, decoder_maps, cross_maps = model.decode(written.ids, None, memory, None)
     return Seq2SeqGeneration(
         ids=written.ids,
         new_ids=written.ids[:, 1:],
@@ -174,8 +178,8 @@ def generate_seq2seq(
         top_probs=written.top_probs,
         encoder_ids=input_ids,
         encoder_tokens=tokenizer.convert_ids_to_tokens(input_ids[0].tolist()),
-        encoder_attentions=out.encoder_attentions,
-        decoder_attentions=out.decoder_attentions,
-        cross_attentions=out.cross_attentions,
+        encoder_attentions=tuple(a for a in encoded.attentions if a is not None),
+        decoder_attentions=decoder_maps,
+        cross_attentions=cross_maps,
         checkpoint_num_beams=settings.num_beams,
     )

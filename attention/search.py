@@ -8,11 +8,13 @@ say what each does with a checkpoint's num_beams).
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from .mha import KeyValueCache
 from .processors import Settings, process
 
 
@@ -39,6 +41,48 @@ class LMHead:
         if self.cap is not None:
             logits = torch.tanh(logits / self.cap) * self.cap
         return logits.float()
+
+
+_HEADS: weakref.WeakKeyDictionary[torch.nn.Module, LMHead] = weakref.WeakKeyDictionary()
+
+
+def kept_head(model: torch.nn.Module, words: torch.Tensor, read: Callable[..., LMHead]) -> LMHead:
+    """`read(model)`, the LM head of the checkpoint `model` came from, read once and kept while the model lives
+    (the head holds the model's tensors, never the model); read again once the word embeddings `words` are on
+    another device or of another dtype (the model moved)."""
+    head = _HEADS.get(model)
+    if head is None or head.weight.device != words.device or head.weight.dtype != words.dtype:
+        head = _HEADS[model] = read(model)
+    return head
+
+
+class BufferedCache(KeyValueCache):
+    """A KeyValueCache for `capacity` positions at most: its keys and values are written into two buffers
+    (B, G, capacity, d) made at the first extend, and the P + L positions filled are views of them, so a step
+    copies only its new positions where torch.cat would copy all of them again."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity, self.filled = capacity, 0
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def length(self) -> int:
+        return self.filled
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The new positions' k and v (B, G, L, d) written after the P filled: views (B, G, P + L, d) of all."""
+        P, L = self.filled, k.size(2)
+        if P + L > self.capacity:
+            raise ValueError(f"{P} cached positions and {L} new ones exceed this cache's {self.capacity}")
+        if self.buffers is None:
+            B, G, _, d = k.shape
+            self.buffers = k.new_empty(B, G, self.capacity, d), v.new_empty(B, G, self.capacity, v.size(-1))
+        keys, values = self.buffers
+        keys[:, :, P : P + L], values[:, :, P : P + L] = k, v
+        self.filled = P + L
+        self.k, self.v = keys[:, :, : P + L], values[:, :, : P + L]  # (B, G, P + L, d)
+        return self.k, self.v
 
 
 def check_options(max_new_tokens, temperature, top_k, top_p, top) -> None:

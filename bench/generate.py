@@ -10,13 +10,14 @@ Time: each (model, side) in a fresh process on the CPU, the median of `repeats` 
 
 Memory: each (model, side) in another fresh process with no warm-up, one call measured. After the model is
 loaded and every weight read once (transformers maps a checkpoint's file lazily, so a first call would
-otherwise count reading the weights), the kernel's high-water mark of the resident set is reset to the
-current resident size (writing 5 to /proc/self/clear_refs), that size is the baseline, and the call's memory
-is VmHWM minus the baseline, both read from /proc/self/status: the most the call added at any moment, the maps
-it returns included, and the one-time costs of a first call (lazy imports, our LM head read from the
-checkpoint) too. The CPU has no allocator statistics as torch.cuda's, and tracemalloc does not see torch's
-tensors, so the resident set is what is measured; a peak after a warm-up call would instead mostly show what
-the allocator kept from that call.
+otherwise count reading the weights; our LM head, which theirs holds as a weight, is read once per model from
+the checkpoint by attention.generate.lm_head, so it is read there with the weights), the kernel's high-water
+mark of the resident set is reset to the current resident size (writing 5 to /proc/self/clear_refs), that size
+is the baseline, and the call's memory is VmHWM minus the baseline, both read from /proc/self/status: the most
+the call added at any moment, the maps it returns included, and the one-time costs of a first call (lazy
+imports, library code paged in) too. The CPU has no allocator statistics as torch.cuda's, and tracemalloc does
+not see torch's tensors, so the resident set is what is measured; a peak after a warm-up call would instead
+mostly show what the allocator kept from that call.
 
 Prints tokens per second, theirs / ours in time (above 1: ours is faster), each side's MB and ours / theirs in
 memory (below 1: ours uses less), and whether the written ids are the same.
@@ -102,10 +103,12 @@ def writer(which: str, folder: Path, prompt: list[int], new: int):
     """In this process: the model loaded, and a call that writes `new` tokens after `prompt` and returns the ids."""
     if which == "ours":
         from attention import generate, load_model
+        from attention.generate import lm_head
 
         model, _ = load_model(folder)
         tokenizer = FixedPrompt(prompt)
         resident(model)
+        lm_head(model)  # read from the checkpoint once and kept with the model: theirs holds it as a weight
         return lambda: generate(model, tokenizer, "", max_new_tokens=new).ids
     import transformers
 

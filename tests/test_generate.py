@@ -2,6 +2,7 @@
 decoders, the key/value cache gives a full forward's logits at every step, seeded sampling repeats itself and
 keeps to top_k, and the maps returned are the forward's over the written sequence."""
 
+import importlib
 import json
 
 import pytest
@@ -9,7 +10,9 @@ import torch
 from families import DECODERS, make_family, make_more
 
 from attention import generate, load_lm_head, load_model
+from attention.generate import lm_head
 from attention.mha import KeyValueCache
+from attention.search import BufferedCache
 
 PROMPT = "The animal didn't cross the street because"
 N_NEW = 12
@@ -92,13 +95,17 @@ def test_beam_search_refused(tmp_path):
         generate(model, tokenizer, PROMPT)
 
 
+CACHES = {"concatenated": KeyValueCache, "buffered": lambda: BufferedCache(64)}
+
+
+@pytest.mark.parametrize("kind", CACHES)
 @pytest.mark.parametrize("family", ["gpt2", *DECODERS, *MORE])
-def test_cache_logits_equal_full_forward(built, family):
+def test_cache_logits_equal_full_forward(built, family, kind):
     """Every step's logits through the key/value cache equal those of a forward over the whole sequence."""
     _, model, tokenizer = built(family)
     head = load_lm_head(model)
     ids = tokenizer(PROMPT, return_tensors="pt")["input_ids"]
-    cache = [KeyValueCache() for _ in model.layers]
+    cache = [CACHES[kind]() for _ in model.layers]
     with torch.inference_mode():
         hidden = model.decode(ids, cache)
         for _ in range(8):
@@ -109,6 +116,32 @@ def test_cache_logits_equal_full_forward(built, family):
             ids = torch.cat((ids, token), dim=1)
             hidden = model.decode(token, cache)
     assert cache[0].length == ids.size(1)  # every position once, the last token's included
+
+
+def test_buffered_cache_holds_its_capacity_only():
+    cache = BufferedCache(3)
+    k, v = torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)
+    cache.extend(k, v)
+    keys, values = cache.extend(k[:, :, :1], v[:, :, :1])
+    assert cache.length == 3 and torch.equal(keys, torch.cat((k, k[:, :, :1]), dim=2))
+    assert torch.equal(values, torch.cat((v, v[:, :, :1]), dim=2))
+    with pytest.raises(ValueError, match="exceed"):
+        cache.extend(k[:, :, :1], v[:, :, :1])
+
+
+def test_lm_head_read_once_per_model(tmp_path, monkeypatch):
+    """The LM head is read from the checkpoint on the first call for a model and kept: later calls read no file."""
+    folder = make_family(tmp_path / "llama", "llama")
+    model, tokenizer = load_model(folder)
+    first = generate(model, tokenizer, PROMPT, max_new_tokens=3)
+    head = lm_head(model)
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the checkpoint was read again")
+
+    monkeypatch.setattr(importlib.import_module("attention.generate"), "read_checkpoint", unread)
+    assert torch.equal(generate(model, tokenizer, PROMPT, max_new_tokens=3).ids, first.ids)
+    assert lm_head(model) is head
 
 
 @pytest.mark.parametrize("family", ["gpt2", "mistral"])
