@@ -86,30 +86,47 @@ def attention_probs(
     check_ablation(ablation)
     if scaling is None:
         scaling = q.size(-1) ** -0.5
-    # 1. similarity of every query with every key
+    # 1. similarity of every query with every key. Without gradients each step below overwrites the
+    #    scores: one (B, H, L, S) buffer per layer, which the softmax's probabilities take over
     scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
-    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
-    if softcap is not None:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
-        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
-    # 2. dropped positions get -inf, so softmax gives them exactly zero weight
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
-        else:
-            scores = record("masked_scores", scores + mask)  # (B, H, L, S)
-    # 3. each query's row becomes probabilities over the keys. Without gradients the softmax
-    #    overwrites the scores: one (B, H, L, S) buffer per layer instead of two. Half-precision
-    #    scores are softmaxed into a new float32 buffer. A row with no key left softmaxes to NaN
-    #    (0/0); such a query attends to nothing.
     in_place = not scores.requires_grad
+    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
+    if softcap is not None and in_place:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
+        scores = record("softcap", scores.div_(softcap).tanh_().mul_(softcap))  # (B, H, L, S)
+    elif softcap is not None:  # with gradients a new buffer: tanh's backward reads its output
+        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
+    # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place, as no step's
+    #    backward reads the scores (an additive mask only when it keeps their dtype and shape)
+    if mask is not None and mask.dtype == torch.bool:
+        scores = record("masked_scores", scores.masked_fill_(~mask, float("-inf")))  # (B, H, L, S)
+    elif mask is not None:
+        scores = record("masked_scores", scores.add_(mask) if fits(mask, scores) else scores + mask)  # (B, H, L, S)
+    # 3. each query's row becomes probabilities over the keys. Half-precision scores are softmaxed
+    #    into a new float32 buffer. A row with no key left softmaxes to NaN (0/0); such a query
+    #    attends to nothing.
     wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
     probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
-    if mask is not None:
+    if may_empty_rows(mask):
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
     if head_mask is not None:  # ablated heads: zero or uniform probabilities
         probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
     probs = record("probs", probs)  # (B, H, L, S)
     return probs
+
+
+def fits(mask: torch.Tensor, scores: torch.Tensor) -> bool:
+    """Whether scores + mask (an additive mask) keeps the scores' dtype and shape, so that it may be added in place."""
+    return mask.dtype == scores.dtype and torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+
+
+def may_empty_rows(mask: torch.Tensor | None) -> bool:
+    """Whether some query row of `mask` may drop every key (its softmax is then NaN, 0/0). A boolean mask
+    is read (a causal mask alone always leaves each query itself); an additive one is assumed to."""
+    if mask is None:
+        return False
+    if mask.dtype != torch.bool:
+        return True
+    return not bool(mask.any(dim=-1).all())
 
 
 def scaled_dot_product_attention(
