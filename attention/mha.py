@@ -9,8 +9,8 @@ Each step passes its result through `record(name, tensor)`, which returns the te
 By default nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the
 line of code that made it, so the shape-flow diagram shows the real forward pass.
 
-A head mask (H,) ablates heads right after the softmax: 1 keeps a head, 0 ablates it, either by
-zeroing its probabilities ("zero") or by spreading them evenly over the keys it may see ("uniform").
+The masks it reads (the scores' mask, a head mask that ablates heads after the softmax) are built and
+applied by masks.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .masks import ablate_heads, build_mask, check_ablation, fits, may_empty_rows, pick_rows
 from .rotary import rotate
 
 Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
@@ -33,7 +34,6 @@ class Recorder(Protocol):
     def __call__(self, name: str, tensor: Recorded, /) -> Recorded: ...
 
 
-ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
 
 
@@ -59,11 +59,6 @@ class KeyValueCache:
 
 def no_record(name: str, tensor: Recorded) -> Recorded:
     return tensor
-
-
-def check_ablation(ablation: str) -> None:
-    if ablation not in ABLATIONS:
-        raise ValueError(f"ablation must be one of {', '.join(map(repr, ABLATIONS))}, got {ablation!r}")
 
 
 def attention_probs(
@@ -114,21 +109,6 @@ def attention_probs(
     return probs
 
 
-def fits(mask: torch.Tensor, scores: torch.Tensor) -> bool:
-    """Whether scores + mask (an additive mask) keeps the scores' dtype and shape, so that it may be added in place."""
-    return mask.dtype == scores.dtype and torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-
-
-def may_empty_rows(mask: torch.Tensor | None) -> bool:
-    """Whether some query row of `mask` may drop every key (its softmax is then NaN, 0/0). A boolean mask
-    is read (a causal mask alone always leaves each query itself); an additive one is assumed to."""
-    if mask is None:
-        return False
-    if mask.dtype != torch.bool:
-        return True
-    return not bool(mask.any(dim=-1).all())
-
-
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -159,92 +139,6 @@ def scaled_dot_product_attention(
     # 5. weighted sum of the values, in their precision
     output = record("heads", torch.matmul(probs.to(v.dtype), v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
     return output, probs
-
-
-def pick_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """x (B or 1, n, L, C) -> (B, n, P, C): the rows `rows` (B, P) of each batch item (e.g. the query
-    rows of q or of a map). An x with a single row (a padding mask, (B, 1, 1, S)) applies to every
-    query, so it is returned as it is."""
-    if x.size(2) == 1:
-        return x
-    B, P = rows.shape
-    x = x.expand(B, -1, -1, -1)  # (B, n, L, C)
-    index = rows[:, None, :, None].expand(B, x.size(1), P, x.size(3))  # (B, n, P, C)
-    return x.gather(2, index)  # (B, n, P, C)
-
-
-def ablate_heads(
-    probs: torch.Tensor,
-    head_mask: torch.Tensor,
-    ablation: str = "zero",
-    mask: torch.Tensor | None = None,
-    in_place: bool = False,
-) -> torch.Tensor:
-    """Ablate heads of softmaxed probs (B, H, L, S) with head_mask (H,): 1 keeps, 0 ablates.
-
-    "zero": probs · m, so an ablated head adds nothing to the output (only o_proj's bias is left
-    once every head is ablated). "uniform": m · probs + (1 - m) · uniform, where uniform spreads
-    each query row evenly over the keys `mask` lets it see (all S keys without a mask); a row
-    with no key left stays zero. A mask of ones returns probs bit for bit; values between 0 and 1
-    scale ("zero") or blend ("uniform").
-    """
-    check_ablation(ablation)
-    H = probs.size(1)
-    if tuple(head_mask.shape) != (H,):
-        raise ValueError(f"a layer's head_mask must be (num_heads,) = {(H,)}, got {tuple(head_mask.shape)}")
-    keep = head_mask.to(dtype=probs.dtype, device=probs.device)[None, :, None, None]  # (H,) -> (1, H, 1, 1)
-    probs = probs.mul_(keep) if in_place else probs * keep  # (B, H, L, S)
-    if ablation == "uniform":
-        if mask is None:
-            allowed = torch.ones(1, 1, 1, probs.size(-1), dtype=torch.bool, device=probs.device)  # (1, 1, 1, S)
-        else:
-            allowed = mask if mask.dtype == torch.bool else mask != float("-inf")  # broadcastable to (B, H, L, S)
-        allowed = allowed.to(probs.dtype)
-        uniform = allowed / allowed.sum(-1, keepdim=True).clamp(min=1)  # each row sums to 1, or 0 if empty
-        spread = uniform * (1 - keep)  # broadcasts to (B, H, L, S)
-        probs = probs.add_(spread) if in_place else probs + spread
-    return probs
-
-
-def build_mask(
-    attention_mask: torch.Tensor | None,
-    is_causal: bool,
-    batch: int,
-    query_len: int,
-    key_len: int,
-    window: int | None = None,
-    device: torch.device | None = None,
-) -> torch.Tensor | None:
-    """Combine a key padding mask, a full mask and causality into one mask for the scores.
-    With `window` (causal only) a query sees only the `window` latest keys, itself included (Mistral).
-
-    attention_mask is None, a (B, S) key padding mask (1/True keep, 0/False drop), or a boolean
-    (True keep) or additive float mask broadcastable to (B, H, L, S). Returns None when nothing
-    is masked, else a boolean or additive mask broadcastable to (B, H, L, S). A causal mask is made
-    on `device` (the inputs'), or on attention_mask's when one is given.
-    """
-    mask = attention_mask
-    if mask is not None and mask.dim() == 2:
-        if tuple(mask.shape) != (batch, key_len):
-            raise ValueError(
-                f"a key padding mask must be (batch, key_len) = {(batch, key_len)}, got {tuple(mask.shape)}"
-            )
-        mask = mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
-    if is_causal:
-        # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
-        device = device if mask is None else mask.device
-        causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
-        causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
-        if window is not None:  # and nothing `window` or more keys back
-            causal = causal.triu(diagonal=key_len - query_len - window + 1)  # (L, S)
-        causal = causal[None, None]  # (1, 1, L, S)
-        if mask is None:
-            mask = causal
-        elif mask.dtype == torch.bool:
-            mask = mask & causal
-        else:
-            mask = mask.masked_fill(~causal, float("-inf"))
-    return mask
 
 
 class MultiHeadAttention(nn.Module):
