@@ -149,9 +149,9 @@ class Block(nn.Module):
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "gate_up"):
             gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, F) each
-            return self.output(self.act(gate) * up)  # (B, L, D)
+            return self.output(gated(self.act(gate), up))  # (B, L, D)
         if hasattr(self, "gate"):
-            return self.output(self.act(self.gate(x)) * self.intermediate(x))  # (B, L, D)
+            return self.output(gated(self.act(self.gate(x)), self.intermediate(x)))  # (B, L, D)
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
 
     def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
@@ -238,6 +238,11 @@ class Block(nn.Module):
         return self.add(x, out, getattr(self, "output_post_norm", self.output_norm))
 
 
+def gated(activated: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """act(gate) · up (B, L, F), into the activation's own buffer when no gradient is taken."""
+    return activated * up if activated.requires_grad else activated.mul_(up)
+
+
 def attention_scaling(config: ModelConfig) -> float | None:
     """What the scores are multiplied by: None for head_dim ** -0.5, 1 unscaled (T5), or
     query_pre_attn_scalar ** -0.5 (Gemma2)."""
@@ -316,7 +321,9 @@ class Transformer(nn.Module):
         rows = None if rows is None else query_rows(rows, B, L, input_ids.device)  # (B, P) long
         mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
         rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
-        local_rotary = self.rotary(L, input_ids.device, local=True)  # the windowed layers' (Gemma3, ModernBERT)
+        local_rotary = rotary  # the windowed layers' angles, on their own base if they have one (Gemma3, ModernBERT)
+        if self.config.local_rope_theta is not None:
+            local_rotary = self.rotary(L, input_ids.device, local=True)
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
