@@ -240,7 +240,7 @@ class Block(nn.Module):
 
 def gated(activated: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """act(gate) · up (B, L, F), into the activation's own buffer when no gradient is taken."""
-    return activated * up if activated.requires_grad else activated.mul_(up)
+    return activated * up if activated.requires_grad or up.requires_grad else activated.mul_(up)
 
 
 def attention_scaling(config: ModelConfig) -> float | None:
