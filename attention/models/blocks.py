@@ -175,7 +175,7 @@ class Block(nn.Module):
         map_only: bool = False,
         cache: KeyValueCache | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
+        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see masks.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
         query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
         the map: (None, probs), no attention output and no feed-forward block; `cache` holds the keys and
