@@ -9,8 +9,8 @@ Each step passes its result through `record(name, tensor)`, which returns the te
 By default nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the
 line of code that made it, so the shape-flow diagram shows the real forward pass.
 
-A head mask (H,) ablates heads right after the softmax: 1 keeps a head, 0 ablates it, either by
-zeroing its probabilities ("zero") or by spreading them evenly over the keys it may see ("uniform").
+The masks it reads (the scores' mask, a head mask that ablates heads after the softmax) are built and
+applied by masks.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .masks import ablate_heads, build_mask, check_ablation, fits, may_empty_rows, pick_rows
 from .rotary import rotate
 
 Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
@@ -33,7 +34,6 @@ class Recorder(Protocol):
     def __call__(self, name: str, tensor: Recorded, /) -> Recorded: ...
 
 
-ABLATIONS = ("zero", "uniform")  # what an ablated head's probabilities become
 HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
 
 
@@ -61,11 +61,6 @@ def no_record(name: str, tensor: Recorded) -> Recorded:
     return tensor
 
 
-def check_ablation(ablation: str) -> None:
-    if ablation not in ABLATIONS:
-        raise ValueError(f"ablation must be one of {', '.join(map(repr, ABLATIONS))}, got {ablation!r}")
-
-
 def attention_probs(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -86,25 +81,27 @@ def attention_probs(
     check_ablation(ablation)
     if scaling is None:
         scaling = q.size(-1) ** -0.5
-    # 1. similarity of every query with every key
+    # 1. similarity of every query with every key. Without gradients each step below overwrites the
+    #    scores: one (B, H, L, S) buffer per layer, which the softmax's probabilities take over
     scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
-    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
-    if softcap is not None:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
-        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
-    # 2. dropped positions get -inf, so softmax gives them exactly zero weight
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = record("masked_scores", scores.masked_fill(~mask, float("-inf")))  # (B, H, L, S)
-        else:
-            scores = record("masked_scores", scores + mask)  # (B, H, L, S)
-    # 3. each query's row becomes probabilities over the keys. Without gradients the softmax
-    #    overwrites the scores: one (B, H, L, S) buffer per layer instead of two. Half-precision
-    #    scores are softmaxed into a new float32 buffer. A row with no key left softmaxes to NaN
-    #    (0/0); such a query attends to nothing.
     in_place = not scores.requires_grad
+    scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
+    if softcap is not None and in_place:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
+        scores = record("softcap", scores.div_(softcap).tanh_().mul_(softcap))  # (B, H, L, S)
+    elif softcap is not None:  # with gradients a new buffer: tanh's backward reads its output
+        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
+    # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place, as no step's
+    #    backward reads the scores (an additive mask only when it keeps their dtype and shape)
+    if mask is not None and mask.dtype == torch.bool:
+        scores = record("masked_scores", scores.masked_fill_(~mask, float("-inf")))  # (B, H, L, S)
+    elif mask is not None:
+        scores = record("masked_scores", scores.add_(mask) if fits(mask, scores) else scores + mask)  # (B, H, L, S)
+    # 3. each query's row becomes probabilities over the keys. Half-precision scores are softmaxed
+    #    into a new float32 buffer. A row with no key left softmaxes to NaN (0/0); such a query
+    #    attends to nothing.
     wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
     probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
-    if mask is not None:
+    if may_empty_rows(mask):
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
     if head_mask is not None:  # ablated heads: zero or uniform probabilities
         probs = ablate_heads(probs, head_mask, ablation, mask, in_place)
@@ -142,92 +139,6 @@ def scaled_dot_product_attention(
     # 5. weighted sum of the values, in their precision
     output = record("heads", torch.matmul(probs.to(v.dtype), v))  # (B,H,L,S) x (B,H,S,d_v) -> (B,H,L,d_v)
     return output, probs
-
-
-def pick_rows(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """x (B or 1, n, L, C) -> (B, n, P, C): the rows `rows` (B, P) of each batch item (e.g. the query
-    rows of q or of a map). An x with a single row (a padding mask, (B, 1, 1, S)) applies to every
-    query, so it is returned as it is."""
-    if x.size(2) == 1:
-        return x
-    B, P = rows.shape
-    x = x.expand(B, -1, -1, -1)  # (B, n, L, C)
-    index = rows[:, None, :, None].expand(B, x.size(1), P, x.size(3))  # (B, n, P, C)
-    return x.gather(2, index)  # (B, n, P, C)
-
-
-def ablate_heads(
-    probs: torch.Tensor,
-    head_mask: torch.Tensor,
-    ablation: str = "zero",
-    mask: torch.Tensor | None = None,
-    in_place: bool = False,
-) -> torch.Tensor:
-    """Ablate heads of softmaxed probs (B, H, L, S) with head_mask (H,): 1 keeps, 0 ablates.
-
-    "zero": probs · m, so an ablated head adds nothing to the output (only o_proj's bias is left
-    once every head is ablated). "uniform": m · probs + (1 - m) · uniform, where uniform spreads
-    each query row evenly over the keys `mask` lets it see (all S keys without a mask); a row
-    with no key left stays zero. A mask of ones returns probs bit for bit; values between 0 and 1
-    scale ("zero") or blend ("uniform").
-    """
-    check_ablation(ablation)
-    H = probs.size(1)
-    if tuple(head_mask.shape) != (H,):
-        raise ValueError(f"a layer's head_mask must be (num_heads,) = {(H,)}, got {tuple(head_mask.shape)}")
-    keep = head_mask.to(dtype=probs.dtype, device=probs.device)[None, :, None, None]  # (H,) -> (1, H, 1, 1)
-    probs = probs.mul_(keep) if in_place else probs * keep  # (B, H, L, S)
-    if ablation == "uniform":
-        if mask is None:
-            allowed = torch.ones(1, 1, 1, probs.size(-1), dtype=torch.bool, device=probs.device)  # (1, 1, 1, S)
-        else:
-            allowed = mask if mask.dtype == torch.bool else mask != float("-inf")  # broadcastable to (B, H, L, S)
-        allowed = allowed.to(probs.dtype)
-        uniform = allowed / allowed.sum(-1, keepdim=True).clamp(min=1)  # each row sums to 1, or 0 if empty
-        spread = uniform * (1 - keep)  # broadcasts to (B, H, L, S)
-        probs = probs.add_(spread) if in_place else probs + spread
-    return probs
-
-
-def build_mask(
-    attention_mask: torch.Tensor | None,
-    is_causal: bool,
-    batch: int,
-    query_len: int,
-    key_len: int,
-    window: int | None = None,
-    device: torch.device | None = None,
-) -> torch.Tensor | None:
-    """Combine a key padding mask, a full mask and causality into one mask for the scores.
-    With `window` (causal only) a query sees only the `window` latest keys, itself included (Mistral).
-
-    attention_mask is None, a (B, S) key padding mask (1/True keep, 0/False drop), or a boolean
-    (True keep) or additive float mask broadcastable to (B, H, L, S). Returns None when nothing
-    is masked, else a boolean or additive mask broadcastable to (B, H, L, S). A causal mask is made
-    on `device` (the inputs'), or on attention_mask's when one is given.
-    """
-    mask = attention_mask
-    if mask is not None and mask.dim() == 2:
-        if tuple(mask.shape) != (batch, key_len):
-            raise ValueError(
-                f"a key padding mask must be (batch, key_len) = {(batch, key_len)}, got {tuple(mask.shape)}"
-            )
-        mask = mask.bool()[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
-    if is_causal:
-        # query i sees keys up to i (keys aligned to the end when S > L, as with cached keys)
-        device = device if mask is None else mask.device
-        causal = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
-        causal = causal.tril(diagonal=key_len - query_len)  # (L, S)
-        if window is not None:  # and nothing `window` or more keys back
-            causal = causal.triu(diagonal=key_len - query_len - window + 1)  # (L, S)
-        causal = causal[None, None]  # (1, 1, L, S)
-        if mask is None:
-            mask = causal
-        elif mask.dtype == torch.bool:
-            mask = mask & causal
-        else:
-            mask = mask.masked_fill(~causal, float("-inf"))
-    return mask
 
 
 class MultiHeadAttention(nn.Module):

@@ -11,6 +11,7 @@ Letters: B batch, L positions, n heads, d head width.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -74,3 +75,20 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     half = x.size(-1) // 2
     turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (x1, x2) -> (-x2, x1), (B, n, L, d)
     return x * cos[:, None] + turned * sin[:, None]  # (B, 1, L, d) broadcast over the heads
+
+
+def angles_for(
+    config: ModelConfig, L: int, device: torch.device, local: bool = False
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """cos and sin of positions 0 ... L-1, (1, L, d) each, for a rotary model's layers; None for a model
+    without rotary positions. `local`: the windowed layers' angles, with their own base (local_rope_theta,
+    unscaled) when the family has one.
+
+    Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
+    only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
+    if config.position_embedding_type != "rotary":
+        return None
+    if local and config.local_rope_theta is not None:  # unscaled, on their own base
+        config = dataclasses.replace(config, rope_theta=config.local_rope_theta, rope_type="default")
+    inv_freq = inverse_frequencies(config, L).to(device)  # (d/2,)
+    return rotary_angles(torch.arange(L, device=device), inv_freq)  # (1, L, d) each

@@ -1,6 +1,7 @@
 """Forward-pass time: our model against transformers' eager one, same weights, same inputs.
 
     python bench/forward.py [--model SOURCE] [--repeats 15] [--threads 2] [--layers 4] [--no-families]
+                            [--families bert,qwen3,...] [--clock wall|cpu]
 
 Both return every layer's attention probabilities (transformers with output_attentions=True).
 Prints the median time per forward at about 16, 128 and 512 tokens and the ratio ours / theirs
@@ -10,6 +11,9 @@ on random checkpoints with the base models' widths (BERT, RoBERTa, DistilBERT, E
 1000-token vocabulary: XLM-RoBERTa, DeBERTa-v2, ModernBERT, GPT-NeoX, OPT, Phi, Phi-3, Qwen3, OLMo2, Gemma,
 Gemma2, Gemma3) and `--layers` layers (0: each base
 model's own count, 6 for DistilBERT and 12 for the others), token ids drawn at random.
+`--clock cpu` times each call by this process's CPU time instead of the wall clock: on a machine shared with
+other work, time spent waiting for a core then counts on neither side (best with --threads 1, where no worker
+thread spins while waiting). `--families` picks some families' rows.
 The other benches take their timing loop, model pair and texts of a given length from here.
 """
 
@@ -30,6 +34,7 @@ from attention import Transformer, encode, load_bert  # noqa: E402
 from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES  # noqa: E402
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SENTENCE = "The animal didn't cross the street because it was too tired, and the street was wide. "
 PASSAGE = [
     "The animal didn't cross the street because it was too tired.",
@@ -43,16 +48,17 @@ PASSAGE = [
 ]
 
 
-def interleaved_medians(fns, repeats: int) -> list[float]:
-    """Median seconds of each function, run in turn so that both see the same machine load."""
+def interleaved_medians(fns, repeats: int, clock=time.perf_counter) -> list[float]:
+    """Median seconds of each function, run in turn so that both see the same machine load; `clock` reads
+    the time (time.process_time: this process's CPU time)."""
     for fn in fns:
         fn()  # warm-up
     times = [[] for _ in fns]
     for _ in range(repeats):
         for fn, record in zip(fns, times):
-            start = time.perf_counter()
+            start = clock()
             fn()
-            record.append(time.perf_counter() - start)
+            record.append(clock() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -157,14 +163,14 @@ def family_pair(family: str, layers: int = 0, seed: int = 0):
     return ours.eval().requires_grad_(False), theirs
 
 
-def family_table(repeats: int, layers: int) -> None:
+def family_table(repeats: int, layers: int, families=tuple(BASE_SHAPES), clock=time.perf_counter) -> None:
     """Per family, ours / transformers at 120 and 500 tokens."""
     print(
         f"\nfamilies: random checkpoints, {'base model layer counts' if not layers else f'{layers} layers'}, "
         f"768 wide, 12 heads; median of {repeats}"
     )
     print(f"{'family':<12} {'layers':>6} {'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
-    for family in BASE_SHAPES:
+    for family in families:
         ours, theirs = family_pair(family, layers)
         for tokens in (120, 500):
             ids = torch.randint(5, ours.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(tokens))
@@ -177,6 +183,7 @@ def family_table(repeats: int, layers: int) -> None:
                         partial(theirs, ids, attention_mask=mask, output_attentions=True, **extra),
                     ],
                     repeats,
+                    clock,
                 )
             print(
                 f"{family:<12} {ours.config.num_hidden_layers:>6} {tokens:>7} {t_ours * 1e3:>9.1f} "
@@ -194,12 +201,19 @@ def main() -> None:
         "--layers", type=int, default=4, help="layers of each family's random model (0: the base model's own count)"
     )
     ap.add_argument("--no-families", action="store_true", help="only the --model table")
+    ap.add_argument("--families", default=",".join(BASE_SHAPES), help="comma-separated families (default: all)")
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall clock, or this process's CPU time")
     args = ap.parse_args()
+    families = args.families.split(",")
+    unknown = [family for family in families if family not in BASE_SHAPES]
+    if unknown:
+        ap.error(f"unknown families {', '.join(unknown)}; known: {', '.join(BASE_SHAPES)}")
+    clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     ours, tokenizer, theirs = reference_pair(args.model)
     print(
         f"model: {ours.load_report.source}; torch {torch.__version__}, {args.threads} threads, "
-        f"{platform.processor() or platform.machine()}; median of {args.repeats}"
+        f"{platform.processor() or platform.machine()}; median of {args.repeats}, {args.clock} clock"
     )
     print(f"{'tokens':>7} {'ours ms':>9} {'transformers ms':>16} {'ratio':>7}")
     for target in (16, 128, 512):
@@ -215,10 +229,11 @@ def main() -> None:
                     partial(theirs, ids, attention_mask=mask, token_type_ids=types, output_attentions=True),
                 ],
                 args.repeats,
+                clock,
             )
         print(f"{ids.shape[1]:>7} {t_ours * 1e3:>9.2f} {t_theirs * 1e3:>16.2f} {t_ours / t_theirs:>7.2f}")
     if not args.no_families:
-        family_table(args.repeats, args.layers)
+        family_table(args.repeats, args.layers, families, clock)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from families import PARITY_KINDS, case_loader, make_more, parity, reference
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_model
-from attention.models.blocks import OffsetRMSNorm
+from attention.models.parts import OffsetRMSNorm
 from attention.trace import trace_layer
 from viz.shapeflow import shape_flow
 

@@ -12,30 +12,21 @@ encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..mha import KeyValueCache, MultiHeadAttention, Recorder, build_mask, check_ablation, no_record
-from ..rotary import inverse_frequencies, rotary_angles
+from ..masks import build_mask, head_mask_tensor, query_rows
+from ..mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
+from ..rotary import angles_for
 from . import disentangled
-from .positions import band, relative_buckets, sinusoids
+from .parts import ACTIVATIONS, embedding_table, make_norm
+from .positions import band, position_ids, relative_buckets, sinusoids
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
-
-ACTIVATIONS = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-}
 
 
 class ModelOutput(NamedTuple):
@@ -43,74 +34,6 @@ class ModelOutput(NamedTuple):
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
     attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities (float32 for
     # half weights; (B, H, P, L) when only some query rows are kept); None: not kept
-
-
-class RMSNorm(nn.RMSNorm):
-    """x / sqrt(mean(x²) + eps) · weight, the mean taken in float32 and the normalised x cast back to
-    the input's dtype before the weight multiplies it (as transformers' LlamaRMSNorm, for half weights)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        wide = x.float()  # (B, L, D) float32
-        eps = torch.finfo(wide.dtype).eps if self.eps is None else self.eps  # None: as nn.RMSNorm takes it
-        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)  # (B, L, D)
-        return self.weight * normed.to(x.dtype)
-
-
-class OffsetRMSNorm(RMSNorm):
-    """Gemma's RMSNorm: x / sqrt(mean(x²) + eps) · (1 + weight), all in float32, cast back at the end;
-    the weight holds the offset from 1 (zero: the identity scale)."""
-
-    def __init__(self, width: int, eps: float):
-        super().__init__(width, eps=eps)
-        nn.init.zeros_(self.weight)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        wide = x.float()  # (B, L, D) float32
-        eps = torch.finfo(wide.dtype).eps if self.eps is None else self.eps  # None: as nn.RMSNorm takes it
-        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)  # (B, L, D)
-        return (normed * (1.0 + self.weight.float())).to(x.dtype)
-
-
-def make_norm(config: ModelConfig, width: int) -> nn.Module:
-    if config.norm == "rms_norm_offset":
-        return OffsetRMSNorm(width, eps=config.layer_norm_eps)
-    if config.norm == "rms_norm":
-        return RMSNorm(width, eps=config.layer_norm_eps)
-    return nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
-
-
-def position_ids(
-    config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, start: int = 0
-) -> torch.Tensor:
-    """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
-    padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on; OPT:
-    the attention mask's padding reads row position_offset - 1, its real tokens count on).
-    `start`: how many positions came before these (a decoder's cached ones), counted from when no mask is given."""
-    L = input_ids.size(1)
-    if config.positions_from_mask and attention_mask is not None:
-        real = attention_mask.long()  # (B, L)
-        return (torch.cumsum(real, dim=1) * real - 1 + config.position_offset).long()  # (B, L)
-    if not config.positions_skip_padding:
-        first = config.position_offset + start
-        return torch.arange(first, first + L, device=input_ids.device)  # (L,)
-    pad = config.pad_token_id
-    if pad is None:
-        raise ValueError("positions that skip padding need the config's pad_token_id")
-    real = input_ids.ne(pad)  # (B, L)
-    counted = torch.cumsum(real, dim=1) - 1 + config.position_offset  # (B, L)
-    return torch.where(real, counted, pad)  # (B, L)
-
-
-def embedding_table(rows: int, width: int, padding_idx: int | None = None) -> nn.Embedding:
-    """nn.Embedding(rows, width), randomly initialised as torch does, except on the meta device (a model
-    built to check a checkpoint's shapes, or to take its tensors): there it is left empty, since every
-    weight comes from the checkpoint and normal_ on a meta tensor costs a second of imports."""
-    weight = torch.empty(rows, width)  # (rows, width), on the device in use
-    if weight.device.type != "meta":
-        nn.init.normal_(weight)
-        if padding_idx is not None:
-            weight.data[padding_idx].zero_()
-    return nn.Embedding(rows, width, padding_idx=padding_idx, _weight=weight)
 
 
 class Embeddings(nn.Module):
@@ -226,9 +149,9 @@ class Block(nn.Module):
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "gate_up"):
             gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, F) each
-            return self.output(self.act(gate) * up)  # (B, L, D)
+            return self.output(gated(self.act(gate), up))  # (B, L, D)
         if hasattr(self, "gate"):
-            return self.output(self.act(self.gate(x)) * self.intermediate(x))  # (B, L, D)
+            return self.output(gated(self.act(self.gate(x)), self.intermediate(x)))  # (B, L, D)
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
 
     def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
@@ -252,7 +175,7 @@ class Block(nn.Module):
         map_only: bool = False,
         cache: KeyValueCache | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see mha.ablate_heads);
+        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see masks.ablate_heads);
         `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
         query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
         the map: (None, probs), no attention output and no feed-forward block; `cache` holds the keys and
@@ -313,6 +236,11 @@ class Block(nn.Module):
         """The feed-forward sub-block: (B, L, D) -> (B, L, D)."""
         out = self.feed_forward(self.output_norm(x) if self.pre_norm else x)  # (B, L, D)
         return self.add(x, out, getattr(self, "output_post_norm", self.output_norm))
+
+
+def gated(activated: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """act(gate) · up (B, L, F), into the activation's own buffer when no gradient is taken."""
+    return activated * up if activated.requires_grad or up.requires_grad else activated.mul_(up)
 
 
 def attention_scaling(config: ModelConfig) -> float | None:
@@ -390,15 +318,12 @@ class Transformer(nn.Module):
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
         is_causal = causal or self.config.causal
-        if rows is not None:
-            rows = torch.as_tensor(rows, dtype=torch.long, device=input_ids.device)
-            if rows.dim() != 2 or rows.size(0) != B:
-                raise ValueError(f"rows must be (batch, n_rows) = ({B}, P) query positions, got {tuple(rows.shape)}")
-            if rows.numel() and not bool(((rows >= 0) & (rows < L)).all()):
-                raise ValueError(f"rows must be query positions from 0 to {L - 1}")
+        rows = None if rows is None else query_rows(rows, B, L, input_ids.device)  # (B, P) long
         mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
         rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
-        local_rotary = self.rotary(L, input_ids.device, local=True)  # the windowed layers' (Gemma3, ModernBERT)
+        local_rotary = rotary  # the windowed layers' angles, on their own base if they have one (Gemma3, ModernBERT)
+        if self.config.local_rope_theta is not None:
+            local_rotary = self.rotary(L, input_ids.device, local=True)
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
@@ -498,37 +423,11 @@ class Transformer(nn.Module):
         return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, L)
 
     def rotary(self, L: int, device: torch.device, local: bool = False) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None.
-        `local`: the windowed layers' angles, with their own base (local_rope_theta) when the family has one.
-
-        Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
-        only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
-        if self.config.position_embedding_type != "rotary":
-            return None
-        config = self.config
-        if local and config.local_rope_theta is not None:  # unscaled, on their own base
-            config = dataclasses.replace(config, rope_theta=config.local_rope_theta, rope_type="default")
-        inv_freq = inverse_frequencies(config, L).to(device)  # (d/2,)
-        return rotary_angles(torch.arange(L, device=device), inv_freq)  # (1, L, d) each
+        """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None (rotary.angles_for).
+        `local`: the windowed layers' angles, with their own base (local_rope_theta) when the family has one."""
+        return angles_for(self.config, L, device, local)
 
     def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
         """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""
-        check_ablation(ablation)
-        if head_mask is None:
-            return None
         expected = (self.config.num_hidden_layers, self.config.num_attention_heads)
-        try:
-            head_mask = torch.as_tensor(head_mask)
-        except (TypeError, ValueError, RuntimeError):
-            raise ValueError(
-                f"head_mask must be a (n_layers, n_heads) = {expected} array of 0s and 1s, "
-                f"not {type(head_mask).__name__}"
-            ) from None
-        if tuple(head_mask.shape) != expected:
-            raise ValueError(f"head_mask must be (n_layers, n_heads) = {expected}, got {tuple(head_mask.shape)}")
-        if head_mask.is_complex():
-            raise ValueError(f"head_mask must hold bools or real numbers, not {head_mask.dtype}")
-        head_mask = head_mask.float()  # (n_layers, H)
-        if not bool(((head_mask >= 0) & (head_mask <= 1)).all()):
-            raise ValueError("head_mask values must be from 0 (ablate the head) to 1 (keep it)")
-        return head_mask.to(self.embeddings.word_embeddings.weight.device)
+        return head_mask_tensor(head_mask, expected, self.embeddings.word_embeddings.weight.device, ablation)

@@ -40,18 +40,41 @@ def attach(model: Transformer) -> None:
     model.rel_embeddings = nn.Embedding(2 * span(c), c.hidden_size)
     if c.relative_norm:
         model.rel_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+    indices = Indices(c)
     for layer in model.layers:
         attention = layer.attention
         assert isinstance(attention, MultiHeadAttention)
-        attention.relative = Disentangled(c, attention, model)
+        attention.relative = Disentangled(c, attention, model, indices)
+
+
+class Indices:
+    """Which table row each (query, key) pair reads, for both position terms: the bucketed distances
+    (positions.log_buckets) shifted into the table, (L, L) each. Shared by every layer and kept for the last
+    length and device asked for, so a forward pass computes them once, not once per layer; the same numbers
+    whichever thread fills it."""
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+        self.last: tuple[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def __call__(self, L: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(c2p's, p2c's) rows, long (L, L): c2p's [i, j] reads δ(i, j), p2c's [j, i] reads δ(j, i)."""
+        last = self.last
+        if last is not None and last[0] == (L, device):
+            return last[1]
+        n, c = span(self.config), self.config
+        distance = log_buckets(L, c.position_buckets, c.max_relative_positions, device)  # (L, L)
+        rows = ((distance + n).clamp(0, 2 * n - 1), (-distance + n).clamp(0, 2 * n - 1))  # (L, L) each
+        self.last = ((L, device), rows)
+        return rows
 
 
 class Disentangled:
     """One layer's position terms: called by its attention with q and k (B, H, L, d) and the mask, returns the
     mask plus c2p + p2c (B, H, L, S), -inf where the mask hides a key. Not a module: the table is the model's."""
 
-    def __init__(self, config: ModelConfig, attention: MultiHeadAttention, model: Transformer):
-        self.config, self.attention, self.model = config, attention, model
+    def __init__(self, config: ModelConfig, attention: MultiHeadAttention, model: Transformer, indices: Indices):
+        self.config, self.attention, self.model, self.indices = config, attention, model, indices
         self.scale = (attention.head_dim * (1 + len(terms(config)))) ** 0.5  # √(d · factor), as the content's
 
     def table(self) -> torch.Tensor:
@@ -69,23 +92,24 @@ class Disentangled:
         B, H, L, _ = q.shape
         if k.size(2) != L:
             raise ValueError("disentangled attention needs as many keys as queries (self-attention)")
-        n = span(self.config)
-        distance = log_buckets(L, self.config.position_buckets, self.config.max_relative_positions, q.device)
+        c2p_rows, p2c_rows = self.indices(L, q.device)  # (L, L) each
         table = self.table().to(q.dtype)  # (R, D)
-        bias = torch.zeros(B, H, L, L, dtype=q.dtype, device=q.device)  # (B, H, L, S)
-        kinds = terms(self.config)
+        kinds, bias = terms(self.config), None  # bias: c2p + p2c (B, H, L, S), summed in the first term's buffer
         if "c2p" in kinds:  # query i's content against key j's relative position δ(i, j)
             by_row = q @ self.heads(self.attention.k_proj, table).transpose(-1, -2)  # (B, H, L, R)
-            index = (distance + n).clamp(0, 2 * n - 1).expand(B, H, L, L)  # (B, H, L, S)
-            bias = bias + record("c2p", by_row.gather(-1, index) / self.scale)  # (B, H, L, S)
+            index = c2p_rows.expand(B, H, L, L)  # (B, H, L, S)
+            bias = record("c2p", by_row.gather(-1, index) / self.scale)  # (B, H, L, S)
         if "p2c" in kinds:  # key j's content against query i's relative position δ(j, i)
             by_row = k @ self.heads(self.attention.q_proj, table).transpose(-1, -2)  # (B, H, S, R)
-            index = (-distance + n).clamp(0, 2 * n - 1).expand(B, H, L, L)  # (B, H, S, L): row j, column i
-            bias = bias + record("p2c", by_row.gather(-1, index).transpose(-1, -2) / self.scale)  # (B, H, L, S)
+            index = p2c_rows.expand(B, H, L, L)  # (B, H, S, L): row j, column i
+            p2c = record("p2c", by_row.gather(-1, index).transpose(-1, -2) / self.scale)  # (B, H, L, S)
+            bias = p2c if bias is None else bias.add_(p2c)  # (B, H, L, S)
+        if bias is None:  # no position term
+            bias = torch.zeros(B, H, L, L, dtype=q.dtype, device=q.device)  # (B, H, L, S)
         if mask is None:
             return bias
         if mask.dtype == torch.bool:
-            return bias.masked_fill(~mask, float("-inf"))  # (B, H, L, S)
+            return bias.masked_fill_(~mask, float("-inf"))  # (B, H, L, S)
         return bias + mask
 
 

@@ -1,11 +1,36 @@
-"""Positions that are computed rather than read from a table of weights: Marian's fixed sines and
-cosines, and T5's buckets of relative distance (whose per-head bias is learned, one row per bucket)."""
+"""Positions: which row of a position table each token reads (position_ids), and positions that are computed
+rather than read from a table of weights: Marian's fixed sines and cosines, and T5's buckets of relative
+distance (whose per-head bias is learned, one row per bucket)."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+
+from ..config import ModelConfig
+
+
+def position_ids(
+    config: ModelConfig, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, start: int = 0
+) -> torch.Tensor:
+    """Each token's row in the position table: (L,) counting from position_offset, or (B, L) when
+    padding tokens take no position (RoBERTa: they read row pad_token_id, the rest count on; OPT:
+    the attention mask's padding reads row position_offset - 1, its real tokens count on).
+    `start`: how many positions came before these (a decoder's cached ones), counted from when no mask is given."""
+    L = input_ids.size(1)
+    if config.positions_from_mask and attention_mask is not None:
+        real = attention_mask.long()  # (B, L)
+        return (torch.cumsum(real, dim=1) * real - 1 + config.position_offset).long()  # (B, L)
+    if not config.positions_skip_padding:
+        first = config.position_offset + start
+        return torch.arange(first, first + L, device=input_ids.device)  # (L,)
+    pad = config.pad_token_id
+    if pad is None:
+        raise ValueError("positions that skip padding need the config's pad_token_id")
+    real = input_ids.ne(pad)  # (B, L)
+    counted = torch.cumsum(real, dim=1) - 1 + config.position_offset  # (B, L)
+    return torch.where(real, counted, pad)  # (B, L)
 
 
 def sinusoids(positions: torch.Tensor, width: int) -> torch.Tensor:
