@@ -16,7 +16,8 @@ import streamlit as st
 import torch
 
 from attention import ModelLoadError
-from attention.generate import generate, load_lm_head
+from attention.generate import generate
+from attention.generate import lm_head as kept_lm_head
 from attention.search import LMHead
 
 from .models import get_model, get_seq2seq
@@ -99,12 +100,13 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
 
 @kept(max_entries=2)
 def lm_head(source: str) -> tuple[LMHead | None, str | None]:
-    """The checkpoint's LM head (read strictly from it), or None and why not."""
+    """The checkpoint's LM head (read strictly from it, once per model: the one generate uses), or None and why
+    not."""
     model, _ = get_model(source)
     if not model.config.causal:
         return None, "not a causal decoder"
     try:
-        return load_lm_head(model), None
+        return kept_lm_head(model), None
     except ModelLoadError as err:
         return None, str(err)
 

@@ -1,7 +1,7 @@
 """Head ablation: run a sentence with and without some heads, and measure what changed.
 
 A head mask (n_layers, H) says which heads stay (1) and which are ablated (0); "zero" ablation
-silences a head, "uniform" makes it attend evenly to every token it may see (see mha.ablate_heads).
+silences a head, "uniform" makes it attend evenly to every token it may see (see masks.ablate_heads).
 Changes are read from the attention maps, the hidden states, the sentence embedding, with an MLM
 head the model's guesses for a [MASK] token, on a coreference example the pronoun → answer margin and, on a
 coreference suite, the accuracy of the heads after the first ablated layer.
