@@ -220,7 +220,7 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
     def forbidden(*args, **kwargs):
         raise AssertionError("a big run kept every map")
 
-    monkeypatch.setattr(runs, "run_sentence", forbidden)
+    monkeypatch.setattr(runs, "run_encoded", forbidden)
     at = start(model=str(folder), s=TEXT, layer="2", head="3")
     no_errors(at)
     np.testing.assert_allclose(
