@@ -74,9 +74,10 @@ def test_typed_sentence_appears_on_the_heatmap_axes(page):
 def test_shape_flow_shows_the_real_shapes(page):
     run_sentence(page, "A small dog chased the ball.")  # 9 tokens
     open_view(page, "Shape flow")
-    text = chart_text(page, "1 × 12 × 9 × 9")
-    assert "1 × 9 × 384" in text
+    chart_text(page, "1 × 12 × 9 × 9")  # the scores' stage
     assert re.search(r"attention/mha\.py:\d+", page.inner_text("body"))  # the side panel: the step's whole path
+    page.get_by_role("button", name="Stage →").click()  # the output projection's stage: back to the model's width
+    chart_text(page, "1 × 9 × 384")
 
 
 def click_head(page, needle: str, layer: int, head: int) -> None:
