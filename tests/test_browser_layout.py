@@ -127,7 +127,7 @@ def test_figures_stay_on_the_page_and_their_labels_apart(browser, view, n, prese
                     )
         if view == "flow":
             boxes = page.evaluate(FLOW_BOXES)
-            assert len(boxes["rects"]) >= 3, boxes  # a stage of several boxes
+            assert len(boxes["rects"]) >= 2, boxes  # a stage of several boxes (the 440 px under the controls)
             inside, filled = 0, set()
             for left, top, right, bottom in boxes["lines"]:
                 box = next(
