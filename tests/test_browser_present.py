@@ -82,10 +82,12 @@ def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     page = chromium.new_page(viewport=SIZE)
     page.goto(f"{url}/?present=1&view=head&layer=2&head=3&s={quote(SENTENCE)}")
     wait_drawn(page)
+    page.wait_for_function(KEYS_READY, timeout=60_000)  # a key pressed before the page hears keys is lost
     page.keyboard.press("Shift+ArrowRight")
     deadline = time.time() + 60
     while head_in(page) != 4 and time.time() < deadline:
         time.sleep(0.2)
+    assert head_in(page) == 4
     wait_idle(page)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     page.get_by_role("button", name="Copy link to this view").click()  # one click copies
@@ -99,6 +101,8 @@ def test_copy_link_copies_this_views_address_in_one_click_and_shows_it(browser):
     page.close()
 
 
+KEYS_READY = """() => window.presentKeys === true
+    && !!document.querySelector('.st-key-present_next_head button:not([disabled])')"""
 IDLE = """() => document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
     && !document.querySelector('[data-testid="stStatusWidget"]')
     && !!document.querySelector('.st-key-present_next_head button:not([disabled])')"""
