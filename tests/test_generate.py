@@ -131,7 +131,8 @@ def test_buffered_cache_holds_its_capacity_only():
 
 def test_decode_takes_the_new_positions_rows_only(built):
     """decode's rotary angles and T5's buckets for new positions are those rows of all positions' (nothing else
-    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one."""
+    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; the
+    forward that makes the maps at the end can keep no hidden state, with the same maps."""
     import dataclasses
 
     from attention.models.positions import relative_buckets
@@ -146,6 +147,10 @@ def test_decode_takes_the_new_positions_rows_only(built):
     assert model.decode_masks(1, 1, 5, torch.device("cpu")) == (None, None)
     mask, window = model.decode_masks(1, 1, 9, torch.device("cpu"))
     assert mask is None and window is not None and window[0, 0, 0].tolist() == [False] * 4 + [True] * 5
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.inference_mode():
+        kept, bare = model(ids, maps_only=True), model(ids, maps_only=True, keep_hidden=False)
+    assert bare.hidden_states == () and all(torch.equal(a, b) for a, b in zip(kept.attentions, bare.attentions))
     mask, window = model.decode_masks(1, 2, 4, torch.device("cpu"))
     assert mask is not None and mask[0, 0].tolist() == [[True, True, True, False], [True] * 4]
 

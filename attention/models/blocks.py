@@ -284,6 +284,7 @@ class Transformer(nn.Module):
         maps_for=None,
         rows: torch.Tensor | None = None,
         maps_only: bool = False,
+        keep_hidden: bool = True,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -307,6 +308,8 @@ class Transformer(nn.Module):
         `attentions` are None, `hidden_states` ends with that layer's input, and `last_hidden_state`
         is None.
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
+        `keep_hidden=False`: no layer's hidden states are kept, only the one the next layer reads; `hidden_states`
+        is () (attention.generate wants only the maps).
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -332,7 +335,7 @@ class Transformer(nn.Module):
         if maps_only:  # up to the last layer whose map is kept, which stops at its map
             last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
-        hidden_states, attentions = [x], []
+        hidden_states, attentions = [x] if keep_hidden else [], []
         for i, layer in enumerate(self.layers[: last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
@@ -350,14 +353,16 @@ class Transformer(nn.Module):
                 map_only,
             )
             attentions.append(probs)
-            if not map_only:
+            if not map_only and keep_hidden:
                 hidden_states.append(x)
         if maps_only:  # no output: the layers after `last` did not run
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
-            x = hidden_states[-1] = self.final_norm(x)
+            x = self.final_norm(x)
         if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
-            x = hidden_states[-1] = self.project_out(x)
+            x = self.project_out(x)
+        if keep_hidden:
+            hidden_states[-1] = x
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
 
     def decode(self, input_ids: torch.Tensor, cache: list[KeyValueCache]) -> torch.Tensor:
