@@ -127,7 +127,8 @@ def generate(
             lambda new: head(model.decode(new, cache)[:, -1]), ids, settings, sampling, max_new_tokens, top
         )
         cache.clear()  # freed before the forward that makes the maps
-        attentions = model(written.ids, maps_only=True).attentions  # the last layer stops at its map
+        # the last layer stops at its map; no hidden state kept but the one the next layer reads
+        attentions = model(written.ids, maps_only=True, keep_hidden=False).attentions
     n_new = written.top_ids.size(0)
     return Generation(
         ids=written.ids,

@@ -30,7 +30,7 @@ from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
 from .inputs import on_model_device, within_positions
-from .mha import KeyValueCache, MultiHeadAttention, build_mask, no_record
+from .mha import KeyValueCache, MultiHeadAttention, no_record
 from .models import EncoderDecoder
 from .models.blocks import Block
 from .processors import Settings, read_settings
@@ -73,7 +73,7 @@ def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
 
 
 class CrossKeys:
-    """One decoder layer's cross-attention keys and values, (1, H, S, d) each, made once from the encoder's
+    """One decoder layer's cross-attention keys and values, (1, G, S, d) each, made once from the encoder's
     output `memory` (1, S, D); `attend` is that layer's cross-attention sub-block for new queries."""
 
     def __init__(self, layer: Block, memory: torch.Tensor, memory_mask: torch.Tensor | None):
@@ -81,9 +81,6 @@ class CrossKeys:
         self.layer, self.attention, self.mask = layer, attention, memory_mask
         self.k = attention.split_heads(attention.k_proj(memory), attention.num_kv_heads, "k", no_record)  # (1,G,S,d)
         self.v = attention.split_heads(attention.v_proj(memory), attention.num_kv_heads, "v", no_record)  # (1,G,S,d)
-        if attention.num_kv_heads != attention.num_heads:
-            group = attention.num_heads // attention.num_kv_heads
-            self.k, self.v = self.k.repeat_interleave(group, 1), self.v.repeat_interleave(group, 1)  # (1, H, S, d)
 
     def attend(self, x: torch.Tensor) -> torch.Tensor:
         """x (1, L, D) -> x (1, L, D) after the cross-attention sub-block (Block.cross_attend, no map)."""
@@ -91,7 +88,10 @@ class CrossKeys:
         B, L, _ = x.shape
         query = layer.cross_attention_norm(x) if layer.pre_norm else x  # (1, L, D)
         q = attention.split_heads(attention.q_proj(query), attention.num_heads, "q", no_record)  # (1, H, L, d)
-        heads = F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=self.mask, scale=attention.scaling)
+        grouped = attention.num_kv_heads != attention.num_heads  # the kernel shares each k/v head with its group
+        heads = F.scaled_dot_product_attention(
+            q, self.k, self.v, attn_mask=self.mask, scale=attention.scaling, enable_gqa=grouped
+        )  # (1, H, L, d)
         merged = heads.transpose(1, 2).reshape(B, L, -1)  # (1, L, H, d) -> (1, L, H·d)
         return layer.add(x, attention.o_proj(merged), layer.cross_attention_norm)
 
@@ -106,12 +106,9 @@ def decode_step(
     S = P + L
     if S > decoder.config.max_position_embeddings:
         raise ValueError(f"{S} decoder tokens is more than this model's {decoder.config.max_position_embeddings}")
-    mask: torch.Tensor | None
+    mask, _ = decoder.decode_masks(1, L, S, new.device)  # (1, 1, L, S): the queries are the last L; None for one
     if decoder.config.position_embedding_type == "relative":  # T5: the bias of the new rows, -inf after each
-        full = build_mask(None, True, 1, S, S, device=new.device)  # (1, 1, S, S)
-        mask = decoder.position_bias(full, S, True, new.device)[:, :, P:]  # (1, H, L, S)
-    else:
-        mask = build_mask(None, True, 1, L, S, device=new.device)  # (1, 1, L, S): the queries are the last L
+        mask = decoder.position_bias(mask, L, True, new.device, start=P)  # (1, H, L, S)
     x = decoder.embeddings(new, None, start=P)  # (1, L, D)
     for layer, layer_cache, keys in zip(decoder.layers, cache, cross):
         assert isinstance(layer, Block)

@@ -320,7 +320,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and v is not None:  # the earlier positions' keys and values go before these
             k, v = cache.extend(k, v)  # (B, G, P + L, d) each
             S = k.size(2)
-        if self.num_kv_heads != self.num_heads:
+        fused = (not keep_map or rows is not None) and head_mask is None and record is no_record and not map_only
+        # the fused kernel alone reads k and v: it shares each key/value head with its group itself
+        grouped = fused and self.softcap is None and rows is None and self.relative is None
+        if self.num_kv_heads != self.num_heads and not grouped:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
             if v is not None:
@@ -332,11 +335,11 @@ class MultiHeadAttention(nn.Module):
         if map_only:  # the map's rows (all of them without `rows`) and nothing else
             return None, self.map_rows(q, k, mask, rows, record, head_mask, ablation)  # (B, H, L or P, S)
         dropout_p = self.dropout if self.training else 0.0
-        fused = (not keep_map or rows is not None) and head_mask is None and record is no_record
         if fused and self.softcap is None:
             fused_mask = mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
+            grouped_kv = k.size(1) != q.size(1)  # (B, G, S, d): the kernel shares them across each group
             heads = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=fused_mask, dropout_p=dropout_p, scale=self.scaling
+                q, k, v, attn_mask=fused_mask, dropout_p=dropout_p, scale=self.scaling, enable_gqa=grouped_kv
             )  # (B, H, L, d), no map kept
             if mask is not None:  # a query with no key left (padding under a causal mask) outputs zero
                 heads = heads.nan_to_num(0.0) if heads.requires_grad else heads.nan_to_num_(0.0)

@@ -78,11 +78,12 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 def angles_for(
-    config: ModelConfig, L: int, device: torch.device, local: bool = False
+    config: ModelConfig, L: int, device: torch.device, local: bool = False, start: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cos and sin of positions 0 ... L-1, (1, L, d) each, for a rotary model's layers; None for a model
-    without rotary positions. `local`: the windowed layers' angles, with their own base (local_rope_theta,
-    unscaled) when the family has one.
+    """cos and sin of positions start ... start + L - 1, (1, L, d) each, for a rotary model's layers; None for a
+    model without rotary positions. `local`: the windowed layers' angles, with their own base (local_rope_theta,
+    unscaled) when the family has one. `start` > 0 (a decoder's cached positions before these): the same numbers
+    as the last L rows of the angles of all start + L positions, without computing the others.
 
     Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
     only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
@@ -90,5 +91,5 @@ def angles_for(
         return None
     if local and config.local_rope_theta is not None:  # unscaled, on their own base
         config = dataclasses.replace(config, rope_theta=config.local_rope_theta, rope_type="default")
-    inv_freq = inverse_frequencies(config, L).to(device)  # (d/2,)
-    return rotary_angles(torch.arange(L, device=device), inv_freq)  # (1, L, d) each
+    inv_freq = inverse_frequencies(config, start + L).to(device)  # (d/2,); "dynamic" reads the whole length
+    return rotary_angles(torch.arange(start, start + L, device=device), inv_freq)  # (1, L, d) each

@@ -1,32 +1,44 @@
 """Writing with every attention map kept: our attention.generate against transformers' generate(output_attentions=
 True, return_dict_in_generate=True), greedy, on the same random checkpoints and the same prompt ids.
 
-    python bench/generate.py [--quick] [--new 32] [--prompt 32] [--repeats 3] [--threads 2]
+    python bench/generate.py [--quick] [--new 32] [--prompt 32] [--repeats 3] [--threads 2] [--clock wall|cpu]
 
 Checkpoints (random weights, a 8000-token vocabulary): GPT-2 small's shape (12 layers, 768 wide, 12 heads),
 a small Llama with grouped-query attention (8 layers, 512 wide, 8 query and 2 key/value heads), and tiny BART
 and T5 encoder-decoders. Their generation configs name no end-of-sequence token, so both write every token.
-Time: each (model, side) in a fresh process on the CPU, the median of `repeats` calls after one warm-up call.
 
-Memory: each (model, side) in another fresh process with no warm-up, one call measured. After the model is
-loaded and every weight read once (transformers maps a checkpoint's file lazily, so a first call would
-otherwise count reading the weights; our LM head, which theirs holds as a weight, is read once per model from
-the checkpoint by attention.generate.lm_head, so it is read there with the weights), the kernel's high-water
-mark of the resident set is reset to the current resident size (writing 5 to /proc/self/clear_refs), that size
-is the baseline, and the call's memory is VmHWM minus the baseline, both read from /proc/self/status: the most
-the call added at any moment, the maps it returns included, and the one-time costs of a first call (lazy
-imports, library code paged in) too. The CPU has no allocator statistics as torch.cuda's, and tracemalloc does
-not see torch's tensors, so the resident set is what is measured; a peak after a warm-up call would instead
-mostly show what the allocator kept from that call.
+Time: per model one fresh process holds both sides; each writes once as a warm-up (one-time costs: lazy
+imports, kernels' code paged in, our LM head read), then the two take turns, `repeats` calls each, so both see
+the same machine load. Each call is timed by the wall clock and by this process's CPU time; the medians of
+both are printed, `--clock` says which one the tokens per second and `time x` read (wall by default). On a
+machine shared with other work, time spent waiting for a core counts on neither side by the CPU clock (best
+with --threads 1, where no worker thread spins while it waits).
 
-Prints tokens per second, theirs / ours in time (above 1: ours is faster), each side's MB and ours / theirs in
-memory (below 1: ours uses less), and whether the written ids are the same.
+Memory: each (model, side) in another fresh process. After the model is loaded and every weight read once
+(transformers maps a checkpoint's file lazily; our LM head, which theirs holds as a weight, is read once per
+model from the checkpoint by attention.generate.lm_head, so it is read there with the weights), the side writes
+2 tokens with the same settings as a warm-up, so that the code of every kernel its call runs is paged in; the
+memory the allocator kept from it is handed back (glibc's malloc_trim). Then the kernel's high-water mark of
+the resident set is reset to the current resident size (writing 5 to /proc/self/clear_refs), that size is the
+baseline, and `MB` is VmHWM minus the baseline after the measured call: the most the call's data added at any
+moment, the maps it returns included. `code MB` is what the resident file-backed pages (RssFile: library code
+and mapped files) grew by during the measured call; near 0 shows the warm-up left no first-time code loading
+in `MB`. The CPU has no allocator statistics as torch.cuda's, and tracemalloc does not see torch's tensors, so
+the resident set is what is measured.
+
+Prints the machine's load average before and after, tokens per second, theirs / ours in time (above 1: ours is
+faster) by both clocks, each side's MB and ours / theirs in memory (below 1: ours uses less), and whether the
+written ids are the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 VOCAB = 8000
+SIDES = ("ours", "theirs")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SHAPES = {  # name -> (transformers config class, arguments, task class)
     "gpt2-small": ("GPT2Config", dict(n_layer=12, n_embd=768, n_head=12, n_positions=1024), "GPT2LMHeadModel"),
     "llama-gqa": (
@@ -99,8 +113,9 @@ def write_tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
 
 
-def writer(which: str, folder: Path, prompt: list[int], new: int):
-    """In this process: the model loaded, and a call that writes `new` tokens after `prompt` and returns the ids."""
+def writer(which: str, folder: Path, prompt: list[int]):
+    """In this process: the model loaded, every weight read, and a call that writes `new` tokens after `prompt`
+    and returns the ids."""
     if which == "ours":
         from attention import generate, load_model
         from attention.generate import lm_head
@@ -109,7 +124,7 @@ def writer(which: str, folder: Path, prompt: list[int], new: int):
         tokenizer = FixedPrompt(prompt)
         resident(model)
         lm_head(model)  # read from the checkpoint once and kept with the model: theirs holds it as a weight
-        return lambda: generate(model, tokenizer, "", max_new_tokens=new).ids
+        return lambda new: generate(model, tokenizer, "", max_new_tokens=new).ids
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(str(folder))
@@ -118,7 +133,7 @@ def writer(which: str, folder: Path, prompt: list[int], new: int):
     resident(ref)
     ids = torch.tensor([prompt])
 
-    def call():
+    def call(new: int) -> torch.Tensor:
         with torch.inference_mode():
             out = ref.generate(
                 input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=1,
@@ -138,36 +153,52 @@ def resident(model: torch.nn.Module) -> None:
             tensor.sum()
 
 
-def time_side(which: str, folder: Path, prompt: list[int], new: int, repeats: int) -> dict:
-    """In this process: the median seconds per call after one warm-up call, and the ids written."""
-    call = writer(which, folder, prompt, new)
-    written = call()  # warm-up: one-time costs (lazy imports, the LM head read) stay out of the time
-    times = []
+def time_both(folder: Path, prompt: list[int], new: int, repeats: int) -> dict:
+    """In this process: both sides, each warmed up by one call, then called in turn `repeats` times; per side the
+    median seconds per call by the wall clock and by this process's CPU time, and the ids written."""
+    calls = {side: writer(side, folder, prompt) for side in SIDES}
+    written = {side: call(new)[0].tolist() for side, call in calls.items()}  # warm-up: one-time costs left out
+    times: dict[str, dict[str, list[float]]] = {side: {clock: [] for clock in CLOCKS} for side in SIDES}
     for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return dict(seconds=sorted(times)[len(times) // 2], ids=written[0].tolist())
+        for side, call in calls.items():
+            start = {clock: read() for clock, read in CLOCKS.items()}
+            call(new)
+            for clock, read in CLOCKS.items():
+                times[side][clock].append(read() - start[clock])
+    return {
+        side: {**{clock: statistics.median(t) for clock, t in times[side].items()}, "ids": written[side]}
+        for side in SIDES
+    }
 
 
 def memory_side(which: str, folder: Path, prompt: list[int], new: int) -> dict:
-    """In this process, fresh: the MB one first call adds to the resident set at its peak (the module's docstring)."""
-    call = writer(which, folder, prompt, new)
+    """In this process, fresh: the MB one call adds to the resident set at its peak after a 2-token warm-up, and
+    the MB of file-backed pages it brought in (the module's docstring)."""
+    call = writer(which, folder, prompt)
+    call(2)  # warm-up: every kernel's code paged in
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc: free heap pages back to the system
+    if trim is not None:
+        trim(0)
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current resident size
-    before = status_mb("VmRSS")
-    call()
-    return dict(peak_mb=status_mb("VmHWM") - before)
+    before = status_mb()
+    call(new)
+    after = status_mb()
+    return dict(peak_mb=after["VmHWM"] - before["VmRSS"], code_mb=after["RssFile"] - before["RssFile"])
 
 
-def status_mb(field: str) -> float:
+def status_mb() -> dict[str, float]:
+    """/proc/self/status's sizes, in MB."""
+    sizes = {}
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        name, _, value = line.partition(":")
+        if value.strip().endswith("kB"):
+            sizes[name] = int(value.split()[0]) / 1024
+    return sizes
 
 
-def in_child(which: str, measure: str, folder: Path, args) -> dict:
-    """One side's time or memory, measured in a fresh process."""
+def in_child(measure: str, folder: Path, args, which: str = "both") -> dict:
+    """One side's memory, or both sides' times, measured in a fresh process."""
     argv = [sys.executable, __file__, "--child", which, measure, str(folder), "--new", str(args.new)]
     argv += ["--prompt", str(args.prompt), "--repeats", str(args.repeats), "--threads", str(args.threads)]
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -176,42 +207,62 @@ def in_child(which: str, measure: str, folder: Path, args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def row(name: str, times: dict, memory: dict, args) -> str:
+    ours, theirs = times["ours"], times["theirs"]
+    other = "cpu" if args.clock == "wall" else "wall"
+    mem_ours, mem_theirs = memory["ours"], memory["theirs"]
+    ratio = mem_ours["peak_mb"] / mem_theirs["peak_mb"] if mem_theirs["peak_mb"] else float("nan")
+    same = "equal" if ours["ids"] == theirs["ids"] else "DIFFER"
+    code = f"{mem_ours['code_mb']:.1f}/{mem_theirs['code_mb']:.1f}"
+    return (
+        f"{name:<11} {args.new / ours[args.clock]:>10.1f} {args.new / theirs[args.clock]:>12.1f} "
+        f"{theirs[args.clock] / ours[args.clock]:>7.2f} {theirs[other] / ours[other]:>7.2f} "
+        f"{mem_ours['peak_mb']:>8.1f} {mem_theirs['peak_mb']:>9.1f} {ratio:>6.2f} {code:>9}  {same}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="16 new tokens after a 16-token prompt, 2 repeats")
+    ap.add_argument("--quick", action="store_true", help="16 new tokens after a 16-token prompt, 3 repeats")
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall clock, or this process's CPU time")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "MEASURE", "FOLDER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
-        args.new, args.prompt, args.repeats = 16, 16, 2
+        args.new, args.prompt, args.repeats = 16, 16, 3
     torch.set_num_threads(args.threads)
     prompt = [(7 * i + 3) % VOCAB for i in range(args.prompt)]
     if args.child:
         which, measure, folder = args.child
         if measure == "time":
-            print(json.dumps(time_side(which, Path(folder), prompt, args.new, args.repeats)))
+            print(json.dumps(time_both(Path(folder), prompt, args.new, args.repeats)))
         else:
             print(json.dumps(memory_side(which, Path(folder), prompt, args.new)))
         return
-    print(f"cpu, {args.threads} threads; {args.prompt} prompt tokens, {args.new} new, greedy, every map kept")
-    print(f"{'model':<11} {'ours tok/s':>10} {'theirs tok/s':>12} {'time x':>7} {'ours MB':>8} {'theirs MB':>9} "
-          f"{'mem x':>6}  ids")  # fmt: skip
+    other = "cpu" if args.clock == "wall" else "wall"
+    print(f"cpu, {args.threads} threads; {args.prompt} prompt tokens, {args.new} new, greedy, every map kept; "
+          f"median of {args.repeats}, {args.clock} clock; load average {load_average()}")  # fmt: skip
+    print(f"{'model':<11} {'ours tok/s':>10} {'theirs tok/s':>12} {'time x':>7} {other + ' x':>7} {'ours MB':>8} "
+          f"{'theirs MB':>9} {'mem x':>6} {'code MB':>9}  ids")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             folder = save(name, Path(tmp) / name)
-            ours, theirs = ({**in_child(side, "time", folder, args), **in_child(side, "memory", folder, args)}
-                            for side in ("ours", "theirs"))  # fmt: skip
-            rate_ours, rate_theirs = args.new / ours["seconds"], args.new / theirs["seconds"]
-            memory = ours["peak_mb"] / theirs["peak_mb"] if theirs["peak_mb"] else float("nan")
-            same = "equal" if ours["ids"] == theirs["ids"] else "DIFFER"
-            print(
-                f"{name:<11} {rate_ours:>10.1f} {rate_theirs:>12.1f} {theirs['seconds'] / ours['seconds']:>7.2f} "
-                f"{ours['peak_mb']:>8.1f} {theirs['peak_mb']:>9.1f} {memory:>6.2f}  {same}"
-            )
-    print("time x: theirs ÷ ours in seconds per call; mem x: ours ÷ theirs in MB a fresh process's first call adds")
+            times = in_child("time", folder, args)
+            memory = {side: in_child("memory", folder, args, side) for side in SIDES}
+            print(row(name, times, memory, args), flush=True)
+    print(f"load average {load_average()}")
+    print(
+        f"time x: theirs ÷ ours in seconds per call by the {args.clock} clock, {other} x by the {other} clock; "
+        "mem x: ours ÷ theirs in MB one call's data adds at its peak after a warm-up; "
+        "code MB: file-backed pages the measured call paged in, ours/theirs"
+    )
+
+
+def load_average() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

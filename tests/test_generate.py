@@ -129,6 +129,32 @@ def test_buffered_cache_holds_its_capacity_only():
         cache.extend(k[:, :, :1], v[:, :, :1])
 
 
+def test_decode_takes_the_new_positions_rows_only(built):
+    """decode's rotary angles and T5's buckets for new positions are those rows of all positions' (nothing else
+    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; the
+    forward that makes the maps at the end can keep no hidden state, with the same maps."""
+    import dataclasses
+
+    from attention.models.positions import relative_buckets
+    from attention.rotary import angles_for
+
+    _, model, _ = built("mistral")  # rotary, sliding_window 5
+    dynamic = dataclasses.replace(model.config, rope_type="dynamic", rope_factor=2.0, max_position_embeddings=6)
+    for config in (model.config, dynamic):
+        rows, whole = angles_for(config, 3, torch.device("cpu"), start=5), angles_for(config, 8, torch.device("cpu"))
+        assert all(torch.equal(r, w[:, 5:]) for r, w in zip(rows, whole))
+    assert torch.equal(relative_buckets(3, 40, False, 32, 16, start=37), relative_buckets(40, 40, False, 32, 16)[37:])
+    assert model.decode_masks(1, 1, 5, torch.device("cpu")) == (None, None)
+    mask, window = model.decode_masks(1, 1, 9, torch.device("cpu"))
+    assert mask is None and window is not None and window[0, 0, 0].tolist() == [False] * 4 + [True] * 5
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.inference_mode():
+        kept, bare = model(ids, maps_only=True), model(ids, maps_only=True, keep_hidden=False)
+    assert bare.hidden_states == () and all(torch.equal(a, b) for a, b in zip(kept.attentions, bare.attentions))
+    mask, window = model.decode_masks(1, 2, 4, torch.device("cpu"))
+    assert mask is not None and mask[0, 0].tolist() == [[True, True, True, False], [True] * 4]
+
+
 def test_lm_head_read_once_per_model(tmp_path, monkeypatch):
     """The LM head is read from the checkpoint on the first call for a model and kept: later calls read no file."""
     folder = make_family(tmp_path / "llama", "llama")

@@ -284,6 +284,7 @@ class Transformer(nn.Module):
         maps_for=None,
         rows: torch.Tensor | None = None,
         maps_only: bool = False,
+        keep_hidden: bool = True,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -307,6 +308,8 @@ class Transformer(nn.Module):
         `attentions` are None, `hidden_states` ends with that layer's input, and `last_hidden_state`
         is None.
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
+        `keep_hidden=False`: no layer's hidden states are kept, only the one the next layer reads; `hidden_states`
+        is () (attention.generate wants only the maps).
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -332,7 +335,7 @@ class Transformer(nn.Module):
         if maps_only:  # up to the last layer whose map is kept, which stops at its map
             last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
-        hidden_states, attentions = [x], []
+        hidden_states, attentions = [x] if keep_hidden else [], []
         for i, layer in enumerate(self.layers[: last + 1]):
             layer_mask = None if head_mask is None else head_mask[i]  # (H,)
             layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
@@ -350,14 +353,16 @@ class Transformer(nn.Module):
                 map_only,
             )
             attentions.append(probs)
-            if not map_only:
+            if not map_only and keep_hidden:
                 hidden_states.append(x)
         if maps_only:  # no output: the layers after `last` did not run
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
-            x = hidden_states[-1] = self.final_norm(x)
+            x = self.final_norm(x)
         if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
-            x = hidden_states[-1] = self.project_out(x)
+            x = self.project_out(x)
+        if keep_hidden:
+            hidden_states[-1] = x
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
 
     def decode(self, input_ids: torch.Tensor, cache: list[KeyValueCache]) -> torch.Tensor:
@@ -374,11 +379,9 @@ class Transformer(nn.Module):
         if S > self.config.max_position_embeddings:
             raise ValueError(f"{S} tokens is more than this model's {self.config.max_position_embeddings} positions")
         device = input_ids.device
-        mask = build_mask(None, True, B, L, S, device=device)  # (1, 1, L, S): the new queries are the last L
-        window = self.config.sliding_window
-        window_mask = mask if window is None else build_mask(None, True, B, L, S, window, device)  # (1, 1, L, S)
-        angles = [self.rotary(S, device), self.rotary(S, device, local=True)]  # (1, S, d) each, or None
-        full, local = [None if a is None else (a[0][:, P:], a[1][:, P:]) for a in angles]  # the new positions'
+        mask, window_mask = self.decode_masks(B, L, S, device)
+        full = self.rotary(L, device, start=P)  # the new positions' angles only: (1, L, d) each, or None
+        local = full if self.config.local_rope_theta is None else self.rotary(L, device, local=True, start=P)
         x = self.embeddings(input_ids, None, start=P)  # (B, L, D)
         for i, layer in enumerate(self.layers):
             windowed = self.config.window_of(i) is not None
@@ -391,6 +394,17 @@ class Transformer(nn.Module):
         if self.config.final_projection:
             x = self.project_out(x)  # (B, L, E)
         return x
+
+    def decode_masks(
+        self, B: int, L: int, S: int, device: torch.device
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """decode's causal masks for L new queries, the last L of S positions: (full layers', windowed layers'),
+        (1, 1, L, S) each, or None where every query sees every key (one new query, within any window)."""
+        window = self.config.sliding_window
+        mask = None if L == 1 else build_mask(None, True, B, L, S, device=device)
+        if window is None or window >= S:  # the window reaches back past the first position
+            return mask, mask
+        return mask, build_mask(None, True, B, L, S, window, device)
 
     def self_attention_masks(
         self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device
@@ -410,22 +424,34 @@ class Transformer(nn.Module):
             mask = window_mask = self.position_bias(mask, L, is_causal, device)
         return mask, window_mask
 
-    def position_bias(self, mask: torch.Tensor | None, L: int, is_causal: bool, device: torch.device) -> torch.Tensor:
+    def position_bias(
+        self, mask: torch.Tensor | None, L: int, is_causal: bool, device: torch.device, start: int = 0
+    ) -> torch.Tensor:
         """T5's relative positions: each head's learned bias for every (query, key) distance bucket,
-        added to the scores as an additive mask, with -inf where `mask` (boolean) hides a key."""
+        added to the scores as an additive mask, with -inf where `mask` (boolean) hides a key.
+        `start`: the L queries are the last L of start + L positions (a decoder's new rows), (1, H, L, start + L)."""
         c = self.config
         buckets = relative_buckets(
-            L, L, not is_causal, c.relative_attention_num_buckets, c.relative_attention_max_distance, device
-        )  # (L, L)
-        bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (L, L, H) -> (1, H, L, L)
+            L,
+            start + L,
+            not is_causal,
+            c.relative_attention_num_buckets,
+            c.relative_attention_max_distance,
+            device,
+            start,
+        )  # (L, S)
+        bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (L, S, H) -> (1, H, L, S)
         if mask is None:
             return bias
-        return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, L)
+        return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, S)
 
-    def rotary(self, L: int, device: torch.device, local: bool = False) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """cos and sin of every position's angles, (1, L, d) each, for rotary models; else None (rotary.angles_for).
-        `local`: the windowed layers' angles, with their own base (local_rope_theta) when the family has one."""
-        return angles_for(self.config, L, device, local)
+    def rotary(
+        self, L: int, device: torch.device, local: bool = False, start: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """cos and sin of positions start ... start + L - 1, (1, L, d) each, for rotary models; else None
+        (rotary.angles_for). `local`: the windowed layers' angles, with their own base (local_rope_theta) when
+        the family has one."""
+        return angles_for(self.config, L, device, local, start)
 
     def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
         """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""

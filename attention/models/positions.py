@@ -50,15 +50,17 @@ def relative_buckets(
     num_buckets: int,
     max_distance: int,
     device: torch.device | None = None,
+    start: int = 0,
 ) -> torch.Tensor:
-    """(L, S) bucket of each key's distance from each query, as T5 counts it.
+    """(L, S) bucket of each key's distance from each query, as T5 counts it; the queries are positions
+    start ... start + L - 1 (a decoder's new rows after `start` cached ones), the keys 0 ... S - 1.
 
     The distance is key - query. Bidirectional (an encoder): half the buckets for keys after the
     query, half for the rest; causal (a decoder): only keys at or before the query count, later ones
     fall in bucket 0. Within each half, the first half of the buckets are exact distances 0, 1, 2 ...;
     the rest grow logarithmically up to max_distance, beyond which everything shares the last bucket.
     """
-    query = torch.arange(query_len, dtype=torch.long, device=device)[:, None]  # (L, 1)
+    query = torch.arange(start, start + query_len, dtype=torch.long, device=device)[:, None]  # (L, 1)
     key = torch.arange(key_len, dtype=torch.long, device=device)[None, :]  # (1, S)
     distance = key - query  # (L, S)
     bucket = torch.zeros_like(distance)  # (L, S)
