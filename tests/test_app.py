@@ -162,6 +162,7 @@ def test_url_restores_sentence_view_layer_and_head(minilm):
         (dict(layer="99"), "Layer 99 does not exist"),
         (dict(head="-3"), "head is not a number"),
         (dict(layer="abc"), "layer is not a number"),
+        (dict(layer="123456"), "layer is over 9,999"),
         (dict(view="nonsense"), "Unknown view"),
         (dict(s="x" * 100_001), "longer than"),
     ],

@@ -38,7 +38,7 @@ def _flag(text: str) -> bool:
 
 def _number(text: str) -> int:
     if not re.fullmatch(rf"\d{{1,{MAX_DIGITS}}}", text):
-        raise ValueError("not a number")
+        raise ValueError(f"over {10**MAX_DIGITS - 1:,}" if re.fullmatch(r"\d+", text) else "not a number")
     return int(text)
 
 
