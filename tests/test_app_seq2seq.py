@@ -187,7 +187,11 @@ def test_the_layer_box_spans_the_layers_of_the_part_shown(tmp_path):
     assert at.query_params["layer"] == "2" and at.query_params["part"] == "decoder"
     linked = start(model=str(folder), s=SENTENCE, view="cross", part="encoder", layer="2")
     no_errors(linked)
-    assert linked.session_state["layer"] == 1 and any("Layer 2 does not exist" in i.value for i in linked.info)
+    assert linked.session_state["layer"] == 1
+    assert any("Layer 2 does not exist in this model's encoder (0–1)" in i.value for i in linked.info)
+    deeper = start(model=str(folder), s=SENTENCE, view="cross", part="decoder", layer="7")
+    assert deeper.session_state["layer"] == 2
+    assert any("Layer 7 does not exist in this model's decoder (0–2)" in i.value for i in deeper.info)
 
 
 def test_the_second_sentence_box_is_hidden_for_an_encoder_decoder_and_its_text_kept(tmp_path):

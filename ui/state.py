@@ -243,7 +243,7 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
             st.session_state.url_notices.append(
-                f"{name.capitalize()} {value} does not exist in this model "
+                f"{name.capitalize()} {value} does not exist in {layers_part() if name == 'layer' else 'this model'} "
                 f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}."
             )
             st.session_state[name] = min(max(value, 0), n - 1)
@@ -266,6 +266,16 @@ def offered_layers(n_layers: int) -> int:
     if loaded is None or view != "cross" or st.session_state.get("cross_part") == CROSS_PARTS["encoder"]:
         return n_layers
     return loaded[0].decoder.config.num_hidden_layers
+
+
+def layers_part() -> str:
+    """Whose layers the Layer box lists: "this model", or an encoder-decoder's encoder or decoder."""
+    loaded = get_seq2seq(st.session_state.source)
+    if loaded is None:
+        return "this model"
+    view = registry.by_label(st.session_state.get("view")).key
+    decoder = view == "cross" and st.session_state.get("cross_part") != CROSS_PARTS["encoder"]
+    return f"this model's {'decoder' if decoder else 'encoder'}"
 
 
 def use_preset() -> None:
