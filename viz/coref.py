@@ -4,7 +4,7 @@
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import HIGHLIGHT, KEEP_OPACITY, SEQUENTIAL, base_layout, clean_axis, legend_swatch
+from viz._style import HIGHLIGHT, KEEP_OPACITY, SEQUENTIAL, base_layout, layer_head_axes, legend_swatch
 from viz._text import escape, head_label
 from viz.heatmap import FIGURE_PX
 
@@ -261,23 +261,6 @@ def _grid_layout(n_layers: int, n_heads: int, cell_px: int, title: str | None, f
         margin=dict(l=left, r=right, t=top, b=10),
         clickmode="event+select",
         dragmode=False,
-        xaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_heads)),
-            ticktext=[f"H{h}" for h in range(n_heads)],
-            side="top",
-            range=[-0.5, n_heads - 0.5],
-            constrain="domain",
-        ),
-        yaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_layers)),
-            ticktext=[f"L{layer}" for layer in range(n_layers)],
-            range=[n_layers - 0.5, -0.5],  # reversed: layer 0 on top
-            ticklabelstandoff=round(font_size / 3),
-            scaleanchor="x",
-            scaleratio=1,
-            constrain="domain",
-        ),
+        **layer_head_axes(n_layers, n_heads, y=dict(ticklabelstandoff=round(font_size / 3))),
     )
     return layout

@@ -6,7 +6,7 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEQUENTIAL, base_layout, clean_axis
+from viz._style import SEQUENTIAL, base_layout, clean_axis, layer_head_axes
 from viz._text import head_label
 
 CHANGE_HOVER = "%{hovertext}<extra></extra>"
@@ -130,25 +130,7 @@ def _change_layout(
         width=max(grid, round(max(map(len, lines)) * font_size * CHAR_WIDTH) + 20),
         height=n_layers * cell_px + top + 10,
         margin=dict(l=left, r=right, t=top, b=10),
-        xaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_heads)),
-            ticktext=[f"H{h}" for h in range(n_heads)],
-            side="top",
-            range=[-0.5, n_heads - 0.5],
-            constrain="domain",
-            constraintoward="left",
-        ),
-        yaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_layers)),
-            ticktext=[f"L{layer}" for layer in range(n_layers)],
-            range=[n_layers - 0.5, -0.5],
-            scaleanchor="x",
-            scaleratio=1,
-            constrain="domain",
-            constraintoward="top",
-        ),
+        **layer_head_axes(n_layers, n_heads, x=dict(constraintoward="left"), y=dict(constraintoward="top")),
     )
     return layout
 
