@@ -173,7 +173,12 @@ def test_lm_head_read_once_per_model(tmp_path, monkeypatch):
 @pytest.mark.parametrize("family", ["gpt2", "mistral"])
 def test_attentions_equal_forward_over_ids(built, family):
     _, model, tokenizer = built(family)
-    ours = generate(model, tokenizer, PROMPT, max_new_tokens=6)
+    assert_maps_equal_forward(model, tokenizer, 6)
+
+
+def assert_maps_equal_forward(model, tokenizer, max_new_tokens: int) -> None:
+    """generate's maps are our forward's over the ids it returns, bit for bit, one (1, H, T, T) per layer."""
+    ours = generate(model, tokenizer, PROMPT, max_new_tokens=max_new_tokens)
     with torch.inference_mode():
         maps = model(ours.ids).attentions
     T = ours.ids.size(1)

@@ -12,6 +12,7 @@ import pytest
 import torch
 from families import case_loader
 from safetensors.torch import load_file, save_file
+from test_generate import assert_maps_equal_forward
 
 from attention import ModelLoadError, generate, load_lm_head, load_model
 
@@ -121,14 +122,7 @@ def test_greedy_ids_equal_transformers_with_repetition_penalty(load, case, tmp_p
 @pytest.mark.parametrize("case", list(CASES))
 def test_attentions_equal_forward_over_ids(load, case):
     _, model, tokenizer, _ = load(case)
-    ours = generate(model, tokenizer, PROMPT, max_new_tokens=N_NEW)
-    with torch.inference_mode():
-        maps = model(ours.ids).attentions
-    T = ours.ids.size(1)
-    assert len(ours.attentions) == model.config.num_hidden_layers
-    for a, b in zip(ours.attentions, maps):
-        assert a.shape == (1, model.config.num_attention_heads, T, T)
-        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert_maps_equal_forward(model, tokenizer, N_NEW)
 
 
 @pytest.mark.parametrize("case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2"])
