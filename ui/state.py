@@ -261,21 +261,25 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
 def offered_layers(n_layers: int) -> int:
     """How many layers the Layer box offers: the run's `n_layers` (an encoder-decoder's encoder's), but in the
     Cross-attention view of a part of the decoder (cross- or self-attention) the decoder's, more or fewer."""
-    loaded = get_seq2seq(st.session_state.source)
-    view = registry.by_label(st.session_state.get("view")).key
-    if loaded is None or view != "cross" or st.session_state.get("cross_part") == CROSS_PARTS["encoder"]:
+    if layers_shown() != "decoder":
         return n_layers
-    return loaded[0].decoder.config.num_hidden_layers
+    return get_seq2seq(st.session_state.source)[0].decoder.config.num_hidden_layers
+
+
+def layers_shown() -> str:
+    """Whose layers the Layer box lists: the model's, or an encoder-decoder's "encoder" or "decoder" (the
+    decoder's in the Cross-attention view of a part of the decoder)."""
+    if get_seq2seq(st.session_state.source) is None:
+        return "model"
+    view = registry.by_label(st.session_state.get("view")).key
+    decoder = view == "cross" and st.session_state.get("cross_part") != CROSS_PARTS["encoder"]
+    return "decoder" if decoder else "encoder"
 
 
 def layers_part() -> str:
-    """Whose layers the Layer box lists: "this model", or an encoder-decoder's encoder or decoder."""
-    loaded = get_seq2seq(st.session_state.source)
-    if loaded is None:
-        return "this model"
-    view = registry.by_label(st.session_state.get("view")).key
-    decoder = view == "cross" and st.session_state.get("cross_part") != CROSS_PARTS["encoder"]
-    return f"this model's {'decoder' if decoder else 'encoder'}"
+    """Whose layers the Layer box lists, in words: "this model", or its encoder or decoder."""
+    part = layers_shown()
+    return "this model" if part == "model" else f"this model's {part}"
 
 
 def use_preset() -> None:
