@@ -3,8 +3,8 @@
 The page's outline; its parts are in ui/, the computing in attention/, the figures in viz/.
 
 `streamlit run app.py` finds `app` below (an st.App, made only when this file is imported as a
-module, not when Streamlit runs it as the page): its lifespan starts warming the process up (torch,
-the model, the default sentence; ui/preload.py) as the server starts, while the first browser is
+module, not when Streamlit runs it as the page): that import starts warming the process up (torch,
+the model, the default sentence; ui/preload.py) while the server starts and the first browser is
 still loading the page. The page's modules are imported in `main`, after `preload` has waited for
 that, so no two threads import them at once.
 """
@@ -19,7 +19,8 @@ from ui import preload
 
 log = logging.getLogger("attention-app")
 if __name__ != "__main__":  # imported by `streamlit run app.py`'s server; Streamlit runs the page as __main__
-    app = st.App(__file__, lifespan=preload.lifespan)
+    app = st.App(__file__)
+    preload.start_warm_up()
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
@@ -151,3 +152,5 @@ if __name__ == "__main__":
             "Something went wrong while drawing this view. Your sentence is kept: try another view or "
             "sentence, or reload the page."
         )
+    finally:
+        preload.page_shown()  # the warm-up's last imports wait for a first page to be drawn

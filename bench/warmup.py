@@ -23,6 +23,7 @@ if sys.argv[1] == "plain":
     gc.disable = gc.freeze = lambda: None
 wall, cpu = time.perf_counter(), time.process_time()
 from ui import preload
+preload.page_shown()  # its last imports (scipy) wait for a first page otherwise
 preload.start_warm_up().join()
 wall, cpu, full = time.perf_counter() - wall, time.process_time() - cpu, gc.get_stats()[2]["collections"]
 start = time.perf_counter()

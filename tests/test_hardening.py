@@ -314,7 +314,8 @@ def test_an_unlocked_server_says_so_in_its_log_at_start_up(monkeypatch, caplog):
 
 def test_the_server_warm_up_logs_the_unlocked_box_once():
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SOURCES"} | {"PYTHONPATH": str(ROOT)}
-    code = "from ui import preload; preload.start_warm_up().join()"  # what the server's lifespan starts
+    # what importing app.py starts in the server, a page shown meanwhile
+    code = "from ui import preload; preload.page_shown(); preload.start_warm_up().join()"
     out = subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
     )

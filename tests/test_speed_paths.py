@@ -1,6 +1,7 @@
-"""The paths the first page takes: `streamlit run app.py` serves an st.App whose lifespan warms the
-process up (the page's modules, the model, the default sentence) before the first browser has
-loaded the page, and sessions arriving meanwhile wait for it instead of importing alongside it."""
+"""The paths the first page takes: `streamlit run app.py` imports app.py to find its st.App, and that
+import warms the process up (the page's modules, the model, the default sentence) before the first
+browser has loaded the page; sessions arriving meanwhile wait for it instead of importing alongside it,
+and what no first page needs (scipy) is imported after a page is shown."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from streamlit.web.server.app_discovery import discover_asgi_app
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_streamlit_run_finds_the_app_with_the_warm_up_lifespan():
+def test_streamlit_run_finds_the_app_and_its_import_starts_the_warm_up():
     found = discover_asgi_app(ROOT / "app.py")
     assert found.is_asgi_app and found.import_string == "app:app"
     source = (ROOT / "app.py").read_text()
-    assert "lifespan=preload.lifespan" in source
+    assert "\n    app = st.App(__file__)\n    preload.start_warm_up()\n" in source
+    assert "finally:\n        preload.page_shown()" in source
 
 
 WARM_UP = r"""
@@ -40,10 +42,13 @@ figure = preload.loading_figure()  # a page draws it at once: plotly must find p
 lazy_whole_with_figure = all(m in sys.modules and not getattr(sys.modules[m].__spec__, "_initializing", False)
                              for m in preload.LAZY_MODULES) and hasattr(sys.modules["pandas"], "Series")
 
+later_with_first_page = []
+
 def session():  # a script run arriving while the process warms up
     try:
         preload.preload()
         waited.append(preload.ready())
+        later_with_first_page.append([m for m in preload.LATER_MODULES if m in sys.modules])
         import pandas
         pandas.DataFrame({"a": [1]})  # whole, not half-initialised
     except Exception as err:
@@ -54,6 +59,9 @@ for s in sessions:
     s.start()
 for s in sessions:
     s.join(timeout=300)
+time.sleep(0.5)
+later_before_shown = [m for m in preload.LATER_MODULES if m in sys.modules]
+preload.page_shown()  # what app.py says once a page is drawn
 thread.join(timeout=300)
 from ui.models import LOADED, get_model
 from ui.stores import MB, store
@@ -65,7 +73,9 @@ print(json.dumps({
     "waited": waited,
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
-    "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES if m not in sys.modules],
+    "modules": [m for m in preload.LAZY_MODULES + preload.PAGE_MODULES + preload.LATER_MODULES
+                if m not in sys.modules],
+    "later_with_first_page": later_with_first_page, "later_before_shown": later_before_shown,
     "collecting": [collecting_during, gc.isenabled()], "frozen": gc.get_freeze_count(),
     "torch_watched": id(vars(sys.modules["torch"])) in watched, "model_watched": id(get_model("")[0]) in watched,
 }))
@@ -88,6 +98,8 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     assert found["lazy_whole_with_figure"], "the loading figure came before pandas was wholly imported"
     assert found["loaded"] == [""] and found["default_run"] and found["loading_figure"]
     assert found["modules"] == []
+    # scipy waits until a page is shown: the first page's run does not share the core with its import
+    assert found["later_with_first_page"] == [[]] * 8 and found["later_before_shown"] == []
     before, during, after = found["switch"]
     assert during < before and after == before  # the server's thread gets the GIL promptly meanwhile
     # no collections while it imports; then what the imports made is frozen out of later full
@@ -99,13 +111,14 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
 def test_without_a_server_preload_imports_the_lazy_modules_itself():
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from ui import preload; preload.preload(); "
-        "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules)"
+        "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules, "
+        "'scipy.sparse.csgraph' in sys.modules, end=' '); preload.later(); print('scipy.sparse.csgraph' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "None", "True", "False"]
+    assert done.stdout.split() == ["True", "None", "True", "False", "False", "True"]
 
 
 THREADS = r"""
@@ -126,6 +139,7 @@ torch.set_num_threads(2)
 import ui.computations, ui.runs, ui.stores  # the page's modules set nothing on import
 imported = threads_of_a_new_thread()
 from ui import preload
+preload.page_shown()  # as if a page were drawn: its last imports need not wait
 preload.start_warm_up().join(timeout=300)  # the server's warm-up sets one thread per computation
 print(imported, threads_of_a_new_thread())
 """

@@ -8,9 +8,12 @@ handed a half-initialised module (plotly itself peeks at a half-imported pandas 
 figure). Here one thread imports them while the others wait; every later run finds them done and
 goes straight on.
 
-`streamlit run app.py` serves app.py's `st.App`, whose `lifespan` calls `start_warm_up` as the
-server starts: a thread then does all of the above (torch, the model, the first run: seconds) while
-the first browser is still loading the page, and the first script run waits for it in `preload`.
+`streamlit run app.py` imports app.py as a module to find its `st.App`, and that import calls
+`start_warm_up`: a thread then does all of the above (torch, the model, the first run: seconds) while
+the server starts and the first browser loads the page, and the first script run waits for it in
+`preload`. What no first page needs (LATER_MODULES: scipy, for attention flow where no worker process
+starts) comes after: the thread imports it once the first page is shown (`page_shown`), and whatever
+needs it first calls `later`, which waits for that or imports it.
 The garbage collector is off while the thread imports (its passes would find nothing to free), and
 what the imports made is then frozen out of its sight.
 Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
@@ -19,7 +22,6 @@ Without a server (AppTest, a notebook) nothing is warmed and `preload` imports L
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import logging
@@ -28,7 +30,10 @@ import threading
 
 from . import registry
 
-LAZY_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
+LAZY_MODULES = ("pandas", "pyarrow")
+# attention flow's, in this process only where no worker process starts (ui/workers.py): after the first page
+LATER_MODULES = ("scipy.sparse", "scipy.sparse.csgraph")
+LATER_AFTER_S = 10  # the warm-up imports LATER_MODULES once a page is shown, or after this long without one
 # the page's own modules (app.py imports them inside main, the views' on first use): torch and the figures
 PAGE_MODULES = (
     "ui.models",
@@ -47,6 +52,9 @@ SWITCH_S = 0.0005
 _SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
+_later_lock = threading.Lock()
+_later_done = False
+_page_shown = threading.Event()
 _started = False
 _one_thread = False  # torch set to one thread per computation
 _loading_figure = None  # built first, so the page can show it while the rest is warmed
@@ -66,6 +74,22 @@ def preload() -> None:
         _done = True
 
 
+def later() -> None:
+    """Import LATER_MODULES once (or wait for the warm-up to import them); callers arriving meanwhile wait."""
+    global _later_done
+    if _later_done:
+        return
+    with _later_lock:
+        if not _later_done:
+            _import(LATER_MODULES)
+            _later_done = True
+
+
+def page_shown() -> None:
+    """A page has been drawn: the warm-up may go on to LATER_MODULES without holding it up."""
+    _page_shown.set()
+
+
 def ready() -> bool:
     """Whether `preload` returns at once."""
     return _done
@@ -79,13 +103,6 @@ def loading_figure():
     return _loading_figure
 
 
-@contextlib.asynccontextmanager
-async def lifespan(_app):
-    """st.App's lifespan: the warm-up starts with the server and the server does not wait for it."""
-    start_warm_up()
-    yield
-
-
 def start_warm_up() -> threading.Thread | None:
     """Start the warm-up thread, once per process; it holds the lock until it is done."""
     global _started
@@ -95,14 +112,15 @@ def start_warm_up() -> threading.Thread | None:
         _lock.release()
         return None
     _started = True  # the lock stays taken, so no session slips in before the thread: it releases it
+    later_too = _later_lock.acquire(blocking=False)  # False: a script run is importing them already
     sys.setswitchinterval(SWITCH_S)
-    thread = threading.Thread(target=_warm_up, name="warm-up", daemon=True)
+    thread = threading.Thread(target=_warm_up, args=(later_too,), name="warm-up", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_up() -> None:
-    global _done, _loading_figure
+def _warm_up(later_too: bool) -> None:
+    global _done, _later_done, _loading_figure
     # The collector is off for the imports below and what they made is frozen after (gc.freeze): it all
     # lives as long as the process. `python bench/warmup.py`, 10 fresh processes each on 2 cores: the
     # warm-up took a median 2.12 CPU-s against 2.49 with the collector left alone (its 5 full collections
@@ -140,6 +158,13 @@ def _warm_up() -> None:
         gc.enable()
         sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
+    if later_too:
+        try:
+            _page_shown.wait(LATER_AFTER_S)  # the first page goes first: these would only share its core
+            _import(LATER_MODULES)
+        finally:
+            _later_done = True
+            _later_lock.release()
 
 
 def one_thread_per_computation() -> None:

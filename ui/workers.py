@@ -135,6 +135,10 @@ class FlowWorkers:
 def in_this_thread(capacity: np.ndarray, rows: list[tuple[int, int]], why: str) -> Iterator[np.ndarray]:
     from attention.analysis.maxflow import flow_rows
 
+    from . import preload
+
+    preload.later()  # scipy, imported once for the whole process (not alongside another session's import)
+
     log.warning("attention flow is solved in the server's process: %s", why)
     yield from flow_rows(capacity, rows)
 
