@@ -144,13 +144,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception:  # no traceback on the page; the server log keeps it
-        log.exception("unexpected error while drawing the page")
-        st.error(
-            "Something went wrong while drawing this view. Your sentence is kept: try another view or "
-            "sentence, or reload the page."
-        )
-    finally:
-        preload.page_shown()  # the warm-up's last imports wait for a first page to be drawn
+    with preload.page_run():  # the warm-up's last imports wait for the page runs under way (ui/preload.py)
+        try:
+            main()
+        except Exception:  # no traceback on the page; the server log keeps it
+            log.exception("unexpected error while drawing the page")
+            st.error(
+                "Something went wrong while drawing this view. Your sentence is kept: try another view or "
+                "sentence, or reload the page."
+            )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import re
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -16,7 +15,7 @@ from attention.bigrun import NeedsSmallerInput, is_big
 from viz._style import TITLE_GLYPH, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
-from . import registry
+from . import preload, registry
 from .generation import current
 from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
@@ -52,6 +51,8 @@ def show(fig, name: str, **kwargs):
 def show_table(frame, name: str, **kwargs):
     """A table (st.dataframe of `frame` with `kwargs`: a DataFrame, a dict of columns or a list of rows)
     that the report holds too, with `name` as its caption. Returns what st.dataframe returns."""
+    import pandas as pd  # imported by now: the views that show tables wait for it (registry's `later`)
+
     table = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
     if not kwargs.get("hide_index") and not isinstance(table.index, pd.RangeIndex):
         table = table.reset_index()  # an index the page shows is a column of the report's table
@@ -319,8 +320,9 @@ def report_button(model_name: str) -> None:
     details = st.session_state.page_details = report_facts()  # kept beside page_figures: what the report says
     link = page_link()  # the address as written by this run (write_url comes first)
 
-    def build() -> str:
-        return viz.html_report(text, text_b, model_name, parts, details=details, link=link)
+    def build() -> str:  # on a click, in a thread of the server's: it builds figures, as a page run does
+        with preload.page_run():
+            return viz.html_report(text, text_b, model_name, parts, details=details, link=link)
 
     st.session_state.page_report = build  # the page the button downloads, built on demand
     st.download_button(

@@ -1,27 +1,27 @@
-"""What the first page waits for, done once per process, under one lock, before any view is drawn:
-the page's modules, the modules the views import only when first needed, and (when the server
-starts) the bundled model and the default sentence's run.
+"""What the first page waits for, done once per process, before any view is drawn: the page's modules,
+and (when the server starts) the bundled model and the default sentence's run; then what no first page
+needs (LATER_MODULES: pandas for tables, scipy, the views using them).
 
-Two sessions opening their first views at once would otherwise import pandas (a table, the head
-comparison) or scipy (attention flow) from two script threads together, and one of them can be
-handed a half-initialised module (plotly itself peeks at a half-imported pandas while it builds a
-figure). Here one thread imports them while the others wait; every later run finds them done and
-goes straight on.
+Two sessions opening their first views at once would otherwise import a module from two script threads
+together, and one of them can be handed a half-initialised module; plotly even peeks at pandas (in
+sys.modules) while it builds any figure, and a half-imported pandas breaks it. So one thread imports
+while the page runs wait: the first part under one lock that every run waits for (`preload`), the
+second only while no page run is under way (`page_run` marks one; runs arriving meanwhile wait).
 
 `streamlit run app.py` imports app.py as a module to find its `st.App`, and that import calls
 `start_warm_up`: a thread then does all of the above (torch, the model, the first run: seconds) while
 the server starts and the first browser loads the page, and the first script run waits for it in
-`preload`. What no first page needs (LATER_MODULES: scipy, for attention flow where no worker process
-starts) comes after: the thread imports it once the first page is shown (`page_shown`), and whatever
-needs it first calls `later`, which waits for that or imports it.
+`preload`. LATER_MODULES come once a page is shown (`page_shown`); whatever needs them first calls
+`later`, which waits for that (or, with no warm-up, imports them).
 The garbage collector is off while the thread imports (its passes would find nothing to free), and
 what the imports made is then frozen out of its sight.
-Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LAZY_MODULES itself
+Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LATER_MODULES itself
 (the page then sets torch's threads: `one_thread_per_computation`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
@@ -30,11 +30,8 @@ import threading
 
 from . import registry
 
-LAZY_MODULES = ("pandas", "pyarrow")
-# attention flow's, in this process only where no worker process starts (ui/workers.py): after the first page
-LATER_MODULES = ("scipy.sparse", "scipy.sparse.csgraph")
-LATER_AFTER_S = 10  # the warm-up imports LATER_MODULES once a page is shown, or after this long without one
-# the page's own modules (app.py imports them inside main, the views' on first use): torch and the figures
+# the modules a first page needs: the page's own (app.py imports them inside main, the views' on first use), torch
+# and the figures
 PAGE_MODULES = (
     "ui.models",
     "ui.runs",
@@ -42,19 +39,33 @@ PAGE_MODULES = (
     "ui.page",
     "ui.controls",
     "ui.computations",
-    *dict.fromkeys(v.module for v in registry.VIEWS),
+    *dict.fromkeys(v.module for v in registry.VIEWS if not v.later),
     "ui.present",
     "viz",
 )
+# what no first page needs, imported after one is shown: pandas and pyarrow (tables), scipy (attention flow where
+# no worker process starts: ui/workers.py); the warm-up imports the views that use them too (LATER_VIEWS: registry
+# rows marked `later`)
+LATER_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
+LATER_VIEWS = tuple(dict.fromkeys(v.module for v in registry.VIEWS if v.later))
+LATER_AFTER_S = 10  # the warm-up imports LATER_MODULES once a page is shown, or after this long without one
+# ... and this long after the page's run ended, unless a view asks for them: meanwhile the server sends the page its
+# last messages and the browser draws it, which an import holding the interpreter would hold up by tenths of a second
+SHOWN_GRACE_S = 1.5
 # While the warm-up imports (holding the GIL for seconds), the server's thread must still answer the
 # browser loading the page promptly: it gets the GIL within this long of asking, not Python's 5 ms.
 SWITCH_S = 0.0005
 _SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
 _done = False
-_later_lock = threading.Lock()
+_later_lock = threading.Lock()  # held while LATER_MODULES are imported where no warm-up imports them
 _later_done = False
 _page_shown = threading.Event()
+_runs_changed = threading.Condition()  # guards the three below
+_runs = 0  # page runs under way (page_run): threads that may build a figure
+_wanted = 0  # callers of `later` waiting for LATER_MODULES: new runs wait too, so that the import comes
+_importing = False  # the warm-up is importing LATER_MODULES: new runs wait for it
+_depth = threading.local()  # how many page_run blocks this thread is in
 _started = False
 _one_thread = False  # torch set to one thread per computation
 _loading_figure = None  # built first, so the page can show it while the rest is warmed
@@ -63,26 +74,61 @@ log = logging.getLogger("attention-app")
 
 
 def preload() -> None:
-    """Import LAZY_MODULES once (or wait for the warm-up to finish); callers arriving meanwhile wait."""
+    """Wait for the warm-up's first part (the page's modules, the model, the default run); without a
+    warm-up, import LATER_MODULES once, here. Callers arriving meanwhile wait."""
     global _done
     if _done:
         return
     with _lock:
         if _done:
             return
-        _import(LAZY_MODULES)
+        later()  # no warm-up (AppTest, a notebook): everything at once, as nothing is drawn meanwhile
         _done = True
 
 
+@contextlib.contextmanager
+def page_run():
+    """A script run, or anything else that builds figures or tables off the warm-up's thread. plotly peeks
+    at pandas while it builds a figure (sys.modules) and a half-imported pandas breaks it: so the warm-up
+    imports LATER_MODULES only once no page run is under way, and runs arriving meanwhile wait for it (a
+    few tenths of a second, once per process). A page run ending says a page was shown (`page_shown`)."""
+    global _runs
+    with _runs_changed:
+        _runs_changed.wait_for(lambda: _later_done or not (_importing or _wanted))
+        _runs += 1
+    _depth.n = getattr(_depth, "n", 0) + 1
+    try:
+        yield
+    finally:
+        _depth.n -= 1
+        with _runs_changed:
+            _runs -= 1
+            _runs_changed.notify_all()
+        page_shown()
+
+
 def later() -> None:
-    """Import LATER_MODULES once (or wait for the warm-up to import them); callers arriving meanwhile wait."""
-    global _later_done
+    """Have LATER_MODULES imported before going on: wait for the warm-up to import them (stepping out of this
+    thread's page runs meanwhile, and asking for them now: no first page to wait for), or, where no warm-up
+    started, import them here."""
+    global _later_done, _runs, _wanted
     if _later_done:
         return
-    with _later_lock:
-        if not _later_done:
-            _import(LATER_MODULES)
-            _later_done = True
+    if not _started:
+        with _later_lock:
+            if not _later_done:
+                _import(LATER_MODULES)
+                _later_done = True
+        return
+    inside = getattr(_depth, "n", 0)
+    with _runs_changed:
+        _runs -= inside
+        _wanted += 1
+        _runs_changed.notify_all()
+        _page_shown.set()
+        _runs_changed.wait_for(lambda: _later_done)
+        _wanted -= 1
+        _runs += inside
 
 
 def page_shown() -> None:
@@ -96,15 +142,15 @@ def ready() -> bool:
 
 
 def loading_figure():
-    """The "Loading the model…" figure, built by the warm-up thread once LAZY_MODULES are imported
-    (None without a warm-up): a page may draw it while the warm-up goes on."""
+    """The "Loading the model…" figure, built first by the warm-up thread (None without a warm-up): a page
+    may draw it while the warm-up goes on."""
     if _started:
         _loading_ready.wait(timeout=30)
     return _loading_figure
 
 
 def start_warm_up() -> threading.Thread | None:
-    """Start the warm-up thread, once per process; it holds the lock until it is done."""
+    """Start the warm-up thread, once per process; it holds the lock until its first part is done."""
     global _started
     if not _lock.acquire(blocking=False):  # a script run is importing: nothing left to warm ahead of it
         return None
@@ -112,15 +158,14 @@ def start_warm_up() -> threading.Thread | None:
         _lock.release()
         return None
     _started = True  # the lock stays taken, so no session slips in before the thread: it releases it
-    later_too = _later_lock.acquire(blocking=False)  # False: a script run is importing them already
     sys.setswitchinterval(SWITCH_S)
-    thread = threading.Thread(target=_warm_up, args=(later_too,), name="warm-up", daemon=True)
+    thread = threading.Thread(target=_warm_up, name="warm-up", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_up(later_too: bool) -> None:
-    global _done, _later_done, _loading_figure
+def _warm_up() -> None:
+    global _done, _loading_figure
     # The collector is off for the imports below and what they made is frozen after (gc.freeze): it all
     # lives as long as the process. `python bench/warmup.py`, 10 fresh processes each on 2 cores: the
     # warm-up took a median 2.12 CPU-s against 2.49 with the collector left alone (its 5 full collections
@@ -129,9 +174,8 @@ def _warm_up(later_too: bool) -> None:
     gc.disable()
     try:
         try:
-            # first what plotly peeks at while it builds a figure (a half-imported pandas breaks it), so
-            # that the page can draw the loading figure while the rest is imported
-            _import(LAZY_MODULES)
+            # first the figure, so that the page can draw it while the rest is imported (pandas is not: plotly
+            # finds no pandas to peek at, and LATER_MODULES wait for the page runs)
             from viz._style import message_figure
 
             _loading_figure = message_figure("Loading the model…")
@@ -158,13 +202,24 @@ def _warm_up(later_too: bool) -> None:
         gc.enable()
         sys.setswitchinterval(_SWITCH_BEFORE)
         _lock.release()
-    if later_too:
-        try:
-            _page_shown.wait(LATER_AFTER_S)  # the first page goes first: these would only share its core
-            _import(LATER_MODULES)
-        finally:
-            _later_done = True
-            _later_lock.release()
+    _import_later()
+
+
+def _import_later() -> None:
+    """The warm-up's second part: LATER_MODULES, once a page is shown (the first page goes first: these would
+    only share its core) and no page run is under way."""
+    global _importing, _later_done
+    _page_shown.wait(LATER_AFTER_S)
+    with _runs_changed:
+        _runs_changed.wait_for(lambda: _wanted > 0, timeout=SHOWN_GRACE_S)
+        _runs_changed.wait_for(lambda: _runs <= 0)
+        _importing = True
+    try:
+        _import(LATER_MODULES + LATER_VIEWS)
+    finally:
+        with _runs_changed:
+            _importing, _later_done = False, True
+            _runs_changed.notify_all()
 
 
 def one_thread_per_computation() -> None:

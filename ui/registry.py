@@ -22,12 +22,17 @@ class View:
     heavy: bool  # may run a computation in the server's heavy slot (waits for it; stopped at its time limit)
     reads: tuple[str, ...] = ()  # the URL names of the Params (ui/state.py) that shape this view's page
     aliases: tuple[str, ...] = ()  # older URL keys that still open it
+    later: bool = False  # uses pandas (a table) or scipy: waits for them (ui/preload.py's later) before its module
 
     @property
     def module(self) -> str:
         return self.draw.rsplit(".", 1)[0]
 
     def function(self) -> Callable:
+        if self.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
+            from . import preload
+
+            preload.later()
         return getattr(importlib.import_module(self.module), self.draw.rsplit(".", 1)[1])
 
 
@@ -57,11 +62,12 @@ VIEWS = (
             "gb",
             "vs",
         ),
+        later=True,
     ),
-    View("stats", "Head stats", "ui.views.stats.draw", True),
+    View("stats", "Head stats", "ui.views.stats.draw", True, later=True),
     View("rollout", "Rollout & flow", "ui.views.rollout.draw", True, ("derived",)),
     View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
-    View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation")),
+    View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation"), later=True),
     View("efficient", "GQA & fused", "ui.views.efficient.draw", True, ("kv",)),
     View(
         "global",
@@ -69,6 +75,7 @@ VIEWS = (
         "ui.views.global_qk.draw",
         True,
         ("corpus", "file", "folder", "scope", "colour", "tokens", "layout"),
+        later=True,
     ),
     View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
     View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part")),

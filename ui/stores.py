@@ -13,13 +13,13 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from .priority import low_priority
@@ -39,9 +39,10 @@ def size_of(value: Any) -> int:
         return value.nbytes
     if isinstance(value, torch.Tensor):
         return value.element_size() * value.nelement()
-    if isinstance(value, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # not imported: no table to count (a page run never sees it half-imported)
+    if pd is not None and isinstance(value, pd.DataFrame):
         return int(value.memory_usage(deep=True).sum())
-    if isinstance(value, pd.Series):
+    if pd is not None and isinstance(value, pd.Series):
         return int(value.memory_usage(deep=True))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(size_of(getattr(value, f.name)) for f in dataclasses.fields(value))

@@ -6,19 +6,23 @@ from the network, and the user's text (sentences, model name, captions, table
 cells, the page's link) is escaped.
 """
 
+from __future__ import annotations
+
 import html
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import urlsplit
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-Part: TypeAlias = go.Figure | pd.DataFrame | str  # a figure, a table, or a line of text
+if TYPE_CHECKING:  # a table is a DataFrame: pandas is imported by whatever made one
+    import pandas as pd
+
+Part: TypeAlias = "go.Figure | pd.DataFrame | str"  # a figure, a table, or a line of text
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
@@ -94,10 +98,12 @@ def html_report(
 def _part_html(caption: str, part: Part) -> str:
     if isinstance(part, go.Figure):
         return _figure_html(caption, part)
-    if isinstance(part, pd.DataFrame):
-        return _table_html(caption, part)
     if isinstance(part, str):
         return f'<p class="note">{html.escape(part)}</p>'
+    import pandas as pd  # a table's: pandas is imported already, by what made it
+
+    if isinstance(part, pd.DataFrame):
+        return _table_html(caption, part)
     raise TypeError(f"a report part is a plotly Figure, a DataFrame or a str, not {type(part).__name__}")
 
 
