@@ -15,7 +15,9 @@ applied by masks.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 import torch
@@ -35,6 +37,33 @@ class Recorder(Protocol):
 
 
 HALF = (torch.float16, torch.bfloat16)  # weights in these: softmax and kept maps in float32
+_reuse = threading.local()  # this thread's reused scores buffer, while `reused_scores` is on
+
+
+@contextlib.contextmanager
+def reused_scores() -> Iterator[None]:
+    """Within this block, in this thread, each layer's attention scores (and the probabilities the softmax
+    writes over them) go into one (B, H, L, S) buffer that the next layer of the same shape writes over again,
+    not a new one per layer: for a forward pass whose maps are each read, and what is kept of them copied,
+    before the next layer runs (bigrun.forward_maps's hooks). A new buffer of a few MB or more is a fresh
+    mapping whose pages fault in as the scores are first written: at 512 tokens and 32 heads (33 MB a layer)
+    about a fifth of a 16-layer pass (bench/overview.py's model)."""
+    _reuse.on, _reuse.buffer = True, None
+    try:
+        yield
+    finally:
+        _reuse.on, _reuse.buffer = False, None
+
+
+def _scores_buffer(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """Where q · kᵀ is written: the reused buffer (see `reused_scores`), or None for a new one."""
+    if not getattr(_reuse, "on", False) or torch.is_grad_enabled():
+        return None
+    shape = (*q.shape[:-1], k.size(-2))  # (B, H, L, S)
+    buffer = _reuse.buffer
+    if buffer is None or buffer.shape != shape or buffer.dtype != q.dtype or buffer.device != q.device:
+        buffer = _reuse.buffer = q.new_empty(shape)
+    return buffer
 
 
 class KeyValueCache:
@@ -83,7 +112,8 @@ def attention_probs(
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key. Without gradients each step below overwrites the
     #    scores: one (B, H, L, S) buffer per layer, which the softmax's probabilities take over
-    scores = torch.matmul(q, k.transpose(-2, -1))  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    out = _scores_buffer(q, k)  # None: a new buffer
+    scores = torch.matmul(q, k.transpose(-2, -1), out=out)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
     in_place = not scores.requires_grad
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
     if softcap is not None and in_place:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step

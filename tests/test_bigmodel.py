@@ -45,12 +45,15 @@ def watch_forward(model, monkeypatch):
 
 def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
     _, model, enc, full = llama
-    alive_at_layer = []  # per layer: how many earlier layers' maps were still held when it made its own
+    alive_at_layer = []  # per layer: how many earlier layers' maps were still held apart from its own
     earlier: list[weakref.ref] = []
+    buffers = set()  # the memory each layer's maps were written into
 
     def watch(module, args, output):
-        alive_at_layer.append(sum(ref() is not None for ref in earlier))
-        earlier.append(weakref.ref(output[1]))
+        probs = output[1]
+        alive_at_layer.append(sum(ref() is not None and ref() is not probs for ref in earlier))
+        earlier.append(weakref.ref(probs))
+        buffers.add(probs.data_ptr())
 
     handles = [layer.register_forward_hook(watch) for layer in model.layers]  # before the run's own hooks
     calls = watch_forward(model, monkeypatch)
@@ -60,6 +63,7 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
         for handle in handles:
             handle.remove()
     assert alive_at_layer == [0, 0, 0]
+    assert len(buffers) == 1  # every layer wrote its scores over the last one's (mha.reused_scores)
     assert len(calls) == 1 and calls[0][0] is None  # one forward pass for every layer
     assert all(a is None for a in calls[0][1])  # the model handed back no map
     assert all(ref() is None for ref in earlier)
