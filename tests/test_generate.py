@@ -132,8 +132,8 @@ def test_buffered_cache_holds_its_capacity_only():
 
 def test_decode_takes_the_new_positions_rows_only(built):
     """decode's rotary angles and T5's buckets for new positions are those rows of all positions' (nothing else
-    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; the
-    forward that makes the maps at the end can keep no hidden state, with the same maps."""
+    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; a forward
+    that keeps only maps can keep no hidden state, with the same maps."""
     import dataclasses
 
     from attention.models.positions import relative_buckets
