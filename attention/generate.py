@@ -6,8 +6,10 @@ The LM head is read from the checkpoint the model came from (its own `lm_head.we
 `embed_out.weight`, or, when the checkpoint ties it and saves none, the word embeddings), its logits capped by
 final_logit_softcapping for Gemma2 and Gemma3 as their task models cap them, once per model: `lm_head` keeps it
 with the model for the next calls. Each new token costs one position: the layers keep the keys and values of the
-positions before it (Transformer.decode) in buffers made once (search.BufferedCache). The attention maps of the
-whole written sequence come from one forward at the end, which stops at the last layer's map.
+positions before it (models/decoding.py) in buffers made once (search.BufferedCache). Each step keeps its maps,
+compact (search.StepMaps): the prompt's (1, H, P, P), then each new token's row (1, H, 1, S), as transformers'
+generate(output_attentions=True) keeps them; once the last token is chosen one more step, with no LM head, gives
+its rows. The cache is freed, then each layer's rows are laid out as its (1, H, T, T) map of the whole sequence.
 
 At each step the next-token scores pass, in transformers' order, the checkpoint's generation config
 (processors.py), then temperature, top-k and top-p; greedy search takes the most probable token, sampling
@@ -29,8 +31,9 @@ from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq, load_seq2seq_
 from .inputs import on_model_device, within_positions
 from .mha import KeyValueCache
 from .models import FAMILIES, EncoderDecoder, Transformer
+from .models.decoding import decode
 from .processors import read_settings
-from .search import BufferedCache, LMHead, Sampling, check_options, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, check_options, kept_head, search
 
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
 LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
@@ -122,13 +125,19 @@ def generate(
         raise ValueError(f"{ids.size(1)} prompt tokens and {max_new_tokens} new ones exceed {positions} positions")
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, ids.device)
     cache: list[KeyValueCache] = [BufferedCache(ids.size(1) + max_new_tokens) for _ in model.layers]
+    rows = StepMaps(sum(range(ids.size(1) + 1, ids.size(1) + max_new_tokens + 1)))  # keys of every new row
+
+    def logits_after(new: torch.Tensor) -> torch.Tensor:
+        out = decode(model, new, cache, keep_maps=True)
+        rows.add(out.attentions)  # (1, H, L, P + L) per layer
+        assert out.last_hidden_state is not None
+        return head(out.last_hidden_state[:, -1])  # (1, V)
+
     with torch.inference_mode():
-        written = search(
-            lambda new: head(model.decode(new, cache)[:, -1]), ids, settings, sampling, max_new_tokens, top
-        )
-        cache.clear()  # freed before the forward that makes the maps
-        # the last layer stops at its map; no hidden state kept but the one the next layer reads
-        attentions = model(written.ids, maps_only=True, keep_hidden=False).attentions
+        written = search(logits_after, ids, settings, sampling, max_new_tokens, top)
+        rows.add(decode(model, written.ids[:, -1:], cache, keep_maps=True).attentions)  # the last token's rows
+        cache.clear()  # freed before the maps are laid out
+        attentions = rows.squares()  # (1, H, T, T) per layer
     n_new = written.top_ids.size(0)
     return Generation(
         ids=written.ids,
@@ -136,5 +145,5 @@ def generate(
         tokens=tokenizer.convert_ids_to_tokens(written.ids[0].tolist()),
         top_ids=written.top_ids,
         top_probs=written.top_probs,
-        attentions=tuple(a for a in attentions if a is not None),
+        attentions=attentions,
     )

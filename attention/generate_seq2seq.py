@@ -4,8 +4,10 @@ decoder writes from its start token, token by token, as transformers' `generate`
 The encoder runs once, its maps kept; its output is turned into each decoder layer's cross-attention keys and
 values once (CrossKeys); the decoder's self-attention keeps the keys and values of the positions already
 written in buffers made once (search.BufferedCache), so each new token costs one position. Marian's computed
-positions and T5's relative bias are taken at the new position only. The decoder's self- and cross-attention
-maps come from one decoder forward over the written sequence (EncoderDecoder.decode) at the end.
+positions and T5's relative bias are taken at the new position only. Each step keeps the decoder's self- and
+cross-attention rows, compact (search.StepMaps), as transformers' generate(output_attentions=True) keeps them;
+once the last token is chosen one more step, with no LM head, gives its rows. The caches are freed, then each
+layer's rows are laid out as its (1, H, T, T) and (1, H, T, S) maps of the whole written sequence.
 
 The LM head is read strictly from the checkpoint: `lm_head.weight` if saved, else the shared word table;
 BART's, mBART's and Marian's `final_logits_bias` (1, V), which their checkpoints always hold; T5 multiplies
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -30,11 +33,12 @@ from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
 from .inputs import on_model_device, within_positions
-from .mha import KeyValueCache, MultiHeadAttention, no_record
+from .mha import KeyValueCache, MultiHeadAttention, no_record, scaled_dot_product_attention
 from .models import EncoderDecoder
 from .models.blocks import Block
+from .models.decoding import decode_masks
 from .processors import Settings, read_settings
-from .search import BufferedCache, LMHead, Sampling, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
 
@@ -82,39 +86,57 @@ class CrossKeys:
         self.k = attention.split_heads(attention.k_proj(memory), attention.num_kv_heads, "k", no_record)  # (1,G,S,d)
         self.v = attention.split_heads(attention.v_proj(memory), attention.num_kv_heads, "v", no_record)  # (1,G,S,d)
 
-    def attend(self, x: torch.Tensor) -> torch.Tensor:
-        """x (1, L, D) -> x (1, L, D) after the cross-attention sub-block (Block.cross_attend, no map)."""
+    def attend(self, x: torch.Tensor, keep_map: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (1, L, D) -> (x (1, L, D) after the cross-attention sub-block, its map (1, H, L, S) or None): the
+        steps of Block.cross_attend (mha.scaled_dot_product_attention) with `keep_map`, else torch's fused
+        attention."""
         layer, attention = self.layer, self.attention
         B, L, _ = x.shape
         query = layer.cross_attention_norm(x) if layer.pre_norm else x  # (1, L, D)
         q = attention.split_heads(attention.q_proj(query), attention.num_heads, "q", no_record)  # (1, H, L, d)
-        grouped = attention.num_kv_heads != attention.num_heads  # the kernel shares each k/v head with its group
-        heads = F.scaled_dot_product_attention(
-            q, self.k, self.v, attn_mask=self.mask, scale=attention.scaling, enable_gqa=grouped
-        )  # (1, H, L, d)
+        group = attention.num_heads // attention.num_kv_heads  # the kernel shares each k/v head with its group
+        probs = None
+        if keep_map:
+            k, v = (self.k, self.v) if group == 1 else (t.repeat_interleave(group, 1) for t in (self.k, self.v))
+            heads, probs = scaled_dot_product_attention(q, k, v, self.mask, attention.scaling)  # (1,H,L,d), (1,H,L,S)
+        else:
+            heads = F.scaled_dot_product_attention(
+                q, self.k, self.v, attn_mask=self.mask, scale=attention.scaling, enable_gqa=group > 1
+            )  # (1, H, L, d)
         merged = heads.transpose(1, 2).reshape(B, L, -1)  # (1, L, H, d) -> (1, L, H·d)
-        return layer.add(x, attention.o_proj(merged), layer.cross_attention_norm)
+        return layer.add(x, attention.o_proj(merged), layer.cross_attention_norm), probs
+
+
+class Step(NamedTuple):
+    last_hidden_state: torch.Tensor  # (1, L, D): the decoder's, after its final norm if it has one
+    decoder_attentions: tuple[torch.Tensor | None, ...]  # per layer (1, H, L, P + L), or None: not kept
+    cross_attentions: tuple[torch.Tensor | None, ...]  # per layer (1, H, L, S), or None
 
 
 def decode_step(
-    model: EncoderDecoder, new: torch.Tensor, cache: list[KeyValueCache], cross: list[CrossKeys]
-) -> torch.Tensor:
+    model: EncoderDecoder, new: torch.Tensor, cache: list[KeyValueCache], cross: list[CrossKeys], keep_maps=False
+) -> Step:
     """The decoder's last hidden states (1, L, D) for the tokens `new` (1, L) after the P positions in `cache`:
-    the same numbers as the last L rows of EncoderDecoder.decode over all P + L tokens."""
+    the same numbers as the last L rows of EncoderDecoder.decode over all P + L tokens; with `keep_maps`, the
+    last L rows of its self- and cross-attention maps too."""
     decoder = model.decoder
     P, L = cache[0].length, new.size(1)
     S = P + L
     if S > decoder.config.max_position_embeddings:
         raise ValueError(f"{S} decoder tokens is more than this model's {decoder.config.max_position_embeddings}")
-    mask, _ = decoder.decode_masks(1, L, S, new.device)  # (1, 1, L, S): the queries are the last L; None for one
+    mask, _ = decode_masks(decoder.config, 1, L, S, new.device)  # (1, 1, L, S): the queries are the last L
     if decoder.config.position_embedding_type == "relative":  # T5: the bias of the new rows, -inf after each
         mask = decoder.position_bias(mask, L, True, new.device, start=P)  # (1, H, L, S)
     x = decoder.embeddings(new, None, start=P)  # (1, L, D)
+    self_maps, cross_maps = [], []
     for layer, layer_cache, keys in zip(decoder.layers, cache, cross):
         assert isinstance(layer, Block)
-        x, _ = layer.attend(x, mask, keep_map=False, cache=layer_cache)  # (1, L, D)
-        x = layer.feed(keys.attend(x))  # (1, L, D)
-    return decoder.final_norm(x) if decoder.config.final_norm else x
+        x, probs = layer.attend(x, mask, keep_map=keep_maps, cache=layer_cache)  # (1, L, D), (1, H, L, S)
+        x, cross_probs = keys.attend(x, keep_maps)  # (1, L, D), (1, H, L, S_enc)
+        x = layer.feed(x)  # (1, L, D)
+        self_maps.append(probs)
+        cross_maps.append(cross_probs)
+    return Step(decoder.final_norm(x) if decoder.config.final_norm else x, tuple(self_maps), tuple(cross_maps))
 
 
 @dataclass(frozen=True)
@@ -156,17 +178,28 @@ def generate_seq2seq(
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, input_ids.device)
     ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
     with torch.inference_mode():
-        encoded = model.encoder(input_ids)  # its maps too: the forward over the written sequence reads the same
+        encoded = model.encoder(input_ids, keep_hidden=False)  # its maps and last hidden state, no other
         memory = encoded.last_hidden_state  # (1, S, D)
         assert memory is not None
         cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]  # type: ignore[arg-type]
         cache: list[KeyValueCache] = [BufferedCache(1 + max_new_tokens) for _ in model.decoder.layers]
-        written = search(
-            lambda new: head(decode_step(model, new, cache, cross)[:, -1]), ids, settings, sampling, max_new_tokens, top
-        )
-        cache.clear()  # freed before the decoder's forward that makes its maps
+        self_rows = StepMaps(sum(range(2, max_new_tokens + 2)))  # keys of every new row
+        cross_rows = StepMaps(max_new_tokens * memory.size(1))
+
+        def logits_after(new: torch.Tensor) -> torch.Tensor:
+            step = decode_step(model, new, cache, cross, keep_maps=True)
+            self_rows.add(step.decoder_attentions)  # (1, H, L, P + L) per layer
+            cross_rows.add(step.cross_attentions)  # (1, H, L, S) per layer
+            return head(step.last_hidden_state[:, -1])  # (1, V)
+
+        written = search(logits_after, ids, settings, sampling, max_new_tokens, top)
+        last = decode_step(model, written.ids[:, -1:], cache, cross, keep_maps=True)  # the last token's rows
+        self_rows.add(last.decoder_attentions)
+        cross_rows.add(last.cross_attentions)
+        del last
+        cache.clear()  # freed before the maps are laid out
         cross.clear()
-        _, decoder_maps, cross_maps = model.decode(written.ids, None, memory, None)
+        decoder_maps, cross_maps = self_rows.squares(), cross_rows.squares()  # (1, H, T, T), (1, H, T, S) per layer
     return Seq2SeqGeneration(
         ids=written.ids,
         new_ids=written.ids[:, 1:],

@@ -12,6 +12,7 @@ from families import DECODERS, make_family, make_more
 from attention import generate, load_lm_head, load_model
 from attention.generate import lm_head
 from attention.mha import KeyValueCache
+from attention.models.decoding import decode, decode_masks
 from attention.search import BufferedCache
 
 PROMPT = "The animal didn't cross the street because"
@@ -107,14 +108,14 @@ def test_cache_logits_equal_full_forward(built, family, kind):
     ids = tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     cache = [CACHES[kind]() for _ in model.layers]
     with torch.inference_mode():
-        hidden = model.decode(ids, cache)
+        hidden = decode(model, ids, cache).last_hidden_state
         for _ in range(8):
             cached = head(hidden[:, -1])  # (1, V)
             full = head(model(ids).last_hidden_state[:, -1])  # (1, V)
             torch.testing.assert_close(cached, full, atol=1e-5, rtol=0)
             token = cached.argmax(-1, keepdim=True)
             ids = torch.cat((ids, token), dim=1)
-            hidden = model.decode(token, cache)
+            hidden = decode(model, token, cache).last_hidden_state
     assert cache[0].length == ids.size(1)  # every position once, the last token's included
 
 
@@ -131,8 +132,8 @@ def test_buffered_cache_holds_its_capacity_only():
 
 def test_decode_takes_the_new_positions_rows_only(built):
     """decode's rotary angles and T5's buckets for new positions are those rows of all positions' (nothing else
-    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; the
-    forward that makes the maps at the end can keep no hidden state, with the same maps."""
+    computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; a forward
+    that keeps only maps can keep no hidden state, with the same maps."""
     import dataclasses
 
     from attention.models.positions import relative_buckets
@@ -144,14 +145,14 @@ def test_decode_takes_the_new_positions_rows_only(built):
         rows, whole = angles_for(config, 3, torch.device("cpu"), start=5), angles_for(config, 8, torch.device("cpu"))
         assert all(torch.equal(r, w[:, 5:]) for r, w in zip(rows, whole))
     assert torch.equal(relative_buckets(3, 40, False, 32, 16, start=37), relative_buckets(40, 40, False, 32, 16)[37:])
-    assert model.decode_masks(1, 1, 5, torch.device("cpu")) == (None, None)
-    mask, window = model.decode_masks(1, 1, 9, torch.device("cpu"))
+    assert decode_masks(model.config, 1, 1, 5, torch.device("cpu")) == (None, None)
+    mask, window = decode_masks(model.config, 1, 1, 9, torch.device("cpu"))
     assert mask is None and window is not None and window[0, 0, 0].tolist() == [False] * 4 + [True] * 5
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     with torch.inference_mode():
         kept, bare = model(ids, maps_only=True), model(ids, maps_only=True, keep_hidden=False)
     assert bare.hidden_states == () and all(torch.equal(a, b) for a, b in zip(kept.attentions, bare.attentions))
-    mask, window = model.decode_masks(1, 2, 4, torch.device("cpu"))
+    mask, window = decode_masks(model.config, 1, 2, 4, torch.device("cpu"))
     assert mask is not None and mask[0, 0].tolist() == [[True, True, True, False], [True] * 4]
 
 
@@ -177,7 +178,8 @@ def test_attentions_equal_forward_over_ids(built, family):
 
 
 def assert_maps_equal_forward(model, tokenizer, max_new_tokens: int) -> None:
-    """generate's maps are our forward's over the ids it returns, bit for bit, one (1, H, T, T) per layer."""
+    """generate's maps, kept step by step, are our forward's over the ids it returns up to float rounding, one
+    (1, H, T, T) per layer, each row summing to 1 with nothing above the diagonal (no row missing or misplaced)."""
     ours = generate(model, tokenizer, PROMPT, max_new_tokens=max_new_tokens)
     with torch.inference_mode():
         maps = model(ours.ids).attentions
@@ -185,7 +187,15 @@ def assert_maps_equal_forward(model, tokenizer, max_new_tokens: int) -> None:
     assert len(ours.attentions) == model.config.num_hidden_layers
     for a, b in zip(ours.attentions, maps):
         assert a.shape == (1, model.config.num_attention_heads, T, T)
-        torch.testing.assert_close(a, b, atol=0, rtol=0)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        assert_causal_rows(a)
+
+
+def assert_causal_rows(probs: torch.Tensor) -> None:
+    """Every query row of a causal map (1, H, T, T) sums to 1, and nothing lies above its diagonal."""
+    T = probs.size(-1)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]), atol=1e-5, rtol=0)
+    assert not probs.masked_select(torch.ones(T, T, dtype=torch.bool).triu(1)).any()
 
 
 def test_seeded_sampling_repeats_and_keeps_to_top_k(built):

@@ -9,6 +9,7 @@ import pytest
 import torch
 import transformers
 from families import SEQ2SEQ_CONFIGS, make_seq2seq
+from test_generate import assert_causal_rows
 
 from attention import generate, load_model
 from attention.errors import ModelLoadError
@@ -110,8 +111,13 @@ def test_cache_logits_equal_full_forward(built, family):
         memory = model.encoder(enc).last_hidden_state
         cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]
         cache = [KeyValueCache() for _ in model.decoder.layers]
-        steps = [head(decode_step(model, ids[:, :2], cache, cross))[0]]  # two positions at once, then one by one
-        steps += [head(decode_step(model, ids[:, t : t + 1], cache, cross))[0] for t in range(2, ids.size(1))]
+        steps = [
+            head(decode_step(model, ids[:, :2], cache, cross).last_hidden_state)[0]
+        ]  # two positions at once, then one by one
+        steps += [
+            head(decode_step(model, ids[:, t : t + 1], cache, cross).last_hidden_state)[0]
+            for t in range(2, ids.size(1))
+        ]
     torch.testing.assert_close(torch.cat(steps), full, rtol=1e-4, atol=1e-4)
 
 
@@ -123,10 +129,14 @@ def test_maps_equal_forward_over_ids(built, family):
         out = model(ours.encoder_ids, decoder_input_ids=ours.ids)
     for name in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
         for got, expected in zip(getattr(ours, name), getattr(out, name), strict=True):
-            torch.testing.assert_close(got, expected)
+            torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
     T, S = ours.ids.size(1), ours.encoder_ids.size(1)
     H = model.decoder.config.num_attention_heads
     assert ours.decoder_attentions[0].shape == (1, H, T, T) and ours.cross_attentions[-1].shape == (1, H, T, S)
+    for probs in ours.decoder_attentions:
+        assert_causal_rows(probs)  # kept step by step: no row missing or misplaced
+    for probs in ours.cross_attentions:
+        torch.testing.assert_close(probs.sum(-1), torch.ones(1, H, T), atol=1e-5, rtol=0)
     assert len(ours.encoder_attentions) == model.config.num_hidden_layers
 
 

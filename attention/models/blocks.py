@@ -309,7 +309,7 @@ class Transformer(nn.Module):
         is None.
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
         `keep_hidden=False`: no layer's hidden states are kept, only the one the next layer reads; `hidden_states`
-        is () (attention.generate wants only the maps).
+        is () (for a caller that wants only the maps).
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -364,47 +364,6 @@ class Transformer(nn.Module):
         if keep_hidden:
             hidden_states[-1] = x
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
-
-    def decode(self, input_ids: torch.Tensor, cache: list[KeyValueCache]) -> torch.Tensor:
-        """A causal decoder's last hidden states (B, L, E or D) for the L tokens `input_ids` (B, L) that follow
-        the P positions in `cache` (one KeyValueCache per layer, extended here): each layer computes the keys
-        and values of the new positions only. The same numbers as the last L rows of a forward over all P + L
-        tokens (no padding, no maps kept)."""
-        B, L = input_ids.shape
-        P = cache[0].length
-        S = P + L
-        positions = self.config.position_embedding_type
-        if not self.config.causal or positions not in ("absolute", "rotary") or len(cache) != len(self.layers):
-            raise ValueError("decode needs a causal decoder with absolute or rotary positions, one cache per layer")
-        if S > self.config.max_position_embeddings:
-            raise ValueError(f"{S} tokens is more than this model's {self.config.max_position_embeddings} positions")
-        device = input_ids.device
-        mask, window_mask = self.decode_masks(B, L, S, device)
-        full = self.rotary(L, device, start=P)  # the new positions' angles only: (1, L, d) each, or None
-        local = full if self.config.local_rope_theta is None else self.rotary(L, device, local=True, start=P)
-        x = self.embeddings(input_ids, None, start=P)  # (B, L, D)
-        for i, layer in enumerate(self.layers):
-            windowed = self.config.window_of(i) is not None
-            layer_mask, rotary = (window_mask, local) if windowed else (mask, full)
-            out, _ = layer(x, layer_mask, rotary=rotary, keep_map=False, cache=cache[i])  # (B, L, D)
-            assert out is not None
-            x = out
-        if self.config.final_norm:
-            x = self.final_norm(x)
-        if self.config.final_projection:
-            x = self.project_out(x)  # (B, L, E)
-        return x
-
-    def decode_masks(
-        self, B: int, L: int, S: int, device: torch.device
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """decode's causal masks for L new queries, the last L of S positions: (full layers', windowed layers'),
-        (1, 1, L, S) each, or None where every query sees every key (one new query, within any window)."""
-        window = self.config.sliding_window
-        mask = None if L == 1 else build_mask(None, True, B, L, S, device=device)
-        if window is None or window >= S:  # the window reaches back past the first position
-            return mask, mask
-        return mask, build_mask(None, True, B, L, S, window, device)
 
     def self_attention_masks(
         self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device

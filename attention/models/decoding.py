@@ -1,0 +1,66 @@
+"""A causal decoder writing token by token (attention.generate): each call runs only the new positions through
+the layers, after the keys and values of the positions before them, kept per layer in a KeyValueCache (mha.py).
+The same numbers as the last rows of a forward over the whole sequence (blocks.Transformer.forward).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import ModelConfig
+from ..masks import build_mask
+from ..mha import KeyValueCache
+from .blocks import ModelOutput, Transformer
+
+
+def decode(
+    model: Transformer, input_ids: torch.Tensor, cache: list[KeyValueCache], keep_maps: bool = False
+) -> ModelOutput:
+    """A causal decoder's last hidden states (B, L, E or D) for the L tokens `input_ids` (B, L) that follow the
+    P positions in `cache` (one KeyValueCache per layer, extended here): each layer computes the keys and values
+    of the new positions only. The same numbers as the last L rows of a forward over all P + L tokens (no
+    padding). `keep_maps`: each layer's map of the new queries, (B, H, L, P + L), the last L rows of that
+    forward's maps; otherwise torch's fused attention runs and every entry of `attentions` is None.
+    `hidden_states` is ()."""
+    B, L = input_ids.shape
+    P = cache[0].length
+    S = P + L
+    config = model.config
+    if (
+        not config.causal
+        or config.position_embedding_type not in ("absolute", "rotary")
+        or len(cache) != len(model.layers)
+    ):
+        raise ValueError("decode needs a causal decoder with absolute or rotary positions, one cache per layer")
+    if S > config.max_position_embeddings:
+        raise ValueError(f"{S} tokens is more than this model's {config.max_position_embeddings} positions")
+    device = input_ids.device
+    mask, window_mask = decode_masks(config, B, L, S, device)
+    full = model.rotary(L, device, start=P)  # the new positions' angles only: (1, L, d) each, or None
+    local = full if config.local_rope_theta is None else model.rotary(L, device, local=True, start=P)
+    x = model.embeddings(input_ids, None, start=P)  # (B, L, D)
+    maps = []
+    for i, layer in enumerate(model.layers):
+        windowed = config.window_of(i) is not None
+        layer_mask, rotary = (window_mask, local) if windowed else (mask, full)
+        out, probs = layer(x, layer_mask, rotary=rotary, keep_map=keep_maps, cache=cache[i])  # (B, L, D)
+        assert out is not None
+        x = out
+        maps.append(probs)  # (B, H, L, S), or None
+    if config.final_norm:
+        x = model.final_norm(x)
+    if config.final_projection:
+        x = model.project_out(x)  # (B, L, E)
+    return ModelOutput(x, (), tuple(maps))
+
+
+def decode_masks(
+    config: ModelConfig, B: int, L: int, S: int, device: torch.device
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """decode's causal masks for L new queries, the last L of S positions: (full layers', windowed layers'),
+    (1, 1, L, S) each, or None where every query sees every key (one new query, within any window)."""
+    window = config.sliding_window
+    mask = None if L == 1 else build_mask(None, True, B, L, S, device=device)
+    if window is None or window >= S:  # the window reaches back past the first position
+        return mask, mask
+    return mask, build_mask(None, True, B, L, S, window, device)
