@@ -112,8 +112,8 @@ def attention_probs(
         scaling = q.size(-1) ** -0.5
     # 1. similarity of every query with every key. Without gradients each step below overwrites the
     #    scores: one (B, H, L, S) buffer per layer, which the softmax's probabilities take over
-    out = _scores_buffer(q, k)  # None: a new buffer
-    scores = torch.matmul(q, k.transpose(-2, -1), out=out)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
+    reused = _scores_buffer(q, k)  # None: a new buffer (see reused_scores)
+    scores = torch.matmul(q, k.transpose(-2, -1), out=reused)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
     in_place = not scores.requires_grad
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
     if softcap is not None and in_place:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
@@ -353,7 +353,16 @@ class MultiHeadAttention(nn.Module):
         fused = (not keep_map or rows is not None) and head_mask is None and record is no_record and not map_only
         # the fused kernel alone reads k and v: it shares each key/value head with its group itself
         grouped = fused and self.softcap is None and rows is None and self.relative is None
-        if self.num_kv_heads != self.num_heads and not grouped:
+        # a step of writing (one new query, no mask): each key/value head's group of queries read it as rows of one
+        # matrix (B, G, group, d), with no copy of the keys and values per query head
+        by_group = (
+            cache is not None and L == 1 and attention_mask is None and not is_causal and not map_only
+            and self.num_kv_heads != self.num_heads and not grouped and record is no_record
+            and head_mask is None and self.relative is None and rows is None
+        )  # fmt: skip
+        if by_group:
+            q = q.reshape(B, self.num_kv_heads, self.num_heads // self.num_kv_heads, q.size(-1))  # (B, G, H/G, d)
+        elif self.num_kv_heads != self.num_heads and not grouped:
             group = self.num_heads // self.num_kv_heads
             k = record("k_shared", k.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
             if v is not None:
@@ -380,6 +389,8 @@ class MultiHeadAttention(nn.Module):
         heads, probs = scaled_dot_product_attention(
             q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation, self.softcap
         )
+        if by_group:  # (B, G, H/G, ·) -> (B, H, 1, ·): head g·(H/G) + i is row i of group g
+            heads, probs = heads.reshape(B, self.num_heads, 1, -1), probs.reshape(B, self.num_heads, 1, S)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
         if rows is not None:  # recorded, ablated or capped: the full map was made, its rows are kept

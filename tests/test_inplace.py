@@ -108,3 +108,44 @@ def test_a_gated_feed_forward_multiplies_into_its_activation_only_without_gradie
     assert out.data_ptr() != activated.data_ptr()
     (grad,) = torch.autograd.grad(out.sum(), gate)
     torch.testing.assert_close(grad, (gate > 0).float() * up)
+
+
+def test_a_grouped_query_writing_step_reads_each_shared_key_without_copying_it(tmp_path, monkeypatch):
+    """One new token of a GQA model: each key/value head's group of queries is one matrix against it (no
+    repeat_interleave of the cached keys and values), with the maps and hidden states of the copying path."""
+    from families import make_family
+
+    from attention import load_model
+    from attention.models.decoding import decode
+    from attention.search import BufferedCache
+
+    folder = make_family(tmp_path / "llama", "llama", num_attention_heads=4, num_key_value_heads=2)
+    model, _ = load_model(str(folder))
+    ids = torch.tensor([[5, 9, 3, 7, 2, 8]])
+    with torch.inference_mode():
+        full = model(ids)
+        cache = [BufferedCache(ids.size(1)) for _ in model.layers]
+        decode(model, ids[:, :-1], cache, keep_maps=True)
+        copies = []
+        repeat = torch.Tensor.repeat_interleave
+        monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: copies.append(1) or repeat(*a, **k))
+        step = decode(model, ids[:, -1:], cache, keep_maps=True)
+    assert copies == []
+    torch.testing.assert_close(step.last_hidden_state, full.last_hidden_state[:, -1:], atol=1e-5, rtol=0)
+    for row, whole in zip(step.attentions, full.attentions, strict=True):
+        assert row.shape == (1, 4, 1, ids.size(1))
+        torch.testing.assert_close(row, torch.as_tensor(whole)[:, :, -1:], atol=1e-6, rtol=0)
+
+
+def test_gpt2s_projections_keep_the_checkpoints_in_out_layout(tmp_path):
+    """GPT-2's Conv1D weights, saved (in, out), are read as (out, in) views of that storage, not transposed copies:
+    F.linear then multiplies by the (in, out) matrix as GPT-2's Conv1D does (faster for one token here)."""
+    from families import make_family
+
+    from attention import load_model
+
+    model, _ = load_model(str(make_family(tmp_path / "gpt2", "gpt2")))
+    attention = model.layers[0].attention
+    weight = attention.qkv_proj.weight  # (3·D, D)
+    assert weight.shape == (3 * model.config.hidden_size, model.config.hidden_size)
+    assert weight.t().is_contiguous() and not weight.is_contiguous()
