@@ -212,6 +212,10 @@ def test_the_second_sentence_box_is_hidden_for_an_encoder_decoder_and_its_text_k
     assert any("encoder-decoder reads one sentence" in i.value for i in at.info)
     assert head_figure(at)["data"][0]["y"] == labels(written(model, tokenizer).encoder_tokens)  # the first alone
     assert at.query_params["s2"] == second
+    at.run()  # another run of the same page (a view, a head): said once already, not again
+    no_errors(at)
+    assert not any("encoder-decoder reads one sentence" in i.value for i in at.info)
+    assert head_figure(at)["data"][0]["y"] == labels(written(model, tokenizer).encoder_tokens)
     load("")
     assert at.text_input(key="text_b").value == second and at.query_params["s2"] == second
 

@@ -172,7 +172,10 @@ def views_read(text: str, written: Continuation | None):
         if not (submitted[1] and get_seq2seq(st.session_state.source)):
             yield
             return
-        st.session_state.url_notices.append(SECOND_LEFT_OUT)
+        said = (st.session_state.source, submitted[1])
+        if st.session_state.get("second_left_out") != said:  # once for this model and second sentence, not every run
+            st.session_state.second_left_out = said
+            st.session_state.url_notices.append(SECOND_LEFT_OUT)
     st.session_state.prompt = submitted  # what the link writes
     st.session_state.submitted = (text, "")
     try:
