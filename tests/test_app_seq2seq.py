@@ -124,12 +124,12 @@ def test_each_part_shows_its_own_map_and_every_head_of_it(tmp_path):
         assert sorted(map(tuple, heads.tolist())) == [(i, h) for i in range(len(maps)) for h in range(maps[0].shape[1])]
 
 
-def test_a_head_past_the_decoders_is_shown_as_its_last_with_a_caption(tmp_path):
+def test_a_head_past_the_decoders_is_shown_as_its_last_with_a_notice(tmp_path):
     folder = make_seq2seq(tmp_path / "bart", "bart")  # encoder 4 heads, decoder 2
     at = start(model=str(folder), s=SENTENCE, view="cross", layer="1", head="3")
     no_errors(at)
     figure(at, "Cross-attention, layer 1, head 1")
-    assert any("2 heads: showing layer 1, head 1" in c.value for c in at.caption)
+    assert any("Head 3 does not exist in this model's decoder (0–1); showing 1." in i.value for i in at.info)
 
 
 def test_a_too_long_target_is_bounded_with_a_notice(tmp_path):
@@ -232,3 +232,24 @@ def test_a_checkpoint_asking_for_beams_is_told_that_one_runs(tmp_path):
     assert said == [
         "This checkpoint's generation config asks for beam search with 4 beams; one beam (greedy) runs here."
     ]
+
+
+def test_the_head_box_spans_the_heads_of_the_part_shown(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart", decoder_attention_heads=2)  # encoder 4 heads, decoder 2
+    model, tokenizer = load_model(str(folder))
+    out = written(model, tokenizer)
+    at = start(model=str(folder), s=SENTENCE, view="cross", head="1")
+    no_errors(at)
+    assert at.selectbox(key="head").options == ["0", "1"]  # the cross-attention's: the decoder's heads
+    z = rows_columns_z(figure(at, "Cross-attention, layer 0, head 1"))[2]
+    np.testing.assert_allclose(z, out.cross_attentions[0][0, 1].numpy(), atol=1e-6)
+    at.segmented_control(key="cross_part").set_value("Encoder self-attention").run()
+    no_errors(at)
+    assert at.selectbox(key="head").options == ["0", "1", "2", "3"]
+    linked = start(model=str(folder), s=SENTENCE, view="cross", part="decoder", head="3")
+    no_errors(linked)
+    assert linked.session_state["head"] == 1
+    assert any("Head 3 does not exist in this model's decoder (0–1)" in i.value for i in linked.info)
+    presented = start(model=str(folder), s=SENTENCE, view="cross", present="1")
+    no_errors(presented)
+    assert presented.selectbox(key="head").options == ["Head 0", "Head 1"]

@@ -21,7 +21,7 @@ from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .runs import get_run
-from .state import current_choices, offered_layers, view_key
+from .state import current_choices, offered_heads, offered_layers, view_key
 
 MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
@@ -246,7 +246,7 @@ def selectors(run) -> None:
         "View", registry.labels(), key="view", required=True, label_visibility="collapsed", wrap=True
     )
     left.selectbox("Layer", range(offered_layers(run.n_layers)), key="layer")
-    right.selectbox("Head", range(run.n_heads), key="head")
+    right.selectbox("Head", range(offered_heads(run.n_heads)), key="head")
 
 
 # the coreference choices, kept as word indices, are shown as the words of the submitted sentence

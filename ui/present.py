@@ -9,7 +9,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import streamlit as st
 
 from . import registry
-from .state import offered_layers
+from .state import offered_heads, offered_layers
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -130,7 +130,11 @@ def controls(run) -> None:
         format_func=lambda i: f"Layer {i}",
     )
     head.selectbox(
-        "Head", range(run.n_heads), key="head", label_visibility="collapsed", format_func=lambda i: f"Head {i}"
+        "Head",
+        range(offered_heads(run.n_heads)),
+        key="head",
+        label_visibility="collapsed",
+        format_func=lambda i: f"Head {i}",
     )
     with keys_legend:
         legend()
@@ -139,8 +143,8 @@ def controls(run) -> None:
 def keys(run) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys."""
     actions = {
-        "prev_head": (step_head, (-1, run.n_heads)),
-        "next_head": (step_head, (1, run.n_heads)),
+        "prev_head": (step_head, (-1, offered_heads(run.n_heads))),
+        "next_head": (step_head, (1, offered_heads(run.n_heads))),
         "prev_layer": (step_layer, (-1, offered_layers(run.n_layers))),
         "next_layer": (step_layer, (1, offered_layers(run.n_layers))),
         "next_view": (next_view, ()),

@@ -239,11 +239,11 @@ def write_url() -> None:
 def clamp_selection(n_layers: int, n_heads: int) -> None:
     """The chosen layer and head within this model, and each list of choices without repeats: the heads
     drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks."""
-    for name, n in (("layer", offered_layers(n_layers)), ("head", n_heads)):
+    for name, n in (("layer", offered_layers(n_layers)), ("head", offered_heads(n_heads))):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
             st.session_state.url_notices.append(
-                f"{name.capitalize()} {value} does not exist in {layers_part() if name == 'layer' else 'this model'} "
+                f"{name.capitalize()} {value} does not exist in {layers_part()} "
                 f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}."
             )
             st.session_state[name] = min(max(value, 0), n - 1)
@@ -266,6 +266,14 @@ def offered_layers(n_layers: int) -> int:
     return get_seq2seq(st.session_state.source)[0].decoder.config.num_hidden_layers
 
 
+def offered_heads(n_heads: int) -> int:
+    """How many heads the Head box offers: the run's `n_heads` (an encoder-decoder's encoder's), but the decoder's
+    where the Layer box lists the decoder's layers (layers_shown)."""
+    if layers_shown() != "decoder":
+        return n_heads
+    return get_seq2seq(st.session_state.source)[0].decoder.config.num_attention_heads
+
+
 def layers_shown() -> str:
     """Whose layers the Layer box lists: the model's, or an encoder-decoder's "encoder" or "decoder" (the
     decoder's in the Cross-attention view of a part of the decoder)."""
@@ -277,7 +285,7 @@ def layers_shown() -> str:
 
 
 def layers_part() -> str:
-    """Whose layers the Layer box lists, in words: "this model", or its encoder or decoder."""
+    """Whose layers and heads the Layer and Head boxes list, in words: "this model", or its encoder or decoder."""
     part = layers_shown()
     return "this model" if part == "model" else f"this model's {part}"
 
