@@ -130,7 +130,8 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
     norm's kind (Gemma's RMSNorm times 1 + weight) and whether this layer's attention reads x unnormed
     (ModernBERT's layer 0), the coordinates rotary turns, its rescaling (linear, dynamic, llama3) and, where
     windowed layers have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it
-    looks back only), the soft-cap, query_pre_attn_scalar and a norm after the attention; what the embeddings
+    looks back only), the soft-cap, query_pre_attn_scalar, a norm after the attention or after the residual
+    (post-norm, BERT's kind); what the embeddings
     sum (where a projection of them is drawn); read by `op_words`."""
     window, local = config.window_of(layer), config.local_rope_theta
     own_base = window is not None and local is not None  # unscaled, on local_rope_theta (blocks.Transformer.rotary)
@@ -147,6 +148,8 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
         "softcap": config.attn_logit_softcapping,
         "pre_attn_scalar": config.query_pre_attn_scalar,
         "post_norm": config.norm_after_sublayer,
+        # BERT's kind: no norm before the sub-block, one after the residual adds its output
+        "residual_norm": not config.pre_norm and not config.norm_after_sublayer,
         "embedding": _embedding_sum(config),
         "late_positions": config.positions_after_projection,
     }
@@ -246,7 +249,12 @@ def op_words(
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",
         "output": f"merged · W_Oᵀ{_plus_bias(name, 'O', facts)}   (H·d\u00a0→\u00a0D)"
-        + (", then post_attention_layernorm before the residual adds it" if facts.get("post_norm") else ""),
+        + (", then post_attention_layernorm before the residual adds it" if facts.get("post_norm") else "")
+        + (
+            f", then {_norm_kind(facts['norm'][0])}(x + this): the norm after the residual (post-norm)"
+            if facts.get("residual_norm")
+            else ""
+        ),
     }
     return words.get(name, name)
 

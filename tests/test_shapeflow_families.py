@@ -300,3 +300,17 @@ def test_the_walk_says_the_layers_own_scaling_and_mask(loaded, family, layer, sc
     assert scores in says["Scores and scaling"] and "1/√d" not in says["Scores and scaling"]
     assert f"Here: {mask}" in says["Mask"]
     assert "One sentence alone has no padding" not in says["Mask"]
+
+
+def test_a_post_norm_layer_names_the_norm_after_its_residual():
+    """BERT's kind (the bundled model): no norm before the attention, LayerNorm(x + output) after it."""
+    model, tokenizer = load_model(None)
+    trace, _ = flow_of(model, tokenizer, 1)
+    assert "then LayerNorm(x + this): the norm after the residual (post-norm)" in box_text(shape_flow(trace), "output")
+    assert "pre-norm" not in box_text(shape_flow(trace), "input")
+
+
+@pytest.mark.parametrize("family", ["gemma3_text", "olmo2"])
+def test_a_pre_norm_or_sub_block_norm_layer_says_no_post_norm(loaded, family):
+    trace, _ = flow(loaded, family, 0)
+    assert "post-norm" not in box_text(shape_flow(trace), "output")
