@@ -86,7 +86,6 @@ def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
     when None); the other layers run torch's fused attention and make no map. The next layer writes its
     maps over the same memory (mha.reused_scores): on_layer copies what it keeps."""
     inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
-    # each layer's maps are handed to on_layer and let go before the next layer runs: one scores buffer serves all
     with torch.inference_mode(), layer_hooks(model, on_layer), reused_scores():
         model(*inputs, causal=causal, maps_for=layers)
 

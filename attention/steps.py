@@ -131,8 +131,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
     (ModernBERT's layer 0), the coordinates rotary turns, its rescaling (linear, dynamic, llama3) and, where
     windowed layers have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it
     looks back only), the soft-cap, query_pre_attn_scalar, a norm after the attention or after the residual
-    (post-norm, BERT's kind); what the embeddings
-    sum (where a projection of them is drawn); read by `op_words`."""
+    (post-norm, BERT's kind); what the embeddings sum (where a projection of them is drawn); read by `op_words`."""
     window, local = config.window_of(layer), config.local_rope_theta
     own_base = window is not None and local is not None  # unscaled, on local_rope_theta (blocks.Transformer.rotary)
     return {

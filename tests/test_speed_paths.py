@@ -16,6 +16,25 @@ from streamlit.web.server.app_discovery import discover_asgi_app
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_script(script: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`script` in a fresh Python process (sys.argv[1] is the repository), offline."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def printed(script: str) -> dict:
+    """The JSON object `script` prints last, run by run_script; it must exit 0."""
+    done = run_script(script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_streamlit_run_finds_the_app_and_its_import_starts_the_warm_up():
     found = discover_asgi_app(ROOT / "app.py")
     assert found.is_asgi_app and found.import_string == "app:app"
@@ -100,16 +119,7 @@ print(json.dumps({
 
 
 def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
-    done = subprocess.run(
-        [sys.executable, "-c", WARM_UP, str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = printed(WARM_UP)
     assert found["blocked_at_once"], "a session could slip in before the warm-up took the lock"
     assert found["errors"] == [] and found["waited"] == [True] * 8
     assert found["no_pandas_with_figure"], "pandas was imported before the loading figure, on the first page's path"
@@ -131,9 +141,7 @@ def test_without_a_server_preload_imports_the_lazy_modules_itself():
         "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules, "
         "'scipy.sparse.csgraph' in sys.modules, end=' '); preload.later(); print('scipy.sparse.csgraph' in sys.modules)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=300, cwd=ROOT
-    )
+    done = run_script(script, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "None", "True", "False", "True", "True"]  # scipy too, with pandas
 
@@ -165,16 +173,7 @@ print(json.dumps({"first": first, "charts": len(page.get("plotly_chart")), "exce
 def test_the_first_page_is_drawn_before_pandas_is_imported():
     """pandas (0.2-0.3 s to import) is no part of the first page: the warm-up imports it after the page's run,
     with no page run under way (plotly peeks at pandas while it builds a figure)."""
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_PAGE, str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = printed(FIRST_PAGE)
     assert found["charts"] >= 1 and found["exceptions"] == 0 and found["errors"] == []
     assert found["first"] == {"pandas": ["warm-up", 0], "pyarrow": ["warm-up", 0]}
     assert found["later"] == []
@@ -205,12 +204,5 @@ print(imported, threads_of_a_new_thread())
 
 
 def test_importing_the_page_leaves_torchs_threads_and_the_warm_up_sets_one():
-    done = subprocess.run(
-        [sys.executable, "-c", THREADS, str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    done = run_script(THREADS, timeout=300)
     assert done.stdout.split() == ["2", "1"], done.stderr[-2000:]

@@ -142,11 +142,12 @@ def controls(run) -> None:
 
 def keys(run) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys."""
+    heads, layers = offered_heads(run.n_heads), offered_layers(run.n_layers)
     actions = {
-        "prev_head": (step_head, (-1, offered_heads(run.n_heads))),
-        "next_head": (step_head, (1, offered_heads(run.n_heads))),
-        "prev_layer": (step_layer, (-1, offered_layers(run.n_layers))),
-        "next_layer": (step_layer, (1, offered_layers(run.n_layers))),
+        "prev_head": (step_head, (-1, heads)),
+        "next_head": (step_head, (1, heads)),
+        "prev_layer": (step_layer, (-1, layers)),
+        "next_layer": (step_layer, (1, layers)),
         "next_view": (next_view, ()),
     }
     for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
