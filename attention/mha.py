@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .masks import ablate_heads, build_mask, check_ablation, fits, may_empty_rows, pick_rows
+from .masks import ablate_heads, additive, build_mask, check_ablation, fits, may_empty_rows, pick_rows
 from .rotary import rotate
 
 Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
@@ -120,9 +120,12 @@ def attention_probs(
         scores = record("softcap", scores.div_(softcap).tanh_().mul_(softcap))  # (B, H, L, S)
     elif softcap is not None:  # with gradients a new buffer: tanh's backward reads its output
         scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
-    # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place, as no step's
-    #    backward reads the scores (an additive mask only when it keeps their dtype and shape)
-    if mask is not None and mask.dtype == torch.bool:
+    # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place (no step's backward reads
+    #    the scores). A boolean mask is added as 0 / -inf (masks.additive: the same, sooner), save to half-precision
+    #    scores, which may overflow to inf; an additive one in place only when it keeps their dtype and shape
+    if mask is not None and mask.dtype == torch.bool and scores.dtype not in HALF:
+        scores = record("masked_scores", scores.add_(additive(mask, scores.dtype)))  # (B, H, L, S)
+    elif mask is not None and mask.dtype == torch.bool:
         scores = record("masked_scores", scores.masked_fill_(~mask, float("-inf")))  # (B, H, L, S)
     elif mask is not None:
         scores = record("masked_scores", scores.add_(mask) if fits(mask, scores) else scores + mask)  # (B, H, L, S)

@@ -118,6 +118,23 @@ def test_fully_masked_row_gives_zeros_not_nan():
     close(out, mha.o_proj.bias.expand(1, 3, 16))  # zero heads, only the output bias remains
 
 
+def test_a_boolean_mask_drops_the_same_scores_as_masked_fill_to_the_bit():
+    q, k, v = torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 8)
+    keep = torch.ones(7, 7, dtype=torch.bool).tril() & (torch.rand(2, 1, 1, 7) > 0.3)
+    keep[..., 0] = True  # every query keeps a key
+    _, probs = scaled_dot_product_attention(q, k, v, keep)
+    scores = (q @ k.transpose(-2, -1)).mul_(8**-0.5).masked_fill_(~keep, float("-inf"))
+    assert torch.equal(probs, torch.softmax(scores, dim=-1))
+
+
+def test_half_precision_scores_overflowing_where_masked_are_still_dropped():
+    q = torch.full((1, 1, 2, 4), 200.0, dtype=torch.float16)
+    k = torch.tensor([[1.0] * 4, [300.0] * 4], dtype=torch.float16)[None, None]  # q · k overflows for the 2nd key
+    keep = torch.tensor([[True, False], [True, False]])
+    _, probs = scaled_dot_product_attention(q, k, k, keep, scaling=1.0)
+    assert torch.equal(probs, torch.tensor([[[[1.0, 0.0], [1.0, 0.0]]]]))
+
+
 def test_scaling_is_true_division():
     mha = MultiHeadAttention(64, 4)
     assert mha.head_dim == 16 and mha.scaling == 16**-0.5
