@@ -5,12 +5,10 @@ Shapes use one set of letters throughout:
     H query heads, G key/value heads (G divides H), d head width (D = H * d).
 Attention maps are always laid out as [batch, head, query_pos, key_pos] = (B, H, L, S).
 
-Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged.
-By default nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the
-line of code that made it, so the shape-flow diagram shows the real forward pass.
-
-The masks it reads (the scores' mask, a head mask that ablates heads after the softmax) are built and
-applied by masks.py.
+Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged. By default
+nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the line of code that made
+it, so the shape-flow diagram shows the real forward pass. The masks it reads (the scores' mask, a head mask
+that ablates heads after the softmax) are built and applied by masks.py.
 """
 
 from __future__ import annotations
