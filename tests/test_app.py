@@ -160,7 +160,7 @@ def test_url_restores_sentence_view_layer_and_head(minilm):
     "params, notice",
     [
         (dict(layer="99"), "Layer 99 does not exist"),
-        (dict(head="-3"), "head is not a number"),
+        (dict(head="-3"), "head is below 0"),
         (dict(layer="abc"), "layer is not a number"),
         (dict(layer="123456"), "layer is over 9,999"),
         (dict(view="nonsense"), "Unknown view"),

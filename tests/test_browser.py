@@ -317,7 +317,7 @@ def test_bad_link_parameters_are_clamped_with_notices(page):
     for notice in (
         "longer than 20,000 characters",
         "Unknown view in the link",
-        "head is not a number",
+        "head is below 0",
         "Layer 99 does not exist",
     ):
         assert notice in body

@@ -38,6 +38,8 @@ def _flag(text: str) -> bool:
 
 def _number(text: str) -> int:
     if not re.fullmatch(rf"\d{{1,{MAX_DIGITS}}}", text):
+        if re.fullmatch(r"-\d+", text):
+            raise ValueError("below 0")
         raise ValueError(f"over {10**MAX_DIGITS - 1:,}" if re.fullmatch(r"\d+", text) else "not a number")
     return int(text)
 
