@@ -121,17 +121,7 @@ def cold_starts(pw, labels: dict, result: AppResult) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", "app.py", "attention", "ui", "viz"], cwd=ROOT, check=True)
     starts = []
     for _ in range(COLD_STARTS):
-        frames = Frames()
-        browser = launch(pw)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        page.on("websocket", frames.attach)
-        start = time.perf_counter()
-        with app_server(timeout=COLD_TIMEOUT, env={"PYTHONDONTWRITEBYTECODE": ""}) as url:
-            page.goto(url)
-            wait_view(page, frames, "head", labels, start, fresh=False, timeout_s=COLD_TIMEOUT)
-            wait_painted(page, COLD_TIMEOUT)
-            starts.append((time.perf_counter() - start, frames.finished_after(start) - start))
-            browser.close()
+        starts.append(fresh_start(pw, labels, env={"PYTHONDONTWRITEBYTECODE": ""}))
         progress(f"cold start, bytecode cached: {starts[-1][0]:.2f} s")
     result.cold_samples = [seconds for seconds, _ in starts]
     result.cold_s, result.cold_script_s = sorted(starts)[(len(starts) - 1) // 2]
@@ -140,19 +130,29 @@ def cold_starts(pw, labels: dict, result: AppResult) -> None:
 def late_visit(pw, labels: dict, result: AppResult) -> None:
     """A fresh server, its page opened LATE_VISIT_S after it answers: seconds from opening the page to
     the first heatmap drawn (what a speaker who starts the server, then the browser, waits)."""
+    result.late_s = fresh_start(pw, labels, visit_after_s=LATE_VISIT_S)[0]
+    progress(f"page opened {LATE_VISIT_S} s after the server started: heatmap after {result.late_s:.1f} s")
+
+
+def fresh_start(pw, labels: dict, env: dict | None = None, visit_after_s: float | None = None) -> tuple[float, float]:
+    """A fresh server opened by a fresh Chromium: seconds to the first heatmap painted, and to the first script
+    run's end reaching the page. Timed from starting the server, or with `visit_after_s`, from opening the page
+    that long after the server answered."""
     frames = Frames()
     browser = launch(pw)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.on("websocket", frames.attach)
-    with app_server(timeout=COLD_TIMEOUT) as url:
-        time.sleep(LATE_VISIT_S)
-        start = time.perf_counter()
+    start = time.perf_counter()
+    with app_server(timeout=COLD_TIMEOUT, env=env) as url:
+        if visit_after_s is not None:
+            time.sleep(visit_after_s)
+            start = time.perf_counter()
         page.goto(url)
         wait_view(page, frames, "head", labels, start, fresh=False, timeout_s=COLD_TIMEOUT)
         wait_painted(page, COLD_TIMEOUT)
-        result.late_s = time.perf_counter() - start
-        progress(f"page opened {LATE_VISIT_S} s after the server started: heatmap after {result.late_s:.1f} s")
-        browser.close()
+        found = time.perf_counter() - start, frames.finished_after(start) - start
+        browser.close()  # before the server stops, or the page reports its reconnection attempts
+    return found
 
 
 def measure_submit(
