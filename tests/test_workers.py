@@ -74,3 +74,48 @@ def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(wor
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
     assert workers.started == 1 and workers.pool is None
     assert any("its worker stopped" in r.getMessage() for r in caplog.records)
+
+
+SERVER = """
+import os, sys
+from attention.analysis.rollout import attention_flow
+from tests.test_workers import random_attentions
+from ui.workers import FlowWorkers
+workers = FlowWorkers(workers=1, chunk_rows=1)
+attention_flow(random_attentions(T=4), solve_rows=workers.solve_rows)  # the pool and its worker start
+print(workers.pool.submit(os.getpid).result(), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie waiting for its parent has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_worker_ends_soon_after_its_server_is_killed():
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        worker = int(server.stdout.readline())
+        assert running(worker)
+        server.send_signal(signal.SIGKILL)  # no shutdown reaches the pool
+        server.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while running(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not running(worker)
+    finally:
+        server.kill()

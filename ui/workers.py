@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -34,23 +35,38 @@ WORKER_NICE = 19  # the lowest priority: the workers take the cores the room's r
 # A flow's rows go to the workers this many at a time (about 0.4 s at 64 tokens here): a flow stopped
 # midway cancels the chunks not yet begun, and its workers stop within about a chunk.
 CHUNK_ROWS = 4
+SERVER_CHECK_S = 1.0  # how often a worker looks whether the server's process is still there
 # Loaded by its path in a worker: imported as attention.analysis.maxflow it would bring the attention
 # package and torch (1.2 s and 225 MB against 0.4 s and 60 MB for numpy and scipy).
 MAXFLOW = Path(__file__).resolve().parent.parent / "attention" / "analysis" / "maxflow.py"
 _maxflow = None  # in a worker: attention/analysis/maxflow.py, loaded by start_worker
 
 
-def start_worker(maxflow_path: str) -> None:
-    """A worker's initializer: its priority lowered, then maxflow.py and scipy loaded. Should this fail,
-    the pool breaks and the flow is solved in the server's thread."""
+def start_worker(maxflow_path: str, server_pid: int) -> None:
+    """A worker's initializer: its priority lowered, a thread that ends it with the server's process
+    (`exit_with`), then maxflow.py and scipy loaded. Should this fail, the pool breaks and the flow is
+    solved in the server's thread."""
     global _maxflow
     os.nice(WORKER_NICE)
+    threading.Thread(target=exit_with, args=(server_pid,), name="exit-with-server", daemon=True).start()
     spec = importlib.util.spec_from_file_location("maxflow", maxflow_path)
     if spec is None or spec.loader is None:
         raise ImportError(f"no module at {maxflow_path}")
     _maxflow = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(_maxflow)
     import scipy.sparse.csgraph  # noqa: F401  (before the first flow asks)
+
+
+def exit_with(pid: int, every_s: float = SERVER_CHECK_S) -> None:
+    """In a worker: end this process once process `pid` (the server's) is gone. A server stopped by a
+    signal (SIGTERM from `docker stop`, a service manager or a test) never shuts its pool down: its
+    workers, waiting on their call queue, and their forkserver would outlive it, holding their memory."""
+    while True:
+        time.sleep(every_s)
+        try:
+            os.kill(pid, 0)  # signal 0: only whether the process exists
+        except (ProcessLookupError, PermissionError):  # gone (or its number taken by another user's process)
+            os._exit(0)
 
 
 def solve(capacity: np.ndarray, rows: list[tuple[int, int]]) -> list[np.ndarray]:
@@ -75,7 +91,7 @@ class FlowWorkers:
                     self.workers,
                     mp_context=multiprocessing.get_context("forkserver"),
                     initializer=start_worker,
-                    initargs=(str(MAXFLOW),),
+                    initargs=(str(MAXFLOW), os.getpid()),
                 )
                 self.started += 1
             return self.pool
