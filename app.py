@@ -18,7 +18,9 @@ import streamlit as st
 from ui import preload
 
 log = logging.getLogger("attention-app")
-if __name__ != "__main__":  # imported by `streamlit run app.py`'s server; Streamlit runs the page as __main__
+# imported by `streamlit run app.py`'s server; Streamlit runs the page as __main__, and a flow worker
+# (ui/workers.py) imports this file as __mp_main__, multiprocessing's copy of the page: neither warms up
+if __name__ not in ("__main__", "__mp_main__"):
     app = st.App(__file__)
     preload.start_warm_up()
 

@@ -9,8 +9,10 @@ with the server and lowers its own priority, which needs no privilege.
 The workers are one `ProcessPoolExecutor` per server process, started when first needed; a visitor's
 clear_cache does not reach it. They start from a forkserver, not by forking the server (whose torch
 threads a fork would copy in the middle of their work), and this module imports neither torch nor
-streamlit, so a worker holds numpy and scipy: 61 MB under `python -m streamlit run`, 102 MB under the
-`streamlit` command, whose script multiprocessing has each worker import as its main module.
+streamlit. multiprocessing has each worker import the page, app.py, as its main module (__mp_main__),
+which starts no warm-up there: a worker holds numpy, scipy and streamlit, 96 MB under `python -m
+streamlit run app.py` (439 MB when the page's import warmed up in it too). Each worker ends with the
+server's process (`exit_with`).
 """
 
 from __future__ import annotations
