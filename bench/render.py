@@ -353,8 +353,8 @@ def report(
     sizes, app: AppResult, cases: dict[int, bertviz.Case] | None, big: dict | str | None = None, big_text=()
 ) -> None:
     samples = ", ".join(f"{s:.2f}" for s in app.cold_samples)
-    compiled = os.environ.get("PYTHONDONTWRITEBYTECODE")
-    no_cache = " (PYTHONDONTWRITEBYTECODE set: every module compiled)" if compiled else ""
+    uncached = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    no_cache = " (PYTHONDONTWRITEBYTECODE set: every module compiled)" if uncached else ""
     print(
         f"cold start (streamlit run app.py to the first heatmap drawn): {cell(app.cold_s, '.2f')} s, the median of "
         f"{len(app.cold_samples)} fresh servers with the app's bytecode cached ({samples}; the median one's first "

@@ -21,7 +21,7 @@ from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .runs import get_run
-from .state import current_choices, offered_heads, offered_layers, view_key
+from .state import current_choices, offered, view_key
 
 MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
@@ -245,8 +245,9 @@ def selectors(run) -> None:
     views.segmented_control(
         "View", registry.labels(), key="view", required=True, label_visibility="collapsed", wrap=True
     )
-    left.selectbox("Layer", range(offered_layers(run.n_layers)), key="layer")
-    right.selectbox("Head", range(offered_heads(run.n_heads)), key="head")
+    layers, heads = offered(run.n_layers, run.n_heads)
+    left.selectbox("Layer", range(layers), key="layer")
+    right.selectbox("Head", range(heads), key="head")
 
 
 # the coreference choices, kept as word indices, are shown as the words of the submitted sentence

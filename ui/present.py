@@ -9,7 +9,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import streamlit as st
 
 from . import registry
-from .state import offered_heads, offered_layers
+from .state import offered
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -121,17 +121,18 @@ def next_view() -> None:
 def controls(run) -> None:
     """The view, layer and head in one row above the figure."""
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
+    layers, heads = offered(run.n_layers, run.n_heads)
     view.selectbox("View", registry.labels(), key="view", label_visibility="collapsed")
     layer.selectbox(
         "Layer",
-        range(offered_layers(run.n_layers)),
+        range(layers),
         key="layer",
         label_visibility="collapsed",
         format_func=lambda i: f"Layer {i}",
     )
     head.selectbox(
         "Head",
-        range(offered_heads(run.n_heads)),
+        range(heads),
         key="head",
         label_visibility="collapsed",
         format_func=lambda i: f"Head {i}",
@@ -142,7 +143,7 @@ def controls(run) -> None:
 
 def keys(run) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys."""
-    heads, layers = offered_heads(run.n_heads), offered_layers(run.n_layers)
+    layers, heads = offered(run.n_layers, run.n_heads)
     actions = {
         "prev_head": (step_head, (-1, heads)),
         "next_head": (step_head, (1, heads)),

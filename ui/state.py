@@ -239,7 +239,7 @@ def write_url() -> None:
 def clamp_selection(n_layers: int, n_heads: int) -> None:
     """The chosen layer and head within this model, and each list of choices without repeats: the heads
     drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks."""
-    for name, n in (("layer", offered_layers(n_layers)), ("head", offered_heads(n_heads))):
+    for name, n in zip(("layer", "head"), offered(n_layers, n_heads)):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
             st.session_state.url_notices.append(
@@ -258,20 +258,14 @@ def clamp_selection(n_layers: int, n_heads: int) -> None:
             st.session_state[key] = distinct(chosen)
 
 
-def offered_layers(n_layers: int) -> int:
-    """How many layers the Layer box offers: the run's `n_layers` (an encoder-decoder's encoder's), but in the
-    Cross-attention view of a part of the decoder (cross- or self-attention) the decoder's, more or fewer."""
+def offered(n_layers: int, n_heads: int) -> tuple[int, int]:
+    """How many layers and heads the Layer and Head boxes offer: the run's `n_layers` and `n_heads` (an
+    encoder-decoder's encoder's), but in the Cross-attention view of a part of the decoder (cross- or
+    self-attention) the decoder's, more or fewer."""
     if layers_shown() != "decoder":
-        return n_layers
-    return get_seq2seq(st.session_state.source)[0].decoder.config.num_hidden_layers
-
-
-def offered_heads(n_heads: int) -> int:
-    """How many heads the Head box offers: the run's `n_heads` (an encoder-decoder's encoder's), but the decoder's
-    where the Layer box lists the decoder's layers (layers_shown)."""
-    if layers_shown() != "decoder":
-        return n_heads
-    return get_seq2seq(st.session_state.source)[0].decoder.config.num_attention_heads
+        return n_layers, n_heads
+    config = get_seq2seq(st.session_state.source)[0].decoder.config
+    return config.num_hidden_layers, config.num_attention_heads
 
 
 def layers_shown() -> str:
