@@ -206,3 +206,21 @@ print(imported, threads_of_a_new_thread())
 def test_importing_the_page_leaves_torchs_threads_and_the_warm_up_sets_one():
     done = run_script(THREADS, timeout=300)
     assert done.stdout.split() == ["2", "1"], done.stderr[-2000:]
+
+
+IMPORTED_AS_WORKERS_MAIN = """
+import importlib.util, json, sys, threading
+spec = importlib.util.spec_from_file_location("__mp_main__", "app.py")
+module = importlib.util.module_from_spec(spec)
+sys.modules["__mp_main__"] = module
+spec.loader.exec_module(module)
+print(json.dumps({"threads": [t.name for t in threading.enumerate()], "torch": "torch" in sys.modules}))
+"""
+
+
+def test_the_page_imported_as_a_workers_main_module_does_not_warm_up():
+    """Under `streamlit run app.py`, multiprocessing has each flow worker (ui/workers.py) import the page, app.py,
+    as __mp_main__. That must not start the server's warm-up (torch, the model and the default run: a worker went
+    from 96 to 439 MB with it), which only the server's own import of app.py starts."""
+    found = printed(IMPORTED_AS_WORKERS_MAIN)
+    assert "warm-up" not in found["threads"] and not found["torch"]

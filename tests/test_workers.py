@@ -119,30 +119,3 @@ def test_a_worker_ends_soon_after_its_server_is_killed():
         assert not running(worker)
     finally:
         server.kill()
-
-
-IMPORTED_AS_WORKERS_MAIN = """
-import importlib.util, json, sys, threading
-spec = importlib.util.spec_from_file_location("__mp_main__", "app.py")
-module = importlib.util.module_from_spec(spec)
-sys.modules["__mp_main__"] = module
-spec.loader.exec_module(module)
-print(json.dumps({"threads": [t.name for t in threading.enumerate()], "torch": "torch" in sys.modules}))
-"""
-
-
-def test_the_page_imported_as_a_workers_main_module_does_not_warm_up():
-    """Under `streamlit run app.py`, multiprocessing has each flow worker import the page, app.py, as
-    __mp_main__. That must not start the server's warm-up (torch, the model and the default run: a worker went
-    from 96 to 439 MB with it), which only the server's own import of app.py starts."""
-    import json
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORTED_AS_WORKERS_MAIN], cwd=root, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "warm-up" not in found["threads"] and not found["torch"]
