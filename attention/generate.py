@@ -33,7 +33,7 @@ from .mha import KeyValueCache
 from .models import FAMILIES, EncoderDecoder, Transformer
 from .models.decoding import decode
 from .processors import read_settings
-from .search import BufferedCache, LMHead, Sampling, StepMaps, check_options, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
 
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
 LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
@@ -57,7 +57,7 @@ def load_lm_head(model: Transformer) -> LMHead:
     embeddings = model.embeddings.word_embeddings.weight  # (V, E)
     values = read_json(Path(report.path) / "config.json")
     if name in checkpoint:
-        weight = checkpoint[name].to(dtype=embeddings.dtype, device=embeddings.device)
+        weight = by_columns(checkpoint[name].to(dtype=embeddings.dtype, device=embeddings.device))
     elif values.get("tie_word_embeddings") is False:
         raise ModelLoadError(f"the checkpoint has no '{name}' and does not tie it to the word embeddings")
     else:

@@ -38,7 +38,7 @@ from .models import EncoderDecoder
 from .models.blocks import Block
 from .models.decoding import decode_masks
 from .processors import Settings, read_settings
-from .search import BufferedCache, LMHead, Sampling, StepMaps, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
 
@@ -59,7 +59,7 @@ def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
     kind = model.config.model_type
     weight = words
     if "lm_head.weight" in checkpoint:
-        weight = checkpoint["lm_head.weight"].to(dtype=words.dtype, device=words.device)
+        weight = by_columns(checkpoint["lm_head.weight"].to(dtype=words.dtype, device=words.device))
     elif not tied and kind != "t5":  # T5's config says false and its head is still the shared table
         raise ModelLoadError("the checkpoint has no 'lm_head.weight' and does not tie it to the word embeddings")
     if weight.shape != words.shape:

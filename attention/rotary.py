@@ -53,17 +53,21 @@ def _llama3(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
 
 
 def rotary_angles(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of position · θ for every position and coordinate: each (B or 1, L, d).
+    """cos and signed sin of position · θ for every position and coordinate: each (B or 1, L, d), the sin's
+    first half negated (see `rotate`).
 
     position_ids (L,) or (B, L); both halves of d use the same d/2 angles."""
     positions = position_ids if position_ids.dim() == 2 else position_ids[None]  # (B or 1, L)
     angles = positions[..., None].float() * inv_freq.to(positions.device)  # (B, L, 1) * (d/2,) -> (B, L, d/2)
-    angles = torch.cat((angles, angles), dim=-1)  # (B, L, d)
-    return angles.cos(), angles.sin()
+    sin = angles.sin()  # (B, L, d/2)
+    return torch.cat((angles, angles), dim=-1).cos(), torch.cat((-sin, sin), dim=-1)  # (B, L, d) each
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin.
+    """x (B, n, L, d) with each pair (i, i + d/2) turned by its angle: x·cos + rotate_half(x)·sin, where
+    rotate_half(x1, x2) = (-x2, x1). `sin` comes signed from rotary_angles (-sin, sin), so the product is
+    x·cos + (x2, x1)·(-sin, sin): the same numbers to the bit (a sign flips exactly) from one roll of x, where
+    negating and joining its halves took more steps (bench/generate.py times a writing step's rotation).
 
     cos and sin, computed in float32, are cast to x's dtype first (as transformers does for half weights).
     When they are r < d wide (GPT-NeoX's rotary_pct) only the first r coordinates turn, pairs (i, i + r/2);
@@ -71,19 +75,19 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     r = cos.size(-1)
     if r < x.size(-1):
         return torch.cat((rotate(x[..., :r], cos, sin), x[..., r:]), dim=-1)  # (B, n, L, r) + (B, n, L, d - r)
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # (B or 1, L, d)
-    half = x.size(-1) // 2
-    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (x1, x2) -> (-x2, x1), (B, n, L, d)
-    return x * cos[:, None] + turned * sin[:, None]  # (B, 1, L, d) broadcast over the heads
+    if cos.dtype != x.dtype:
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # (B or 1, L, d)
+    return x * cos[:, None] + x.roll(r // 2, dims=-1) * sin[:, None]  # (B, 1, L, d) broadcast over the heads
 
 
 def angles_for(
     config: ModelConfig, L: int, device: torch.device, local: bool = False, start: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """cos and sin of positions start ... start + L - 1, (1, L, d) each, for a rotary model's layers; None for a
-    model without rotary positions. `local`: the windowed layers' angles, with their own base (local_rope_theta,
-    unscaled) when the family has one. `start` > 0 (a decoder's cached positions before these): the same numbers
-    as the last L rows of the angles of all start + L positions, without computing the others.
+    """cos and signed sin (rotary_angles) of positions start ... start + L - 1, (1, L, d) each, for a rotary
+    model's layers; None for a model without rotary positions. `local`: the windowed layers' angles, with their
+    own base (local_rope_theta, unscaled) when the family has one. `start` > 0 (a decoder's cached positions
+    before these): the same numbers as the last L rows of the angles of all start + L positions, without
+    computing the others.
 
     Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
     only an attention mask is given (left padding shifts a sentence; its maps do not change)."""

@@ -43,6 +43,14 @@ class LMHead:
         return logits.float()
 
 
+def by_columns(weight: torch.Tensor) -> torch.Tensor:
+    """A head's own weight (V, E), the same values stored as its transpose (E, V): the product with one hidden
+    state, hidden @ weight.T, then reads the matrix row by row, about 1.4 times as fast on a CPU (bench/generate.py
+    times a Llama head both ways). A head tied to the word embeddings is left as the table is laid out: this
+    would copy the table."""
+    return weight.t().contiguous().t()  # (V, E), strides (1, V)
+
+
 _HEADS: weakref.WeakKeyDictionary[torch.nn.Module, LMHead] = weakref.WeakKeyDictionary()
 
 

@@ -14,7 +14,9 @@ both are printed, `--clock` says which one the tokens per second and `time x` re
 machine shared with other work, time spent waiting for a core counts on neither side by the CPU clock (best
 with --threads 1, where no worker thread spins while it waits).
 
-Memory: each (model, side) in another fresh process. After the model is loaded and every weight read once
+Memory: each (model, side) in `--memory-runs` other fresh processes, the run of median MB kept (one process's
+figure moves by a few tenths of a MB with where the allocator happens to place things: a tiny BART's 1.1-2.0 MB
+over six runs). After the model is loaded and every weight read once
 (transformers maps a checkpoint's file lazily; our LM head, which theirs holds as a weight, is read once per
 model from the checkpoint by attention.generate.lm_head, so it is read there with the weights), the side writes
 2 tokens with the same settings as a warm-up, so that the code of every kernel its call runs is paged in; the
@@ -207,6 +209,12 @@ def in_child(measure: str, folder: Path, args, which: str = "both") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def median_memory(folder: Path, args, side: str) -> dict:
+    """One side's memory measured in `args.memory_runs` fresh processes: the run of median peak MB."""
+    runs = sorted((in_child("memory", folder, args, side) for _ in range(args.memory_runs)), key=lambda m: m["peak_mb"])
+    return runs[(len(runs) - 1) // 2]
+
+
 def row(name: str, times: dict, memory: dict, args) -> str:
     ours, theirs = times["ours"], times["theirs"]
     other = "cpu" if args.clock == "wall" else "wall"
@@ -228,6 +236,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--memory-runs", type=int, default=5, help="fresh processes per side for the memory figure")
     ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall clock, or this process's CPU time")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "MEASURE", "FOLDER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -244,20 +253,70 @@ def main() -> None:
         return
     other = "cpu" if args.clock == "wall" else "wall"
     print(f"cpu, {args.threads} threads; {args.prompt} prompt tokens, {args.new} new, greedy, every map kept; "
-          f"median of {args.repeats}, {args.clock} clock; load average {load_average()}")  # fmt: skip
+          f"median of {args.repeats}, {args.clock} clock; memory median of {args.memory_runs} processes; "
+          f"load average {load_average()}")  # fmt: skip
     print(f"{'model':<11} {'ours tok/s':>10} {'theirs tok/s':>12} {'time x':>7} {other + ' x':>7} {'ours MB':>8} "
           f"{'theirs MB':>9} {'mem x':>6} {'code MB':>9}  ids")  # fmt: skip
+    timed_parts = ""
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             folder = save(name, Path(tmp) / name)
             times = in_child("time", folder, args)
-            memory = {side: in_child("memory", folder, args, side) for side in SIDES}
+            memory = {side: median_memory(folder, args, side) for side in SIDES}
             print(row(name, times, memory, args), flush=True)
+            if name == "llama-gqa":
+                timed_parts = parts(folder)
+    print(timed_parts)
     print(f"load average {load_average()}")
     print(
         f"time x: theirs ÷ ours in seconds per call by the {args.clock} clock, {other} x by the {other} clock; "
         "mem x: ours ÷ theirs in MB one call's data adds at its peak after a warm-up; "
         "code MB: file-backed pages the measured call paged in, ours/theirs"
+    )
+
+
+def per_call_us(call, calls: int = 20, repeats: int = 25) -> float:
+    """The median over `repeats` rounds of a round's time per call, in µs."""
+    rounds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        rounds.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(rounds)
+
+
+def parts(folder: Path) -> str:
+    """Two parts of a writing step timed alone, each beside what it replaced, on the Llama checkpoint: its
+    untied LM head applied to one hidden state as the checkpoint stores it (V, E) and as attention.search keeps
+    it (by_columns), and one step's rotation of q and k, ours (rotary.rotate) and transformers'
+    apply_rotary_pos_emb."""
+    from safetensors.torch import load_file
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from attention.rotary import rotary_angles, rotate
+    from attention.search import by_columns
+
+    weight = load_file(str(folder / "model.safetensors"))["lm_head.weight"]  # (V, E)
+    # 8 copies of each, used in turn: 131 MB, so each call reads its matrix from memory, as a writing step does
+    # after the layers' weights have passed through the caches (one matrix called again and again stays in them)
+    stored = [weight.clone() for _ in range(8)]
+    columns = [by_columns(weight) for _ in range(8)]
+    hidden = torch.randn(1, weight.size(1))
+    q, k = torch.randn(1, 8, 1, 64), torch.randn(1, 2, 1, 64)  # one step's, as llama-gqa's
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, 64, 2).float() / 64)
+    cos, sin = rotary_angles(torch.tensor([40]), inv_freq)  # sin signed: its first half negated
+    plain_sin = torch.cat((-sin[..., :32], sin[..., 32:]), dim=-1)  # (1, 1, 64): the sines, as theirs takes them
+    with torch.inference_mode():
+        rows_us, columns_us = (
+            per_call_us(lambda c=c: [hidden @ w.T for w in c], calls=3) / 8 for c in (stored, columns)
+        )
+        ours_us = per_call_us(lambda: (rotate(q, cos, sin), rotate(k, cos, sin)), calls=200)
+        theirs_us = per_call_us(lambda: apply_rotary_pos_emb(q, k, cos, plain_sin), calls=200)
+    return (
+        f"llama-gqa's LM head ({weight.size(0)} x {weight.size(1)}), one hidden state: {rows_us:.0f} µs as stored, "
+        f"{columns_us:.0f} µs by columns ({rows_us / columns_us:.2f} x); one step's q and k rotated: ours "
+        f"{ours_us:.1f} µs, transformers' apply_rotary_pos_emb {theirs_us:.1f} µs ({theirs_us / ours_us:.2f} x)"
     )
 
 

@@ -236,8 +236,32 @@ def test_lm_head_read_from_checkpoint(built):
     head = load_lm_head(model)
     assert torch.equal(head.weight, saved)
     assert not torch.equal(head.weight, model.embeddings.word_embeddings.weight)
+    # its own head is kept by columns (one hidden state's product reads it faster: bench/generate.py); a tied one
+    # is the table itself, never a copy
+    assert head.weight.stride() == (1, saved.size(0)) and saved.stride() == (saved.size(1), 1)
+    hidden = torch.randn(3, saved.size(1))
+    assert torch.allclose(head(hidden), hidden @ saved.T, rtol=0, atol=1e-5)
     _, gpt2, _ = built("gpt2")
     assert load_lm_head(gpt2).weight is gpt2.embeddings.word_embeddings.weight
+
+
+def test_rotation_is_the_rotate_half_formula_to_the_bit():
+    """rotary_angles gives the sines signed (first half negated), and rotate turns x by one roll of its halves:
+    x·cos + rotate_half(x)·sin exactly, rotate_half(x1, x2) = (-x2, x1), as transformers' Llama writes it."""
+    from attention.rotary import rotary_angles, rotate
+
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, 16, 2).float() / 16)
+    cos, sin = rotary_angles(torch.arange(5), inv_freq)  # (1, 5, 16) each
+    angles = torch.arange(5).float()[:, None] * inv_freq  # (5, 8)
+    assert torch.equal(sin[0], torch.cat((-angles.sin(), angles.sin()), dim=-1))
+    assert torch.equal(cos[0], torch.cat((angles, angles), dim=-1).cos())
+    x = torch.randn(2, 3, 5, 16)
+    plain_sin = torch.cat((angles, angles), dim=-1).sin()
+    turned = torch.cat((-x[..., 8:], x[..., :8]), dim=-1)
+    assert torch.equal(rotate(x, cos, sin), x * cos[:, None] + turned * plain_sin)
+    wide = torch.randn(2, 3, 5, 24)  # GPT-NeoX's partial rotary: the last 8 dims pass unchanged
+    assert torch.equal(rotate(wide, cos, sin)[..., 16:], wide[..., 16:])
+    assert torch.equal(rotate(wide, cos, sin)[..., :16], rotate(wide[..., :16].contiguous(), cos, sin))
 
 
 def test_options_checked(built):

@@ -12,6 +12,7 @@ from families import SEQ2SEQ_CONFIGS, make_seq2seq
 from test_generate import assert_causal_rows
 
 from attention import generate, load_model
+from attention.checkpoint import read_checkpoint
 from attention.errors import ModelLoadError
 from attention.generate_seq2seq import CrossKeys, decode_step, load_seq2seq_head
 from attention.mha import KeyValueCache
@@ -161,6 +162,13 @@ def test_lm_head_read_strictly(built, tmp_path):
     assert load_seq2seq_head(t5).scale == pytest.approx(t5.config.hidden_size**-0.5)
     _, gated, _ = built("t5-gated")  # tie_word_embeddings false: no rescaling
     assert load_seq2seq_head(gated).scale is None
+    # BART's tied head is the shared table itself; an untied one is kept by columns (bench/generate.py), same values
+    assert head.weight is bart.decoder.embeddings.word_embeddings.weight
+    untied, _ = load_model(make_seq2seq(tmp_path / "untied", "bart", tie_word_embeddings=False))
+    own = load_seq2seq_head(untied).weight
+    saved = read_checkpoint(tmp_path / "untied")[0]["lm_head.weight"]
+    assert own.stride() == (1, saved.size(0)) and torch.equal(own, saved)
+    assert not torch.equal(own, untied.decoder.embeddings.word_embeddings.weight)
     folder = tmp_path / "bare"
     config = transformers.BartConfig(**SEQ2SEQ_CONFIGS["bart"][1])
     transformers.BartModel(config).save_pretrained(str(folder))
