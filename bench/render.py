@@ -50,7 +50,7 @@ from bench.forward import text_of_length  # noqa: E402
 
 SIZES, QUICK_SIZES = (16, 252, 512), (16, 252)
 COLD_TIMEOUT = 120  # seconds
-COLD_STARTS = 3  # fresh servers started with the bytecode cache, after the first start without it
+COLD_STARTS = 5  # fresh servers started with the bytecode cache, after the first start without it
 LATE_VISIT_S = 6  # a speaker starts the server, then opens the page: the server warms up meanwhile
 # the issue "The first screen", "Speed a person feels": the first heatmap within 3 s of starting the server,
 # and the head view and the overview of 512 tokens (the bundled model's, and a 16 × 32-head model's) within
