@@ -60,8 +60,8 @@ def load_lm_head(model: Transformer) -> LMHead:
         weight = by_columns(checkpoint[name].to(dtype=embeddings.dtype, device=embeddings.device))
     elif values.get("tie_word_embeddings") is False:
         raise ModelLoadError(f"the checkpoint has no '{name}' and does not tie it to the word embeddings")
-    else:
-        weight = embeddings  # tied: the checkpoint saved the matrix once, as the word embeddings
+    else:  # tied: the checkpoint saved the matrix once, as the word embeddings
+        weight = lay_out_by_columns(model.embeddings.word_embeddings)
     if weight.shape != embeddings.shape:
         raise ModelLoadError(f"'{name}' is {tuple(weight.shape)}, expected {tuple(embeddings.shape)}")
     bias = checkpoint.get(root + "bias")
@@ -74,6 +74,17 @@ def load_lm_head(model: Transformer) -> LMHead:
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0):
         raise ModelLoadError(f"final_logit_softcapping should be a positive number or null, not {cap!r}")
     return LMHead(weight, bias, cap=cap)
+
+
+def lay_out_by_columns(table: torch.nn.Embedding) -> torch.Tensor:
+    """A causal decoder's word-embedding table, the head it is tied to, laid out by columns (search.by_columns) in
+    place, once: the same values, so every output stays the same. Its head's product with one hidden state then
+    reads it faster (1.2 times for GPT-2 small's; bench/generate.py), while a lookup of token rows from it gathers
+    each row's values from across the table (512 tokens' rows: about 3 ms instead of 0.1 ms, against a forward pass
+    of hundreds). The new layout is a copy: the first time the head is read, the table is held twice for a moment."""
+    if table.weight.stride(0) != 1:
+        table.weight = torch.nn.Parameter(by_columns(table.weight.detach()), requires_grad=table.weight.requires_grad)
+    return table.weight
 
 
 def lm_head(model: Transformer | EncoderDecoder) -> LMHead:

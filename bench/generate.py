@@ -257,16 +257,14 @@ def main() -> None:
           f"load average {load_average()}")  # fmt: skip
     print(f"{'model':<11} {'ours tok/s':>10} {'theirs tok/s':>12} {'time x':>7} {other + ' x':>7} {'ours MB':>8} "
           f"{'theirs MB':>9} {'mem x':>6} {'code MB':>9}  ids")  # fmt: skip
-    timed_parts = ""
+    folders = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
-            folder = save(name, Path(tmp) / name)
+            folder = folders[name] = save(name, Path(tmp) / name)
             times = in_child("time", folder, args)
             memory = {side: median_memory(folder, args, side) for side in SIDES}
             print(row(name, times, memory, args), flush=True)
-            if name == "llama-gqa":
-                timed_parts = parts(folder)
-    print(timed_parts)
+        print(parts(folders))
     print(f"load average {load_average()}")
     print(
         f"time x: theirs ÷ ours in seconds per call by the {args.clock} clock, {other} x by the {other} clock; "
@@ -286,38 +284,58 @@ def per_call_us(call, calls: int = 20, repeats: int = 25) -> float:
     return statistics.median(rounds)
 
 
-def parts(folder: Path) -> str:
-    """Two parts of a writing step timed alone, each beside what it replaced, on the Llama checkpoint: its
-    untied LM head applied to one hidden state as the checkpoint stores it (V, E) and as attention.search keeps
-    it (by_columns), and one step's rotation of q and k, ours (rotary.rotate) and transformers'
-    apply_rotary_pos_emb."""
+def head_us(weight: torch.Tensor) -> tuple[float, float]:
+    """µs for one hidden state's logits from the head `weight` (V, E) as stored (V, E) and laid out by columns
+    (attention.search.by_columns), each read from memory: 8 copies used in turn (over 100 MB), as a writing step
+    reads its head after the layers' weights have passed through the caches (one matrix called again and again
+    stays in them)."""
+    from attention.search import by_columns
+
+    hidden = torch.randn(1, weight.size(1))
+    times = []
+    for lay_out in (torch.clone, by_columns):
+        copies = [lay_out(weight) for _ in range(8)]
+        times.append(per_call_us(lambda c=copies: [hidden @ w.T for w in c], calls=3) / 8)
+        del copies
+    return times[0], times[1]
+
+
+def parts(folders: dict[str, Path]) -> str:
+    """Parts of a writing step timed alone, each beside what it replaced: the LM heads of the Llama checkpoint
+    (its own) and of GPT-2's (its word embeddings) applied to one hidden state as stored and by columns, and what
+    a lookup of 512 tokens' rows from GPT-2's table costs either way; one step's rotation of q and k, ours
+    (rotary.rotate) and transformers' apply_rotary_pos_emb."""
     from safetensors.torch import load_file
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from attention.rotary import rotary_angles, rotate
     from attention.search import by_columns
 
-    weight = load_file(str(folder / "model.safetensors"))["lm_head.weight"]  # (V, E)
-    # 8 copies of each, used in turn: 131 MB, so each call reads its matrix from memory, as a writing step does
-    # after the layers' weights have passed through the caches (one matrix called again and again stays in them)
-    stored = [weight.clone() for _ in range(8)]
-    columns = [by_columns(weight) for _ in range(8)]
-    hidden = torch.randn(1, weight.size(1))
+    own = load_file(str(folders["llama-gqa"] / "model.safetensors"))["lm_head.weight"]  # (V, E)
+    table = load_file(str(folders["gpt2-small"] / "model.safetensors"))["transformer.wte.weight"]  # (V, E)
     q, k = torch.randn(1, 8, 1, 64), torch.randn(1, 2, 1, 64)  # one step's, as llama-gqa's
     inv_freq = 1.0 / 10000 ** (torch.arange(0, 64, 2).float() / 64)
     cos, sin = rotary_angles(torch.tensor([40]), inv_freq)  # sin signed: its first half negated
     plain_sin = torch.cat((-sin[..., :32], sin[..., 32:]), dim=-1)  # (1, 1, 64): the sines, as theirs takes them
+    ids = torch.randint(0, table.size(0), (1, 512))
     with torch.inference_mode():
-        rows_us, columns_us = (
-            per_call_us(lambda c=c: [hidden @ w.T for w in c], calls=3) / 8 for c in (stored, columns)
-        )
+        heads = {name: head_us(weight) for name, weight in (("llama-gqa", own), ("gpt2-small (tied)", table))}
+        lookups = [per_call_us(lambda w=w: torch.nn.functional.embedding(ids, w)) for w in (table, by_columns(table))]
         ours_us = per_call_us(lambda: (rotate(q, cos, sin), rotate(k, cos, sin)), calls=200)
         theirs_us = per_call_us(lambda: apply_rotary_pos_emb(q, k, cos, plain_sin), calls=200)
-    return (
-        f"llama-gqa's LM head ({weight.size(0)} x {weight.size(1)}), one hidden state: {rows_us:.0f} µs as stored, "
-        f"{columns_us:.0f} µs by columns ({rows_us / columns_us:.2f} x); one step's q and k rotated: ours "
-        f"{ours_us:.1f} µs, transformers' apply_rotary_pos_emb {theirs_us:.1f} µs ({theirs_us / ours_us:.2f} x)"
+    lines = [
+        f"{name}'s LM head ({w.size(0)} x {w.size(1)}), one hidden state: {rows:.0f} µs as stored, {cols:.0f} µs by "
+        f"columns ({rows / cols:.2f} x)"
+        for (name, (rows, cols)), w in zip(heads.items(), (own, table), strict=True)
+    ]
+    lines.append(
+        f"512 tokens' rows from gpt2-small's table: {lookups[0]:.0f} µs as stored, {lookups[1]:.0f} µs by columns"
     )
+    lines.append(
+        f"one step's q and k rotated: ours {ours_us:.1f} µs, transformers' apply_rotary_pos_emb {theirs_us:.1f} µs "
+        f"({theirs_us / ours_us:.2f} x)"
+    )
+    return "\n".join(lines)
 
 
 def load_average() -> str:

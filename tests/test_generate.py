@@ -242,7 +242,11 @@ def test_lm_head_read_from_checkpoint(built):
     hidden = torch.randn(3, saved.size(1))
     assert torch.allclose(head(hidden), hidden @ saved.T, rtol=0, atol=1e-5)
     _, gpt2, _ = built("gpt2")
-    assert load_lm_head(gpt2).weight is gpt2.embeddings.word_embeddings.weight
+    table = gpt2.embeddings.word_embeddings.weight.detach().clone()
+    tied = load_lm_head(gpt2).weight
+    # tied: the head is the word-embedding table itself, laid out by columns in place with the same values
+    assert tied is gpt2.embeddings.word_embeddings.weight and tied.stride() == (1, table.size(0))
+    assert torch.equal(tied, table) and load_lm_head(gpt2).weight is tied
 
 
 def test_rotation_is_the_rotate_half_formula_to_the_bit():
