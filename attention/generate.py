@@ -79,7 +79,7 @@ def load_lm_head(model: Transformer) -> LMHead:
 def lay_out_by_columns(table: torch.nn.Embedding) -> torch.Tensor:
     """A causal decoder's word-embedding table, the head it is tied to, laid out by columns (search.by_columns) in
     place, once: the same values, so every output stays the same. Its head's product with one hidden state then
-    reads it faster (1.2 times for GPT-2 small's; bench/generate.py), while a lookup of token rows from it gathers
+    reads it faster (1.1-1.2 times for GPT-2 small's; bench/generate.py), while a lookup of token rows from it gathers
     each row's values from across the table (512 tokens' rows: about 3 ms instead of 0.1 ms, against a forward pass
     of hundreds). The new layout is a copy: the first time the head is read, the table is held twice for a moment."""
     if table.weight.stride(0) != 1:

@@ -45,7 +45,7 @@ class LMHead:
 
 def by_columns(weight: torch.Tensor) -> torch.Tensor:
     """A head's own weight (V, E), the same values stored as its transpose (E, V): the product with one hidden
-    state, hidden @ weight.T, then reads the matrix row by row, about 1.4 times as fast on a CPU (bench/generate.py
+    state, hidden @ weight.T, then reads the matrix row by row, 1.2-1.5 times as fast on a CPU (bench/generate.py
     times a Llama head both ways). A causal decoder's head tied to its word embeddings is their table, laid out
     so once (generate.lay_out_by_columns)."""
     return weight.t().contiguous().t()  # (V, E), strides (1, V)
