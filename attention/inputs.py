@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,7 @@ class Encoded:
 # position (32,768 for 512: 7 times the worst) still fills every position, and the tokenizer never reads
 # megabytes the model cannot take (5 MB whole: 12 s and 850 MB; cut: milliseconds).
 CHARS_PER_POSITION = 64
+_backend_settings = threading.Lock()  # held while `encode` sets a tokenizer's truncation and encodes
 
 
 def within_positions(max_length: int, *texts: str | None) -> tuple[str | None, ...]:
@@ -64,18 +66,22 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
     pair = text_pair if text_pair else None
     cut_text, cut_pair = within_positions(max_length, text, pair)
     cut = cut_text != text or cut_pair != pair
-    total = len(tokenizer(cut_text, cut_pair, verbose=False)["input_ids"])
-    enc = tokenizer(
-        cut_text,
-        cut_pair,
-        truncation=True,
-        max_length=max_length,
-        return_offsets_mapping=True,
-        return_token_type_ids=True,
-        return_special_tokens_mask=True,
-        return_tensors="pt",
-    )
-    length = enc["input_ids"].shape[1]
+    # what tokenizer(text, pair, truncation=True, max_length=...) runs, run directly: the `tokenizers` tokenizer
+    # that a fast tokenizer wraps. Its truncation is a setting of that shared object (transformers sets it before
+    # each of its calls), so it is set and cleared under a lock.
+    backend = tokenizer.backend_tokenizer
+    with _backend_settings:
+        if backend.padding is not None:
+            backend.no_padding()
+        if backend.truncation is not None:
+            backend.no_truncation()
+        enc = backend.encode(cut_text, cut_pair)
+        total = len(enc.ids)
+        if total > max_length:
+            backend.enable_truncation(max_length, strategy="longest_first", direction=tokenizer.truncation_side)
+            enc = backend.encode(cut_text, cut_pair)
+            backend.no_truncation()
+    length = len(enc.ids)
     notice = None
     if total > length:
         notice = (
@@ -89,14 +95,14 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
             f"of each sentence are read ({length} tokens)."
         )
     return Encoded(
-        input_ids=enc["input_ids"],
-        attention_mask=enc["attention_mask"],
-        token_type_ids=enc.get("token_type_ids", torch.zeros_like(enc["input_ids"])),
-        tokens=enc.tokens(),
-        word_ids=enc.word_ids(),
-        sequence_ids=enc.sequence_ids(),
-        offsets=[tuple(o) for o in enc["offset_mapping"][0].tolist()],
+        input_ids=torch.tensor([enc.ids]),
+        attention_mask=torch.tensor([enc.attention_mask]),
+        token_type_ids=torch.tensor([enc.type_ids]),
+        tokens=enc.tokens,
+        word_ids=enc.word_ids,
+        sequence_ids=enc.sequence_ids,
+        offsets=[tuple(o) for o in enc.offsets],
         total_tokens=total,
         notice=notice,
-        special_tokens_mask=tuple(bool(m) for m in enc["special_tokens_mask"][0].tolist()),
+        special_tokens_mask=tuple(bool(m) for m in enc.special_tokens_mask),
     )

@@ -25,6 +25,7 @@ from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weight
 from .errors import ModelLoadError
 from .models import FAMILIES, Family, build_model
 from .sources import DEFAULT_NAME, resolve_source
+from .tokenizer import FirstUseTokenizer, load_tokenizer
 
 
 class DeviceUnavailable(ModelLoadError):
@@ -65,7 +66,8 @@ def load_model(
     gpt_neox, opt, llama, mistral, qwen2, qwen3, olmo2, or the encoder-decoders bart, mbart, marian and t5
     (an EncoderDecoder, whose forward takes decoder_input_ids too and returns a Seq2SeqOutput). The
     folder may hold the base model or a task model (masked LM, classifier, LM head ...): the
-    task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own.
+    task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own,
+    transformers' fast tokenizer (the bundled model's is built at its first use: attention/tokenizer.py).
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without
     gradients, and carries a `load_report` saying what was loaded and which tensors were ignored.
     `downloads` False loads a hub id only from the local cache; `bin_files` False refuses
@@ -174,7 +176,8 @@ def _load(
     copy_weights(model, tensors, assign=True)
     del tensors
     model.eval().requires_grad_(False)
-    tokenizer = load_tokenizer(folder, config.vocab_size)
+    # the bundled model's tokenizer is built at its first use (attention/tokenizer.py)
+    tokenizer = (FirstUseTokenizer if source is None else load_tokenizer)(folder, config.vocab_size)
     model.load_report = LoadReport(
         DEFAULT_NAME if source is None else str(source),
         str(folder),
@@ -237,31 +240,3 @@ def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, Mo
         return family, family.read_config(values)
     except ConfigError as err:
         raise ModelLoadError(f"{path}: {err}") from None
-
-
-def load_tokenizer(folder: Path, vocab_size: int):
-    """transformers' fast tokenizer for the checkpoint, whatever its kind; its ids must fit the model's
-    vocabulary. It returns token_type_ids, zeros if it has no token types, and pads (GPT-2's with
-    its end-of-text token)."""
-    from transformers import AutoTokenizer
-
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        raise ModelLoadError(f"no tokenizer files in {folder} (expected tokenizer.json or vocab.txt)")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
-    except Exception as err:  # noqa: BLE001  (transformers raises many types for missing or broken tokenizer files)
-        raise ModelLoadError(f"no usable tokenizer files in {folder} ({type(err).__name__})") from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(f"the tokenizer in {folder} has no fast version (needed for word offsets)")
-    if len(tokenizer) > vocab_size:
-        raise ModelLoadError(
-            f"the tokenizer knows {len(tokenizer)} tokens but the model only {vocab_size}: they do not belong together"
-        )
-    # every model here takes token_type_ids (zeros where the family has none), so every tokenizer gives them
-    if "token_type_ids" not in tokenizer.model_input_names:
-        tokenizer.model_input_names = [*tokenizer.model_input_names, "token_type_ids"]
-    # a tokenizer without a padding token (GPT-2's) pads batches with its end-of-text token; the
-    # attention mask keeps those positions out
-    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from streamlit.web.server.app_discovery import discover_asgi_app
 
+from ui.preload import WARM_UP_NICE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -45,19 +47,27 @@ def test_streamlit_run_finds_the_app_and_its_import_starts_the_warm_up():
 
 
 WARM_UP = r"""
-import gc, json, sys, threading, time
+import gc, json, os, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import logging; logging.disable(logging.WARNING)
 from ui import preload
 
 assert "torch" not in sys.modules and "pandas" not in sys.modules  # the page's modules wait for the warm-up
+transformers_after = []  # whether the first part (the model, the default run) was done when transformers came
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "transformers" and not transformers_after:
+            transformers_after.append(preload._done)
+
+sys.meta_path.insert(0, Watch())
 before = sys.getswitchinterval()
 thread = preload.start_warm_up()
 switch_during = sys.getswitchinterval()
 collecting_during = gc.isenabled()
 assert preload.start_warm_up() is None  # once per process
 blocked_at_once = not preload.ready() and not preload._lock.acquire(blocking=False)
-errors, waited = [], []
+errors, waited, nice = [], [], []
 figure = preload.loading_figure()  # a page draws it at once: plotly must find no pandas, or a whole one
 no_pandas_with_figure = "pandas" not in sys.modules
 
@@ -72,6 +82,7 @@ def session():  # a script run arriving while the process warms up
         with preload.page_run():
             preload.preload()
             waited.append(preload.ready())
+            nice.append(os.getpriority(os.PRIO_PROCESS, thread.native_id))  # the warm-up's, still at its second part
             half_seen.extend(half_imported())  # what plotly would peek at while this run builds a figure
             preload.later()  # a view with a table
             half_seen.extend(half_imported())
@@ -104,7 +115,9 @@ def model_freed():  # dropped from every store with the collector off: freed by 
 print(json.dumps({
     "switch": [before, switch_during, sys.getswitchinterval()],
     "blocked_at_once": blocked_at_once, "errors": errors, "no_pandas_with_figure": no_pandas_with_figure,
-    "waited": waited,
+    "waited": waited, "nice": [nice, os.getpriority(os.PRIO_PROCESS, 0)],
+    "transformers_after": transformers_after,
+    "tokenizer": [type(get_model("")[1]).__name__, get_model("")[1]._tokenizer is not None],
     "loaded": sorted(LOADED), "loading_figure": preload.loading_figure() is not None,
     "default_run": ("", DEFAULT_SENTENCE, "", False) in store("runs", 32, 400 * MB).items,
     "modules": [m for m in preload.PAGE_MODULES + preload.LATER_MODULES + preload.LATER_VIEWS
@@ -124,6 +137,11 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     assert found["errors"] == [] and found["waited"] == [True] * 8
     assert found["no_pandas_with_figure"], "pandas was imported before the loading figure, on the first page's path"
     assert found["loaded"] == [""] and found["default_run"] and found["loading_figure"]
+    # the first part runs without transformers; the second builds the bundled tokenizer's transformers part
+    assert found["transformers_after"] == [True] and found["tokenizer"] == ["FirstUseTokenizer", True]
+    # a step below the server's threads (Linux), and the process itself left as it was
+    nice, own = found["nice"]
+    assert nice == [min(own + WARM_UP_NICE, 19)] * 8 if sys.platform.startswith("linux") else [own] * 8
     assert found["modules"] == []
     assert found["half_seen"] == [], "a page run saw pandas half-imported"
     before, during, after = found["switch"]
