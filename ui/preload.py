@@ -1,7 +1,9 @@
 """What the first page waits for, done once per process, before any view is drawn: the page's modules,
 and (when the server starts) the bundled model and the default sentence's run; then what no first page
-needs (LATER_MODULES: pandas for tables, scipy, the views using them; then transformers' tokenizer of the
-bundled model, which the first run does without: attention/tokenizer.py).
+needs (LATER_MODULES: pandas for tables, scipy, the views using them). transformers is not among them: the
+bundled model's tokenizer builds its transformers part when a view first asks for more than `encode`
+(attention/tokenizer.py), which no page of one sentence does; imported here, it held up the runs arriving
+meanwhile (a first 252-token run took 1.7 s, not 0.3-0.5).
 
 Two sessions opening their first views at once would otherwise import a module from two script threads
 together, and one of them can be handed a half-initialised module; plotly even peeks at pandas (in
@@ -216,18 +218,9 @@ def _warm_up() -> None:
     _import_later()
 
 
-def _build_tokenizer() -> None:
-    """transformers' tokenizer of the bundled model: the first page ran without it (attention/tokenizer.py), the
-    next thing a visitor does may want it (a padded batch, a model that writes: transformers imported)."""
-    from ui.models import get_model
-
-    with contextlib.suppress(Exception):  # refused by this server's model list, or failed: the page says so
-        getattr(get_model("")[1], "loaded", None)
-
-
 def _import_later() -> None:
-    """The warm-up's second part: LATER_MODULES and the bundled model's transformers tokenizer, once a page is
-    shown (the first page goes first: these would only share its core) and no page run is under way."""
+    """The warm-up's second part: LATER_MODULES, once a page is shown (the first page goes first: these would
+    only share its core) and no page run is under way."""
     global _importing, _later_done
     _page_shown.wait(LATER_AFTER_S)
     with _runs_changed:
@@ -237,7 +230,6 @@ def _import_later() -> None:
     gc.disable()  # as for the first part: the imports' objects live as long as the process
     try:
         _import(LATER_MODULES + LATER_VIEWS)
-        _build_tokenizer()
         # then frozen out of every later full collection's walk (left in it, they took the head view's drawing
         # at 512 tokens from 0.2 to 0.4 s). First a collection, so that no garbage is frozen: the loaded model
         # and runs are frozen too, and are freed by their reference counts when dropped (they hold no cycle)
