@@ -9,7 +9,9 @@ and T5 encoder-decoders. Their generation configs name no end-of-sequence token,
 
 Time: per model one fresh process holds both sides; each writes once as a warm-up (one-time costs: lazy
 imports, kernels' code paged in, our LM head read), then the two take turns, `repeats` calls each, so both see
-the same machine load. Each call is timed by the wall clock and by this process's CPU time; the medians of
+the same machine load. Before that the bench waits until other work on the machine keeps less than QUIET_CORES busy
+(at most QUIET_WAIT_S), and each row ends with what it found and the cores other work kept busy while the calls
+were timed. Each call is timed by the wall clock and by this process's CPU time; the medians of
 both are printed, `--clock` says which one the tokens per second and `time x` read (wall by default). On a
 machine shared with other work, time spent waiting for a core counts on neither side by the CPU clock (best
 with --threads 1, where no worker thread spins while it waits).
@@ -40,6 +42,7 @@ import ctypes
 import gc
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,6 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 VOCAB = 8000
+QUIET_CORES = 0.25  # other work's CPU, in cores, under which the machine counts as quiet for the timing
+QUIET_WAIT_S = 90  # ... and the longest wait for that
 SIDES = ("ours", "theirs")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 SHAPES = {  # name -> (transformers config class, arguments, task class)
@@ -209,6 +214,42 @@ def in_child(measure: str, folder: Path, args, which: str = "both") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def busy_jiffies() -> int:
+    """The machine's CPU time so far, in clock ticks, all cores and every process (/proc/stat's first line)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
+def other_cores(seconds: float = 1.0) -> float:
+    """The cores kept busy over `seconds` by the machine's other work (this process sleeps meanwhile)."""
+    start = busy_jiffies()
+    time.sleep(seconds)
+    return (busy_jiffies() - start) / os.sysconf("SC_CLK_TCK") / seconds
+
+
+def wait_until_quiet() -> str:
+    """Wait (up to QUIET_WAIT_S) until the machine's other work keeps less than QUIET_CORES busy, and say what
+    was found. What ran before (a browser, a server) may still be ending, and work on another core shares the
+    memory bus with the measured calls, which stream every weight at each step: with a loop summing an 80 MB
+    array on the other core, llama-gqa's time x went from 1.04 to 1.00 and gpt2-small's from 1.04 to 1.03."""
+    start = time.monotonic()
+    while (busy := other_cores()) >= QUIET_CORES and time.monotonic() - start < QUIET_WAIT_S:
+        pass
+    return f"{busy:.2f} cores busy before, after {time.monotonic() - start:.0f} s"
+
+
+def timed_in_child(folder: Path, args) -> tuple[dict, str]:
+    """Both sides' times (in_child) on a machine as quiet as it gets, and the cores other work kept busy meanwhile:
+    the machine's CPU time less the child's."""
+    quiet = wait_until_quiet()
+    start, child, clock = busy_jiffies(), resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    times = in_child("time", folder, args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (after.ru_utime + after.ru_stime) - (child.ru_utime + child.ru_stime)
+    others = ((busy_jiffies() - start) / os.sysconf("SC_CLK_TCK") - own) / (time.monotonic() - clock)
+    return times, f"{quiet}, {max(others, 0.0):.2f} while timed"
+
+
 def median_memory(folder: Path, args, side: str) -> dict:
     """One side's memory measured in `args.memory_runs` fresh processes: the run of median peak MB."""
     runs = sorted((in_child("memory", folder, args, side) for _ in range(args.memory_runs)), key=lambda m: m["peak_mb"])
@@ -261,9 +302,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in SHAPES:
             folder = folders[name] = save(name, Path(tmp) / name)
-            times = in_child("time", folder, args)
+            times, busy = timed_in_child(folder, args)
             memory = {side: median_memory(folder, args, side) for side in SIDES}
-            print(row(name, times, memory, args), flush=True)
+            print(row(name, times, memory, args) + f"  (other work: {busy})", flush=True)
         print(parts(folders))
     print(f"load average {load_average()}")
     print(
