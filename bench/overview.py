@@ -201,8 +201,10 @@ def main() -> None:
             f"  every Run→painted: {', '.join(f'{s:.2f}' for s in r['all_run_s'])} s; "
             f"{f['x_labels']} head labels shown; heatmap {f['z_rows']} × {f['z_cols']} values"
         )
-        if "16 layers" in name and r["switch_s"] > TARGET_S:
-            print(f"  target missed: the overview redrawn in {r['switch_s']:.2f} s > {TARGET_S} s")
+        if "16 layers" in name:
+            for what, seconds in (("Run to painted", r["run_s"]), ("redrawn from the Head view", r["switch_s"])):
+                met = "met" if seconds <= TARGET_S else "TARGET MISSED"
+                print(f"  {what}: {seconds:.2f} s (target <= {TARGET_S} s: {met})")
 
 
 if __name__ == "__main__":
