@@ -3,9 +3,10 @@ bundled model the same, built at its first use (`FirstUseTokenizer`).
 
 A fast tokenizer wraps a `tokenizers` tokenizer, its `backend_tokenizer`, and `tokenizer(text)` runs it;
 `attention.inputs.encode` runs it directly. The bundled model's backend is read from its tokenizer.json
-at once, and the rest of transformers' tokenizer (importing transformers takes 0.6-0.7 s here, a fifth of
-the app's cold start to its first heatmap: bench/render.py) only when something other than `encode`
-asks for it; tests/test_tokenizer.py checks that transformers builds that same backend.
+at once, and the rest of transformers' tokenizer only when something other than `encode` asks for it:
+importing transformers takes 0.6-0.7 s here (`python -X importtime -c "from transformers import
+AutoTokenizer"`), a fifth of the cold start bench/render.py measures. tests/test_tokenizer.py checks that
+transformers builds that same backend.
 """
 
 from __future__ import annotations

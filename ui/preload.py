@@ -61,9 +61,9 @@ SHOWN_GRACE_S = 1.5
 SWITCH_S = 0.0005
 # ... and the thread runs a step below the server's own threads (Linux's niceness, 10 more than theirs): the CPU goes
 # first to the server sending the page and its scripts, and to the browser where it runs on the same machine, which
-# must still fetch and start its chart library after the warm-up is done. bench/render.py's cold start, 2 cores: the
-# first heatmap painted 2.69-2.88 s after the server's start, against 2.91-3.26 s at the server's priority (the
-# warm-up ended 2.0-2.1 s in either way).
+# must still fetch and start its chart library after the warm-up is done. `python bench/render.py --quick --no-bertviz
+# --no-big`, 2 cores, twice each way: cold start medians 2.71 and 2.82 s (single starts 2.65-2.84) against 2.98 and
+# 2.97 s (2.90-3.06) at the server's priority.
 WARM_UP_NICE = 10
 _SWITCH_BEFORE = sys.getswitchinterval()
 _lock = threading.Lock()
