@@ -2,6 +2,7 @@
 True, return_dict_in_generate=True), greedy, on the same random checkpoints and the same prompt ids.
 
     python bench/generate.py [--quick] [--new 32] [--prompt 32] [--repeats 3] [--threads 2] [--clock wall|cpu]
+                             [--models gpt2-small llama-gqa ...]
 
 Checkpoints (random weights, a 8000-token vocabulary): GPT-2 small's shape (12 layers, 768 wide, 12 heads),
 a small Llama with grouped-query attention (8 layers, 512 wide, 8 query and 2 key/value heads), and tiny BART
@@ -279,6 +280,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--memory-runs", type=int, default=5, help="fresh processes per side for the memory figure")
     ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="wall clock, or this process's CPU time")
+    ap.add_argument("--models", nargs="+", choices=tuple(SHAPES), default=list(SHAPES), help="the checkpoints timed")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "MEASURE", "FOLDER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
@@ -300,12 +302,13 @@ def main() -> None:
           f"{'theirs MB':>9} {'mem x':>6} {'code MB':>9}  ids")  # fmt: skip
     folders = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in SHAPES:
+        for name in args.models:
             folder = folders[name] = save(name, Path(tmp) / name)
             times, busy = timed_in_child(folder, args)
             memory = {side: median_memory(folder, args, side) for side in SIDES}
             print(row(name, times, memory, args) + f"  (other work: {busy})", flush=True)
-        print(parts(folders))
+        if {"gpt2-small", "llama-gqa"} <= set(folders):
+            print(parts(folders))
     print(f"load average {load_average()}")
     print(
         f"time x: theirs ÷ ours in seconds per call by the {args.clock} clock, {other} x by the {other} clock; "

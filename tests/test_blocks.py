@@ -42,6 +42,39 @@ def test_rms_norm_is_llamas():
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_has_llamas_bits_in_each_dtype(dtype):
+    """The mean of squares in float32, the normalised x cast back before the weight multiplies it: transformers'
+    LlamaRMSNorm's numbers to the bit in float32 and in bfloat16 (where torch's F.rms_norm, weighting before the
+    cast, differs by a rounding step)."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    ours, theirs = make_norm(ModelConfig(**LLAMA_LIKE), 64), LlamaRMSNorm(64, eps=1e-6)
+    randomise(ours, std=0.5)
+    theirs.weight.data.copy_(ours.weight)
+    ours, theirs = ours.to(dtype), theirs.to(dtype)
+    x = (torch.randn(3, 7, 64) * 3).to(dtype)
+    assert torch.equal(ours(x), theirs(x))
+
+
+def test_residual_dropout_runs_in_training_only():
+    """In evaluation the residual dropout is not called at all (a writing step makes two per layer); in training
+    it drops."""
+    block = Block(ModelConfig(**{**LLAMA_LIKE, "hidden_dropout_prob": 0.5}))
+    x = torch.randn(2, 5, 32)
+    block.train()
+    assert (block.drop(torch.ones(4, 100)) == 0).any()
+    block.eval()
+    block.dropout = Refuse()
+    assert block.drop(x) is x
+    assert block(x, None)[0] is not None
+
+
+class Refuse(torch.nn.Module):
+    def forward(self, x):
+        raise AssertionError("called in evaluation")
+
+
 def test_gated_feed_forward_is_llamas():
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaMLP

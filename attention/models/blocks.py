@@ -154,12 +154,17 @@ class Block(nn.Module):
             return self.output(gated(self.act(self.gate(x)), self.intermediate(x)))  # (B, L, D)
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
 
+    def drop(self, x: torch.Tensor) -> torch.Tensor:
+        """The residual dropout while training; x itself otherwise, with no module call (a writing step makes
+        two per layer: 2.4 µs each)."""
+        return self.dropout(x) if self.training else x
+
     def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         """A sub-block's residual: x + out, then its norm in a post-norm block (pre-norm normed its input);
         with norm_after_sublayer (OLMo2), x + norm(out)."""
         if self.norm_after_sublayer:
-            return x + self.dropout(norm(out))  # (B, L, D)
-        x = x + self.dropout(out)  # (B, L, D)
+            return x + self.drop(norm(out))  # (B, L, D)
+        x = x + self.drop(out)  # (B, L, D)
         return x if self.pre_norm else norm(x)
 
     def forward(
@@ -185,7 +190,7 @@ class Block(nn.Module):
             return None, probs
         if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
             norm = getattr(self, "output_norm", self.attention_norm)  # Phi: one norm for both
-            return out + self.dropout(self.feed_forward(norm(x))), probs
+            return out + self.drop(self.feed_forward(norm(x))), probs
         return self.feed(out), probs
 
     def attend(
