@@ -121,17 +121,17 @@ def generate(
     or sampled (do_sample) with a torch generator seeded by `seed`. An encoder-decoder writes its decoder's
     sequence from `text` encoded (generate_seq2seq.py). See the module's docstring."""
     check_options(max_new_tokens, temperature, top_k, top_p, top)
-    if isinstance(model, EncoderDecoder):
-        options = (max_new_tokens, do_sample, temperature, top_k, top_p, seed, top)
-        return generate_seq2seq(model, tokenizer, text, *options)
     positions = model.config.max_position_embeddings
+    (prompt,) = within_positions(positions, text)
+    (ids,) = on_model_device(model, tokenizer(prompt, return_tensors="pt")["input_ids"])  # (1, L)
+    assert ids is not None
+    if isinstance(model, EncoderDecoder):  # the text is the encoder's source
+        options = (max_new_tokens, do_sample, temperature, top_k, top_p, seed, top)
+        return generate_seq2seq(model, tokenizer, ids, *options)
     settings = read_settings(Path(model.load_report.path))
     if settings.num_beams > 1:
         raise ValueError(f"beam search (num_beams={settings.num_beams}) is not supported: only greedy and sampling")
     head = lm_head(model)
-    (prompt,) = within_positions(positions, text)
-    (ids,) = on_model_device(model, tokenizer(prompt, return_tensors="pt")["input_ids"])  # (1, L)
-    assert ids is not None
     if ids.size(1) + max_new_tokens > positions:
         raise ValueError(f"{ids.size(1)} prompt tokens and {max_new_tokens} new ones exceed {positions} positions")
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, ids.device)

@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
-from .inputs import on_model_device, within_positions
 from .mha import KeyValueCache, MultiHeadAttention, no_record, scaled_dot_product_attention
 from .models import EncoderDecoder
 from .models.blocks import Block
@@ -164,14 +163,22 @@ def start_token(model: EncoderDecoder, settings: Settings) -> int:
 
 
 def generate_seq2seq(
-    model: EncoderDecoder, tokenizer, text: str, max_new_tokens, do_sample, temperature, top_k, top_p, seed, top
+    model: EncoderDecoder,
+    tokenizer,
+    input_ids: torch.Tensor,
+    max_new_tokens: int = 20,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    top: int = 5,
 ) -> Seq2SeqGeneration:
-    """attention.generate for an encoder-decoder (its options checked there): see the module's docstring."""
+    """attention.generate for an encoder-decoder, from the source's ids (1, S) on the model's device, within the
+    encoder's positions (attention.generate tokenizes a text as tokenizer(text) does; the page passes the ids every
+    view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring."""
     settings = read_settings(Path(model.load_report.path))
     head = kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
-    (source,) = within_positions(model.config.max_position_embeddings, text)
-    (input_ids,) = on_model_device(model, tokenizer(source, return_tensors="pt")["input_ids"])  # (1, S)
-    assert input_ids is not None
     limit = model.decoder.config.max_position_embeddings
     if 1 + max_new_tokens > limit:
         raise ValueError(f"a start token and {max_new_tokens} new ones exceed the decoder's {limit} positions")

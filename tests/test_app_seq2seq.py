@@ -14,6 +14,8 @@ from test_app import SENTENCE, decode, head_figure, no_errors, start
 from test_app_families import every_view_draws
 
 from attention import generate, load_model
+from attention.generate_seq2seq import generate_seq2seq
+from attention.inputs import encode
 from ui.runs import MAX_NEW_TOKENS
 from ui.url_values import MAX_TARGET_CHARS
 from viz._text import escape_all, position_labels
@@ -64,6 +66,27 @@ def test_the_page_writes_as_generate_does_and_draws_its_cross_attention(checkpoi
     np.testing.assert_allclose(z, expected, atol=1e-6)
     said = " ".join(c.value for c in at.caption)
     assert "written greedily" in said
+
+
+@pytest.mark.parametrize("target", ["", TARGET], ids=["written", "forced"])
+def test_a_source_past_the_encoders_positions_is_read_within_them(checkpoint, target):
+    """A source longer than the encoder's positions is written from (or read with a forced target) as every view
+    reads it, its first tokens within the positions, beside the page's notice; not an error."""
+    folder, model, tokenizer = checkpoint
+    positions = model.config.max_position_embeddings
+    source = "the cat sat " * positions  # more tokens than positions
+    enc = encode(tokenizer, source, max_length=positions)
+    assert len(enc.tokens) == positions < enc.total_tokens
+    at = start(model=str(folder), s=source, view="cross", layer="1", head="1", **({"target": target} if target else {}))
+    no_errors(at)
+    assert any(f"reads at most {positions} positions" in w.value for w in at.warning)
+    rows, columns, z = rows_columns_z(figure(at, "Cross-attention, layer 1, head 1"))
+    assert columns == labels(enc.tokens)
+    if not target:
+        limit = model.decoder.config.max_position_embeddings
+        out = generate_seq2seq(model, tokenizer, enc.input_ids, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
+        assert rows == labels(out.tokens)
+        np.testing.assert_allclose(z, out.cross_attentions[1][0, 1].numpy(), atol=1e-6)
 
 
 def test_every_view_draws_and_reads_the_encoder(checkpoint):

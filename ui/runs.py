@@ -111,22 +111,23 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
     `target` forced as its decoder's input; kept in the shared stores."""
 
     def compute():
-        from attention import generate
-        from attention.generate_seq2seq import start_token
-        from attention.inputs import on_model_device, within_positions
+        from attention.generate_seq2seq import generate_seq2seq, start_token
+        from attention.inputs import on_model_device
         from attention.processors import read_settings
 
         loaded = get_seq2seq(source)
         assert loaded is not None, "get_writing reads an encoder-decoder"
         model, tokenizer = loaded
         limit = model.decoder.config.max_position_embeddings
+        # the source as every view reads it: within the encoder's positions (cut, with the page's notice, past them)
+        encoded = encode(tokenizer, text, max_length=model.config.max_position_embeddings)
+        (input_ids,) = on_model_device(model, encoded.input_ids)  # (1, S)
+        assert input_ids is not None
         if not target:
-            out = generate(model, tokenizer, text, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
+            out = generate_seq2seq(model, tokenizer, input_ids, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
             maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
             beams = out.checkpoint_num_beams
             return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "", beams)
-        (text_in,) = within_positions(model.config.max_position_embeddings, text)
-        (input_ids,) = on_model_device(model, tokenizer(text_in, return_tensors="pt")["input_ids"])  # (1, S)
         start = start_token(model, read_settings(Path(model.load_report.path)))
         given = tokenizer(text_target=target)["input_ids"]
         notice = ""
@@ -137,9 +138,8 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         with torch.inference_mode():
             out = model(input_ids, decoder_input_ids=decoder_ids)
         maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
-        tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
         written = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
-        return _writing(input_ids, tokens, decoder_ids, written, maps, True, notice)
+        return _writing(input_ids, encoded.tokens, decoder_ids, written, maps, True, notice)
 
     return store("writings", 16, 200 * MB).get_or_compute((source, text, target), compute)
 
