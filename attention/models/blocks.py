@@ -155,8 +155,8 @@ class Block(nn.Module):
         return self.output(self.act(self.intermediate(x)))  # (B, L, D_ff) -> (B, L, D)
 
     def drop(self, x: torch.Tensor) -> torch.Tensor:
-        """The residual dropout while training; x itself otherwise, with no module call (a writing step makes
-        two per layer: 2.4 µs each)."""
+        """The residual dropout while training; x itself otherwise, with no module call (a writing step would
+        make two per layer)."""
         return self.dropout(x) if self.training else x
 
     def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
