@@ -189,7 +189,9 @@ def capped(p: Param, value, notices: list[str]):
     if p.bounds is not None and not p.bounds[0] <= value <= p.bounds[1]:
         low, high = p.bounds
         kept = type(value)(min(max(value, low), high))
-        notices.append(f"The link's {p.name} is {value:g}, outside {low:g}–{high:g}; using {kept:g}.")
+        notices.append(
+            f"The link's {p.name} is {_shown(value)}, outside {_shown(low)}–{_shown(high)}; using {_shown(kept)}."
+        )
         return kept
     if not isinstance(value, list) or len(value) <= MAX_LIST_ITEMS:
         return value
@@ -198,6 +200,11 @@ def capped(p: Param, value, notices: list[str]):
         f"{MAX_LIST_ITEMS}, so the first {MAX_LIST_ITEMS} are used."
     )
     return value[:MAX_LIST_ITEMS]
+
+
+def _shown(number) -> str:
+    """A number as a notice writes it: a whole one in full (a seed's ten digits), a decimal as 0.7 or 5."""
+    return str(number) if isinstance(number, int) else f"{number:g}"
 
 
 def keep_choices() -> None:
