@@ -61,9 +61,9 @@ CASES = {
         dict(rope_theta=500.0, rope_scaling=dict(type="linear", factor=2.0)),
     ),
     "mistral": ("mistral", THETA_100, ("rope_parameters",), dict(rope_theta=100.0)),
-    "qwen2-window": (  # the windowed layers from max_window_layers on, no layer_types
+    "qwen2-window": (  # the windowed layers from max_window_layers on (1 and 2 of 3, not the last one), no layer_types
         "qwen2",
-        dict(THETA_100, use_sliding_window=True, sliding_window=5, max_window_layers=1),
+        dict(THETA_100, use_sliding_window=True, sliding_window=5, max_window_layers=1, num_hidden_layers=3),
         ("rope_parameters", "layer_types"),
         dict(rope_theta=100.0),
     ),
