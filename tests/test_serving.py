@@ -236,10 +236,17 @@ def points(n: int, **columns) -> pd.DataFrame:
     return frame.assign(**columns)[list(COLUMNS)]
 
 
+def write_points(folder, frame: pd.DataFrame) -> None:
+    """One head's table and one text as write_folder writes them, whatever the table holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(folder / "qk-L1-H2.parquet", engine="pyarrow", index=False)
+    pd.DataFrame({"text": np.zeros(1, dtype=np.int32), "content": ["one text"]}).to_parquet(folder / "texts.parquet")
+
+
 @pytest.mark.parametrize(
     "columns, said",
     [
-        ({"layer": [1.0] * 599 + [np.nan]}, r"column layer holds missing values \(NaN or empty\)"),
+        ({"layer": [np.nan] + [1.0] * 599}, r"column layer holds missing values \(NaN or empty\)"),
         ({"position": [0.5] * 600}, "column position holds values that are not whole numbers"),
         ({"head": np.full(600, 70_000)}, "column head holds values outside 0 to 9,999"),
         ({"x": [np.inf] * 600}, "column x holds values that are not finite"),
@@ -248,7 +255,7 @@ def points(n: int, **columns) -> pd.DataFrame:
     ],
 )
 def test_a_bad_value_in_a_points_table_is_a_message(tmp_path, columns, said):
-    write_folder([points(600, **columns)], ["one text"], tmp_path)
+    write_points(tmp_path, points(600, **columns))
     with pytest.raises(FolderError, match=said):
         read_folder(tmp_path)
 
@@ -279,7 +286,7 @@ def test_a_folders_tables_are_bounded_together(tmp_path, monkeypatch):
 
 
 def test_a_nan_layer_in_a_linked_folder_is_said_on_the_page(listed):
-    write_folder([points(600, layer=[1.0] * 599 + [np.nan])], ["one text"], listed / "points")
+    write_points(listed / "points", points(600, layer=[np.nan] + [1.0] * 599))
     at = start(view="global", corpus="folder", folder=str(listed / "points"), layer="1", head="2")
     assert not at.exception
     said = errors(at)
