@@ -291,7 +291,8 @@ def _read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) 
     try:
         return read_table(path, columns, max_rows)
     except TooManyRows as err:
-        raise FolderError(f"{err} (at most {MAX_ROWS:,} a table, {MAX_FOLDER_ROWS:,} a folder's together)") from None
+        together = f" (a folder's tables together: at most {MAX_FOLDER_ROWS:,})" if max_rows < MAX_ROWS else ""
+        raise FolderError(f"{err}{together}") from None
     except TableError as err:
         raise FolderError(str(err)) from None
 
