@@ -19,7 +19,8 @@ and points folder). Without it, downloads and .bin files (read with torch.load(w
 are allowed, and a checkpoint folder, corpus file or points folder is read only where it lies (its
 symlinks and `..` resolved) under a folder of ATTENTION_FILE_DIRS (`;` between folders; unset: the
 repository's data/ folder; empty: none), never under /proc, /sys or /dev, and a file only if it is a
-regular file: every other path gets one message, whether it exists or not.
+regular file; every path outside gets one message, whether it exists or not. A corpus file is read in
+steps (`bounded_lines`), stopped at its bound on bytes read or on a line's length.
 """
 
 from __future__ import annotations
