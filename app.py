@@ -31,6 +31,10 @@ header[data-testid="stHeader"] {display: none;}
 div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 </style>"""
 ENCODER_CAPTION = "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
+PANICKED = (
+    "The model's tokenizer gave up on this text ({}). Your sentence is kept: change or shorten it, or load "
+    "another model."
+)
 # ordinary mode: the page starts just under the header (3.75 rem), not 6 rem down, so the figure comes higher
 PAGE_CSS = """<style>div[data-testid="stMainBlockContainer"] {padding-top: 4rem;}</style>"""
 
@@ -155,3 +159,11 @@ if __name__ == "__main__":
                 "Something went wrong while drawing this view. Your sentence is kept: try another view or "
                 "sentence, or reload the page."
             )
+        except BaseException as err:  # a tokenizer's panic is not an Exception: uncaught, the page spun forever
+            from attention.tokenizer import panicked
+            from ui.page import plain
+
+            if not panicked(err):  # Streamlit's own stop and rerun, an interrupt
+                raise
+            log.warning("a library panicked while drawing the page", exc_info=True)
+            st.error(PANICKED.format(plain(str(err).splitlines()[0] if str(err) else type(err).__name__)))

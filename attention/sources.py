@@ -30,11 +30,14 @@ def resolve_source(source: str | os.PathLike | None, downloads: bool = True) -> 
     text = str(source).strip()
     if not text:
         raise ModelLoadError("no model given: leave it empty for the bundled default, or give a folder or hub id")
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise ModelLoadError(f"'{text}' is a file: give the folder that holds config.json and the weights")
+    path = Path(os.path.expanduser(text))
+    try:
+        if path.is_dir():
+            return path
+        if path.exists():
+            raise ModelLoadError(f"'{text}' is a file: give the folder that holds config.json and the weights")
+    except OSError:  # a name longer than the file system takes
+        raise ModelLoadError(f"there is no folder '{text}'") from None
     looks_like_path = text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
     if looks_like_path or not _HUB_ID.match(text):
         raise ModelLoadError(f"there is no folder '{text}' (and it is not a hub id like 'bert-base-uncased')")

@@ -43,6 +43,13 @@ def load_tokenizer(folder: Path, vocab_size: int):
     return tokenizer
 
 
+def panicked(err: BaseException) -> bool:
+    """Whether `err` is a Rust library's panic surfacing in Python (pyo3's PanicException, a BaseException that
+    `except Exception` lets through): a tokenizer's pattern hitting Oniguruma's retry limit on some text raises
+    one from tokenizer(text)."""
+    return type(err).__name__ == "PanicException" and type(err).__module__ == "pyo3_runtime"
+
+
 def _check_fits(size: int, vocab_size: int) -> None:
     if size > vocab_size:
         raise ModelLoadError(

@@ -95,7 +95,9 @@ def measure(source: str, texts: list[str], log) -> dict:
     from playwright.sync_api import sync_playwright
 
     frames, runs = Frames(), []
-    with sync_playwright() as pw, app_server(timeout=TIMEOUT_S) as url:
+    # the page reads a checkpoint folder only under ATTENTION_FILE_DIRS (ui/sources.py): the big model's own
+    readable = {"ATTENTION_FILE_DIRS": source} if source else {}
+    with sync_playwright() as pw, app_server(timeout=TIMEOUT_S, env=readable) as url:
         browser = launch(pw)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.on("websocket", frames.attach)

@@ -67,6 +67,14 @@ def make_tiny(folder: Path, model_class: str = "BertModel", safe: bool = True, s
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def readable_temp(tmp_path_factory):
+    """The page reads the server's files only under ATTENTION_FILE_DIRS (ui/sources.py): the tests' checkpoints,
+    corpora and points are written under pytest's temp folder, and the repository's data/ is the default, so
+    both are listed (for the servers the browser tests start too). tests/test_serving.py sets its own."""
+    os.environ.setdefault("ATTENTION_FILE_DIRS", f"{tmp_path_factory.getbasetemp()};{ROOT / 'data'}")
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("tiny"))

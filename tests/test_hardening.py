@@ -296,23 +296,24 @@ def test_the_sentence_box_takes_at_most_max_text_chars():
 # ---- the unlocked model box -----------------------------------------------------------------------------------
 
 
-def test_an_unlocked_server_says_so_in_its_log_at_start_up(monkeypatch, caplog):
+def test_the_server_says_how_it_serves_in_its_log_at_start_up(monkeypatch, caplog):
     from ui import preload
 
     monkeypatch.delenv("ATTENTION_SOURCES", raising=False)
     with caplog.at_level("WARNING", logger="attention-app"):
-        preload.warn_if_open()
+        preload.log_how_served()
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith(
-        "ATTENTION_SOURCES is not set: this server listens on every network interface"
-    )
+    assert len(said) == 1 and said[0].startswith("Serving on 127.0.0.1 (this machine only): the model box is unlocked")
     caplog.clear()
     monkeypatch.setenv("ATTENTION_SOURCES", "")
-    preload.warn_if_open()
-    assert not caplog.records
+    preload.log_how_served()
+    assert [r.getMessage() for r in caplog.records] == [
+        "Serving on 127.0.0.1 (this machine only): the model box loads only ATTENTION_SOURCES's list and the "
+        "bundled model; no server file is offered."
+    ]
 
 
-def test_the_server_warm_up_logs_the_unlocked_box_once():
+def test_the_server_warm_up_logs_how_it_serves_once():
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SOURCES"} | {"PYTHONPATH": str(ROOT)}
     # what importing app.py starts in the server, a page shown meanwhile
     code = "from ui import preload; preload.page_shown(); preload.start_warm_up().join()"
@@ -320,7 +321,7 @@ def test_the_server_warm_up_logs_the_unlocked_box_once():
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stderr.count("ATTENTION_SOURCES is not set") == 1
+    assert out.stderr.count("Serving on 127.0.0.1 (this machine only)") == 1
 
 
 def test_a_rerun_does_not_read_every_map_again_for_patterns_or_the_gqa_change(monkeypatch):

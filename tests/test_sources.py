@@ -22,11 +22,15 @@ def locked(monkeypatch, tiny_dir):
     return tiny_dir
 
 
-def test_unlocked_by_default(monkeypatch):
+def test_unlocked_by_default(monkeypatch, tmp_path):
     monkeypatch.delenv(SOURCES_VAR, raising=False)
+    monkeypatch.setenv("ATTENTION_FILE_DIRS", str(tmp_path))
     rules = policy()
     assert not rules.locked and rules.downloads and rules.bin_files
-    rules.check("/anything/at/all")  # no refusal: a laptop loads what its user types
+    rules.check("someone/any-model")  # no refusal: a laptop loads any hub id its user types
+    rules.check(str(tmp_path))  # and any folder under the operator's folders (tests/test_serving.py: the others)
+    with pytest.raises(ModelLoadError, match="only under the folders its operator lists"):
+        rules.check("/anything/at/all")
 
 
 def test_the_list_and_the_switches_come_from_the_environment(locked, monkeypatch):

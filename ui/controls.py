@@ -20,7 +20,15 @@ from .state import (
     submit,
     use_preset,
 )
-from .url_values import MAX_NEW_TOKENS, MAX_SEED, MAX_TARGET_CHARS, MAX_TEXT_CHARS, MAX_TOP_K, TEMPERATURES
+from .url_values import (
+    MAX_NEW_TOKENS,
+    MAX_PATH,
+    MAX_SEED,
+    MAX_TARGET_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TOP_K,
+    TEMPERATURES,
+)
 
 
 def sidebar():
@@ -58,6 +66,7 @@ def sidebar():
                 st.text_input(
                     "Checkpoint folder or hub id",
                     key="model_input",
+                    max_chars=MAX_PATH,
                     placeholder="empty: the bundled all-MiniLM-L6-v2",
                     help="Families: "
                     + ", ".join(f.title for f in FAMILIES.values())

@@ -202,7 +202,7 @@ def _warm_up() -> None:
         from ui.runs import get_run
         from ui.state import DEFAULT_SENTENCE
 
-        warn_if_open()
+        log_how_served()
 
         gc.freeze()  # before the model and the run: a model can be dropped from the cache
 
@@ -256,20 +256,12 @@ def one_thread_per_computation() -> None:
     _one_thread = True
 
 
-def warn_if_open() -> None:
-    """One line in the server's log at start-up when the model box is unlocked: Streamlit listens on every
-    network interface by default, and then any visitor may load any folder or hub id on this machine."""
-    from ui.sources import SOURCES_VAR, policy
+def log_how_served() -> None:
+    """One line in the server's log at start-up: the address it listens on, what its model box loads and which
+    of its files the page reads (ui/sources.py's `served`)."""
+    from ui.sources import served
 
-    if not policy().locked:
-        log.warning(
-            "%s is not set: this server listens on every network interface and loads any folder or hub id "
-            'a visitor names. On a shared network, set %s (e.g. %s="" for the bundled model only) or '
-            "--server.address 127.0.0.1.",
-            SOURCES_VAR,
-            SOURCES_VAR,
-            SOURCES_VAR,
-        )
+    log.warning(served())
 
 
 def _import(names) -> None:

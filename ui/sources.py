@@ -1,25 +1,51 @@
-"""Which models this server may load: any folder or hub id (the default, for a laptop), or only the
-operator's list (for a public address), set in the environment before `streamlit run`:
+"""What this server may read: which models (any hub id and listed folder, the default on this machine's
+own address, or only the operator's list) and which of its files and folders. Set in the environment
+before `streamlit run` (docs/serving.md):
 
     ATTENTION_SOURCES="bert-base-uncased;/srv/models/gpt2"   the lock: the bundled model and these
     ATTENTION_HUB_DOWNLOADS=1                                 with the lock, hub ids may be downloaded
     ATTENTION_BIN_FILES=1                                     with the lock, .bin weights may be read
+    ATTENTION_OPEN=1                                          on a network address, no lock without a list
+    ATTENTION_FILE_DIRS="/srv/corpora;/srv/models"            the folders whose files the page reads
+
+The server listens where Streamlit's `server.address` says: .streamlit/config.toml sets 127.0.0.1 (this
+machine only). Served on any other address (`--server.address 0.0.0.0`, a host name, or no address: every
+interface) without ATTENTION_SOURCES, the model box is locked to the bundled model, unless ATTENTION_OPEN=1.
 
 With the lock on, a source not in the list is refused before anything is read from disk or the
-Hub, with one message whatever the path or id (no hint of what exists), and the page offers the
-list as a drop-down instead of a text box. Without it, downloads and .bin files (read with
-torch.load(weights_only=True)) are allowed.
+Hub, with one message whatever the path or id (no hint of what exists), the page offers the list
+as a drop-down instead of a text box, and no file of the server is offered (Global Q·K's corpus file
+and points folder). Without it, downloads and .bin files (read with torch.load(weights_only=True))
+are allowed, and a checkpoint folder, corpus file or points folder is read only where it lies (its
+symlinks and `..` resolved) under a folder of ATTENTION_FILE_DIRS (`;` between folders; unset: the
+repository's data/ folder; empty: none), never under /proc, /sys or /dev, and a file only if it is a
+regular file; every path outside gets one message, whether it exists or not. A corpus file is read in
+steps (`bounded_lines`), stopped at its bound on bytes read or on a line's length.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
+import re
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from attention import ModelLoadError
 
 SOURCES_VAR, DOWNLOADS_VAR, BIN_VAR = "ATTENTION_SOURCES", "ATTENTION_HUB_DOWNLOADS", "ATTENTION_BIN_FILES"
+OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
 REFUSED = "this server loads only the models in its list: pick one there"
+DATA = Path(__file__).resolve().parents[1] / "data"
+NEVER_READ = (Path("/proc"), Path("/sys"), Path("/dev"))  # the kernel's and devices' files, whatever is listed
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # attention/sources.py's: anything else is a path
+
+
+class FileRefused(ValueError):
+    """A path on the server this page may not read; the message names the setting, not what exists."""
 
 
 @dataclass(frozen=True)
@@ -30,15 +56,132 @@ class SourcePolicy:
     bin_files: bool
 
     def check(self, source: str) -> None:
-        """A ModelLoadError, the same for every refused source, unless this server may load it."""
-        if self.locked and source not in ("",) + self.allowed:
-            raise ModelLoadError(REFUSED)
+        """A ModelLoadError, the same for every refused source, unless this server may load it: when
+        locked, the list; when not, any hub id, and a folder under ATTENTION_FILE_DIRS."""
+        if self.locked:
+            if source not in ("",) + self.allowed:
+                raise ModelLoadError(REFUSED)
+        elif source and _names_a_path(source):
+            try:
+                server_path(source, folder=True)
+            except FileRefused as err:
+                raise ModelLoadError(str(err)) from None
+
+
+def _names_a_path(source: str) -> bool:
+    """Whether resolve_source would read `source` as a folder: it exists, or it cannot be a hub id."""
+    return os.path.lexists(os.path.expanduser(source.strip())) or not _HUB_ID.match(source.strip())
+
+
+def server_address() -> str:
+    """The address the server listens on ("": every interface, Streamlit's default)."""
+    from streamlit import config
+
+    return str(config.get_option("server.address") or "")
+
+
+def on_loopback(address: str) -> bool:
+    """Whether only this machine reaches `address`: a loopback address, localhost, or a unix socket."""
+    if address.startswith("unix://") or address.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:  # "" (every interface) or a host name: reached from the network
+        return False
 
 
 def policy() -> SourcePolicy:
-    """The server's policy, read from the environment (set before the server starts)."""
+    """The server's policy, read from the environment (set before the server starts) and its address."""
     listed = os.environ.get(SOURCES_VAR)
     if listed is None:
-        return SourcePolicy(False, (), True, True)
+        if on_loopback(server_address()) or os.environ.get(OPEN_VAR) == "1":
+            return SourcePolicy(False, (), True, True)
+        return SourcePolicy(True, (), False, False)  # on the network and nothing said: the bundled model
     allowed = tuple(dict.fromkeys(s.strip() for s in listed.split(";") if s.strip()))
     return SourcePolicy(True, allowed, os.environ.get(DOWNLOADS_VAR) == "1", os.environ.get(BIN_VAR) == "1")
+
+
+def served() -> str:
+    """One line for the server's log: where it listens, what its model box loads, which files it reads."""
+    address = server_address()
+    where = f"{address} (this machine only)" if on_loopback(address) else f"{address or 'every network interface'}"
+    rules = policy()
+    if rules.locked and os.environ.get(SOURCES_VAR) is None:
+        box = (
+            f"the model box is locked to the bundled model ({SOURCES_VAR} is not set on a network address: "
+            f'list models in {SOURCES_VAR}="a;b", or set {OPEN_VAR}=1 to unlock it)'
+        )
+    elif rules.locked:
+        box = f"the model box loads only {SOURCES_VAR}'s list and the bundled model; no server file is offered"
+    else:
+        dirs = ", ".join(map(str, file_dirs())) or "none"
+        box = f"the model box is unlocked: any hub id, and folders and files under {FILES_VAR} ({dirs})"
+    return f"Serving on {where}: {box}."
+
+
+def file_dirs() -> tuple[Path, ...]:
+    """The folders (resolved) under which the page reads files and folders the visitor names."""
+    listed = os.environ.get(FILES_VAR)
+    if listed is None:
+        return (DATA,)
+    return tuple(Path(os.path.expanduser(p.strip())).resolve() for p in listed.split(";") if p.strip())
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def server_path(typed: str, folder: bool = False) -> Path:
+    """The path a visitor typed, resolved, if the page may read it: under a folder of ATTENTION_FILE_DIRS,
+    not under /proc, /sys or /dev, and a folder (`folder`) or a regular file. Else FileRefused, one
+    message for every path outside (whether or not it exists)."""
+    kind = "folders" if folder else "files"
+    refused = FileRefused(f"this server reads {kind} only under the folders its operator lists ({FILES_VAR})")
+    try:
+        path = Path(os.path.realpath(os.path.expanduser(typed.strip())))
+    except (OSError, ValueError):  # a name too long, a NUL
+        raise refused from None
+    if not typed.strip() or any(_under(path, p) for p in NEVER_READ):
+        raise refused
+    if not any(_under(path, d) for d in file_dirs()):
+        raise refused
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        raise FileRefused(f"there is no {'folder' if folder else 'file'} '{typed.strip()}'") from None
+    if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+        raise FileRefused(f"'{typed.strip()}' is not a {'folder' if folder else 'regular file'}")
+    return path
+
+
+@contextlib.contextmanager
+def bounded_lines(path: Path, max_bytes: int, max_line: int) -> Iterator[Iterator[str]]:
+    """The lines of the regular file `path` as text, read in steps: FileRefused once more than `max_bytes`
+    were read or a line is longer than `max_line` bytes, before either is held (a file that grows, or one
+    of /proc that says it has no size, is stopped there too)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)  # not blocking: a FIFO put there since is refused below, not waited on
+    except OSError as err:
+        raise FileRefused(f"{path.name}: cannot be read ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as raw:
+        if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+            raise FileRefused(f"{path.name}: not a regular file")
+        yield _lines(raw, max_bytes, max_line)
+
+
+def _lines(raw, max_bytes: int, max_line: int) -> Iterator[str]:
+    read = 0
+    for number in range(1, max_bytes + 2):  # a line is at least one byte
+        line = raw.readline(max_line + 2)  # its newline (or \r\n) and one byte past the bound at most
+        if not line:
+            return
+        read += len(line)
+        if read > max_bytes:
+            raise FileRefused(f"more than {max_bytes:,} bytes: reading stopped there; name a smaller file")
+        if len(line.rstrip(b"\r\n")) > max_line:
+            raise FileRefused(f"line {number} is longer than {max_line:,} bytes: reading stopped there")
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FileRefused(f"line {number} is not UTF-8 text") from None

@@ -141,7 +141,7 @@ PARAMS = [
     _param("gen_seed", "seed", "seed", 0, _whole, bounds=(0, MAX_SEED)),
     _param("next_position", "pos", "position", None, _number),
     _param("next_temperature", "t", "temperature of the bars", 2.0, (_short, _decimal), bounds=TEMPERATURES),
-    _param("source", "model", "model", "", (str, str)),
+    _param("source", "model", "model", "", _path),
 ]
 registry.check_params(p.name for p in PARAMS)
 
@@ -175,7 +175,10 @@ def init_from_url() -> None:
                 notices.append(f"The link's {p.name} is {err}; using {default}.")
     st.session_state.source = ""
     if params.get("model"):  # loaded as if typed in the model box: an error is shown, the bundled model kept
-        st.session_state.pending_source = params["model"].strip()
+        try:
+            st.session_state.pending_source = _path(params["model"]).strip()
+        except ValueError as err:  # read before any path is looked at (a long one made the file system raise)
+            notices.append(f"The link's model is {err}; using the bundled model.")
     if "pronoun" in params or "candidates" in params:
         st.session_state.coref_prefilled = text  # the link's choice, not the example's
     # no head in the link: the first run opens one worth seeing (see choose_first_head)

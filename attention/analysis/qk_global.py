@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from ..inputs import on_model_device, within_positions
+from .points_table import MAX_ROWS, TableError, TooManyRows, read_table
 from .qk_project import joint_plane
 
 BATCH = 16  # texts per forward pass
@@ -254,10 +255,12 @@ class FolderError(ValueError):
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # one head's table: 40,000 points take about 2 MB
 MAX_FILES = 128  # the heads of a folder
+MAX_FOLDER_ROWS = 1_000_000  # the rows of a folder's point tables together: about 150 MB as read
 
 
 def read_folder(folder: str | Path) -> tuple[dict[tuple[int, int], pd.DataFrame], list[str]]:
-    """The point tables of a folder write_folder wrote, by (layer, head), and its texts by index."""
+    """The point tables of a folder write_folder wrote, by (layer, head), and its texts by index; each
+    table's rows bounded before they are read and its values checked (points_table.py)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FolderError(f"{folder}: no such folder")
@@ -266,30 +269,32 @@ def read_folder(folder: str | Path) -> tuple[dict[tuple[int, int], pd.DataFrame]
         raise FolderError(f"{folder}: no qk-L*-H*.parquet files in it")
     if len(paths) > MAX_FILES:
         raise FolderError(f"{folder}: {len(paths)} point files; at most {MAX_FILES} are read")
-    frames = {}
+    frames, rows = {}, 0
     for path in paths:
-        frame = _read_table(path, COLUMNS)
-        frames[int(frame["layer"].iloc[0]), int(frame["head"].iloc[0])] = frame
+        frame = _read_table(path, COLUMNS, min(MAX_ROWS, MAX_FOLDER_ROWS - rows))
+        rows += len(frame)
+        layer, head = frame["layer"].iloc[0], frame["head"].iloc[0]
+        if (frame["layer"] != layer).any() or (frame["head"] != head).any():
+            raise FolderError(f"{path}: points of several heads in one head's table")
+        frames[int(layer), int(head)] = frame
     texts = _read_table(folder / TEXTS_FILE, ("text", "content")).sort_values("text")["content"].tolist()
     if any(int(f["text"].max()) >= len(texts) for f in frames.values()):
         raise FolderError(f"{folder}: the points name texts that {TEXTS_FILE} lacks")
     return frames, texts
 
 
-def _read_table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+def _read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) -> pd.DataFrame:
     if not path.is_file():
         raise FolderError(f"{path}: no such file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise FolderError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MB")
     try:
-        frame = pd.read_parquet(path, engine="pyarrow")
-    except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
-        raise FolderError(f"{path}: not a Parquet file ({type(err).__name__})") from None
-    if missing := [c for c in columns if c not in frame.columns]:
-        raise FolderError(f"{path}: no column {', '.join(missing)}")
-    if frame.empty:
-        raise FolderError(f"{path}: no rows")
-    return frame
+        return read_table(path, columns, max_rows)
+    except TooManyRows as err:
+        together = f" (a folder's tables together: at most {MAX_FOLDER_ROWS:,})" if max_rows < MAX_ROWS else ""
+        raise FolderError(f"{err}{together}") from None
+    except TableError as err:
+        raise FolderError(str(err)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

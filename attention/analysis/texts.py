@@ -6,21 +6,32 @@ Three kinds of source, told apart by what the path is:
 - a JSON Lines file (``.jsonl`` or ``.json``): one object per line, its ``text`` field (or the field named);
 - a folder a ``datasets`` dataset was saved to with ``save_to_disk``: its ``text`` column (or the one named).
 
-``limit`` stops reading after that many texts, so a caller bounds its work before it starts.
+``limit`` stops reading after that many texts, so a caller bounds its work before it starts; ``open_lines``
+opens a file's lines (by default as UTF-8 text), so a caller that bounds how much is read passes its own
+(ui/sources.py's ``bounded_lines``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+
+Opener = Callable[[Path], AbstractContextManager[Iterable[str]]]
+
+
+def _utf8(path: Path) -> AbstractContextManager[Iterable[str]]:
+    return path.open(encoding="utf-8")
 
 
 class CorpusError(ValueError):
     """A corpus that cannot be read as texts; the message names the file and the line."""
 
 
-def iter_texts(path: str | Path, field: str = "text", limit: int | None = None) -> Iterator[str]:
+def iter_texts(
+    path: str | Path, field: str = "text", limit: int | None = None, open_lines: Opener = _utf8
+) -> Iterator[str]:
     """The texts of ``path`` in order, at most ``limit`` of them."""
     path = Path(path)
     if not path.exists():
@@ -28,9 +39,9 @@ def iter_texts(path: str | Path, field: str = "text", limit: int | None = None) 
     if path.is_dir():
         source = _dataset_texts(path, field)
     elif path.suffix.lower() in (".jsonl", ".json"):
-        source = _jsonl_texts(path, field)
+        source = _jsonl_texts(path, field, open_lines)
     else:
-        source = _line_texts(path)
+        source = _line_texts(path, open_lines)
     for count, text in enumerate(source):
         if limit is not None and count >= limit:
             return
@@ -42,15 +53,15 @@ def read_texts(path: str | Path, field: str = "text", limit: int | None = None) 
     return list(iter_texts(path, field, limit))
 
 
-def _line_texts(path: Path) -> Iterator[str]:
-    with path.open(encoding="utf-8") as lines:
+def _line_texts(path: Path, open_lines: Opener) -> Iterator[str]:
+    with open_lines(path) as lines:
         for line in lines:
             if line.strip():
                 yield line.rstrip("\n")
 
 
-def _jsonl_texts(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8") as lines:
+def _jsonl_texts(path: Path, field: str, open_lines: Opener) -> Iterator[str]:
+    with open_lines(path) as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -19,7 +19,7 @@ from ..layout import main_px
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import font_size, plain, show, shown_as
-from ..sources import policy
+from ..sources import FileRefused, bounded_lines, policy, server_path
 from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES, clicked_data, open_head
 from ..stores import MB, store
 from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
@@ -37,6 +37,12 @@ SCOPES = tuple(GQK_SCOPES.values())
 LAID_OUT_TOKENS = {"umap": 5_000, "tsne": 2_000}
 MAX_FILE_BYTES = 50 * MB  # a corpus file named here
 MAX_TEXTS = 100_000  # texts read from it at most
+MAX_LINE_BYTES = 100_000  # one line of it (twice the Sentence box's 50,000 characters, for JSON's fields)
+
+
+def bounded(path: Path):
+    """A corpus file's lines, stopped while reading at MAX_FILE_BYTES or a line past MAX_LINE_BYTES."""
+    return bounded_lines(path, MAX_FILE_BYTES, MAX_LINE_BYTES)
 
 
 def token_cap(method: str, n_heads: int) -> int:
@@ -97,8 +103,9 @@ def folder_points(layer: int, heads: tuple[int, ...]):
         st.info("Name a folder written by python -m attention.analysis.qk_global.")
         return None
     try:
-        frames, texts = store("qk-folders", 2, 200 * MB).get_or_compute(_stamp(folder), lambda: read_folder(folder))
-    except (FolderError, OSError) as err:
+        where = server_path(folder, folder=True)  # refused unless under the operator's folders
+        frames, texts = store("qk-folders", 2, 200 * MB).get_or_compute(_stamp(where), lambda: read_folder(where))
+    except (FileRefused, FolderError, OSError) as err:
         st.error(plain(str(err)))
         return None
     found = {h: f for (l_, h), f in frames.items() if l_ == layer and h in heads}
@@ -110,9 +117,9 @@ def folder_points(layer: int, heads: tuple[int, ...]):
     return found, texts
 
 
-def _stamp(path: str) -> tuple:
-    """A folder's or file's path with the times its files were changed: a rewritten one is read again."""
-    target = Path(path.strip())
+def _stamp(target: Path) -> tuple:
+    """A folder's or file's path (allowed and resolved: server_path) with the times its files were changed:
+    a rewritten one is read again."""
     files = sorted(target.glob("*.parquet")) if target.is_dir() else [target] if target.is_file() else []
     return (str(target), tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
 
@@ -127,14 +134,15 @@ def corpus_file(where: str) -> Path | None:
     typed = st.text_input(
         "Corpus file (one text per line, or JSON Lines with a text field)", key="gqk_file", max_chars=MAX_PATH
     )
-    path = Path(typed.strip())
     if not typed.strip():
         st.info("Name a text or JSON Lines file on the server.")
         return None
-    if not path.is_file():
-        st.error(plain(f"{typed.strip()}: no such file."))
+    try:
+        path = server_path(typed)  # refused unless a regular file under the operator's folders
+    except FileRefused as err:
+        st.error(plain(f"{err}."))
         return None
-    if path.stat().st_size > MAX_FILE_BYTES:
+    if path.stat().st_size > MAX_FILE_BYTES:  # as it is now: what grows is stopped while it is read
         st.error(plain(f"{typed.strip()} is larger than {MAX_FILE_BYTES // MB} MB; name a smaller file."))
         return None
     return path
@@ -168,7 +176,7 @@ def computed_points(where: str, layer: int, heads: tuple[int, ...]):
         tokens = st.session_state.gqk_tokens = cap
         left.caption(f"{cap:,} tokens of the corpus")
     source = st.session_state.source
-    key = (source, _stamp(str(path)), layer, heads, tokens, method)
+    key = (source, _stamp(path), layer, heads, tokens, method)
     kept = points_store().get(key)
     if kept is not None:
         return kept
@@ -193,7 +201,7 @@ def compute(key: tuple, path: Path):
 
     def work(deadline):
         model, tokenizer = get_model(source)
-        texts = iter_texts(path, limit=MAX_TEXTS)
+        texts = iter_texts(path, limit=MAX_TEXTS, open_lines=bounded)
         sample = collect(model, tokenizer, texts, layer, heads, tokens, deadline.wrap(progress))
         frames = {}
         for i, h in enumerate(heads):
