@@ -85,9 +85,9 @@ def measure(paths: Iterable[Path], safetensors: bool, budget: WeightBudget | Non
             )
         cap = budget.max_bytes if safetensors else min(budget.max_bytes, memory_bytes())
         if total > cap:
-            over = "this machine's memory" if cap < budget.max_bytes else budget.why
+            over = "this machine's memory allows" if cap < budget.max_bytes else f"{budget.why} allow"
             raise ModelLoadError(
-                f"{path.name} would take {_size(total)} once read, more than the {_size(cap)} {over} allow; "
+                f"{path.name} would take {_size(total)} once read, more than the {_size(cap)} {over}; "
                 "it is refused before it is read"
             )
 

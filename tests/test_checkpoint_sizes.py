@@ -19,7 +19,7 @@ import pytest
 import torch
 from conftest import make_tiny
 
-from attention import ModelLoadError, load_bert
+from attention import ModelLoadError, checkpoint_sizes, load_bert
 
 STATUS = Path("/proc/self/status")
 
@@ -166,3 +166,27 @@ def test_a_legacy_bin_larger_than_the_config_can_need_is_refused_and_a_fitting_o
     torch.save(state, folder / "pytorch_model.bin", _use_new_zipfile_serialization=False)
     with pytest.raises(ModelLoadError, match=rf"would take 20\.\d MB once read, more than the {need[1]} "):
         load_bert(folder)
+
+
+def test_a_bin_larger_than_this_machines_memory_is_refused_before_torch_load(tmp_path, monkeypatch):
+    folder = make_tiny(tmp_path / "memory", safe=False)
+    monkeypatch.setattr(checkpoint_sizes, "memory_bytes", lambda: 2**16)  # a machine of 64 KB
+    with pytest.raises(ModelLoadError, match=r"more than the 0\.1 MB this machine's memory allows; it is refused"):
+        load_bert(folder)
+    monkeypatch.undo()
+    assert load_bert(folder)[0].load_report.weights_file == "pytorch_model.bin"
+
+
+def test_a_shard_index_larger_than_a_header_is_refused_before_it_is_parsed(tmp_path, need):
+    folder = make_tiny(tmp_path / "index")
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+        weight_map = dict.fromkeys(weights.keys(), "model.safetensors")
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"padding": "x" * 2**21}, "weight_map": weight_map}))
+    top = need[2] * 512 + 64 * 1024  # what a header of as many tensors may take
+    with pytest.raises(ModelLoadError, match=f"larger than the {top:,} bytes a weight index may take"):
+        load_bert(folder)
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    assert load_bert(folder)[0].load_report.weights_file == "model.safetensors.index.json"
