@@ -5,6 +5,7 @@ pytorch_model.bin (or its shards), read with torch.load(weights_only=True). Safe
 through `safetensors.safe_open`: its header gives each tensor's name, shape and dtype without reading any
 data, and each tensor is read from the file when it is asked for. With `shapes_only` every tensor is an
 empty one on the meta device, its name, shape and dtype only: what the checks before building compare.
+Every file is measured first (checkpoint_sizes.py): what reading it would cost, against `budget`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TypeVar
 import torch
 from safetensors import SafetensorError, safe_open
 
+from .checkpoint_sizes import WeightBudget, measure
 from .errors import ModelLoadError
 
 BIN_REFUSED = "this server loads safetensors weights only, and this checkpoint has only pytorch_model.bin"
@@ -41,18 +43,20 @@ _SAFETENSORS_DTYPES = {
 
 
 def read_checkpoint(
-    folder: Path, bin_files: bool = True, shapes_only: bool = False
+    folder: Path, bin_files: bool = True, shapes_only: bool = False, budget: WeightBudget | None = None
 ) -> tuple[Mapping[str, torch.Tensor], str]:
     """The weights of a folder and the file (or index) they came from. With `bin_files` False a folder
     with only .bin weights is refused. Safetensors weights come as a SafetensorsWeights, which reads
-    nothing up front: a tensor is in memory once its caller asks for it and keeps it."""
+    nothing up front: a tensor is in memory once its caller asks for it and keeps it. The files are
+    measured against `budget` (the config's bounds; absolute ones without it) before any is read."""
     for index_name, file_name, safetensors in _LAYOUTS:
         for name, shards in ((index_name, True), (file_name, False)):
             if not (folder / name).is_file():
                 continue
             if not safetensors and not bin_files:
                 raise ModelLoadError(BIN_REFUSED)
-            paths = _shard_paths(folder, name) if shards else [folder / name]
+            paths = _shard_paths(folder, name, budget) if shards else [folder / name]
+            measure(paths, safetensors, budget)
             if safetensors:
                 weights = SafetensorsWeights(paths)
                 return (weights.shapes() if shapes_only else weights), name
@@ -60,8 +64,12 @@ def read_checkpoint(
     raise ModelLoadError(f"no weights in {folder}: expected model.safetensors or pytorch_model.bin")
 
 
-def _shard_paths(folder: Path, index_name: str) -> list[Path]:
-    """The files a weight index names, each once, in name order."""
+def _shard_paths(folder: Path, index_name: str, budget: WeightBudget | None) -> list[Path]:
+    """The files a weight index names, each once, in name order (an index no larger than `budget`'s
+    safetensors header: it names as many tensors)."""
+    top = (budget or WeightBudget.absolute()).header_bytes()
+    if (folder / index_name).stat().st_size > top:
+        raise ModelLoadError(f"{index_name} in {folder} is larger than the {top:,} bytes a weight index may take")
     try:
         weight_map = json.loads((folder / index_name).read_text())["weight_map"]
         return [folder / shard for shard in sorted(set(weight_map.values()))]

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import read_checkpoint
+from .checkpoint_sizes import WeightBudget
 from .config import ConfigError, ModelConfig, read_json
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
 from .errors import ModelLoadError
@@ -165,8 +166,8 @@ def _load(
     dtype = resolve_dtype(dtype, device)
     folder = resolve_source(source, downloads)
     family, config = read_config(folder, model_type)
-    check_before_building(family, config, folder, bin_files)
-    checkpoint, weights_file = read_checkpoint(folder, bin_files)
+    budget = check_before_building(family, config, folder, bin_files)
+    checkpoint, weights_file = read_checkpoint(folder, bin_files, budget=budget)
     origins: dict[str, str] = {}
     # read, cast and moved one tensor at a time; the checkpoint's reader is then dropped
     tensors, ignored = convert_checkpoint(family, checkpoint, origins, dtype=dtype, device=device)
@@ -205,19 +206,23 @@ LIMITS = {
 }
 
 
-def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> None:
+def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> WeightBudget:
     """Refuse a config.json that does not fit its weights before any real tensor is made: its sizes
-    against LIMITS, then every tensor's name and shape, read from the files' headers, against a model
-    built on the meta device (which holds no data, whatever the config says)."""
+    against LIMITS; the weight files measured (a .bin's unpacked size, a safetensors header's size and
+    entries) against what a model built on the meta device (which holds no data, whatever the config
+    says) can need; then every tensor's name and shape, read from the files' headers, against that
+    model. Returns the bounds the files were measured against, for reading them."""
     for name, top in LIMITS.items():
         value = getattr(config, name)
         if value is not None and value > top:
             raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
-    shapes, _ = read_checkpoint(folder, bin_files, shapes_only=True)
-    tensors, _ = convert_checkpoint(family, shapes)
     with torch.device("meta"):
         expected = build_model(config).state_dict()
+    budget = WeightBudget.of(expected)
+    shapes, _ = read_checkpoint(folder, bin_files, shapes_only=True, budget=budget)
+    tensors, _ = convert_checkpoint(family, shapes)
     check_tensors(tensors, expected, unknown_hint=LAYERS_HINT)
+    return budget
 
 
 def read_config(folder: Path, model_type: str | None = None) -> tuple[Family, ModelConfig]:

@@ -17,6 +17,7 @@ from families import make_family
 from attention import encode, load_model
 from attention.analysis import corpus_cli
 from attention.analysis.corpus import SHARES, STATS, head_stats, score_batch
+from attention.analysis.runs import RunError
 from attention.analysis.stats import PATTERNS, pattern_labels, punctuation_mask
 from attention.analysis.stats import head_stats as text_head_stats
 
@@ -142,7 +143,7 @@ def test_a_run_of_another_model_is_not_added_to(tiny_corpus, tmp_path):
     folder, corpus = tiny_corpus
     corpus_cli.run(cli_args(corpus, folder, tmp_path, "--limit", "3"))
     other = make_tiny(tmp_path / "other", seed=1)
-    with pytest.raises(SystemExit, match="choose another --out"):
+    with pytest.raises(RunError, match="holds a run of another model: choose another --out"):
         corpus_cli.run(cli_args(corpus, other, tmp_path, "--limit", "3"))
 
 

@@ -10,6 +10,7 @@ coref_cli       the command line, `python -m attention.analysis.coref FILE ...`
 stats      per-head statistics and pattern labels; heads compared across sentences
 corpus     those statistics over a whole corpus, batched, locally or with Ray (corpus_engines); its
            command line corpus_cli, `python -m attention.analysis.corpus FILE ...`
+runs       what a command line's output folder holds a run of (run.json: input fingerprint, settings)
 rollout    attention through the layers: rollout and attention flow
 maxflow    attention flow's max-flow problems, here or in a worker process (numpy and scipy only)
 query_key  one head's query and key vectors for one token, from a recorded forward pass

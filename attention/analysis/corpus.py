@@ -132,4 +132,4 @@ def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", ba
 if __name__ == "__main__":
     from .corpus_cli import main
 
-    main()
+    raise SystemExit(main())

@@ -12,7 +12,9 @@ table of points; `write_folder` and `read_folder` keep those tables as Parquet.
 
 writes DIR/qk-L{L}-H{H}.parquet for the head (every head of the layer without --head), each with
 the columns x, y, kind (query or key), text (the text's index), position, token, token_kind, context,
-layer, head; and DIR/texts.parquet with each text by its index.
+layer, head; DIR/texts.parquet with each text by its index; and DIR/run.json, what the points are of
+(model, corpus with its size and SHA-256, field, tokens: runs.py). A DIR holding another run's points is
+refused; one of the same run takes more heads or layers beside its own.
 
 Letters: B batch, T tokens of a batch, H heads, d head width, N tokens kept.
 """
@@ -297,17 +299,12 @@ def _read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) 
         raise FolderError(str(err)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
-    import time
-
-    from ..errors import ModelLoadError
-    from ..loading import load_model
+def command_line():
+    """The command line's parser: bad arguments are one line and exit status 2."""
     from .qk_project import METHODS
-    from .texts import CorpusError, iter_texts
+    from .runs import OneLineParser, positive
 
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="python -m attention.analysis.qk_global",
         description="Lay out one head's (or every head's of a layer) queries and keys over a corpus in 2-D.",
     )
@@ -315,22 +312,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled MiniLM)")
     ap.add_argument("--layer", type=int, required=True)
     ap.add_argument("--head", type=int, default=None, help="one head (default: every head of the layer)")
-    ap.add_argument("--out", required=True, help="the folder the Parquet files are written to")
-    ap.add_argument("--tokens", type=int, default=20_000, help="how many tokens of the corpus (default 20000)")
+    ap.add_argument(
+        "--out", required=True, help="the folder the Parquet files are written to; one holding another run's is refused"
+    )
+    ap.add_argument("--tokens", type=positive, default=20_000, help="how many tokens of the corpus (default 20000)")
     ap.add_argument("--method", choices=METHODS, default="umap")
     ap.add_argument("--field", default="text", help="the JSON field or dataset column of the texts")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    import time
+
+    from ..errors import ModelLoadError
+    from ..loading import load_model
+    from .runs import RUN, RunError, check_folder, fail, fingerprint, write_json
+    from .texts import CorpusError, iter_texts
+
+    ap = command_line()
     args = ap.parse_args(argv)
-    try:
+    out = Path(args.out)
+    try:  # the texts of the folder's points are those of its run: same model, corpus, field and tokens
+        run = {"model": args.model, "file": str(Path(args.file).resolve()), "field": args.field}
+        run |= {"tokens": args.tokens, "input": fingerprint(args.file)}
+        points = sorted(path.name for path in out.glob("qk-L*-H*.parquet"))
+        recorded = check_folder(out, run, output=(TEXTS_FILE, *points)) is not None
         model, tokenizer = load_model(args.model)
         start = time.perf_counter()
         heads = None if args.head is None else [args.head]
         sample = collect(model, tokenizer, iter_texts(args.file, args.field), args.layer, heads, args.tokens)
         read_s = time.perf_counter() - start
         frames = [head_points(sample, h, args.method) for h in sample.heads]
-    except (CorpusError, ModelLoadError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    written = write_folder(frames, sample.texts, args.out)
+        if not recorded:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json(out / RUN, run)
+        written = write_folder(frames, sample.texts, out)
+    except (CorpusError, ModelLoadError, RunError, ValueError, OSError) as err:
+        return fail(ap.prog, err)
     print(
         f"{len(sample.tokens)} tokens of {len(sample.texts)} texts read in {read_s:.1f} s; {len(written)} "
         f"head(s) of layer {args.layer} laid out by {args.method} in {time.perf_counter() - start - read_s:.1f} s; "
