@@ -211,3 +211,26 @@ def test_the_first_visit_opens_a_head_on_the_encoders_views_only(tmp_path):
     no_errors(cross)
     assert not any(i.value.startswith(announced) for i in cross.info), [i.value for i in cross.info]
     assert (cross.session_state.layer, cross.session_state.head) == (0, 0)
+
+
+def test_the_sentences_grid_is_coloured_by_the_criterion_the_table_ranks_by(minilm):
+    """Its darkest cell is the table's first head, the criterion named in its title, under either criterion."""
+    import json
+
+    from test_app import decode
+
+    run = run_sentence(*minilm, SENTENCE)
+    example = CorefExample(SENTENCE, "it", ("animal", "street"), "animal")
+    score = score_example(example, run.attentions, run.tokens, run.encoded.word_ids, run.encoded.offsets)
+    at = start(view="coref")
+    for criterion in ("specificity", "margin"):
+        if criterion != "specificity":
+            at.segmented_control(key="coref_rank").set_value(criterion).run()
+        no_errors(at)
+        [grid] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "coref_grid" in c.proto.id]
+        assert grid["layout"]["title"]["text"] == f"{criterion} of it → animal"
+        expected = head_values(score.attention, run.attentions, score.located, 0, criterion)
+        z = decode(grid["data"][0]["z"]).reshape(expected.shape)
+        np.testing.assert_allclose(z, expected, atol=1e-6)
+        layer, head = np.unravel_index(np.argmax(z), z.shape)
+        assert table(at, "specificity")["head"].iloc[0] == f"L{layer} H{head}"
