@@ -202,7 +202,7 @@ def rounding_of_maps(model, ids: torch.Tensor) -> float:
     differently by D·eps·max|s|. A probability moves by at most half the largest score change (∂p_j/∂s_i =
     p_j(δ_ij - p_i)), and the softmax's own sum over T keys rounds to T·eps. Hence eps·(D·max|s| + T), max|s|
     the largest scaled score before any cap (Gemma 2's tanh cap only shrinks a change). Measured on the tiny
-    checkpoints at 1, 2, 3, 4 and 8 threads: at most 1.0·2⁻²⁴·max|s| (Gemma 2: 1.28e-6 at one and two threads
+    checkpoints at 1, 2, 3, 4 and 8 threads: at most 1.01·2⁻²⁴·max|s| (Gemma 2: 1.28e-6 at one and two threads
     with max|s| 26.9, where this allows 1.06e-4); a misplaced row moves a probability by far more."""
     largest = 0.0
 
