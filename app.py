@@ -105,7 +105,10 @@ def main() -> None:
         with st.spinner("Running the model…"):
             run = get_run(st.session_state.source, text, text_b)
         clamp_selection(run.n_layers, run.n_heads)
-        if st.session_state.pop("pick_head", False):  # a first visit without a head in the link
+        view = registry.by_label(st.session_state.view)
+        # a first visit without a head in the link, on a view of the sentence's own heads (Cross-attention's
+        # layer and head are the decoder's)
+        if st.session_state.pop("pick_head", False) and view.own_heads:
             found = strongest_head(run, text, st.session_state.get("coref_rank"))
             if found:
                 st.session_state.layer, st.session_state.head, why = found

@@ -13,7 +13,7 @@ from conftest import make_tiny
 from test_app import SENTENCE, head_figure, no_errors, start
 
 from attention.analysis.coref import CorefExample, flipping_heads, score_example
-from attention.analysis.coref_heads import head_values, ranked
+from attention.analysis.coref_heads import MIN_SEPARATION, column_means, head_values, ranked
 from attention.run import run_sentence
 
 WIDE = "The animal didn't cross the street because it was too wide."
@@ -158,3 +158,79 @@ def test_the_suite_downloads_name_model_and_suite_and_the_best_head_meets_the_ba
         file_name("examples", "all-MiniLM-L6-v2 (bundled)", "GAP development")
         == "coreference-examples_all-MiniLM-L6-v2-bundled_GAP-development.csv"
     )
+
+
+def crafted(run, decoy: tuple[int, int], linker: tuple[int, int]) -> SimpleNamespace:
+    """Uniform maps but two heads: `decoy`, whose pronoun row gives neither candidate anything while every other
+    row gives "street" half its attention (a large specificity from the other candidate's popularity alone), and
+    `linker`, whose pronoun row gives "animal" 0.3 more than the rest."""
+    tokens, L = run.tokens, len(run.tokens)
+    it, animal, street = (tokens.index(w) for w in ("it", "animal", "street"))
+    maps = np.full_like(run.attentions, 1 / L)
+    rows = np.full((L, L), 0.5 / (L - 1))
+    rows[:, street] = 0.5
+    rows[it] = 1 / (L - 2)
+    rows[it, [animal, street]] = 0
+    maps[decoy] = rows
+    maps[linker][it] = 0.7 / L
+    maps[linker][it, animal] += 0.3
+    return SimpleNamespace(encoded=run.encoded, attentions=maps)
+
+
+def test_strongest_head_crowns_no_head_whose_pronoun_gives_the_answer_nothing(minilm):
+    from ui.computations import coref_values, strongest_head
+
+    run = run_sentence(*minilm, SENTENCE)
+    maps = crafted(run, decoy=(2, 3), linker=(1, 1))
+    score, values = coref_values(maps, CorefExample(SENTENCE, "it", ("animal", "street"), "animal"), "specificity")
+    assert ranked(values, 1)[0] == (2, 3)  # specificity alone puts the decoy first
+    assert score.attention[2, 3, 0] == 0 and values[2, 3] > values[1, 1] > MIN_SEPARATION
+    layer, head, why = strongest_head(maps, SENTENCE, "specificity")
+    assert (layer, head) == (1, 1), why
+    (to_animal, to_street), (mean_animal, mean_street) = (
+        score.attention[1, 1],
+        column_means(maps.attentions, score.located)[1, 1],
+    )
+    said = (  # the other candidate's average, which specificity subtracted, named beside the answer's
+        f"({values[1, 1]:+.2f}: “it” → “animal” {to_animal:.2f} against {mean_animal:.2f} from the average token, "
+        f"→ “street” {to_street:.2f} against {mean_street:.2f})"
+    )
+    assert said in why, why
+
+
+def test_the_first_visit_opens_a_head_on_the_encoders_views_only(tmp_path):
+    """Cross-attention's layer and head are the decoder's: no encoder head is opened or announced there."""
+    from families import make_seq2seq
+
+    folder = str(make_seq2seq(tmp_path / "bart", "bart"))
+    announced = ("Opened layer", "No head separates")
+    head_view = start(model=folder)
+    no_errors(head_view)
+    assert any(i.value.startswith(announced) for i in head_view.info)
+    cross = start(model=folder, view="cross")
+    no_errors(cross)
+    assert not any(i.value.startswith(announced) for i in cross.info), [i.value for i in cross.info]
+    assert (cross.session_state.layer, cross.session_state.head) == (0, 0)
+
+
+def test_the_sentences_grid_is_coloured_by_the_criterion_the_table_ranks_by(minilm):
+    """Its darkest cell is the table's first head, the criterion named in its title, under either criterion."""
+    import json
+
+    from test_app import decode
+
+    run = run_sentence(*minilm, SENTENCE)
+    example = CorefExample(SENTENCE, "it", ("animal", "street"), "animal")
+    score = score_example(example, run.attentions, run.tokens, run.encoded.word_ids, run.encoded.offsets)
+    at = start(view="coref")
+    for criterion in ("specificity", "margin"):
+        if criterion != "specificity":
+            at.segmented_control(key="coref_rank").set_value(criterion).run()
+        no_errors(at)
+        [grid] = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "coref_grid" in c.proto.id]
+        assert grid["layout"]["title"]["text"] == f"{criterion} of it → animal"
+        expected = head_values(score.attention, run.attentions, score.located, 0, criterion)
+        z = decode(grid["data"][0]["z"]).reshape(expected.shape)
+        np.testing.assert_allclose(z, expected, atol=1e-6)
+        layer, head = np.unravel_index(np.argmax(z), z.shape)
+        assert table(at, "specificity")["head"].iloc[0] == f"L{layer} H{head}"

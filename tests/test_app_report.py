@@ -105,12 +105,26 @@ def test_renormalise_is_unticked_while_it_does_not_apply_and_keeps_the_choice():
     no_errors(at)
 
 
-def test_unused_tensors_are_a_short_line_with_their_names_in_its_tooltip():
+def test_unused_tensors_are_a_short_line_saying_which_with_why_in_its_tooltip():
+    """The bundled MiniLM saves its position ids and a pooler: the line names both kinds and says attention reads
+    neither; the tooltip gives each kind's reason in words and the tensors' names."""
     at = start()
-    assert not any("Task-head" in c.value for c in at.sidebar.caption)
     [line] = [c for c in at.sidebar.caption if c.value.startswith("Unused tensors")]
-    assert line.value == "Unused tensors: 2"  # the bundled MiniLM's pooler and position ids
-    assert "Task-head tensors" in line.help and "pooler" in line.help
+    assert line.value == "Unused tensors: 2 (position ids, pooler), none read by attention"
+    assert "made inside the layers, before any of these" in line.help
+    assert "**position ids**: the numbers 0, 1, 2, …" in line.help and "embeddings\\.position\\_ids" in line.help
+    assert "**pooler**: a layer a sentence classifier puts on" in line.help and "pooler\\.dense" in line.help
+
+
+def test_unused_tensors_of_a_causal_checkpoint_are_buffers_and_heads():
+    from ui.controls import unused_tensors
+
+    line, why = unused_tensors(
+        ("h.0.attn.bias", "h.0.attn.masked_bias", "lm_head.weight", "score.weight", "score.bias")
+    )
+    assert line == "Unused tensors: 4 (saved buffers, word-prediction head, task head), none read by attention"
+    assert "h\\.0\\.attn\\.bias, h\\.0\\.attn\\.masked\\_bias" in why  # a buffer keeps its whole name
+    assert "**word-prediction head**" in why and "**task head**" in why and why.endswith("score")
 
 
 def test_ablation_gives_the_pronoun_to_answer_margin_before_and_after(minilm):

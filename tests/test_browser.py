@@ -142,7 +142,7 @@ def test_open_a_head_from_the_coreference_grid(page):
     fresh(
         page, "?view=coref&layer=0&head=0"
     )  # the default sentence, "The animal didn't cross the street because it was too tired."
-    click_head(page, "minus the best other candidate", 3, 1)
+    click_head(page, "specificity of it → animal", 3, 1)  # the grid of the default criterion
     page.wait_for_function("() => document.body.innerText.includes('Layer 3, head 1')", timeout=60_000)
     assert "view=head" in page.url and "layer=3" in page.url and "head=1" in page.url
 

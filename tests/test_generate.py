@@ -185,10 +185,37 @@ def assert_maps_equal_forward(model, tokenizer, max_new_tokens: int) -> None:
         maps = model(ours.ids).attentions
     T = ours.ids.size(1)
     assert len(ours.attentions) == model.config.num_hidden_layers
+    atol = rounding_of_maps(model, ours.ids)
     for a, b in zip(ours.attentions, maps):
         assert a.shape == (1, model.config.num_attention_heads, T, T)
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+        torch.testing.assert_close(a, b, atol=atol, rtol=0)
         assert_causal_rows(a)
+
+
+def rounding_of_maps(model, ids: torch.Tensor) -> float:
+    """How far float32 rounding alone may move a causal map of `ids` (1, T) computed in another order.
+
+    generate makes a row as one query against the cached keys, the forward as part of a T-row block: other
+    matmul kernels, other orders of each sum (and other again at another thread count). A score s = q·k·scaling
+    ends reductions over the hidden width D (projections, norms) and the head width (≤ D here); a float32 sum
+    of n terms is exact to n·eps of its terms' magnitude, about the scores' own, so a score may round
+    differently by D·eps·max|s|. A probability moves by at most half the largest score change (∂p_j/∂s_i =
+    p_j(δ_ij - p_i)), and the softmax's own sum over T keys rounds to T·eps. Hence eps·(D·max|s| + T), max|s|
+    the largest scaled score before any cap (Gemma 2's tanh cap only shrinks a change). Measured on the tiny
+    checkpoints at 1, 2, 3, 4 and 8 threads: at most 1.01·2⁻²⁴·max|s| (Gemma 2: 1.28e-6 at one and two threads
+    with max|s| 26.9, where this allows 1.06e-4); a misplaced row moves a probability by far more."""
+    largest = 0.0
+
+    def record(name: str, tensor):
+        nonlocal largest
+        if name == "scores":  # read at once: the next steps overwrite the buffer in place
+            largest = max(largest, float(tensor.abs().max()))
+        return tensor
+
+    with torch.inference_mode():
+        model(ids, recorders=dict.fromkeys(range(model.config.num_hidden_layers), record))
+    assert largest > 0
+    return torch.finfo(torch.float32).eps * (model.config.hidden_size * largest + ids.size(1))
 
 
 def assert_causal_rows(probs: torch.Tensor) -> None:

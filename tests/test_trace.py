@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention import BertConfig, BertModel, MultiHeadAttention
+from attention import BertConfig, BertModel, MultiHeadAttention, load_model
 from attention.trace import head_matrix, trace_layer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,3 +222,22 @@ def test_grouped_query_attention_records_the_shared_heads():
             head_matrix(trace, "v_proj", head)[0],
             trace.step("v_proj").tensor[0, :, (head // 2) * 8 : (head // 2 + 1) * 8].numpy(),
         )
+
+
+def test_a_half_precision_trace_names_the_mask_step_it_ran(tmp_path):
+    """bfloat16 scores are masked with masked_fill_ (an add could meet an overflowed +inf and give NaN), float32
+    scores by adding masks.additive's 0 / -inf: each trace shows the line that ran, every other step the same
+    line in either dtype. tests/test_cuda.py compares a GPU model's trace with the CPU's in the same dtype."""
+    from families import make_family
+
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    (half, tok), (full, _) = load_model(folder, dtype="bfloat16"), load_model(folder)
+    ids = tok(SENTENCE, return_tensors="pt")["input_ids"]
+    traced, reference = trace_layer(half, ids, layer=1), trace_layer(full, ids, layer=1)
+    assert traced.names == reference.names
+    lines = mha_lines()
+    for trace, made in ((traced, "scores.masked_fill_(~mask"), (reference, "scores.add_(additive(mask")):
+        step = trace.step("masked_scores")
+        assert made in step.code and made in lines[step.lineno - 1] and step.where == f"{step.path}:{step.lineno}"
+    differ = [s.name for s, r in zip(traced.steps, reference.steps) if (s.code, s.where) != (r.code, r.where)]
+    assert differ == ["masked_scores"]

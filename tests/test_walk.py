@@ -63,6 +63,39 @@ def test_a_link_opens_its_step_and_the_last_step_finds_the_coreference_head(mini
     assert "Step 11 of 11" in step_title(at)  # past the end: the last step
 
 
+def test_the_last_steps_heading_names_the_head_it_draws(minilm, tmp_path):
+    """The last step draws the head strongest_head finds; its heading names that head and says it is not the
+    chosen one, in the one line presentation mode shows above the map."""
+    from conftest import make_tiny
+
+    from ui.computations import strongest_head
+
+    layer, head, _ = strongest_head(run_sentence(*minilm, SENTENCE), SENTENCE)
+    chosen = (layer + 1) % 6, (head + 1) % 12
+    for present in ({}, {"present": "1"}):
+        at = start(view="walk", walk="10", layer=str(chosen[0]), head=str(chosen[1]), **present)
+        no_errors(at)
+        assert drawn_head(at) == f"Layer {layer}, head {head}" if not present else f"L{layer} H{head} · "
+        heading = step_title(at).split("  \n")[0]  # the page's heading has the keys' hint on its next line
+        assert heading.endswith(
+            f"— layer {layer}, head {head} (found for this sentence; you chose layer {chosen[0]}, head {chosen[1]})"
+        ), heading
+    at = start(view="walk", walk="10", layer=str(layer), head=str(head))
+    assert step_title(at).split("  \n")[0].endswith(f"— layer {layer}, head {head}")  # the chosen head, found
+    flat = make_tiny(tmp_path / "flat", initializer_range=1e-4)  # no head separates: layer 0, head 0
+    at = start(view="walk", walk="99", layer="1", head="1", model=str(flat))
+    no_errors(at)
+    heading = step_title(at).split("  \n")[0]
+    assert heading.endswith("— layer 0, head 0 (no head separates the candidates; you chose layer 1, head 1)")
+    assert drawn_head(at) == "Layer 0, head 0"
+
+
+def drawn_head(at) -> str:
+    """The title of the last step's map, in presentation mode up to its sentence ("L3 H1 · The animal…")."""
+    title = next(f["layout"]["title"]["text"] for key, f in walk_figures(at).items() if key.endswith("walk-head"))
+    return title.split("·")[0] + "· " if "·" in title else title
+
+
 def test_a_causal_model_with_a_fused_projection_shows_its_own_steps(tmp_path):
     from families import make_family
 

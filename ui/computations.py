@@ -19,8 +19,10 @@ from attention.analysis.coref import (
 from attention.analysis.coref_heads import (
     DEFAULT_CRITERION,
     MIN_SEPARATION,
+    best_head,
     column_means,
     head_values,
+    margin_of,
     ranked,
     separates,
 )
@@ -223,9 +225,10 @@ def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleSco
 
 def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, int, str] | None:
     """For an example the app offers with a known antecedent: the best head by ``criterion`` (the
-    Coreference view's ranking) and a sentence saying so; where no head's value is above
-    MIN_SEPARATION, the default head (layer 0, head 0) and a sentence saying no head separates the
-    candidates. None for other sentences."""
+    Coreference view's ranking) among those whose pronoun gives the answer more than the other candidates
+    (coref_heads.best_head), and a sentence saying so with the numbers it was scored on; where no head
+    qualifies, the default head (layer 0, head 0) and a sentence saying no head separates the candidates.
+    None for other sentences."""
     if text not in PRESET_COREF:
         return None
     criterion = criterion or DEFAULT_CRITERION
@@ -235,30 +238,44 @@ def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, i
         score, values = coref_values(run, example, criterion)
     except ExampleError:  # a tokenizer that splits the words otherwise
         return None
-    layer, head = ranked(values, 1)[0]
-    best = float(values[layer, head])
-    if not separates(best):
+    a = example.answer_index
+    found = best_head(values, margin_of(score.attention, a))
+    if found is None:
+        top = float(values[ranked(values, 1)[0]])
+        reason = (
+            f"the best {criterion} of {values.size} heads is {top:+.2f}, not above {MIN_SEPARATION}"
+            if not separates(top)
+            else f"no head with a {criterion} above {MIN_SEPARATION} has “{pronoun}” give “{answer}” more than "
+            f"the other candidate (the best {criterion}, {top:+.2f}, comes from heads that do not)"
+        )
         return (
             0,
             0,
-            (
-                f"No head separates “{answer}” from the other candidate for “{pronoun}”: the best {criterion} "
-                f"of {values.size} heads is {best:+.2f}, not above {MIN_SEPARATION}. Opened layer 0, head 0."
-            ),
+            f"No head separates “{answer}” from the other candidate for “{pronoun}”: {reason}. Opened layer 0, head 0.",
         )
-    a = example.answer_index
-    to_answer, other = score.attention[layer, head, a], np.delete(score.attention[layer, head], a).max()
-    average = (
-        f" against {column_means(run.attentions, score.located)[layer, head, a]:.2f} from the average token"
-        if criterion == "specificity"
-        else ""
+    layer, head = found
+    return layer, head, f"Opened layer {layer}, head {head}, " + _scored_on(run, score, criterion, layer, head, values)
+
+
+def _scored_on(run, score: ExampleScore, criterion: str, layer: int, head: int, values: np.ndarray) -> str:
+    """What the head was crowned for: its value and the numbers it was computed from, the answer's and the
+    other candidate's (the one the margin was taken against), each with the average token's under specificity."""
+    example, a = score.example, score.example.answer_index
+    pronoun, to = example.pronoun, score.attention[layer, head]  # (n_candidates,)
+    means = column_means(run.attentions, score.located)[layer, head]  # (n_candidates,)
+    against = to - means if criterion == "specificity" else to
+    other = max((i for i in range(len(to)) if i != a), key=lambda i: against[i])
+    if criterion == "specificity":
+        numbers = (
+            f"“{pronoun}” → “{example.answer}” {to[a]:.2f} against {means[a]:.2f} from the average token, "
+            f"→ “{example.candidates[other]}” {to[other]:.2f} against {means[other]:.2f}"
+        )
+    else:
+        numbers = f"“{pronoun}” → “{example.answer}” {to[a]:.2f}, → “{example.candidates[other]}” {to[other]:.2f}"
+    among = (
+        f" whose “{pronoun}” gives “{example.answer}” more than the other candidate" if criterion != "margin" else ""
     )
     return (
-        layer,
-        head,
-        (
-            f"Opened layer {layer}, head {head}, the best of {values.size} heads by {criterion} "
-            f"({best:+.2f}: “{pronoun}” → “{answer}” {to_answer:.2f}{average}; the other candidate "
-            f"gets {other:.2f}). See the Coreference view for the ranking."
-        ),
+        f"the best of {values.size} heads by {criterion}{among} ({values[layer, head]:+.2f}: {numbers}). "
+        "See the Coreference view for the ranking."
     )

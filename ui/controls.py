@@ -75,13 +75,55 @@ def sidebar():
                 st.form_submit_button("Load model", on_click=ask_for_model)
         if st.session_state.get("model_error"):
             st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
-        ignored = sorted({re.sub(r"\.(weight|bias)$", "", k) for k in model.load_report.ignored_keys})
-        if ignored:  # a short line, the names in its tooltip: a checkpoint's task heads are no news to a newcomer
-            st.caption(
-                f"Unused tensors: {len(ignored)}",
-                help="Task-head tensors in the checkpoint, not used by these views: " + plain(", ".join(ignored)),
-            )
+        if model.load_report.ignored_keys:  # a short line, which and why in its tooltip
+            line, why = unused_tensors(model.load_report.ignored_keys)
+            st.caption(line, help=why)
     return strip
+
+
+# what a checkpoint's tensor is, by its name, when the model does not load it: (pattern, kind, why it is fine)
+UNUSED_KINDS = (
+    (
+        r"position_ids|token_type_ids",
+        "position ids",
+        "the numbers 0, 1, 2, … (or segment ids) that older checkpoints saved; the model counts them itself",
+    ),
+    (
+        r"attn\.(bias|masked_bias)|inv_freq",
+        "saved buffers",
+        "a causal mask or rotary frequencies that older checkpoints saved; the model makes them from its settings",
+    ),
+    (r"pooler", "pooler", "a layer a sentence classifier puts on the first token's final vector"),
+    (
+        r"lm_head|cls\.|embed_out|predictions|final_logits_bias|^head\.|^decoder\.",
+        "word-prediction head",
+        "turns the last layer's vectors into word guesses; the Next token view and Ablation's masked-word "
+        "guesses read it themselves",
+    ),
+)
+OTHER_HEAD = ("task head", "a classifier or question-answering head on the last layer's vectors")
+
+
+def unused_tensors(keys) -> tuple[str, str]:
+    """The sidebar's line for a checkpoint's tensors the model does not load, and its tooltip: which they are
+    (a weight and its bias counted once) and, in words, why none matters to the attention shown."""
+    kinds: dict[str, tuple[str, list[str]]] = {}
+    for key in keys:
+        kind, why = next(((k, w) for p, k, w in UNUSED_KINDS if re.search(p, key)), OTHER_HEAD)
+        name = key if kind in ("position ids", "saved buffers") else re.sub(r"\.(weight|bias)$", "", key)
+        names = kinds.setdefault(kind, (why, []))[1]
+        if name not in names:
+            names.append(name)
+    n = sum(len(names) for _, names in kinds.values())
+    lines = [
+        f"**{kind}**: {why}. {plain(', '.join(names[:6]))}" + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        for kind, (why, names) in kinds.items()
+    ]
+    why = (
+        "Tensors in the checkpoint that this model does not load. The attention maps are made inside the "
+        "layers, before any of these, so none of them changes what the views show.\n\n" + "\n\n".join(lines)
+    )
+    return f"Unused tensors: {n} ({', '.join(kinds)}), none read by attention", why
 
 
 def input_form() -> None:

@@ -17,6 +17,7 @@ from attention.analysis.coref import (
 from attention.analysis.coref_heads import (
     CRITERIA,
     MIN_SEPARATION,
+    best_head,
     column_means,
     head_values,
     ranked,
@@ -133,12 +134,15 @@ def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> Non
         f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3),
     }
     show_table(columns, "Heads ranked", hide_index=True, width="stretch")
-    best = float(values[criterion][layers[0], heads[0]])
-    verdict = (
-        f"Best: layer {layers[0]}, head {heads[0]} ({best:+.2f})."
-        if separates(best)
-        else f"No head separates the candidates: the best value is {best:+.2f}, not above {MIN_SEPARATION}."
-    )
+    top, found = float(values[criterion][layers[0], heads[0]]), best_head(values[criterion], values["margin"])
+    if found is not None:
+        verdict = f"Best: layer {found[0]}, head {found[1]} ({values[criterion][found]:+.2f})"
+        pronoun, said = plain(score.example.pronoun), plain(answer)
+        verdict += "." if criterion == "margin" else f", the first whose “{pronoun}” gives “{said}” more."
+    elif separates(top):
+        verdict = f"No head separates the candidates: none above {MIN_SEPARATION} gives “{plain(answer)}” more."
+    else:
+        verdict = f"No head separates the candidates: the best value is {top:+.2f}, not above {MIN_SEPARATION}."
     st.caption(
         f"Ranked by {plain(CRITERIA[criterion])}. {verdict} The first visit and the guided walk's last step "
         "open the best head by the same criterion."

@@ -23,6 +23,7 @@ class View:
     reads: tuple[str, ...] = ()  # the URL names of the Params (ui/state.py) that shape this view's page
     aliases: tuple[str, ...] = ()  # older URL keys that still open it
     later: bool = False  # uses pandas (a table) or scipy: waits for them (ui/preload.py's later) before its module
+    own_heads: bool = True  # reads the sentence's own attention heads: a first visit opens the strongest one
 
     @property
     def module(self) -> str:
@@ -78,8 +79,8 @@ VIEWS = (
         later=True,
     ),
     View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
-    View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part")),
-    View("next", "Next token", "ui.views.next_token.draw", False, ("pos", "t")),
+    View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part"), own_heads=False),
+    View("next", "Next token", "ui.views.next_token.draw", False, ("pos", "t"), own_heads=False),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's

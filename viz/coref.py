@@ -17,7 +17,13 @@ FLIP_CLASSES = (
     ("choice flips", "#9ecae1"),
     ("choice flips, right on both", "#08519c"),
 )
-SCALE_TITLES = {"accuracy": "accuracy", "margin": "margin", "difference": "A − B", "correlation": "r"}
+SCALE_TITLES = {
+    "accuracy": "accuracy",
+    "margin": "margin",
+    "specificity": "specificity",
+    "difference": "A − B",
+    "correlation": "r",
+}
 KINDS = tuple(SCALE_TITLES)
 _HIDDEN = dict(selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)))
 
@@ -39,7 +45,9 @@ def head_grid(
     Rows are layers ("L0" on top), columns heads ("H0", ...); each cell shows
     its value. ``kind="accuracy"`` colours [0, 1] on a sequential scale;
     ``kind="margin"`` colours a range symmetric about 0 on a diverging scale
-    (blue: more attention to the answer than to any other candidate);
+    (blue: more attention to the answer than to any other candidate), and
+    ``kind="specificity"`` (the margin once each candidate's attention from the
+    average token is taken off) the same way;
     ``kind="difference"`` (two accuracies, A − B) likewise, blue where A is
     higher; ``kind="correlation"`` colours [−1, 1] on the diverging scale.
     ``highlight`` outlines one head, ``marked`` (bool, same shape) puts a

@@ -1,7 +1,8 @@
 """The WordPiece pieces of an input as a strip of boxes, wrapping to rows.
 
 Each box shows the piece, its vocabulary id underneath and its position
-above. Boxes are coloured by segment (A / B), with [CLS] / [SEP] in grey,
+above. Boxes are coloured by segment (A / B), with the special tokens in grey
+(the colour key names the model's own: [CLS] / [SEP], <s> / </s>),
 and a continuation piece ("##ing") touches the box before it. The figure
 is drawn in pixel units (one data unit is one pixel), so text and boxes
 keep their sizes whatever the number of tokens. All boxes of one colour are
@@ -18,6 +19,7 @@ line (the hover still gives each id) and a position above every
 browser draws about a third of the texts.
 """
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,7 +40,7 @@ WRITTEN = ("#dcf2dc", "#2e8b3e")  # a continuation's tokens: fill, outline
 KINDS = {  # kind: (name in the colour key, (fill, outline))
     "A": ("segment A", SEGMENT_A),
     "B": ("segment B", SEGMENT_B),
-    "special": ("[CLS] / [SEP]", SPECIAL),
+    "special": ("special tokens", SPECIAL),  # the key names the strip's own (special_names)
     "new": ("written by the model", WRITTEN),
 }
 OUTLINE_PX = {"new": 3.0}  # the rest: 1.5
@@ -46,6 +48,8 @@ CAPTION = "above each box: position · in it: the piece and its vocabulary id"
 COMPACT_ABOVE = 128  # pieces; a longer input gets the compact strip
 POSITION_EVERY = 10  # in the compact strip, the boxes numbered
 COMPACT_CAPTION = f"above every {POSITION_EVERY}th box: position · in it: the piece · hover a box for its vocabulary id"
+MAX_SPECIAL_NAMES = 3  # distinct special tokens the colour key names, then "…"
+KEY_GAP = "   "  # between the colour key's entries
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ def token_strip(
     """The pieces as boxes in reading order, wrapping to rows.
 
     ``segments`` holds the token type of each piece (0 for A, 1 for B) and
-    ``special`` marks [CLS] / [SEP]. Rows wrap between words at ``ROW_PX``
+    ``special`` marks the special tokens ([CLS] / [SEP], <s> / </s>). Rows wrap between words at ``ROW_PX``
     pixels, or after every ``per_row`` pieces when given. Hover reads
     "position i: piece (id N, segment A)". Pieces are escaped. ``compact``
     (default: more than ``COMPACT_ABOVE`` pieces) leaves the ids to the hover
@@ -162,7 +166,16 @@ def token_strip(
     n_rows = int(row.max()) + 1 if n else 1
     present = [kind for kind in KINDS if kind in kinds]
     caption = COMPACT_CAPTION if compact else CAPTION
-    return go.Figure(traces, _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption, room))
+    names = {"special": special_names(pieces, special)}
+    layout = _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption, room, names)
+    return go.Figure(traces, layout)
+
+
+def special_names(pieces: Sequence[str], special: Sequence[bool]) -> str:
+    """The colour key's name for the grey boxes: the strip's own special tokens (escaped pieces), distinct, in
+    reading order, "[CLS] / [SEP]" or "<s> / </s>"; after MAX_SPECIAL_NAMES of them, "…"."""
+    seen = list(dict.fromkeys(p for p, s in zip(pieces, special) if s))
+    return " / ".join(seen[:MAX_SPECIAL_NAMES]) + (" / …" if len(seen) > MAX_SPECIAL_NAMES else "")
 
 
 def _box_width(piece: str, token_id: int, sizes: Sizes) -> float:
@@ -272,10 +285,42 @@ def _text(name: str, x, y, texts: list[str], size: int, colour: str, hovers=None
     )
 
 
-def colour_key(kinds: Sequence[str]) -> str:
-    """The colour key written above the strip: a square in each present kind's outline colour and its
-    name. One text, not a plotly legend: the legend costs the browser about 70 ms on every new input."""
-    return "   ".join(f'<span style="color:{KINDS[kind][1][1]}">■</span> {KINDS[kind][0]}' for kind in kinds)
+def colour_key(
+    kinds: Sequence[str], names: dict[str, str] | None = None, px: float | None = None, font: int = 14
+) -> str:
+    """The colour key written above the strip: a square in each present kind's outline colour and its name
+    (``names`` in place of KINDS' own), wrapped to lines within ``px`` pixels at ``font``. One text, not a
+    plotly legend: the legend costs the browser about 70 ms on every new input."""
+    names = names or {}
+    entries = [(f'<span style="color:{KINDS[k][1][1]}">■</span> {names.get(k, KINDS[k][0])}', k) for k in kinds]
+    shown = [2 + _visible(names.get(k, KINDS[k][0])) for _, k in entries]  # "■ " and the name
+    return _wrap([e for e, _ in entries], shown, KEY_GAP, px, font)
+
+
+def _visible(text: str) -> int:
+    """Characters a piece of escaped text shows: each &lt; and the like is one."""
+    return len(html.unescape(text))
+
+
+def _wrap(items: Sequence[str], lengths: Sequence[int], gap: str, px: float | None, font: float) -> str:
+    """``items`` joined by ``gap``, a line break ("<br>") before one that would pass ``px`` pixels (each
+    character CHAR_WIDTH of ``font``); one line when ``px`` is None."""
+    lines: list[list[str]] = [[]]
+    used = 0.0
+    for item, n in zip(items, lengths):
+        need = (n + (len(gap) if lines[-1] else 0)) * font * CHAR_WIDTH
+        if px is not None and lines[-1] and used + need > px:
+            lines.append([])
+            used, need = 0.0, n * font * CHAR_WIDTH
+        lines[-1].append(item)
+        used += need
+    return "<br>".join(gap.join(line) for line in lines)
+
+
+def wrapped_caption(caption: str, px: float | None, font: float) -> str:
+    """A caption's words in lines of at most ``px`` pixels (a word wider than that on a line of its own)."""
+    words = caption.split(" ")
+    return _wrap(words, [len(w) for w in words], " ", px, font)
 
 
 def _layout(
@@ -285,14 +330,19 @@ def _layout(
     kinds: Sequence[str],
     caption: str = CAPTION,
     room: float | None = None,
+    names: dict[str, str] | None = None,
 ) -> dict:
     """One data unit per pixel: the plot area is exactly the strip's size (the legend's room within
-    ``room`` px, the most the strip may take)."""
-    legend_px = round(sizes.font * 2.6)
-    caption_px = round(sizes.small * 2.2)
+    ``room`` px, the most the strip may take). The colour key and the caption wrap within the figure's
+    width, each line adding to its margin."""
     width = max(content_px, sizes.font * 30)  # room for the legend on one line
     if room is not None:
         width = max(content_px, min(width, room))
+    text_px = np.ceil(width) + 2 * EDGE_PX + FRAME_PX / 2  # from the plot's left edge to the figure's right
+    key = colour_key(kinds, names, text_px, sizes.font)
+    caption = wrapped_caption(caption, text_px, sizes.small)
+    legend_px = round(sizes.font * (2.6 + 1.3 * key.count("<br>")))
+    caption_px = round(sizes.small * (2.2 + 1.3 * caption.count("<br>")))
     height = n_rows * sizes.row_h
     layout = base_layout(sizes.font)
     layout.update(
@@ -310,10 +360,12 @@ def _layout(
                 yanchor="top",
                 yshift=-4,
                 showarrow=False,
+                align="left",
                 font=dict(size=sizes.small, color="#6b6b6b"),
             ),
             dict(
-                text=colour_key(kinds),
+                text=key,
+                align="left",
                 x=0,
                 xref="paper",
                 xanchor="left",

@@ -73,6 +73,16 @@ def separates(value: float) -> bool:
     return bool(value > MIN_SEPARATION)
 
 
+def best_head(values: np.ndarray, margins: np.ndarray) -> tuple[int, int] | None:
+    """The best head by ``values`` (n_layers, H) among those whose pronoun row itself favours the answer: its
+    margin (pronoun → answer minus the best other candidate, ``margins``) separates. Specificity alone can
+    crown a head that gives the answer nothing, where the other candidate draws attention from every other
+    token but the pronoun. None where no such head's value separates either."""
+    eligible = np.where(margins > MIN_SEPARATION, values, np.nan)
+    layer, head = ranked(eligible, 1)[0]
+    return (layer, head) if separates(float(eligible[layer, head])) else None
+
+
 # ---- candidates for a typed sentence ---------------------------------------------------------------
 
 STOP_WORDS = frozenset(

@@ -31,6 +31,12 @@ from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
+# the sentence's grid title for each ranking criterion (coref_heads.CRITERIA), the words filled in
+GRID_TITLES = {
+    "margin": "margin of {pronoun} → {answer}",
+    "specificity": "specificity of {pronoun} → {answer}",
+}
+
 # ---- the three modes -------------------------------------------------------------------------------
 
 
@@ -55,17 +61,18 @@ def this_sentence(run, slot=None) -> None:
     if picked is None:
         return
     causal_note()
-    score, _ = coref_values(run, picked.example, "margin")
     words, p, answer = picked.words, picked.pronoun, st.session_state.coref_answer
-    margin = score.margin
-    grid_col, table_col = st.columns([3, 2])
+    grid_col, side_col = st.columns([3, 2])
+    with side_col:  # the grid is coloured by the criterion the table ranks by
+        criterion = criterion_picker()
+    score, values = coref_values(run, picked.example, criterion)
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": column_px([3, 2])}
     with slot or grid_col:
         show(
             head_grid(
-                margin,
-                f"attention {words[p]} → {words[answer]} minus the best other candidate",
-                kind="margin",
+                values,
+                GRID_TITLES[criterion].format(pronoun=words[p], answer=words[answer]),
+                kind=criterion,
                 highlight=(st.session_state.layer, st.session_state.head),
                 font_size=font_size(),
                 **size,
@@ -81,8 +88,7 @@ def this_sentence(run, slot=None) -> None:
             "Click a head to open it.",
             "coref-count",
         )
-    with table_col:
-        ranked_table(run, score, criterion_picker())
+    ranked_table(run, score, criterion)  # under both: its six columns need the page's width
 
 
 def picked_and_scored():

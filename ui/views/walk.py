@@ -28,6 +28,7 @@ from ..runs import Writing, get_trace, get_writing
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 CROSS = "Cross-attention"  # the encoder-decoder's extra step
+LEARNED = "What one head learned"  # the last step: the head strongest_head finds, not always the chosen one
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
                 "{cross_head}.",
             )
         )
-    steps.append(Step("What one head learned", (), ""))
+    steps.append(Step(LEARNED, (), ""))
     return steps
 
 
@@ -174,7 +175,11 @@ def draw(run) -> None:
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
     step = steps[index]
+    learned = learned_head(run, text, layer, head) if step.title == LEARNED else None
     heading = f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {layer}, head {head}"
+    if learned is not None and learned[:2] != (layer, head):  # the head drawn, and that it is not the chosen one
+        heading = f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {learned[0]}, head {learned[1]}"
+        heading += f" ({learned[3]}; you chose layer {layer}, head {head})"
     present = bool(st.session_state.get("present"))
     if present:  # one line above the figure; the buttons and the sentence that says what it is under it
         st.markdown(heading)
@@ -221,8 +226,8 @@ def draw(run) -> None:
             show(strip_figure(run.encoded, main_px()), "walk-tokens")
         elif step.names:
             draw_tensors(trace, step.names, head, run.tokens, budget)
-        else:
-            what_one_head_learned(run, text, budget)
+        elif learned is not None:
+            what_one_head_learned(run, learned, budget)
 
 
 def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], height: int | None = None) -> None:
@@ -248,15 +253,22 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], he
             )
 
 
-def what_one_head_learned(run, text: str, height: int | None = None) -> None:
+def learned_head(run, text: str, layer: int, head: int) -> tuple[int, int, str, str]:
+    """The last step's head: (layer, head, why, what it is in a few words). On an example with a pronoun, the
+    head strongest_head finds; else the chosen one."""
     found = strongest_head(run, text, st.session_state.get("coref_rank"))
-    layer, head = (found[0], found[1]) if found else (st.session_state.layer, st.session_state.head)
-    why = (
-        found[2] + " Its map:"
-        if found
-        else f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
-        "under Examples), this step finds the head that links the pronoun to what it refers to."
-    )
+    if found is None:
+        why = (
+            f"Layer {layer}, head {head}'s map for this sentence. On an example with a pronoun (pick one "
+            "under Examples), this step finds the head that links the pronoun to what it refers to."
+        )
+        return layer, head, why, "the chosen head"
+    opened = "found for this sentence" if found[2].startswith("Opened") else "no head separates the candidates"
+    return found[0], found[1], found[2] + " Its map:", opened
+
+
+def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int | None = None) -> None:
+    layer, head, why, _ = learned
     place = st.container()
     if height is None:
         place.caption(why)

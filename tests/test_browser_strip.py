@@ -1,0 +1,64 @@
+"""In Chromium at 1280 × 800: the token strip in the sidebar shows its colour key and its caption whole, each
+line inside the figure, for a short sentence and for a sentence pair (a third key entry, segment B)."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+import pytest
+from browser import CHROMIUM, app_server, launch, wait_settled
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
+)
+
+# the strip's figure (the one whose caption names the vocabulary id): its box, each text line's box and text
+STRIP = """() => {
+    const plot = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes('vocabulary id'));
+    const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+    const lines = [...plot.querySelectorAll('.annotation-text tspan.line, .annotation-text')]
+        .filter(t => t.textContent.trim() && !t.querySelector('tspan.line'))
+        .map(t => {
+            const r = t.getBoundingClientRect();
+            return {text: t.textContent, box: [r.left, r.top, r.right, r.bottom]};
+        });
+    return {svg: [svg.left, svg.top, svg.right, svg.bottom], lines};
+}"""
+CASES = {
+    "short": "The cat sat on the mat.",
+    "pair": "The animal didn't cross the street because it was too tired.",
+}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        chromium.app_url = url
+        yield chromium
+        chromium.close()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_strips_key_and_caption_lie_whole_inside_its_figure(browser, case):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    query = {"s": CASES[case], **({"s2": "It was tired."} if case == "pair" else {})}
+    try:
+        page.goto(browser.app_url + "/?" + urllib.parse.urlencode(query))
+        page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+        wait_settled(page, 120)
+        page.wait_for_timeout(500)
+        strip = page.evaluate(STRIP)
+        left, top, right, bottom = strip["svg"]
+        shown = " ".join(line["text"] for line in strip["lines"])
+        expected = ["above each box: position", "vocabulary id", "segment A", "[CLS] / [SEP]"]
+        for words in expected + (["segment B"] if case == "pair" else []):
+            assert words in shown, shown
+        for line in strip["lines"]:
+            x0, y0, x1, y1 = line["box"]
+            assert left - 0.5 <= x0 and x1 <= right + 0.5 and top - 0.5 <= y0 and y1 <= bottom + 0.5, (line, strip)
+    finally:
+        page.close()
