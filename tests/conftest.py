@@ -67,6 +67,14 @@ def make_tiny(folder: Path, model_class: str = "BertModel", safe: bool = True, s
     return folder
 
 
+def pytest_collection_modifyitems(items):
+    """Every test in tests/test_browser*.py drives Chromium: marked `browser` here, so that the everyday selection
+    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each."""
+    for item in items:
+        if item.path.name.startswith("test_browser"):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("tiny"))
