@@ -334,6 +334,7 @@ def test_overlay_hover_names_the_head_in_chromium(tmp_path):
 # ---- the docs notebook ------------------------------------------------------
 
 
+@pytest.mark.slow  # 26 s on a busy 2-core machine
 def test_docs_notebook_runs_top_to_bottom():
     import nbformat
     from nbclient import NotebookClient
