@@ -75,6 +75,14 @@ def readable_temp(tmp_path_factory):
     os.environ.setdefault("ATTENTION_FILE_DIRS", f"{tmp_path_factory.getbasetemp()};{ROOT / 'data'}")
 
 
+def pytest_collection_modifyitems(items):
+    """Every test in tests/test_browser*.py drives Chromium: marked `browser` here, so that the everyday selection
+    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each."""
+    for item in items:
+        if item.path.name.startswith("test_browser"):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("tiny"))

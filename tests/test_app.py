@@ -41,6 +41,20 @@ def decode(array):
     return np.array(array, dtype=float)
 
 
+def figures(at: AppTest) -> list[dict]:
+    """Every chart on the page as its decoded figure (plotly's JSON read back, whichever serializer wrote it)."""
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+def titles(fig: dict) -> list[str]:
+    """The words a reader sees on a figure: its title, subplot titles and other annotations, axis titles."""
+    layout = fig["layout"]
+    axes = [v for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) and isinstance(v, dict)]
+    found = [(layout.get("title") or {}).get("text")] + [a.get("text") for a in layout.get("annotations", [])]
+    found += [(axis.get("title") or {}).get("text") for axis in axes]
+    return [text for text in found if text]
+
+
 def heatmaps(at: AppTest) -> list[dict]:
     return [
         json.loads(e.proto.spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from families import DECODERS, FAMILIES, MORE_CONFIGS, make_family, make_more, make_seq2seq
-from test_app import SENTENCE, no_errors, start
+from test_app import SENTENCE, figures, no_errors, start, titles
 
 
 @pytest.mark.parametrize("family", FAMILIES + DECODERS)
@@ -30,8 +30,8 @@ def test_the_deberta_terms_view_draws_three_terms_and_their_total_and_names_othe
     folder = make_more(tmp_path / "deberta-v2", "deberta-v2")
     at = start(model=str(folder), s=SENTENCE, layer="1", head="2", view="disentangled")
     no_errors(at)
-    titles = [chart.proto.spec for chart in at.get("plotly_chart")]
-    assert any("position → content" in spec and "total score" in spec for spec in titles)
+    words = [" ".join(titles(fig)) for fig in figures(at)]  # decoded: the JSON may write "→" as \u2192
+    assert any("position → content" in text and "total score" in text for text in words)
     other = start(s=SENTENCE, view="disentangled")  # the bundled BERT
     no_errors(other)
     assert any("not DeBERTa" in info.value for info in other.info)

@@ -71,6 +71,7 @@ def test_chart_words_are_the_traces_and_tick_labels_not_the_template():
     assert "gold" not in words and "0" in words
 
 
+@pytest.mark.slow  # the app in a subprocess
 def test_a_laptop_submits_the_sentence_form_and_reads_its_heatmap_and_a_foreign_word():
     """The load bench's protocol client against the real app: it finds the sentence form, its press of
     Run brings a heatmap with its own marker, and its checks catch a marker that is not its own."""

@@ -304,6 +304,7 @@ def test_a_bad_value_is_ignored_and_said_in_the_log(var, bad):
     assert warnings[0].endswith(f"using the default {SETTINGS[name].default:g}")
 
 
+@pytest.mark.slow  # 15 s on a busy 2-core machine
 def test_the_server_uses_the_settings_and_logs_a_bad_one():
     import os
     import subprocess

@@ -287,6 +287,7 @@ def test_command_line(capsys, tmp_path):
     assert "error: cannot read" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 34 s on a busy 2-core machine
 def test_the_library_never_imports_the_command_line_which_still_runs_as_the_module():
     """The command line imports the library, never the reverse: the scoring modules and the page import no
     coref_cli. `python -m attention.analysis.coref FILE`, as README and CI run it, is still the command line."""

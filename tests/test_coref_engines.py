@@ -28,6 +28,7 @@ def scores(result) -> dict[int, np.ndarray]:
 
 
 @needs_ray
+@pytest.mark.slow  # 24 s on a busy 2-core machine
 def test_ray_gives_the_local_scores_per_example_and_head(minilm, examples):
     model, tokenizer = minilm
     local = score_heads(model, tokenizer, examples, batch_size=4)

@@ -128,6 +128,7 @@ def test_winogender_gap_and_pairs(minilm):
     assert test.n == 40
 
 
+@pytest.mark.slow  # 22 s on a busy 2-core machine
 def test_command_line_on_gap_with_groups_held_out_and_a_second_model(capsys, tmp_path):
     dev, val = tmp_path / "dev.jsonl", tmp_path / "val.jsonl"
     lines = (ROOT / "data" / "gap-development.jsonl").read_text(encoding="utf-8").splitlines()

@@ -159,6 +159,7 @@ def test_ray_data_gives_the_local_numbers(tiny_corpus):
     pd.testing.assert_frame_equal(distributed, local, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # 105 s on a busy 2-core machine
 def test_a_killed_command_line_resumes_and_counts_each_text_once(tmp_path):
     """The command line in its own process, killed (SIGKILL) once some parts are written, then run again:
     every text of the corpus once in the parts, and the aggregate equal to scoring the corpus directly."""

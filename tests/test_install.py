@@ -33,3 +33,26 @@ def test_the_readme_setup_installs_the_project_with_the_pinned_cpu_torch():
     assert "-e ." in lines  # the README's `pip install -r requirements.txt` installs the project itself
     assert "pip install -r requirements.txt" in (ROOT / "README.md").read_text()
     assert distribution(project["name"]).version == project["version"]
+
+
+def readme_command(section: str) -> str:
+    """The first command in the README's section titled `section` (its ```bash block)."""
+    text = (ROOT / "README.md").read_text()
+    after = text.split(f"\n## {section}\n", 1)[1]
+    return after.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+
+
+def test_ci_runs_the_readmes_test_command_and_both_commands_make_a_virtual_environment():
+    test = readme_command("Run the tests")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert any(line.startswith(test) for line in ci.splitlines()), test
+    for command in (test, readme_command("Run the app")):
+        assert command.startswith("python3.11 -m venv .venv && . .venv/bin/activate && pip install -r requirements")
+    assert "python .ci/check_pins.py" in test
+
+
+def test_the_everyday_selection_uses_registered_markers():
+    quick = (ROOT / "README.md").read_text().split("Every day,", 1)[1].split("```bash\n", 1)[1].split("\n```")[0]
+    assert quick == 'python -m pytest -m "not slow and not browser"'
+    ini = (ROOT / "pytest.ini").read_text()
+    assert "--strict-markers" in ini and "\n    browser:" in ini and "\n    slow:" in ini

@@ -60,6 +60,7 @@ def test_projection_gives_one_point_per_vector():
         project(points, "mds")
 
 
+@pytest.mark.slow  # 65 s on a busy 2-core machine
 def test_umap_lays_out_a_small_sample():
     rng = np.random.default_rng(0)
     clusters = np.concatenate([rng.normal(0, 0.1, (40, 6)), rng.normal(5, 0.1, (40, 6))])

@@ -391,18 +391,21 @@ def hover_text(page, plot: int, x, y) -> list[str]:
     return page.eval_on_selector_all(".hovertext", "els => els.map(e => e.textContent)")
 
 
+@pytest.mark.browser
 def test_report_in_browser_draws_every_figure_offline(report_page):
     assert report_page.eval_on_selector_all(".js-plotly-plot", "els => els.length") == 3
     assert report_page.external == [] and report_page.dialogs == []
     assert XSS in report_page.inner_text("header")  # shown as text, never run
 
 
+@pytest.mark.browser
 def test_heatmap_hover_in_browser_reads_query_arrow_key_weight(report_page):
     # head_heatmap over [CLS] the cat [SEP]: row 2 ("cat"), column 1 ("the")
     assert hover_text(report_page, 0, 1, 2) == ["cat·2 → the·1: 0.250"]
     assert hover_text(report_page, 0, 3, 0) == ["[CLS]·0 → [SEP]·3: 0.250"]
 
 
+@pytest.mark.browser
 def test_token_strip_and_causal_hover_in_browser(report_page):
     strip = report_page.eval_on_selector_all(
         ".js-plotly-plot",

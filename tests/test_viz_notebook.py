@@ -277,6 +277,7 @@ def test_head_view_html_at_128_tokens_is_under_8_mb(page_html):
     assert size <= 8_000_000
 
 
+@pytest.mark.browser
 def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
     from playwright.sync_api import sync_playwright
 
@@ -306,6 +307,7 @@ def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
     assert all(url.startswith("file:") for url in requests)
 
 
+@pytest.mark.browser
 def test_overlay_hover_names_the_head_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -332,6 +334,7 @@ def test_overlay_hover_names_the_head_in_chromium(tmp_path):
 # ---- the docs notebook ------------------------------------------------------
 
 
+@pytest.mark.slow  # 26 s on a busy 2-core machine
 def test_docs_notebook_runs_top_to_bottom():
     import nbformat
     from nbclient import NotebookClient

@@ -112,6 +112,7 @@ def test_a_causal_model_with_a_fused_projection_shows_its_own_steps(tmp_path):
     assert np.all(np.triu(mask, 1) == 0) and np.all(mask[np.tril_indices(len(mask))] == 1)
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="Debian's chromium is not installed")
 def test_the_arrow_keys_move_between_steps_in_the_browser():
     from browser import app_server, launch
