@@ -40,9 +40,28 @@ class NeedsSmallerInput(ValueError):
         )
 
 
-def maps_bytes(n_layers: int, n_heads: int, n_tokens: int) -> int:
-    """Bytes of every attention map of one run, as float32 (n_layers, H, L, L)."""
-    return n_layers * n_heads * n_tokens * n_tokens * 4
+class KeepsTooMuch(NeedsSmallerInput):
+    """A computation that keeps every map it makes (writing, an encoder-decoder's passes) asked for more than
+    BIG_RUN_BYTES of them: refused before it starts, with what it would have kept and what to try instead."""
+
+    def __init__(self, what: str, n_bytes: int, advice: str):
+        ValueError.__init__(
+            self,
+            f"{what} keeps every map it makes: {n_bytes / MB:,.0f} MB here, more than the {BIG_RUN_BYTES // MB} MB "
+            f"this server holds for one run. {advice}",
+        )
+
+
+def within_bound(what: str, n_bytes: int, advice: str) -> None:
+    """Raise KeepsTooMuch, before the work, when keeping `n_bytes` of maps would pass BIG_RUN_BYTES."""
+    if n_bytes > BIG_RUN_BYTES:
+        raise KeepsTooMuch(what, n_bytes, advice)
+
+
+def maps_bytes(n_layers: int, n_heads: int, n_tokens: int, n_keys: int | None = None) -> int:
+    """Bytes of every attention map of one run, as float32 (n_layers, H, L, L), or (n_layers, H, L, n_keys)
+    when the keys are not the queries (an encoder-decoder's cross-attention)."""
+    return n_layers * n_heads * n_tokens * (n_tokens if n_keys is None else n_keys) * 4
 
 
 def is_big(run) -> bool:
