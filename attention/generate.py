@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .bigrun import maps_bytes, within_bound
+from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
@@ -36,7 +36,7 @@ from .models.decoding import decode
 from .processors import read_settings
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
 
-KEEP_LESS = "Write fewer tokens or from a shorter prompt, or write with keep_maps=False (no map kept)."
+KEEP_LESS = "Write fewer tokens or from a shorter prompt, or with keep_maps=False (no map kept) or maps_bound=None."
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
 LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
 
@@ -119,13 +119,15 @@ def generate(
     seed: int | None = None,
     top: int = 5,
     keep_maps: bool = True,
+    maps_bound: int | None = BIG_RUN_BYTES,
 ) -> Generation | Seq2SeqGeneration:
     """`text` continued by up to `max_new_tokens` tokens (fewer when an end-of-sequence token comes): greedy,
     or sampled (do_sample) with a torch generator seeded by `seed`. An encoder-decoder writes its decoder's
     sequence from `text` encoded (generate_seq2seq.py). See the module's docstring.
 
     The maps kept are sized before the work: a writing whose every map (the prompt's and the new tokens',
-    bigrun.maps_bytes) would be more than bigrun.BIG_RUN_BYTES is refused (bigrun.KeepsTooMuch).
+    bigrun.maps_bytes) would be more than `maps_bound` bytes (the server's BIG_RUN_BYTES unless given; None: no
+    bound) is refused (bigrun.KeepsTooMuch).
     `keep_maps=False` writes the same tokens with no map made (torch's fused attention at every step) and
     `attentions` is () (the page reads the written ids' maps through its own runs, one layer at a time)."""
     check_options(max_new_tokens, temperature, top_k, top_p, top)
@@ -135,7 +137,7 @@ def generate(
     assert ids is not None
     if isinstance(model, EncoderDecoder):  # the text is the encoder's source
         options = (max_new_tokens, do_sample, temperature, top_k, top_p, seed, top)
-        return generate_seq2seq(model, tokenizer, ids, *options, keep_maps=keep_maps)
+        return generate_seq2seq(model, tokenizer, ids, *options, keep_maps=keep_maps, maps_bound=maps_bound)
     settings = read_settings(Path(model.load_report.path))
     if settings.num_beams > 1:
         raise ValueError(f"beam search (num_beams={settings.num_beams}) is not supported: only greedy and sampling")
@@ -144,7 +146,7 @@ def generate(
         raise ValueError(f"{ids.size(1)} prompt tokens and {max_new_tokens} new ones exceed {positions} positions")
     if keep_maps:
         heads, longest = model.config.num_attention_heads, ids.size(1) + max_new_tokens
-        within_bound("Writing", maps_bytes(len(model.layers), heads, longest), KEEP_LESS)
+        within_bound("Writing", maps_bytes(len(model.layers), heads, longest), KEEP_LESS, maps_bound)
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, ids.device)
     cache: list[KeyValueCache] = [BufferedCache(ids.size(1) + max_new_tokens) for _ in model.layers]
     rows = StepMaps(sum(range(ids.size(1) + 1, ids.size(1) + max_new_tokens + 1)))  # keys of every new row

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .bigrun import maps_bytes, within_bound
+from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
@@ -41,7 +41,7 @@ from .processors import Settings, read_settings
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
-KEEP_LESS = "Try a shorter text (or target), or write with keep_maps=False (no map kept)."
+KEEP_LESS = "Try a shorter text (or target), or write with keep_maps=False (no map kept) or maps_bound=None."
 
 
 def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
@@ -188,11 +188,12 @@ def generate_seq2seq(
     seed: int | None = None,
     top: int = 5,
     keep_maps: bool = True,
+    maps_bound: int | None = BIG_RUN_BYTES,
 ) -> Seq2SeqGeneration:
     """attention.generate for an encoder-decoder, from the source's ids (1, S) on the model's device, within the
     encoder's positions (attention.generate tokenizes a text as tokenizer(text) does; the page passes the ids every
     view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring.
-    The maps kept are sized before the work (`kept_bytes`): past bigrun.BIG_RUN_BYTES, bigrun.KeepsTooMuch;
+    The maps kept are sized before the work (`kept_bytes`): past `maps_bound`, bigrun.KeepsTooMuch;
     `keep_maps=False` writes the same tokens with no map made, its three maps' fields ()."""
     settings = read_settings(Path(model.load_report.path))
     head = kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
@@ -200,7 +201,7 @@ def generate_seq2seq(
     if 1 + max_new_tokens > limit:
         raise ValueError(f"a start token and {max_new_tokens} new ones exceed the decoder's {limit} positions")
     if keep_maps:
-        within_bound("Writing", kept_bytes(model, input_ids.size(1), 1 + max_new_tokens), KEEP_LESS)
+        within_bound("Writing", kept_bytes(model, input_ids.size(1), 1 + max_new_tokens), KEEP_LESS, maps_bound)
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, input_ids.device)
     ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
     with torch.inference_mode():

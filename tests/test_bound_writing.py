@@ -73,6 +73,11 @@ def test_generate_refuses_before_the_work_past_the_bound_and_writes_the_same_wit
     assert len(kept.attentions) == 8 and bare.attentions == ()
     long = generate(model, tokenizer, PROMPT[:1000], max_new_tokens=1, keep_maps=False)
     assert long.ids.size(1) == 1001 and long.attentions == ()
+    with pytest.raises(KeepsTooMuch, match="more than the 1 MB its bound allows"):
+        generate(model, tokenizer, "zq zq zq", max_new_tokens=300, maps_bound=2**20)
+    assert maps_bytes(8, 8, 801) > BIG_RUN_BYTES
+    unbound = generate(model, tokenizer, PROMPT[:800], max_new_tokens=1, maps_bound=None)  # past it, as asked
+    assert [a.shape for a in unbound.attentions] == [(1, 8, 801, 801)] * 8
 
 
 def test_an_encoder_decoder_sizes_its_three_maps_before_writing(tmp_path):
