@@ -40,9 +40,30 @@ class NeedsSmallerInput(ValueError):
         )
 
 
-def maps_bytes(n_layers: int, n_heads: int, n_tokens: int) -> int:
-    """Bytes of every attention map of one run, as float32 (n_layers, H, L, L)."""
-    return n_layers * n_heads * n_tokens * n_tokens * 4
+class KeepsTooMuch(NeedsSmallerInput):
+    """A computation that keeps every map it makes (writing, an encoder-decoder's passes) asked for more than
+    its bound (BIG_RUN_BYTES unless its caller set another): refused before it starts, with what it would have
+    kept and what to try instead."""
+
+    def __init__(self, what: str, n_bytes: int, advice: str, bound: int = BIG_RUN_BYTES):
+        whose = "this server holds for one run" if bound == BIG_RUN_BYTES else "its bound allows"
+        ValueError.__init__(
+            self,
+            f"{what} keeps every map it makes: {n_bytes / MB:,.0f} MB here, more than the {bound / MB:,.0f} MB "
+            f"{whose}. {advice}",
+        )
+
+
+def within_bound(what: str, n_bytes: int, advice: str, bound: int | None = BIG_RUN_BYTES) -> None:
+    """Raise KeepsTooMuch, before the work, when keeping `n_bytes` of maps would pass `bound` (None: no bound)."""
+    if bound is not None and n_bytes > bound:
+        raise KeepsTooMuch(what, n_bytes, advice, bound)
+
+
+def maps_bytes(n_layers: int, n_heads: int, n_tokens: int, n_keys: int | None = None) -> int:
+    """Bytes of every attention map of one run, as float32 (n_layers, H, L, L), or (n_layers, H, L, n_keys)
+    when the keys are not the queries (an encoder-decoder's cross-attention)."""
+    return n_layers * n_heads * n_tokens * (n_tokens if n_keys is None else n_keys) * 4
 
 
 def is_big(run) -> bool:

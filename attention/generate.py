@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
@@ -35,6 +36,7 @@ from .models.decoding import decode
 from .processors import read_settings
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
 
+KEEP_LESS = "Write fewer tokens or from a shorter prompt, or with keep_maps=False (no map kept) or maps_bound=None."
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
 LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
 
@@ -102,7 +104,7 @@ class Generation:
     tokens: list[str]  # the T tokens
     top_ids: torch.Tensor  # (n_new, top): at each step the most probable next tokens, best first
     top_probs: torch.Tensor  # (n_new, top): their probabilities, those the choice was made from
-    attentions: tuple[torch.Tensor, ...]  # n_layers maps (1, H, T, T) of the whole sequence
+    attentions: tuple[torch.Tensor, ...]  # n_layers maps (1, H, T, T) of the whole sequence; () without keep_maps
 
 
 def generate(
@@ -116,10 +118,18 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     top: int = 5,
+    keep_maps: bool = True,
+    maps_bound: int | None = BIG_RUN_BYTES,
 ) -> Generation | Seq2SeqGeneration:
     """`text` continued by up to `max_new_tokens` tokens (fewer when an end-of-sequence token comes): greedy,
     or sampled (do_sample) with a torch generator seeded by `seed`. An encoder-decoder writes its decoder's
-    sequence from `text` encoded (generate_seq2seq.py). See the module's docstring."""
+    sequence from `text` encoded (generate_seq2seq.py). See the module's docstring.
+
+    The maps kept are sized before the work: a writing whose every map (the prompt's and the new tokens',
+    bigrun.maps_bytes) would be more than `maps_bound` bytes (the server's BIG_RUN_BYTES unless given; None: no
+    bound) is refused (bigrun.KeepsTooMuch).
+    `keep_maps=False` writes the same tokens with no map made (torch's fused attention at every step) and
+    `attentions` is () (the page reads the written ids' maps through its own runs, one layer at a time)."""
     check_options(max_new_tokens, temperature, top_k, top_p, top)
     positions = model.config.max_position_embeddings
     (prompt,) = within_positions(positions, text)
@@ -127,28 +137,33 @@ def generate(
     assert ids is not None
     if isinstance(model, EncoderDecoder):  # the text is the encoder's source
         options = (max_new_tokens, do_sample, temperature, top_k, top_p, seed, top)
-        return generate_seq2seq(model, tokenizer, ids, *options)
+        return generate_seq2seq(model, tokenizer, ids, *options, keep_maps=keep_maps, maps_bound=maps_bound)
     settings = read_settings(Path(model.load_report.path))
     if settings.num_beams > 1:
         raise ValueError(f"beam search (num_beams={settings.num_beams}) is not supported: only greedy and sampling")
     head = lm_head(model)
     if ids.size(1) + max_new_tokens > positions:
         raise ValueError(f"{ids.size(1)} prompt tokens and {max_new_tokens} new ones exceed {positions} positions")
+    if keep_maps:
+        heads, longest = model.config.num_attention_heads, ids.size(1) + max_new_tokens
+        within_bound("Writing", maps_bytes(len(model.layers), heads, longest), KEEP_LESS, maps_bound)
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, ids.device)
     cache: list[KeyValueCache] = [BufferedCache(ids.size(1) + max_new_tokens) for _ in model.layers]
     rows = StepMaps(sum(range(ids.size(1) + 1, ids.size(1) + max_new_tokens + 1)))  # keys of every new row
 
     def logits_after(new: torch.Tensor) -> torch.Tensor:
-        out = decode(model, new, cache, keep_maps=True)
-        rows.add(out.attentions)  # (1, H, L, P + L) per layer
+        out = decode(model, new, cache, keep_maps=keep_maps)
+        if keep_maps:
+            rows.add(out.attentions)  # (1, H, L, P + L) per layer
         assert out.last_hidden_state is not None
         return head(out.last_hidden_state[:, -1])  # (1, V)
 
     with torch.inference_mode():
         written = search(logits_after, ids, settings, sampling, max_new_tokens, top)
-        rows.add(decode(model, written.ids[:, -1:], cache, keep_maps=True).attentions)  # the last token's rows
+        if keep_maps:
+            rows.add(decode(model, written.ids[:, -1:], cache, keep_maps=True).attentions)  # the last token's rows
         cache.clear()  # freed before the maps are laid out
-        attentions = rows.squares()  # (1, H, T, T) per layer
+        attentions = rows.squares()  # (1, H, T, T) per layer; () when none were kept
     n_new = written.top_ids.size(0)
     return Generation(
         ids=written.ids,

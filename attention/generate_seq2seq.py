@@ -29,6 +29,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
 from .errors import ModelLoadError
@@ -40,6 +41,7 @@ from .processors import Settings, read_settings
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
+KEEP_LESS = "Try a shorter text (or target), or write with keep_maps=False (no map kept) or maps_bound=None."
 
 
 def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
@@ -73,6 +75,18 @@ def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
         bias = bias[0].to(dtype=words.dtype, device=words.device)  # (V,)
     scale = model.config.hidden_size**-0.5 if kind == "t5" and config.get("scale_decoder_outputs", tied) else None
     return LMHead(weight, bias, scale)
+
+
+def kept_bytes(model: EncoderDecoder, n_source: int, n_target: int) -> int:
+    """Bytes of every map of one pass of `model` over `n_source` encoder and `n_target` decoder tokens, float32: the
+    encoder's (n_layers, H, S, S), the decoder's (n_layers, H, T, T) and the cross-attention's (n_layers, H, T, S)."""
+    encoder, decoder = model.encoder.config, model.decoder.config
+    heads, layers = decoder.num_attention_heads, decoder.num_hidden_layers
+    return (
+        maps_bytes(encoder.num_hidden_layers, encoder.num_attention_heads, n_source)
+        + maps_bytes(layers, heads, n_target)
+        + maps_bytes(layers, heads, n_target, n_source)
+    )
 
 
 class CrossKeys:
@@ -173,19 +187,26 @@ def generate_seq2seq(
     top_p: float | None = None,
     seed: int | None = None,
     top: int = 5,
+    keep_maps: bool = True,
+    maps_bound: int | None = BIG_RUN_BYTES,
 ) -> Seq2SeqGeneration:
     """attention.generate for an encoder-decoder, from the source's ids (1, S) on the model's device, within the
     encoder's positions (attention.generate tokenizes a text as tokenizer(text) does; the page passes the ids every
-    view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring."""
+    view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring.
+    The maps kept are sized before the work (`kept_bytes`): past `maps_bound`, bigrun.KeepsTooMuch;
+    `keep_maps=False` writes the same tokens with no map made, its three maps' fields ()."""
     settings = read_settings(Path(model.load_report.path))
     head = kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
     limit = model.decoder.config.max_position_embeddings
     if 1 + max_new_tokens > limit:
         raise ValueError(f"a start token and {max_new_tokens} new ones exceed the decoder's {limit} positions")
+    if keep_maps:
+        within_bound("Writing", kept_bytes(model, input_ids.size(1), 1 + max_new_tokens), KEEP_LESS, maps_bound)
     sampling = Sampling.seeded(do_sample, temperature, top_k, top_p, seed, input_ids.device)
     ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
     with torch.inference_mode():
-        encoded = model.encoder(input_ids, keep_hidden=False)  # its maps and last hidden state, no other
+        # its maps (none without keep_maps) and last hidden state, no other
+        encoded = model.encoder(input_ids, keep_hidden=False, maps_for=None if keep_maps else ())
         memory = encoded.last_hidden_state  # (1, S, D)
         assert memory is not None
         cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]  # type: ignore[arg-type]
@@ -194,16 +215,18 @@ def generate_seq2seq(
         cross_rows = StepMaps(max_new_tokens * memory.size(1))
 
         def logits_after(new: torch.Tensor) -> torch.Tensor:
-            step = decode_step(model, new, cache, cross, keep_maps=True)
-            self_rows.add(step.decoder_attentions)  # (1, H, L, P + L) per layer
-            cross_rows.add(step.cross_attentions)  # (1, H, L, S) per layer
+            step = decode_step(model, new, cache, cross, keep_maps=keep_maps)
+            if keep_maps:
+                self_rows.add(step.decoder_attentions)  # (1, H, L, P + L) per layer
+                cross_rows.add(step.cross_attentions)  # (1, H, L, S) per layer
             return head(step.last_hidden_state[:, -1])  # (1, V)
 
         written = search(logits_after, ids, settings, sampling, max_new_tokens, top)
-        last = decode_step(model, written.ids[:, -1:], cache, cross, keep_maps=True)  # the last token's rows
-        self_rows.add(last.decoder_attentions)
-        cross_rows.add(last.cross_attentions)
-        del last
+        if keep_maps:
+            last = decode_step(model, written.ids[:, -1:], cache, cross, keep_maps=True)  # the last token's rows
+            self_rows.add(last.decoder_attentions)
+            cross_rows.add(last.cross_attentions)
+            del last
         cache.clear()  # freed before the maps are laid out
         cross.clear()
         decoder_maps, cross_maps = self_rows.squares(), cross_rows.squares()  # (1, H, T, T), (1, H, T, S) per layer

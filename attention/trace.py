@@ -23,6 +23,7 @@ from types import FrameType
 import numpy as np
 import torch
 
+from .bigrun import layer_hooks
 from .inputs import on_model_device
 from .mha import Recorded
 from .models import FAMILIES, Family
@@ -139,7 +140,8 @@ def trace_layer(
     token_type_ids: torch.Tensor | None = None,
     layer: int = 0,
 ) -> Trace:
-    """Run the model once and record every step of layer `layer`'s attention.
+    """Run the model once and record every step of layer `layer`'s attention; the pass holds no other layer's
+    map (each dropped as it is made) and no hidden states.
 
     The inputs are sent to the model's device; each recorded tensor is kept as a CPU copy in the
     model's dtype (head_matrix and the views read them as float32)."""
@@ -155,8 +157,10 @@ def trace_layer(
         return tensor
 
     inputs = on_model_device(model, input_ids, attention_mask, token_type_ids)
-    with torch.inference_mode():
-        model(*inputs, recorders={layer: recorder})
+    # the layers up to the traced one compute their maps as a whole forward pass does (the same numbers), each
+    # dropped as it is made (bigrun.layer_hooks); the layers after it run fused; no hidden states are kept
+    with torch.inference_mode(), layer_hooks(model, lambda index, maps: None, convert=lambda probs: None):
+        model(*inputs, recorders={layer: recorder}, maps_for=set(range(layer + 1)), keep_hidden=False)
     scaling = float(model.layers[layer].attention.scaling)
     types = None if token_type_ids is None else token_type_ids.detach().to("cpu", copy=True)
     report = getattr(model, "load_report", None)

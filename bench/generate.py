@@ -132,7 +132,7 @@ def writer(which: str, folder: Path, prompt: list[int]):
         tokenizer = FixedPrompt(prompt)
         resident(model)
         lm_head(model)  # read from the checkpoint once and kept with the model: theirs holds it as a weight
-        return lambda new: generate(model, tokenizer, "", max_new_tokens=new).ids
+        return lambda new: generate(model, tokenizer, "", max_new_tokens=new, maps_bound=None).ids  # as theirs
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(str(folder))

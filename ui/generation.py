@@ -85,6 +85,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
             top_k=settings.top_k,
             top_p=settings.top_p,
             seed=settings.seed,
+            keep_maps=False,  # the views read the written ids' maps through ui/runs.py, within its bound
         )
         ids = written.ids[0].tolist()
         n_new = written.new_ids.size(1)
@@ -113,13 +114,14 @@ def lm_head(source: str) -> tuple[LMHead | None, str | None]:
 
 def final_hidden(source: str, ids: tuple[int, ...]) -> np.ndarray:
     """The last layer's hidden states (T, E) of `ids`, after the final norm: one teacher-forced forward over
-    the whole sequence, kept (at most a few MB) so that moving along the positions costs a matrix product."""
+    the whole sequence, kept (at most a few MB) so that moving along the positions costs a matrix product.
+    No map is made (torch's fused attention in every layer) and no other layer's states are kept."""
 
     def compute() -> np.ndarray:
         model, _ = get_model(source)
         device = model.embeddings.word_embeddings.weight.device
         with torch.inference_mode():
-            out = model(torch.tensor([ids], device=device))
+            out = model(torch.tensor([ids], device=device), maps_for=(), keep_hidden=False)
         return out.last_hidden_state[0].float().cpu().numpy()
 
     return store("final-hidden", 16, 32 * MB).get_or_compute((source, ids), compute)

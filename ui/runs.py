@@ -88,6 +88,10 @@ def get_batch(source: str, texts: tuple[str, ...]):
 # ---- an encoder-decoder's writing ----------------------------------------------------------------------
 
 MAX_NEW_TOKENS = 40  # the most tokens a translation or summary is written to
+WRITING = "The encoder-decoder's pass over this text and its target"
+SHORTER_WRITING = (
+    "Try a shorter sentence or target with this model; the other views read its encoder one layer at a time."
+)
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,12 @@ class Writing:
 
 def get_writing(source: str, text: str, target: str = "") -> Writing:
     """What the encoder-decoder of `source` writes for `text` (greedy, at most MAX_NEW_TOKENS new tokens), or
-    `target` forced as its decoder's input; kept in the shared stores."""
+    `target` forced as its decoder's input; kept in the shared stores. Every map of it is kept, so its size (at
+    the most tokens it can write) is checked before the work: past BIG_RUN_BYTES, bigrun.KeepsTooMuch (which the
+    page shows in place of the view)."""
 
     def compute():
-        from attention.generate_seq2seq import generate_seq2seq, start_token
+        from attention.generate_seq2seq import generate_seq2seq, kept_bytes, start_token
         from attention.inputs import on_model_device
         from attention.processors import read_settings
 
@@ -124,20 +130,26 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         (input_ids,) = on_model_device(model, encoded.input_ids)  # (1, S)
         assert input_ids is not None
         if not target:
-            out = generate_seq2seq(model, tokenizer, input_ids, max_new_tokens=min(MAX_NEW_TOKENS, limit - 1))
-            maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
+            new = min(MAX_NEW_TOKENS, limit - 1)
+            bigrun.within_bound(WRITING, kept_bytes(model, input_ids.size(1), 1 + new), SHORTER_WRITING)
+            out = generate_seq2seq(model, tokenizer, input_ids, max_new_tokens=new)
+            maps = [list(out.cross_attentions), list(out.decoder_attentions), list(out.encoder_attentions)]
+            facts = (out.encoder_ids, out.encoder_tokens, out.ids, out.tokens)
             beams = out.checkpoint_num_beams
-            return _writing(out.encoder_ids, out.encoder_tokens, out.ids, out.tokens, maps, False, "", beams)
+            del out  # each map is then held once (stack_attentions drops it from its list once copied)
+            return _writing(*facts, maps, False, "", beams)
         start = start_token(model, read_settings(Path(model.load_report.path)))
         given = tokenizer(text_target=target)["input_ids"]
         notice = ""
         if 1 + len(given) > limit:
             notice = f"The target is {len(given)} tokens; the decoder reads {limit}, so its first {limit - 1} are used."
             given = given[: limit - 1]
+        bigrun.within_bound(WRITING, kept_bytes(model, input_ids.size(1), 1 + len(given)), SHORTER_WRITING)
         (decoder_ids,) = on_model_device(model, torch.tensor([[start, *given]]))  # (1, T)
         with torch.inference_mode():
             out = model(input_ids, decoder_input_ids=decoder_ids)
-        maps = (out.cross_attentions, out.decoder_attentions, out.encoder_attentions)
+        maps = [list(out.cross_attentions), list(out.decoder_attentions), list(out.encoder_attentions)]
+        del out  # its hidden states freed, each map then held once
         written = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
         return _writing(input_ids, encoded.tokens, decoder_ids, written, maps, True, notice)
 
@@ -145,7 +157,8 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
 
 
 def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice, beams=1) -> Writing:
-    cross, decoder, encoder = (stack_attentions(list(m)) for m in maps)
+    """`maps`: [cross, decoder, encoder], each a list of per-layer maps, emptied as they are stacked."""
+    cross, decoder, encoder = (stack_attentions(m) for m in maps)
     return Writing(
         read_only(encoder_ids.cpu().numpy()),
         list(encoder_tokens),

@@ -7,6 +7,13 @@ bins on [0, 1]; each non-empty bin becomes one trace of NaN-separated
 segments whose opacity is the bin's midpoint (at most 1 / (2 n_bins) from
 the true weight). A figure therefore has at most n_heads × n_bins line
 traces plus two token columns.
+
+A figure is sized from its counts before it is built: each head draws at
+most its share of MAX_LINES lines, its strongest (a long sentence's
+weakest lines are near-transparent, and L² of them would make a message
+no browser receives: 12 heads at 512 tokens, 233 MB), and a note under
+them says so; a figure whose estimate (``figure_bytes``) is still past the page's
+message limit is refused (``TooManyLines``) before it is built.
 """
 
 from collections.abc import Sequence
@@ -21,18 +28,36 @@ from viz._text import escape, escape_all
 X_QUERY, X_KEY = 0.0, 1.0
 LINE_AREA_PX = 300
 PALETTE = qualitative.Plotly
+MAX_LINES = 100_000  # the most lines one figure draws, shared by its heads (about 7.5 MB of JSON)
+MESSAGE_BYTES = 50 * 2**20  # the page's largest message (.streamlit/config.toml's maxMessageSize)
+# a line's JSON at most: x and y, three float64 each, base64 (4/3), every character escaped (\u002f: 6)
+LINE_BYTES = 2 * 3 * 8 * 4 // 3 * 6
+TRACE_BYTES = 400  # a trace's own settings (name, colour, opacity ...)
+NOTE_PX = 60  # the room under the lines for the note that says they were thinned
+CHAR_BYTES = 12  # a label's character in JSON at most (a character past the BMP: two \uXXXX escapes)
 
 
-def opacity_bins(attn: np.ndarray, threshold: float, n_bins: int) -> dict[int, np.ndarray]:
+class TooManyLines(ValueError):
+    """A lines figure whose estimated size is past the page's message limit, refused before it is built."""
+
+
+def figure_bytes(n_lines: int, n_traces: int, labels: Sequence[str]) -> int:
+    """At most how many bytes of JSON a lines figure of `n_lines` lines in `n_traces` traces with token
+    columns labelled `labels` (each drawn and hovered: twice) takes, from the counts alone."""
+    return n_lines * LINE_BYTES + n_traces * TRACE_BYTES + 2 * CHAR_BYTES * sum(len(t) + 8 for t in labels) + 4096
+
+
+def opacity_bins(attn: np.ndarray, threshold: float, n_bins: int, most: int | None = None) -> dict[int, np.ndarray]:
     """Group the drawn (query, key) pairs of one map by opacity bin.
 
     Bin b holds weights in [b / n_bins, (b + 1) / n_bins), the last bin
     also holding 1. A pair is drawn when its weight is positive and at
-    least ``threshold``. Returns {bin: array of (query, key) rows}, only
-    for non-empty bins.
+    least ``threshold``, and, given ``most``, among the ``most`` largest
+    (``strongest``). Returns {bin: array of (query, key) rows}, only for
+    non-empty bins.
     """
     attn = np.asarray(attn)
-    drawn = (attn > 0) & (attn >= threshold)
+    drawn = strongest((attn > 0) & (attn >= threshold), attn, most)
     bins = np.minimum((np.clip(attn, 0.0, 1.0) * n_bins).astype(int), n_bins - 1)
     groups = {}
     for b in range(n_bins):
@@ -40,6 +65,20 @@ def opacity_bins(attn: np.ndarray, threshold: float, n_bins: int) -> dict[int, n
         if len(pairs):
             groups[b] = pairs
     return groups
+
+
+def strongest(drawn: np.ndarray, attn: np.ndarray, most: int | None) -> np.ndarray:
+    """`drawn` (a boolean mask over `attn`) cut to its `most` largest weights (all of them when None or no
+    more than that); among equal weights at the cut, those first in reading order."""
+    n = int(np.count_nonzero(drawn))
+    if most is None or n <= most:
+        return drawn
+    weights = attn[drawn]  # (n,)
+    cut = np.partition(weights, n - most)[n - most]  # the most-th largest
+    kept = drawn & (attn > cut)
+    ties = np.flatnonzero(drawn & (attn == cut))[: most - int(np.count_nonzero(kept))]
+    kept.flat[ties] = True
+    return kept
 
 
 def bin_opacity(b: int, n_bins: int) -> float:
@@ -56,6 +95,7 @@ def lines_view(
     n_bins: int = 8,
     font_size: int = 14,
     key_tokens: Sequence[str] | None = None,
+    max_lines: int = MAX_LINES,
 ) -> go.Figure:
     """Lines from each query token (left) to each key token (right).
 
@@ -65,6 +105,8 @@ def lines_view(
     ``key_tokens``: the keys on the right when they are not the queries (an encoder-decoder's
     cross-attention: the decoder's tokens on the left, the encoder's on the right); maps are then
     ``[n_selected, len(tokens), len(key_tokens)]``.
+    Each head draws at most ``max_lines // n_selected`` lines, its strongest (a note under them says so); a
+    figure still estimated past MESSAGE_BYTES raises TooManyLines before anything is drawn.
     """
     keys = tokens if key_tokens is None else key_tokens
     maps = np.asarray(attentions_for_heads)
@@ -78,19 +120,39 @@ def lines_view(
     if len(heads) != len(maps):
         raise ValueError(f"{len(heads)} head names given for {len(maps)} maps")
 
+    most = max(1, max_lines // len(maps))  # each head's share
+    drawn = [int(np.count_nonzero((m > 0) & (m >= threshold))) for m in maps]
+    names, key_names = escape_all(tokens), escape_all(keys)
+    size = figure_bytes(sum(min(n, most) for n in drawn), len(maps) * n_bins + 2, [*names, *key_names, *heads])
+    if size > MESSAGE_BYTES:
+        raise TooManyLines(
+            f"These lines would make a figure of up to {size / 2**20:,.0f} MB, more than the "
+            f"{MESSAGE_BYTES // 2**20} MB the page sends: draw fewer heads or a shorter sentence."
+        )
     traces: list[go.Scatter] = []
     for index, (attn, name) in enumerate(zip(maps, heads)):
         colour = PALETTE[index % len(PALETTE)]
-        traces += _head_traces(attn, escape(name), colour, threshold, n_bins)
-    names, key_names = escape_all(tokens), escape_all(keys)
+        traces += _head_traces(attn, escape(name), colour, threshold, n_bins, most)
     traces.append(_token_column(names, X_QUERY, "middle left", "query"))
     traces.append(_token_column(key_names, X_KEY, "middle right", "key"))
-    return go.Figure(traces, _layout([*names, *key_names], max(len(names), len(key_names)), len(maps) > 1, font_size))
+    layout = _layout([*names, *key_names], max(len(names), len(key_names)), len(maps) > 1, font_size)
+    if max(drawn) > most:  # said under the lines, where the legend leaves room at any width
+        each = " of each head" if len(maps) > 1 else ""
+        note = f"The {most:,} strongest lines{each}<br>are drawn (of up to {max(drawn):,})."
+        layout.update(
+            height=layout["height"] + NOTE_PX,
+            margin={**layout["margin"], "b": layout["margin"]["b"] + NOTE_PX},
+            annotations=[
+                dict(text=note, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-4)
+                | dict(showarrow=False, align="left", font=dict(size=font_size))
+            ],
+        )
+    return go.Figure(traces, layout)
 
 
-def _head_traces(attn, name: str, colour: str, threshold: float, n_bins: int) -> list:
+def _head_traces(attn, name: str, colour: str, threshold: float, n_bins: int, most: int) -> list:
     traces: list[go.Scatter] = []
-    for b, pairs in opacity_bins(attn, threshold, n_bins).items():
+    for b, pairs in opacity_bins(attn, threshold, n_bins, most).items():
         x, y = _segments(pairs)
         traces.append(
             go.Scatter(

@@ -12,6 +12,7 @@ import viz
 from attention import ModelLoadError
 from attention.inputs import on_model_device
 from viz.cross import part_grid
+from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
 
 from ..layout import expander_px, main_px
@@ -19,6 +20,7 @@ from ..models import WRITERS, get_model, get_seq2seq
 from ..page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
 from ..runs import MAX_NEW_TOKENS, Writing, get_writing
 from ..state import CROSS_PARTS
+from ..stores import budget
 
 PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
 
@@ -73,8 +75,12 @@ def draw(run) -> None:
     )
     show(grid, f"{kind}-grid", key="cross_grid", on_select=_open_clicked, selection_mode="points")
     with st.expander("Lines between the two rows of tokens"):
-        lines = viz.lines_view(maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols)
-        show(lines, f"{kind}-lines", key="cross_lines")
+        try:  # the strongest lines, within the page's message limit (viz/lines.py)
+            lines = viz.lines_view(maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols)
+        except TooManyLines as err:
+            st.info(str(err))
+        else:
+            show(lines, f"{kind}-lines", key="cross_lines")
     cross = writing.maps["cross"]
     flow_layer, flow_head = min(layer, cross.shape[0] - 1), min(head, cross.shape[1] - 1)
     with st.expander(f"Shape flow of layer {flow_layer}'s cross-attention"):
@@ -115,7 +121,8 @@ def _flow(model, writing: Writing, layer: int, head: int) -> None:
         model, torch.tensor(writing.encoder_ids.tolist()), torch.tensor(writing.decoder_ids.tolist())
     )
     st.caption("Q from the decoder's states, K and V from the encoder's output.")
-    fig = cross_attention_flow(model, enc, dec, layer, font_size=font_size(), width=expander_px(), head=head)
+    with budget().slot():  # a forward pass over the writing (within the bound get_writing checked): one at a time
+        fig = cross_attention_flow(model, enc, dec, layer, font_size=font_size(), width=expander_px(), head=head)
     show(fig, f"cross-flow-layer{layer}", key="cross_flow")
 
 

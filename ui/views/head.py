@@ -9,6 +9,7 @@ import streamlit as st
 import viz
 from attention.run import head_map
 from viz.heatmap import grid_fits
+from viz.lines import TooManyLines
 
 from ..layout import FIGURE_MAX_PX, column_px, main_px
 from ..page import figure_slot, font_size, kept_checkbox, present_size, present_title, show
@@ -71,12 +72,17 @@ def draw(run) -> None:
             "Heads to draw", range(run.n_heads), key="line_heads", format_func=lambda h: f"head {h}"
         ) or [head]
         maps = [head_map(run, layer, h, hide, renormalize, merge) for h in heads]
-        fig = viz.lines_view(
-            np.stack([m.matrix for m in maps]),
-            maps[0].labels,
-            heads=[f"L{layer} H{h}" for h in heads],
-            font_size=font_size(),
-        )
+        try:  # each head's strongest lines, within the page's message limit (viz/lines.py)
+            fig = viz.lines_view(
+                np.stack([m.matrix for m in maps]),
+                maps[0].labels,
+                heads=[f"L{layer} H{h}" for h in heads],
+                font_size=font_size(),
+            )
+        except TooManyLines as err:
+            slot.info(str(err))
+            panel.caption(maps[0].note)
+            return
         if st.session_state.present:  # the rows close up to fit the first screen
             fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
             present_title(fig, layer, head)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attention import ModelLoadError
+from attention.bigrun import KeepsTooMuch
 from attention.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
@@ -289,12 +290,16 @@ def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int |
 
 def _writing(text: str) -> Writing | None:
     """The encoder-decoder's decoder pass over `text` (the typed target forced, else written), as the
-    Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write."""
+    Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write or a pass whose
+    every map would pass the big-run bound."""
     try:
         with st.spinner("Writing…"):
             writing = get_writing(st.session_state.source, text, st.session_state.get("target", ""))
     except ModelLoadError as err:
         st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
+        return None
+    except KeepsTooMuch as err:  # its every map past the big-run bound: refused before the work
+        st.info(str(err))
         return None
     if writing.notice:
         st.info(writing.notice)
