@@ -272,10 +272,6 @@ def _scored_on(run, score: ExampleScore, criterion: str, layer: int, head: int, 
         )
     else:
         numbers = f"“{pronoun}” → “{example.answer}” {to[a]:.2f}, → “{example.candidates[other]}” {to[other]:.2f}"
-    among = (
-        f" whose “{pronoun}” gives “{example.answer}” more than the other candidate" if criterion != "margin" else ""
-    )
-    return (
-        f"the best of {values.size} heads by {criterion}{among} ({values[layer, head]:+.2f}: {numbers}). "
-        "See the Coreference view for the ranking."
-    )
+    # two lines at most beside the sidebar at 1280 px, so that the head map under it stays on a laptop's first screen
+    among = f" where “{pronoun}” favours “{example.answer}”" if criterion != "margin" else ""
+    return f"the best of {values.size} heads by {criterion}{among} ({values[layer, head]:+.2f}: {numbers})."
