@@ -68,16 +68,17 @@ def test_the_presentation_shows_the_whole_diagram_and_keys_step_its_stages_and_h
     assert min(page.evaluate(BOX_FONTS)) >= 18
     legend = page.evaluate(LEGEND)
     assert "head 3" in legend and (stage := re.search(r"stage (\d) of (\d)", legend)), legend
+    assert stage.group(1) == "1"  # it opens on the first stage
+    assert page.locator(".st-key-shapeflow_prev_stage button").is_disabled()  # ← stops there: no wrap
     page.keyboard.press("ArrowRight")
-    following = int(stage.group(1)) % int(stage.group(2)) + 1
-    until(page, lambda: f"stage {following} of" in page.evaluate(LEGEND), "the stage did not step")
+    until(page, lambda: "stage 2 of" in page.evaluate(LEGEND), "the stage did not step")
+    until(page, lambda: "stage=2" in page.evaluate("location.href"), "the link does not keep the stage")
     box = page.evaluate(PLACE, DIAGRAM)
     assert box["top"] >= 0 and box["bottom"] <= 720, box  # each stage whole on the screen
     assert "← / → stage" in page.inner_text(".present-keys")  # the key table names them
     page.locator(".st-key-shapeflow_padded input").focus()  # where Streamlit's own shortcuts are not heard
-    page.keyboard.press("ArrowRight")
-    again = following % int(stage.group(2)) + 1
-    until(page, lambda: f"stage {again} of" in page.evaluate(LEGEND), "the stage did not step from a checkbox")
+    page.keyboard.press("ArrowLeft")
+    until(page, lambda: "stage 1 of" in page.evaluate(LEGEND), "the stage did not step from a checkbox")
     assert not page.locator(".st-key-shapeflow_padded input").is_checked()
     page.keyboard.press("Shift+ArrowRight")
     until(page, lambda: "head 4" in page.evaluate(LEGEND), "the head key did not move the diagram's head")
@@ -209,9 +210,10 @@ def test_every_stage_of_each_familys_diagram_is_whole_on_the_presentation_screen
         assert box["top"] >= 0 and box["bottom"] <= 720 and box["left"] >= 0 and box["right"] <= 1280, (model, box)
         assert min(page.evaluate(BOX_FONTS)) >= 18
         assert page.evaluate("window.scrollY") == 0
-        following = int(now.group(1)) % int(stage.group(2)) + 1
-        page.keyboard.press("ArrowRight")
-        until(page, lambda n=following: f"stage {n} of" in page.evaluate(LEGEND), f"{model}: the stage did not step")
+        following = int(now.group(1)) + 1
+        if following <= int(stage.group(2)):  # the last stage is the last: → does not wrap to the first
+            page.keyboard.press("ArrowRight")
+            until(page, lambda n=following: f"stage {n} of" in page.evaluate(LEGEND), f"{model}: did not step")
     assert len(seen) == int(stage.group(2))  # every stage was shown and checked
     steps = " ".join(texts)  # the family's own steps were among them
     assert ("fused QKV" in steps) == (model == "gpt2"), steps

@@ -36,7 +36,9 @@ def draw(run) -> None:
     present = bool(st.session_state.get("present"))
     first, stage_row, heads = st.columns([2, 3, 2], vertical_alignment="center")
     text, text_b = st.session_state.submitted
-    padded = first.checkbox(f"Trace a padded batch: this sentence and “{SHORT_SECOND}”", key="shapeflow_padded")
+    padded = first.checkbox(
+        "Padded batch", key="shapeflow_padded", help=f"Trace a padded batch: this sentence and “{SHORT_SECOND}”."
+    )
     if padded and too_big_for_batch(run):
         padded = False
     texts = (text, SHORT_SECOND) if padded else (text,)
@@ -48,7 +50,7 @@ def draw(run) -> None:
     fs, width = BOX_PX[present], column_px(SPEC[present], 0)
     height = figure_height() if present else FLOW_PX
     stages = flow_stages(trace, fs, width, height)
-    stage = current_stage(stages, step)
+    stage, step = current_stage(stages, step)
     with stage_row:
         stage_controls(stages, stage)
     with heads:
@@ -70,28 +72,53 @@ def draw(run) -> None:
     )
 
 
-def current_stage(stages: list[list[str]], step: str) -> int:
-    """The stage chosen with the stage buttons, else the one holding the selected step."""
+def current_stage(stages: list[list[str]], step: str) -> tuple[int, str]:
+    """The stage shown (0-based) and its step shown. The stage chosen with the stage buttons or the link
+    (``shapeflow_stage``, 1-based, the first by default) where it is one, else the one holding ``step`` (after
+    a click on a box). A step outside the stage gives way to the stage's first, so the tensor beside the
+    diagram is always one of the boxes in sight. Both are kept for the link."""
     chosen = st.session_state.get("shapeflow_stage")
-    if isinstance(chosen, int) and 0 <= chosen < len(stages):
-        return chosen
-    return next((i for i, names in enumerate(stages) if step in names), 0)
+    if isinstance(chosen, int) and chosen >= 1:
+        stage = min(chosen, len(stages)) - 1
+    else:
+        stage = next((i for i, names in enumerate(stages) if step in names), 0)
+    if step not in stages[stage]:
+        step = stages[stage][0]
+    st.session_state.shapeflow_stage, st.session_state.shapeflow_step = stage + 1, step
+    return stage, step
 
 
 def stage_controls(stages: list[list[str]], stage: int) -> None:
-    """Buttons to the previous and next stage (keys ← and →), and which stage this is; nothing when the
-    whole layer fits at once."""
+    """Buttons to the previous and next stage (keys ← and →, which the buttons show beside their words), and
+    which stage this is; nothing when the whole layer fits at once. No wrapping: ← stops at the first stage,
+    → at the last."""
     if len(stages) == 1:
         return
     back, where, ahead = st.columns([1, 1.2, 1], vertical_alignment="center")
     n = len(stages)
-    back.button("← Stage", key="shapeflow_prev_stage", on_click=go_to, args=((stage - 1) % n,), shortcut="Left")
+    previous, following = max(stage - 1, 0), min(stage + 1, n - 1)
+    back.button(
+        "Back",
+        key="shapeflow_prev_stage",
+        on_click=go_to,
+        args=(previous, stages[previous][0]),
+        shortcut="Left",
+        disabled=stage == 0,
+    )
     where.markdown(f"**Stage {stage + 1} of {n}**")
-    ahead.button("Stage →", key="shapeflow_next_stage", on_click=go_to, args=((stage + 1) % n,), shortcut="Right")
+    ahead.button(
+        "Next",
+        key="shapeflow_next_stage",
+        on_click=go_to,
+        args=(following, stages[following][0]),
+        shortcut="Right",
+        disabled=stage == n - 1,
+    )
 
 
-def go_to(stage: int) -> None:
-    st.session_state.shapeflow_stage = stage
+def go_to(stage: int, step: str) -> None:
+    """Show stage ``stage`` (0-based) and, beside it, the tensor of its step ``step``."""
+    st.session_state.shapeflow_stage, st.session_state.shapeflow_step = stage + 1, step
 
 
 def head_control(n_heads: int) -> None:
