@@ -12,7 +12,7 @@ import streamlit as st
 import viz
 from attention.analysis.coref_mentions import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
-from viz._style import TITLE_GLYPH, one_line_title, title_layout
+from viz._style import TITLE_GLYPH, cut_at_word, one_line_title, title_layout
 from viz.tokens import COMPACT_ABOVE
 
 from . import preload, registry
@@ -36,12 +36,13 @@ def as_written(markdown: str) -> str:
     return re.sub(rf"\\({MARKDOWN_SIGNS})", r"\1", markdown)
 
 
-def show(fig, name: str, **kwargs):
+def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
     width when it sets one (square heatmap cells), else across the column. In presentation mode its
-    title says what it shows and of which sentence (``present_caption``), so the PNG does too."""
+    title says what it shows and of which sentence (``present_caption``: ``sentence``, by default the
+    first typed), so the PNG does too."""
     if name not in UNTITLED:
-        present_caption(fig)
+        present_caption(fig, sentence)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
     width = "content" if fig.layout.width else "stretch"
     for_report(name, fig)
@@ -132,10 +133,11 @@ ONE_HEAD = ("head", "shapeflow", "qk", "ablation", "efficient", "walk")
 NAMES_A_HEAD = re.compile(r"\bL\d+ H\d+\b")
 
 
-def present_caption(fig) -> None:
-    """Presentation: a figure's title keeps what it says, cut to fit, and goes on with the sentence, as one
-    line; where the view shows one head and the title does not name it, "L2 H3 · " comes first. A figure
-    without a title is named by its view. Titles set by ``present_title`` stay as they are."""
+def present_caption(fig, sentence: str | None = None) -> None:
+    """Presentation: a figure's title keeps what it says, cut at a word to fit, and goes on with the sentence
+    (``sentence``, else the first typed), as one line; where the view shows one head and the title does not
+    name it, "L2 H3 · " comes first. A figure without a title is named by its view. Titles set by
+    ``present_title`` stay as they are."""
     if not st.session_state.get("present") or fig.layout.meta == TITLED:
         return
     view = registry.by_label(st.session_state.get("view"))
@@ -147,12 +149,14 @@ def present_caption(fig) -> None:
     width = shown_width(fig) - 24
     # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
     size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
-    keep = int(0.6 * width / (size * TITLE_GLYPH))  # the title's own words take at most 60% of the line
+    room = int(width / (size * TITLE_GLYPH))
+    # the title's own words first: 60% of the line, or more while the sentence keeps a word or two
+    keep = max(int(0.6 * room), min(len(own), room - SENTENCE_KEEPS))
     if fig.layout.title and fig.layout.title.text:
         fig.layout.title.font.size = size
     else:
         fig.update_layout(title=title_layout(".", round(size / 1.2)))
-    _one_line(fig, (own if len(own) <= keep else own[: keep - 1].rstrip() + "…") + " · ")
+    _one_line(fig, cut_at_word(own, keep) + " · ", sentence)
 
 
 def shown_width(fig) -> int:
@@ -165,14 +169,16 @@ def title_size(fig) -> int:
 
 
 TITLED = "one-line title"  # fig.layout.meta of a figure whose title is already the line
+SENTENCE_KEEPS = 16  # characters of the line a long title leaves the sentence ("The animal didn't…")
 
 
-def _one_line(fig, prefix: str) -> None:
+def _one_line(fig, prefix: str, sentence: str | None = None) -> None:
     if not (fig.layout.title and fig.layout.title.text):
         fig.update_layout(title=title_layout(".", font_size()))
     width = shown_width(fig)
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
-    fig.layout.title.text = one_line_title(prefix, st.session_state.submitted[0], width, title_size(fig))
+    text = st.session_state.submitted[0] if sentence is None else sentence
+    fig.layout.title.text = one_line_title(prefix, text, width, title_size(fig))
     fig.layout.meta = TITLED
 
 

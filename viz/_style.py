@@ -82,12 +82,18 @@ def one_line_title(prefix: str, text: str, width: float, size: int) -> str:
     """``prefix`` and ``text`` as one title line of ``size`` px text within ``width`` px: the text cut at a
     word and ended with "…" where it is too long. Escaped plotly markup (``text`` is as typed)."""
     room = max(1, int((width - 24) / (size * TITLE_GLYPH)) - len(prefix))
-    text = " ".join(text.split())
-    if len(text) > room:
-        cut = text[: room - 1]
-        cut = cut.rsplit(" ", 1)[0] if " " in cut[room // 2 :] else cut
-        text = cut.rstrip(" ,;:") + "…"
-    return html.escape(prefix + text, quote=False)
+    return html.escape(prefix + cut_at_word(" ".join(text.split()), room), quote=False)
+
+
+def cut_at_word(text: str, room: int) -> str:
+    """``text`` within ``room`` characters: whole where it fits, else cut after its last whole word that fits
+    and ended with "…" (a first word longer than the room is cut, as nothing shorter says anything)."""
+    if len(text) <= room:
+        return text
+    cut = text[: max(room - 1, 1)]
+    if " " in cut.strip() and not (cut[-1].isspace() or text[len(cut)].isspace()):  # cut inside a word
+        cut = cut.rstrip().rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:·") + "…"
 
 
 def legend_swatch(name: str, fill: str, outline: str, size: int) -> go.Scatter:

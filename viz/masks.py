@@ -145,7 +145,14 @@ def _padding_layout(names, n_pos, cell_w: float, with_text: bool, title, font_si
 
 
 def causal_mask_figure(
-    L: int, tokens: Sequence[str], font_size: int = 14, *, title: str | None = None, width: int | None = None
+    L: int,
+    tokens: Sequence[str],
+    font_size: int = 14,
+    *,
+    title: str | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    min_label: int | None = None,
 ) -> go.Figure:
     """The causal what-if mask ``[L, L]``: query i may attend to keys j <= i.
 
@@ -154,7 +161,7 @@ def causal_mask_figure(
     (future) cells grey; hover reads "query·i → key·j: may attend" or
     "...: masked (future)". Each trace holds only its own triangle, as a
     ragged list, so the figure stays light at 512 tokens. At most ``width``
-    px wide, as ``head_heatmap``.
+    px wide and ``height`` px tall, labels of at least ``min_label`` px, as ``head_heatmap``.
     """
     if len(tokens) != L:
         raise ValueError(f"{len(tokens)} tokens given for a causal mask over {L} positions")
@@ -178,7 +185,9 @@ def causal_mask_figure(
         legend_swatch("may attend", KEEP, KEEP, font_size),
         legend_swatch("masked (future)", PADDING, PADDING, font_size),
     ]
-    layout = token_grid_layout(names, names, title, font_size, width, right=causal_legend_px(font_size))
+    layout = token_grid_layout(
+        names, names, title, font_size, width, right=causal_legend_px(font_size), height=height, min_label=min_label
+    )
     layout.update(legend=LEGEND)  # a legend where head_heatmap has its colour bar
     return go.Figure([allowed, masked, *swatches], layout)
 

@@ -11,7 +11,7 @@ from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 
 from ..layout import column_px, main_px, slots
-from ..page import font_size, is_causal, show, too_big_for_batch
+from ..page import font_size, is_causal, present_size, show, too_big_for_batch
 from ..runs import get_batch, get_run
 from ..state import SHORT_SECOND
 
@@ -21,6 +21,7 @@ def draw(run) -> None:
     layer, head = st.session_state.layer, st.session_state.head
     texts = (text, text_b or SHORT_SECOND)
     fs, full = font_size(), main_px()
+    fit = {k: v for k, v in present_size().items() if k != "width"}  # presentation: each map within a screen
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
         batch = get_batch(st.session_state.source, texts)
@@ -28,17 +29,22 @@ def draw(run) -> None:
             "Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
             "every query from attending to padding."
         )
-        show(viz.padding_mask_figure(batch.mask, batch.names, batch.tokens, font_size=fs, width=full), "padding-mask")
+        mask = viz.padding_mask_figure(
+            batch.mask, batch.names, batch.tokens, font_size=fs, title="Padding mask", width=full
+        )
+        show(mask, "padding-mask")
         short = int(np.argmin(batch.mask.sum(1)))
         show(
             viz.head_heatmap(
                 batch.attentions[layer, short, head],
                 batch.tokens[short],
-                title=f"{batch.names[short]} in the batch: layer {layer}, head {head}",
+                title=f"{batch.names[short]}, padded: layer {layer}, head {head}",
                 font_size=fs,
                 width=full,
+                **fit,
             ),
             "padded-attention",
+            sentence=texts[short],
         )
     if is_causal():
         st.subheader("The causal mask")
@@ -63,7 +69,9 @@ def draw(run) -> None:
         )
     left, right = slots(beside)
     with left:
-        show(viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, width=width), "causal-mask")
+        named = "Causal mask" if is_causal() else "What-if: causal mask"
+        mask = viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, title=named, width=width, **fit)
+        show(mask, "causal-mask")
     with right:
         show(
             viz.head_heatmap(
@@ -72,6 +80,7 @@ def draw(run) -> None:
                 title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
                 font_size=fs,
                 width=width,
+                **fit,
             ),
             "causal-attention",
         )
