@@ -29,6 +29,7 @@ section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {
 html {font-size: 22px;}
 header[data-testid="stHeader"] {display: none;}
 div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
+[data-testid="stMain"]:focus::before, [data-testid="stMain"]:focus-visible::before {box-shadow: none;}
 </style>"""
 ENCODER_CAPTION = "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
 PANICKED = (

@@ -12,7 +12,7 @@ import streamlit as st
 import viz
 from attention.analysis.coref_mentions import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
-from viz._style import TITLE_GLYPH, cut_at_word, one_line_title, title_layout
+from viz._style import MODEBAR_BUTTONS, TITLE_GLYPH, cut_at_word, one_line_title, title_layout, title_room
 from viz.tokens import COMPACT_ABOVE
 
 from . import preload, registry
@@ -43,7 +43,11 @@ def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     first typed), so the PNG does too."""
     if name not in UNTITLED:
         present_caption(fig, sentence)
-    config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
+    config = {
+        "displaylogo": False,
+        "modeBarButtons": MODEBAR_BUTTONS,  # one button: the title keeps clear of it (viz._style.title_room)
+        "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
+    }
     width = "content" if fig.layout.width else "stretch"
     for_report(name, fig)
     return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
@@ -145,13 +149,15 @@ def present_caption(fig, sentence: str | None = None) -> None:
     own = html.unescape(" ".join(own.split())) or view.label
     own = re.sub(r"\blayer (\d+), head (\d+)", r"L\1 H\2", own, flags=re.IGNORECASE)  # compact, as the keys say it
     if view.key in ONE_HEAD and not NAMES_A_HEAD.search(own):
-        own = f"L{st.session_state.layer} H{st.session_state.head} · {own}"
-    width = shown_width(fig) - 24
+        layer, head = st.session_state.layer, st.session_state.head
+        own = f"L{layer} H{head} · " + re.sub(rf",? head {head}\b", "", own)  # "K projection, head 3": said once
+    width = title_room(shown_width(fig))  # less the padding and the modebar's corner, as one_line_title counts
     # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
     size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
     room = int(width / (size * TITLE_GLYPH))
-    # the title's own words first: 60% of the line, or more while the sentence keeps a word or two
-    keep = max(int(0.6 * room), min(len(own), room - SENTENCE_KEEPS))
+    # the title's own words first: 60% of the line, or all of them while the sentence keeps its first word
+    first = len(((sentence or st.session_state.submitted[0]).split() or [""])[0]) + 1  # "The…"
+    keep = max(int(0.6 * room), min(len(own), room - 3 - first))
     if fig.layout.title and fig.layout.title.text:
         fig.layout.title.font.size = size
     else:
@@ -169,7 +175,6 @@ def title_size(fig) -> int:
 
 
 TITLED = "one-line title"  # fig.layout.meta of a figure whose title is already the line
-SENTENCE_KEEPS = 16  # characters of the line a long title leaves the sentence ("The animal didn't…")
 
 
 def _one_line(fig, prefix: str, sentence: str | None = None) -> None:

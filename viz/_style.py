@@ -17,6 +17,8 @@ KEEP, PADDING = "#2f6fad", "#d9d9d9"  # mask cells: attended to / masked out
 ACCENT = "#2f6fad"  # the one measure a chart of bars or a line shows: probabilities, cosines
 TITLED_COLORBAR_PX = 100  # right margin for a colour bar with its title beside it
 TITLE_GLYPH = 0.58  # average width of a title glyph, in font sizes (sans serif, mixed case)
+MODEBAR_PX = 36  # the top right corner a figure keeps free of its title: plotly's camera button, shown on hover
+MODEBAR_BUTTONS = [["toImage"]]  # the one button of the modebar (drag zooms and a double click resets without it)
 
 # a clicked point leaves every point as it was (plotly dims the others)
 KEEP_OPACITY = dict(selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)))
@@ -81,8 +83,13 @@ def title_layout(text: str, font_size: int) -> dict:
 def one_line_title(prefix: str, text: str, width: float, size: int) -> str:
     """``prefix`` and ``text`` as one title line of ``size`` px text within ``width`` px: the text cut at a
     word and ended with "…" where it is too long. Escaped plotly markup (``text`` is as typed)."""
-    room = max(1, int((width - 24) / (size * TITLE_GLYPH)) - len(prefix))
+    room = max(1, int(title_room(width) / (size * TITLE_GLYPH)) - len(prefix))
     return html.escape(prefix + cut_at_word(" ".join(text.split()), room), quote=False)
+
+
+def title_room(width: float) -> float:
+    """The px a title line may take in a figure ``width`` px wide: its padding and the modebar's corner kept."""
+    return width - 24 - MODEBAR_PX
 
 
 def cut_at_word(text: str, room: int) -> str:

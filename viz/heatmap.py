@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
+from viz._style import MODEBAR_PX, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape_all, position_labels
 
 # Axes are categorical with one "token·i" label per position, so the hover
@@ -204,7 +204,7 @@ def token_grid_layout(
             constraintoward="top",
         ),
     )
-    if title and _title_px(title, layout["title"]["font"]["size"]) > layout["width"] - margin["l"]:
+    if title and _title_px(title, layout["title"]["font"]["size"]) > layout["width"] - margin["l"] - MODEBAR_PX:
         layout["title"].update(xref="container", pad=dict(t=8, l=8))  # from the figure's left edge: it fits there
     return layout
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
+from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis, title_room
 from viz._text import escape, escape_all, position_labels
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, SLACK_PX, row_ticks, token_grid_layout
 
@@ -111,7 +111,7 @@ def fitted_title(title: str, width: int, font_size: int, min_label: int | None =
     """A title's lines (unescaped) and font size for a figure ``width`` px wide: broken after its
     commas where a line would not fit, and set smaller while its widest part does not."""
     size = round(font_size * 1.2)
-    room = max(1, (width - 24) / (size * TITLE_GLYPH))
+    room = max(1, title_room(width) / (size * TITLE_GLYPH))
     lines: list[str] = []
     for part in title.split(", "):
         if lines and len(lines[-1]) + 2 + len(part) <= room:
@@ -122,7 +122,7 @@ def fitted_title(title: str, width: int, font_size: int, min_label: int | None =
         lines = [line + ("," if k < len(lines) - 1 else "") for k, line in enumerate(lines)]
     widest = max(len(line) for line in lines)
     if widest > room:
-        size = max(min_label or 12, int((width - 24) / (widest * TITLE_GLYPH)))
+        size = max(min_label or 12, int(title_room(width) / (widest * TITLE_GLYPH)))
     return lines, size
 
 
