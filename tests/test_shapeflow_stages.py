@@ -56,3 +56,10 @@ def test_a_link_opens_its_stage_and_a_stage_past_the_last_is_bounded():
     assert "stage is 40, outside 1–32; using 32" in " ".join(i.value for i in far.info)
     now, total = stage_shown(far)
     assert now == total and far.query_params["stage"] == str(total)  # then to the diagram's last
+
+
+def test_a_link_with_a_step_and_no_stage_opens_that_steps_stage():
+    at = start(present="1", view="shapeflow", s=SENTENCE, step="heads")
+    no_errors(at)
+    assert at.session_state.shapeflow_step == "heads" and stage_shown(at)[0] > 1
+    assert at.query_params["stage"] == str(stage_shown(at)[0])

@@ -104,7 +104,7 @@ PARAMS = [
     _param("overview_patterns", "patterns", "pattern labels", False, _FLAG),
     _param("shapeflow_padded", "padded", "padded batch", False, _FLAG),
     _param("shapeflow_step", "step", "step", SHAPEFLOW_DEFAULT_STEP, _name),
-    _param("shapeflow_stage", "stage", "stage of the shape flow", 1, _number, bounds=(1, MAX_FLOW_STAGES)),
+    _param("shapeflow_stage", "stage", "stage of the shape flow", None, _number, bounds=(1, MAX_FLOW_STAGES)),
     _param("coref_mode", "coref", "coreference mode", COREF_MODES["sentence"], _choice(COREF_MODES)),
     _param("coref_pronoun", "pronoun", "pronoun (word index)", None, _number),
     _param("coref_candidates", "candidates", "candidates (word indices)", None, _LIST),

@@ -29,6 +29,7 @@ FLOW_PX = 440
 TENSOR_SHARE = 0.35  # of the panel's height, the selected tensor's above the map (ordinary page; half in a show)
 GAP_PX = 16  # between the tensor and the map: Streamlit's 1 rem between elements
 MAP_STEPS = ("probs",)  # the head's map itself: the panel shows it once
+HOLDING = 0  # shapeflow_stage after a click: the stage that holds the step clicked (the link's are 1-based)
 
 
 def draw(run) -> None:
@@ -50,7 +51,7 @@ def draw(run) -> None:
     fs, width = BOX_PX[present], column_px(SPEC[present], 0)
     height = figure_height() if present else FLOW_PX
     stages = flow_stages(trace, fs, width, height)
-    stage, step = current_stage(stages, step)
+    stage, step = current_stage(stages, step, present)
     with stage_row:
         stage_controls(stages, stage)
     with heads:
@@ -72,14 +73,17 @@ def draw(run) -> None:
     )
 
 
-def current_stage(stages: list[list[str]], step: str) -> tuple[int, str]:
+def current_stage(stages: list[list[str]], step: str, present: bool) -> tuple[int, str]:
     """The stage shown (0-based) and its step shown. The stage chosen with the stage buttons or the link
-    (``shapeflow_stage``, 1-based, the first by default) where it is one, else the one holding ``step`` (after
-    a click on a box). A step outside the stage gives way to the stage's first, so the tensor beside the
-    diagram is always one of the boxes in sight. Both are kept for the link."""
+    (``shapeflow_stage``, 1-based) where it is one; else, after a click on a box (``HOLDING``) or on an
+    ordinary page, the one holding ``step``; a presentation opens on the first. A step outside the stage gives
+    way to the stage's first, so the tensor beside the diagram is always one of the boxes in sight. Both are
+    kept for the link."""
     chosen = st.session_state.get("shapeflow_stage")
     if isinstance(chosen, int) and chosen >= 1:
         stage = min(chosen, len(stages)) - 1
+    elif chosen is None and present and step == SHAPEFLOW_DEFAULT_STEP:
+        stage = 0
     else:
         stage = next((i for i, names in enumerate(stages) if step in names), 0)
     if step not in stages[stage]:
@@ -192,7 +196,7 @@ def pick_step() -> None:
         data = point.get("customdata")
         if data:
             st.session_state.shapeflow_step = data[0] if isinstance(data, (list, tuple)) else data
-            st.session_state.shapeflow_stage = None
+            st.session_state.shapeflow_stage = HOLDING
             return
 
 
@@ -200,4 +204,4 @@ def pick_map() -> None:
     """A click on the head's map selects its step in the diagram: the softmax."""
     if st.session_state.shapeflow_map.selection.get("points"):
         st.session_state.shapeflow_step = "probs"
-        st.session_state.shapeflow_stage = None
+        st.session_state.shapeflow_stage = HOLDING
