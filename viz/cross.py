@@ -27,7 +27,8 @@ def part_grid(
     """Every head of ``maps [n_layers, n_heads, L_query, L_key]`` (L_query need not be L_key) as a tile:
     layers are rows ("L0" ...), heads columns ("H0" ...), each map mean-pooled (``pool_map``) to at most
     ``max_cells`` a side, fewer on small tiles, its cells square. A transparent marker at each tile's centre
-    carries ``customdata=[layer, head]`` for a click; ``highlight`` is outlined. Within ``width`` px.
+    carries ``customdata=[layer, head]`` for a click; ``highlight`` is outlined. Within ``width`` px. Colour
+    runs from 0 to 1 whatever the maps' largest weight, so spread-out attention reads as pale.
     ``title`` is plotly markup and is not escaped."""
     maps = np.asarray(maps)
     if maps.ndim != 4:
@@ -41,7 +42,7 @@ def part_grid(
         z=tile_maps(pooled),
         colorscale=SEQUENTIAL,
         zmin=0.0,
-        zmax=float(pooled.max()) if pooled.size else 1.0,
+        zmax=1.0,  # one scale for every grid: a near-uniform map stays pale, as in the head's own map
         hoverinfo="skip",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     )

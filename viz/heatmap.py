@@ -60,16 +60,18 @@ def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: 
 
 def column_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
     """Labels along the top or bottom: flat when the longest fits its spacing, else tilted by 45°
-    when tilted neighbours stay apart (their gap across the text is spacing · sin 45°), else upright."""
+    when tilted neighbours stay apart (their gap across the text is spacing · sin 45°) and as many are
+    labelled as upright, else upright, a label's box apart as rows are (``row_ticks``)."""
     stride = _stride(cell_px, min_label)
     spacing = cell_px * stride
     size = _fitted_size(spacing, font_size)
     text = _label_px(labels, size) - 10
     if text + 4 <= spacing:
         return Ticks(stride, size, 0, size * 2)
-    if spacing * 0.7 >= LINE_EM * size:
+    upright = row_ticks(labels, cell_px, font_size, min_label)  # side by side, as rows stack: a box's height apart
+    if spacing * 0.7 >= LINE_EM * size and stride <= upright.stride:
         return Ticks(stride, size, -45, int((text + size) * 0.75) + 10)
-    return Ticks(stride, size, -90, text + 10)
+    return Ticks(upright.stride, upright.size, -90, _label_px(labels, upright.size))
 
 
 def _fitted_size(spacing: float, font_size: int) -> int:
@@ -90,11 +92,13 @@ def head_heatmap(
     height: int | None = None,
     min_label: int | None = None,
     title_size: int | None = None,
+    square: bool = True,
 ) -> go.Figure:
     """Heatmap of one head's map ``[query_pos, key_pos]``, at most ``width`` px wide
     (default ``FIGURE_PX``) and, when given, ``height`` px tall; tick labels of at least
     ``min_label`` px when given (fewer of them on small cells); the title in ``title_size`` px text
-    (default 1.2 × ``font_size``).
+    (default 1.2 × ``font_size``); with ``square=False`` the columns keep the width's room where the
+    height leaves the rows shorter (a map with more rows than columns, drawn across a wide screen).
 
     The first query is the top row. Each axis is categorical with one
     "token·i" category per position, so repeated tokens keep their own row
@@ -123,7 +127,15 @@ def head_heatmap(
     return go.Figure(
         heatmap,
         token_grid_layout(
-            queries, keys, title, font_size, width, height=height, min_label=min_label, title_size=title_size
+            queries,
+            keys,
+            title,
+            font_size,
+            width,
+            height=height,
+            min_label=min_label,
+            title_size=title_size,
+            square=square,
         ),
     )
 
@@ -138,6 +150,7 @@ def token_grid_layout(
     height: int | None = None,
     min_label: int | None = None,
     title_size: int | None = None,
+    square: bool = True,
 ) -> dict:
     """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide
     and, when given, ``height`` px tall; labels of at least ``min_label`` px when given (a presentation).
@@ -150,19 +163,20 @@ def token_grid_layout(
     is the margin for the colour bar or legend. The margins are sized for
     the labels and title, and the plot area is a little wider than the
     cells, so the cells fill its height and a colour bar (which spans that
-    height) ends level with them.
+    height) ends level with them. With ``square`` False, only the rows shrink to fit ``height``.
     """
     n_q, n_k = len(queries), len(keys)
-    cell_px = grid_cell_px(queries, keys, font_size, width, right)
+    cell_px = col_px = grid_cell_px(queries, keys, font_size, width, right)  # rows' height, columns' width
     axis_title_px = int(font_size * 2)
     title_size = title_size or round(font_size * 1.2)
     title_px = int(title_size * 1.5) + 12 if title else 0
     for _ in range(12):  # the top labels' depth depends on the cells: shrink until the whole fits ``height``
-        x_ticks = column_ticks(keys, cell_px, font_size, min_label)
+        x_ticks = column_ticks(keys, col_px, font_size, min_label)
         top = title_px + x_ticks.depth + axis_title_px + 10
         if height is None or cell_px * n_q + top + 10 <= height:
             break
         cell_px = max(0.25, min(cell_px * 0.995, (height - top - 10) / max(n_q, 1)))
+        col_px = cell_px if square else col_px
     y_ticks = row_ticks(queries, cell_px, font_size, min_label)
 
     layout = base_layout(font_size, title)
@@ -176,7 +190,7 @@ def token_grid_layout(
     )
     layout.update(
         margin=margin,
-        width=int(cell_px * n_k) + SLACK_PX + margin["l"] + margin["r"],
+        width=int(col_px * n_k) + SLACK_PX + margin["l"] + margin["r"],
         height=int(cell_px * n_q) + margin["t"] + margin["b"],
         xaxis=clean_axis(
             type="category",
@@ -199,7 +213,7 @@ def token_grid_layout(
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),
             scaleanchor="x",
-            scaleratio=1,
+            scaleratio=cell_px / col_px,
             constrain="domain",
             constraintoward="top",
         ),
@@ -238,6 +252,16 @@ def grid_fits(tokens: Sequence[str], font_size: int, width: int, right: int = CO
     n = max(len(names), 1)
     natural = _plot_px(n, font_size) / n
     return grid_cell_px(names, names, font_size, width, right) >= min(MIN_CELL_PX, natural)
+
+
+def labels_every_token(
+    tokens: Sequence[str], font_size: int, width: int, height: int | None = None, min_label: int | None = None
+) -> bool:
+    """Whether a square grid over ``tokens``, titled, within ``width`` (and ``height``) px labels every token
+    on both axes; if not, a wider or taller place may (``token_grid_layout`` thins them)."""
+    names = escape_all(tokens)
+    layout = token_grid_layout(names, names, "title", font_size, width, height=height, min_label=min_label)
+    return len(layout["xaxis"]["ticktext"]) == len(names) == len(layout["yaxis"]["ticktext"])
 
 
 def _plot_px(n_tokens: int, font_size: int = 14) -> int:

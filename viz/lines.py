@@ -96,6 +96,7 @@ def lines_view(
     font_size: int = 14,
     key_tokens: Sequence[str] | None = None,
     max_lines: int = MAX_LINES,
+    headings: tuple[str, str] | None = None,
 ) -> go.Figure:
     """Lines from each query token (left) to each key token (right).
 
@@ -105,6 +106,8 @@ def lines_view(
     ``key_tokens``: the keys on the right when they are not the queries (an encoder-decoder's
     cross-attention: the decoder's tokens on the left, the encoder's on the right); maps are then
     ``[n_selected, len(tokens), len(key_tokens)]``.
+    ``headings``: what each column is, shown above it (the cross-attention's "decoder (target)" and
+    "encoder (source)"); plain text, escaped here.
     Each head draws at most ``max_lines // n_selected`` lines, its strongest (a note under them says so); a
     figure still estimated past MESSAGE_BYTES raises TooManyLines before anything is drawn.
     """
@@ -135,14 +138,18 @@ def lines_view(
         traces += _head_traces(attn, escape(name), colour, threshold, n_bins, most)
     traces.append(_token_column(names, X_QUERY, "middle left", "query"))
     traces.append(_token_column(key_names, X_KEY, "middle right", "key"))
-    layout = _layout([*names, *key_names], max(len(names), len(key_names)), len(maps) > 1, font_size)
+    labels = [*names, *key_names, *(headings or ())]  # the widest sets the room beside the lines, a heading's too
+    layout = _layout(labels, max(len(names), len(key_names)), len(maps) > 1, font_size)
+    if headings:
+        _add_headings(layout, headings, font_size)
     if max(drawn) > most:  # said under the lines, where the legend leaves room at any width
         each = " of each head" if len(maps) > 1 else ""
         note = f"The {most:,} strongest lines{each}<br>are drawn (of up to {max(drawn):,})."
         layout.update(
             height=layout["height"] + NOTE_PX,
             margin={**layout["margin"], "b": layout["margin"]["b"] + NOTE_PX},
-            annotations=[
+            annotations=layout.get("annotations", [])
+            + [
                 dict(text=note, x=0, y=0, xref="paper", yref="paper", xanchor="left", yanchor="top", yshift=-4)
                 | dict(showarrow=False, align="left", font=dict(size=font_size))
             ],
@@ -207,3 +214,17 @@ def _layout(names: list[str], n: int, show_legend: bool, font_size: int) -> dict
         hovermode="closest",
     )
     return layout
+
+
+def _add_headings(layout: dict, headings: tuple[str, str], font_size: int) -> None:
+    """Each column's heading in a row of its own above the lines (and under a legend, raised above it)."""
+    row = int(font_size * 1.8)
+    top = layout["margin"]["t"]
+    layout.update(height=layout["height"] + row, margin={**layout["margin"], "t": top + row})
+    plot_px = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    layout["legend"]["y"] = 1 + row / plot_px + 0.02
+    layout["annotations"] = [
+        dict(text=f"<b>{escape(text)}</b>", x=x, xanchor=anchor, y=1, yref="paper", yanchor="bottom", yshift=4)
+        | dict(xref="x", showarrow=False, font=dict(size=font_size))
+        for text, x, anchor in zip(headings, (X_QUERY, X_KEY), ("right", "left"))
+    ]

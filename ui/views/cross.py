@@ -23,6 +23,12 @@ from ..state import CROSS_PARTS
 from ..stores import budget
 
 PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
+# the lines view's two columns: who reads (left) and who is read (right)
+HEADINGS = {
+    "cross": ("decoder (target)", "encoder (source)"),
+    "decoder": ("decoder (target)", "decoder (target)"),
+    "encoder": ("encoder (source)", "encoder (source)"),
+}
 
 
 def draw(run) -> None:
@@ -65,6 +71,7 @@ def draw(run) -> None:
         cols,
         title=f"{CROSS_PARTS[kind]}, layer {layer}, head {head}",
         font_size=font_size(),
+        square=False,  # presentation: the source's columns take the screen's width where the rows are height-bound
         **(present_size() or {"width": main_px()}),
     )
     with slot or st.container():
@@ -76,7 +83,9 @@ def draw(run) -> None:
     show(grid, f"{kind}-grid", key="cross_grid", on_select=_open_clicked, selection_mode="points")
     with st.expander("Lines between the two rows of tokens"):
         try:  # the strongest lines, within the page's message limit (viz/lines.py)
-            lines = viz.lines_view(maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols)
+            lines = viz.lines_view(
+                maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols, headings=HEADINGS[kind]
+            )
         except TooManyLines as err:
             st.info(str(err))
         else:

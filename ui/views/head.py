@@ -8,7 +8,7 @@ import streamlit as st
 
 import viz
 from attention.run import head_map
-from viz.heatmap import grid_fits
+from viz.heatmap import labels_every_token
 from viz.lines import TooManyLines
 
 from ..layout import FIGURE_MAX_PX, column_px, main_px
@@ -21,17 +21,19 @@ PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets 
 
 def places(run) -> tuple:
     """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
-    where its cells stay readable in the column; else the map across the page first, as tall as the first
-    screen lets it be, and its controls in a row under it; the lines under their controls. In presentation
-    mode the map at its first-screen size with the panel in the room its square leaves on the right; the
-    lines first, their controls in a row under them."""
+    where the column labels every token; else the map across the page first, as tall as the first screen
+    lets it be, and its controls in a row under it (at 1280 px, from about 22 tokens: the page's width holds
+    every label, ``MIN_TICK_PX`` apart, up to about 49 and thins them past that); the lines under their
+    controls. In presentation mode the map at its first-screen size with the panel in the room its square
+    leaves on the right (every label up to about 18 tokens at 1280 × 720); the lines first, their controls
+    in a row under them."""
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
     if st.session_state.get("present"):
         if lines:
             return figure_slot(), st.container(), present_size(), False
         slot, panel = st.columns(PRESENT_SPEC)
         return slot, panel, {**present_size(), "width": column_px(PRESENT_SPEC)}, True
-    if not lines and grid_fits(run.tokens, font_size(), column_px(SPEC)):
+    if not lines and labels_every_token(run.tokens, font_size(), column_px(SPEC)):
         slot, panel = st.columns(SPEC)
         return slot, panel, {"width": column_px(SPEC)}, True
     if not lines:  # a long sentence: the map keeps the first screen, its controls come after it
