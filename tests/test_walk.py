@@ -22,6 +22,14 @@ def walk_figures(at) -> dict[str, dict]:
     return {e.proto.id: json.loads(e.proto.spec) for e in at.get("plotly_chart")}
 
 
+def test_the_step_buttons_carry_no_arrow_of_their_own():
+    """Streamlit draws each button's shortcut (← / →) beside its label: a label with its own arrow read
+    "◀ Back ←" and "Next ▶ →" on the page."""
+    at = start(view="walk", layer="3", head="1")
+    labels = {b.key: b.label for b in at.button if b.key in ("walk_prev", "walk_next")}
+    assert labels == {"walk_prev": "Back", "walk_next": "Next"}
+
+
 def test_every_step_draws_the_recorded_tensor_of_the_chosen_head(minilm):
     model, tokenizer = minilm
     enc = tokenizer(SENTENCE, return_tensors="pt")

@@ -190,7 +190,7 @@ def draw(run) -> None:
     shown_as("walk_step", f"{index + 1} of {len(steps)}: {step.title}")  # the report says it as the page
     back, where, forward = st.columns([1, 4, 1])
     back.button(
-        "◀ Back",
+        "Back",
         key="walk_prev",
         on_click=step_to,
         args=(-1, len(steps)),
@@ -199,7 +199,7 @@ def draw(run) -> None:
         shortcut="Left",
     )
     forward.button(
-        "Next ▶",
+        "Next",
         key="walk_next",
         on_click=step_to,
         args=(1, len(steps)),
