@@ -49,12 +49,12 @@ def test_the_traced_layer_the_padded_batch_and_the_grouped_run_read_the_ids_writ
     ids = list(written.ids)
     with torch.inference_mode():
         expected = model(torch.tensor([ids])).attentions[1][0].numpy()  # (H, T, T)
-    probs = get_trace(source, (written.text,), "", 1).tensor("probs")[0]
+    probs = get_trace(source, (written.text,), "", 1, 0).tensor("probs")[0]
     np.testing.assert_allclose(probs.float().numpy(), expected, atol=1e-6)
     batch = get_batch(source, (written.text, SHORT_SECOND))
     assert batch.tokens[0] == tokenizer.convert_ids_to_tokens(ids)  # the longer of the two: not padded
     np.testing.assert_allclose(batch.attentions[1, 0], expected, atol=1e-5)
-    padded = get_trace(source, (written.text, SHORT_SECOND), "", 1).tensor("probs")[0]
+    padded = get_trace(source, (written.text, SHORT_SECOND), "", 1, 0).tensor("probs")[0]
     np.testing.assert_allclose(padded.float().numpy(), expected, atol=1e-5)
     grouped = get_grouped_run(source, 2, written.text, "")
     assert grouped.encoded.input_ids[0].tolist() == ids
