@@ -291,3 +291,29 @@ def test_the_apps_trace_is_sized_before_the_work_one_head_past_the_bound_refused
     monkeypatch.setattr(trace, "trace_layer", lambda *a, **k: pytest.fail("the work started"))
     with pytest.raises(KeepsTooMuch, match=f"Tracing layer 1 at {n} tokens, for one head, keeps every map it makes"):
         runs.get_trace("", (SENTENCE,), "", 1, 5)
+
+
+@pytest.mark.parametrize("view, layer", [("walk", 1), ("shapeflow", 3), ("qk", 4)])  # each its own traces
+def test_the_views_on_a_trace_of_one_head_draw_the_chosen_head_and_follow_a_change(monkeypatch, view, layer):
+    """Past the bound even for one head: the view's place says so. Past it for every head only: the chosen
+    head's maps are traced, drawn, and traced again for another head when the head changes."""
+    from test_app import figures, no_errors, start, titles
+
+    from attention import trace
+    from ui import runs
+    from ui.models import get_model
+
+    traced = []
+    real = trace.trace_layer
+    monkeypatch.setattr(trace, "trace_layer", lambda *a, **k: traced.append(k["head"]) or real(*a, **k))
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", 1)
+    at = start(view=view, layer=str(layer), head="7", walk="6", s=SHORT)
+    no_errors(at)
+    assert any("for one head, keeps every map it makes" in i.value for i in at.info) and traced == []
+    n = len(runs.encoded_input("", SHORT, "")[1].tokens)
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", trace.kept_bytes(get_model("")[0], 1, n, 0))
+    for head in (7, 3):
+        at.selectbox(key="head").select(head).run()
+        no_errors(at)
+        assert traced[-1] == head and not any("keeps every map" in i.value for i in at.info)
+        assert any(f"head {head}" in " ".join(titles(fig)) for fig in figures(at))
