@@ -31,7 +31,10 @@ from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qk
 
 ROOT = Path(__file__).resolve().parent.parent
 
-Records = list[tuple[str, torch.Tensor | None, str, int]]  # (step, its tensor, file, line), in order
+# (step, what was kept of its tensor, the tensor's shape, file, line), in order
+Records = list[tuple[str, torch.Tensor | None, tuple[int, ...] | None, str, int]]
+# the steps whose tensor is a map, (B, H, L, S): a trace of one head keeps that head's slice of them only
+MAP_STEPS = ("scores", "softcap", "masked_scores", "probs", "c2p", "p2c")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Trace:
     steps: list[Step]  # in execution order
     token_type_ids: torch.Tensor | None = field(default=None, repr=False)  # (B, L): 0 segment A, 1 segment B
     scaling: float | None = None  # the factor on Q·Kᵀ, as the layer's attention used it
+    head: int | None = None  # the one head whose maps (MAP_STEPS) were kept, (B, 1, L, S); None: every head's
 
     @property
     def segments(self) -> tuple[int, ...]:
@@ -88,6 +92,15 @@ class Trace:
         if tensor is None:
             raise KeyError(f"step {name!r} recorded no tensor")
         return tensor
+
+    def map_index(self, head: int) -> int:
+        """Where query head `head` is in the kept maps (MAP_STEPS' second axis); a ValueError for a head whose
+        maps this trace did not keep."""
+        if self.head is None:
+            return head
+        if head != self.head:
+            raise ValueError(f"this trace kept the maps of head {self.head} only, not of head {head}")
+        return 0
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The shape of step `name`'s tensor; a KeyError for a step that recorded none (no mask)."""
@@ -139,21 +152,27 @@ def trace_layer(
     attention_mask: torch.Tensor | None = None,
     token_type_ids: torch.Tensor | None = None,
     layer: int = 0,
+    head: int | None = None,
 ) -> Trace:
     """Run the model once and record every step of layer `layer`'s attention; the pass holds no other layer's
-    map (each dropped as it is made) and no hidden states.
+    map (each dropped as it is made) and no hidden states. With `head`, the maps (MAP_STEPS) are kept for that
+    query head only (`kept_bytes` sizes either beforehand).
 
     The inputs are sent to the model's device; each recorded tensor is kept as a CPU copy in the
     model's dtype (head_matrix and the views read them as float32)."""
-    n_layers = len(model.layers)
+    n_layers, n_heads = len(model.layers), model.config.num_attention_heads
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer from 0 to {n_layers - 1}, got {layer!r}")
+    if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < n_heads):
+        raise ValueError(f"head must be an integer from 0 to {n_heads - 1}, got {head!r}")
     records: Records = []
 
     def recorder(name: str, tensor: Recorded) -> Recorded:
         caller = sys._getframe(1)
-        kept = None if tensor is None else tensor.detach().to("cpu", copy=True)  # a copy, from the GPU too
-        records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
+        part = tensor[:, head : head + 1] if head is not None and tensor is not None and name in MAP_STEPS else tensor
+        kept = None if part is None else part.detach().to("cpu", copy=True)  # a copy, from the GPU too
+        shape = None if tensor is None else tuple(tensor.shape)
+        records.append((name, kept, shape, caller.f_code.co_filename, caller.f_lineno))
         return tensor
 
     inputs = on_model_device(model, input_ids, attention_mask, token_type_ids)
@@ -167,7 +186,25 @@ def trace_layer(
     family = FAMILIES.get(getattr(model.config, "model_type", ""))
     names = weight_names(getattr(report, "weight_names", {}), layer, family) if family is not None else {}
     biases = projection_biases(model.layers[layer].attention, model.embeddings)
-    return _build(layer, records, scaling, types, names, layer_facts(model.config, layer, biases))
+    trace = _build(layer, records, scaling, types, names, layer_facts(model.config, layer, biases))
+    trace.head = head
+    return trace
+
+
+def kept_bytes(model, batch: int, n_tokens: int, head: int | None = None) -> int:
+    """At most how many bytes trace_layer keeps of `batch` inputs of `n_tokens` tokens, sized before the work:
+    its maps (MAP_STEPS this model makes: scores, masked scores and probabilities, a softcap's, DeBERTa's two
+    position terms), every head's or one `head`'s, each (batch, heads, L, L), at 4 bytes or the model's width
+    if wider; the mask, (batch, L, L) float32 (T5's, each head's distance bias: H of them); and the per-token
+    steps, at most 24 of (batch, L, D): 13 for BERT, 17 for GPT-2 (its fused projection), 14.5 for Llama."""
+    c = model.config
+    n_heads = c.num_attention_heads
+    width = max([4] + [torch.finfo(p.dtype).bits // 8 for p in model.parameters() if p.is_floating_point()])
+    n_maps = 3 + bool(c.attn_logit_softcapping) + 2 * (c.position_embedding_type == "disentangled")
+    square = batch * n_tokens * n_tokens * width
+    mask = square * (n_heads if c.position_embedding_type == "relative" else 1)
+    per_token = 24 * batch * n_tokens * max(c.hidden_size, n_heads * c.head_size) * width
+    return n_maps * (n_heads if head is None else 1) * square + mask + per_token
 
 
 def trace_cross_attention(
@@ -189,7 +226,9 @@ def trace_cross_attention(
     def recorder(name: str, tensor: Recorded) -> Recorded:
         caller = sys._getframe(1)
         kept = None if tensor is None else tensor.detach().to("cpu", copy=True)
-        records.append((name, kept, caller.f_code.co_filename, caller.f_lineno))
+        records.append(
+            (name, kept, None if kept is None else tuple(kept.shape), caller.f_code.co_filename, caller.f_lineno)
+        )
         return tensor
 
     def with_recorder(module, args, kwargs):  # the cross-attention's call, given the recorder
@@ -197,7 +236,8 @@ def trace_cross_attention(
         while caller is not None and caller.f_code.co_name != "cross_attend":  # blocks.py hands it the memory
             caller = caller.f_back
         assert caller is not None, "the cross-attention was called from outside Block.cross_attend"
-        records.append(("memory", args[1].detach().to("cpu", copy=True), caller.f_code.co_filename, caller.f_lineno))
+        memory = args[1].detach().to("cpu", copy=True)
+        records.append(("memory", memory, tuple(memory.shape), caller.f_code.co_filename, caller.f_lineno))
         return args, {**kwargs, "record": recorder}
 
     attention = model.decoder.layers[layer].cross_attention
@@ -241,7 +281,7 @@ def _build(
     weights: dict[str, str] | None = None,
     facts: dict | None = None,
 ) -> Trace:
-    shapes = {name: None if t is None else tuple(t.shape) for name, t, _, _ in records}
+    shapes = {name: shape for name, _, shape, _, _ in records}
     recorded = {name: shape for name, shape in shapes.items() if shape is not None}
     B, L, D = recorded["input"]
     _, H, _, d = recorded["q_heads"]
@@ -261,9 +301,9 @@ def _build(
     }
     if "embedding" in recorded:  # a projection from the embedding width E (ELECTRA)
         sizes["E"] = recorded["embedding"][-1]
-    tensors = {name: t for name, t, _, _ in records}
+    tensors = {name: t for name, t, _, _, _ in records}
     steps = []
-    for name, tensor, filename, lineno in records:
+    for name, tensor, _, filename, lineno in records:
         shape = shapes[name]
         code, linenos = source_of(filename, lineno)
         steps.append(
@@ -412,7 +452,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
     if not 0 <= batch < trace.B:
         raise ValueError(f"batch must be from 0 to {trace.B - 1}, got {batch}")
     kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot", "k_norm")
-    own = head // (H // G) if kv_side else head  # this step's head index
+    own = head // (H // G) if kv_side else trace.map_index(head) if name in MAP_STEPS else head  # in the tensor
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"
     if step.tensor is None or step.dims is None:

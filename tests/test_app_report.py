@@ -188,3 +188,50 @@ def test_the_coreference_reports_hold_the_ranked_heads_and_the_suites_mcnemar_ta
     shown = next(d.value for d in at.dataframe if "95% interval" in d.value.columns)
     assert [r[2] for r in rows[1:]] == list(shown["95% interval"])
     assert "examples from" in page and "Best head: layer" in page
+
+
+def facts(page: str) -> dict[str, str]:
+    return {name: html.unescape(value) for name, value in re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page)}
+
+
+def captions(page: str) -> list[str]:
+    return [html.unescape(c) for c in re.findall(r"<figcaption>(.*?)</figcaption>", page)]
+
+
+def test_an_encoders_report_gives_no_writing_settings_and_nothing_left_empty():
+    """The bundled MiniLM cannot write: no Continue, New tokens, Sampled, Temperature, Top-k, Top-p or Seed; the
+    lines view's heads, none chosen, and a short input's (unfolded) strip are not said."""
+    at = start(view="head")
+    no_errors(at)
+    said = facts(report(at))
+    assert {"View", "Layer", "Head", "Draw as", "Hide [CLS]/[SEP]"} <= set(said)
+    for name in ("Continued", "New tokens", "Sampled", "Temperature", "Top-k (0: off)", "Top-p", "Seed"):
+        assert name not in said
+    assert "Heads drawn as lines" not in said and "Token strip of a long input" not in said
+
+
+def test_a_coreference_report_gives_only_its_modes_choices_and_names_its_parts_in_words():
+    at = start(view="coref", coref="suite")
+    no_errors(at)
+    page = report(at)
+    said = facts(page)
+    assert said["Coreference mode"] == "Suite" and said["Coreference examples"] == "Built-in"
+    for name in ("Twin sentences", "Twin sentences from", "Second model", "Group by", "Pronoun", "Rank heads by"):
+        assert name not in said  # another mode's, or not set
+    shown = captions(page)
+    assert "Coreference: heads ranked by accuracy" in shown
+    assert not [c for c in shown if re.fullmatch(r"[a-z0-9]+(-[a-z0-9_]+)+", c)]  # no internal name
+    at = start(view="stats")
+    no_errors(at)
+    shown = captions(report(at))
+    assert "Heads compared across sentences" in shown and "head-embedding" not in shown and "Tokens" in shown
+
+
+def test_the_minimal_pairs_report_names_the_twins_not_their_index():
+    at = start(view="coref", coref="pairs")
+    no_errors(at)
+    said = facts(report(at))
+    assert said["Twin sentences from"] == "The suite's twins"
+    twins = at.selectbox(key="coref_pair")
+    assert said["Twin sentences"] == twins.format_func(twins.value) and " / " in said["Twin sentences"]
+    assert "Pronoun" not in said and "Group by" not in said

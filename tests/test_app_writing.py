@@ -49,12 +49,26 @@ def test_the_traced_layer_the_padded_batch_and_the_grouped_run_read_the_ids_writ
     ids = list(written.ids)
     with torch.inference_mode():
         expected = model(torch.tensor([ids])).attentions[1][0].numpy()  # (H, T, T)
-    probs = get_trace(source, (written.text,), "", 1).tensor("probs")[0]
+    probs = get_trace(source, (written.text,), "", 1, 0).tensor("probs")[0]
     np.testing.assert_allclose(probs.float().numpy(), expected, atol=1e-6)
     batch = get_batch(source, (written.text, SHORT_SECOND))
     assert batch.tokens[0] == tokenizer.convert_ids_to_tokens(ids)  # the longer of the two: not padded
     np.testing.assert_allclose(batch.attentions[1, 0], expected, atol=1e-5)
-    padded = get_trace(source, (written.text, SHORT_SECOND), "", 1).tensor("probs")[0]
+    padded = get_trace(source, (written.text, SHORT_SECOND), "", 1, 0).tensor("probs")[0]
     np.testing.assert_allclose(padded.float().numpy(), expected, atol=1e-5)
     grouped = get_grouped_run(source, 2, written.text, "")
     assert grouped.encoded.input_ids[0].tolist() == ids
+
+
+def test_the_report_says_how_the_text_was_written_where_it_was(llama):
+    """A model that wrote: one row with the settings it wrote by; the same model not continuing: none."""
+    from test_app_report import facts, report
+
+    at = start(model=str(llama), s=PROMPT, cont="1", n="6", sample="1", seed="3")
+    no_errors(at)
+    said = facts(report(at))
+    assert said["Continued by the model"] == "6 tokens, sampled at temperature 1, seed 3"
+    assert not {"New tokens", "Sampled", "Seed", "Temperature"} & set(said)
+    at = start(model=str(llama), s=PROMPT)
+    no_errors(at)
+    assert "Continued by the model" not in facts(report(at)) and "Seed" not in facts(report(at))

@@ -96,16 +96,24 @@ def test_an_encoder_decoder_sizes_its_three_maps_before_writing(tmp_path):
     assert bare.encoder_attentions == bare.decoder_attentions == bare.cross_attentions == ()
 
 
-def test_the_walk_over_the_written_text_makes_only_its_layers_map(decoder):
-    """The walk (and the Query·Key and shape-flow views) trace one layer: the other layers made and held their
-    full maps during that pass too (+1,379 MB at 2,001 tokens for a trace that keeps 379 MB)."""
+def test_the_walk_over_the_written_text_keeps_one_heads_maps_within_the_bound(decoder):
+    """The walk (and the Query·Key and shape-flow views) trace one layer. At 2,001 tokens on 8 layers × 8 heads
+    the trace kept every head's scores, masked scores and probabilities, 379 MB against the 96 MB bound, sized
+    after the work; the other layers made and held their full maps during that pass too (+1,379 MB). It is now
+    sized first: past the bound it keeps the chosen head's maps only; the pass holds no other layer's map."""
     work = f"""
 written = continuation(source, {PROMPT!r}, greedy)
-trace = get_trace(source, (written.text,), "", 3)
+trace = get_trace(source, (written.text,), "", 3, 5)
 result["kept"] = size_of(trace)
+result["sized"] = kept_bytes(model, 1, 2001, 5)
+result["head"] = trace.head
+result["shape"] = list(trace.step("probs").shape)
 """
-    setup = SETUP + "from ui.runs import get_trace\nfrom ui.stores import size_of\n"
+    setup = (
+        SETUP + "from ui.runs import get_trace\nfrom ui.stores import size_of\nfrom attention.trace import kept_bytes\n"
+    )
     measured = peak_bytes(setup.format(source=str(decoder)), work)
     one_layer = maps_bytes(1, 8, 2001)  # the traced layer's map, (H, L, L): the pass's own buffer of it
-    assert measured["kept"] > 2 * one_layer  # scores, masked scores and probabilities, recorded
+    assert 2 * maps_bytes(1, 1, 2001) < measured["kept"] <= measured["sized"] <= BIG_RUN_BYTES, f"{measured}"
+    assert measured["head"] == 5 and measured["shape"] == [1, 8, 2001, 2001]  # the diagram's shapes: every head
     assert measured["peak"] - measured["kept"] < 2 * one_layer, f"{measured}"

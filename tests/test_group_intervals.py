@@ -4,6 +4,7 @@ in the note where the groups do not pair up, and in the grouped CSV."""
 from __future__ import annotations
 
 import csv
+import re
 
 import numpy as np
 import pytest
@@ -94,3 +95,24 @@ def test_the_grouped_csv_holds_every_head_of_every_group(scored):
             f"{g.baselines['first']:.4f}",
         )
     np.testing.assert_equal(sorted({r["group"] for r in rows}), ["female", "male"])
+
+
+def test_the_grouped_csvs_file_name_says_the_field_the_model_and_the_examples(scored, tiny_dir, monkeypatch):
+    """Two models' (or two suites') grouped CSVs do not overwrite each other in a downloads folder."""
+    import streamlit as st
+
+    at, _, _ = scored
+    names = {}
+    real = st.download_button
+
+    def recording(label, *args, **kwargs):
+        names[label] = kwargs.get("file_name")
+        return real(label, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", recording)
+    at.run()
+    no_errors(at)
+    name = names["Download every head's accuracy per group (CSV)"]
+    assert name.startswith("coreference-heads-by-gender_") and name.endswith(".csv")
+    assert f"_{tiny_dir.name}_" in name and "genders" in name.rsplit("_", 1)[1]
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", name)

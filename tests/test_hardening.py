@@ -302,7 +302,7 @@ def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm, monkeypatch
     app_tokenizer = get_model("")[1]
     backend = Reading(app_tokenizer.backend_tokenizer)
     monkeypatch.setattr(app_tokenizer, "backend_tokenizer", backend)
-    trace = get_trace("", (text,), "", 0)
+    trace = get_trace("", (text,), "", 0, 0)
     tokenizer = Reading(minilm[1])
     batch = run_padded_batch(minilm[0], tokenizer, [text, "It was tired."])
     assert 0 < backend.longest <= CHARS_PER_POSITION * 512 and 0 < tokenizer.longest <= CHARS_PER_POSITION * 512

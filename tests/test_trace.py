@@ -241,3 +241,79 @@ def test_a_half_precision_trace_names_the_mask_step_it_ran(tmp_path):
         assert made in step.code and made in lines[step.lineno - 1] and step.where == f"{step.path}:{step.lineno}"
     differ = [s.name for s, r in zip(traced.steps, reference.steps) if (s.code, s.where) != (r.code, r.where)]
     assert differ == ["masked_scores"]
+
+
+def test_a_trace_of_one_head_keeps_that_heads_maps_and_every_steps_shape(minilm, padded):
+    """Past the bound (ui/runs.get_trace) a trace keeps the chosen head's maps only: the same numbers for that
+    head, the full shapes for the diagram, and a clear error for another head; kept_bytes sizes both before."""
+    from attention.analysis.query_key import query_key
+    from attention.trace import MAP_STEPS, kept_bytes
+
+    model, tok = minilm
+    full, _ = padded
+    enc = tok([SENTENCE, SHORT], padding=True, return_tensors="pt")
+    one = trace_layer(model, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"], layer=0, head=7)
+    assert one.head == 7 and one.names == full.names
+    assert [s.shape for s in one.steps] == [s.shape for s in full.steps]
+    for name in ("scores", "masked_scores", "probs"):
+        assert name in MAP_STEPS and one.tensor(name).shape == (2, 1, 16, 16)
+        for batch in (0, 1):
+            np.testing.assert_array_equal(head_matrix(one, name, 7, batch)[0], head_matrix(full, name, 7, batch)[0])
+    np.testing.assert_array_equal(head_matrix(one, "q_heads", 3)[0], head_matrix(full, "q_heads", 3)[0])  # not a map
+    a, b = query_key(one, 7, 4), query_key(full, 7, 4)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.probs, b.probs)
+    with pytest.raises(ValueError, match="kept the maps of head 7 only, not of head 3"):
+        head_matrix(one, "probs", 3)
+    with pytest.raises(ValueError, match="head must be an integer from 0 to 11"):
+        trace_layer(model, enc["input_ids"], layer=0, head=12)
+    one_kept, full_kept = (
+        sum(s.tensor.numel() * s.tensor.element_size() for s in t.steps if s.tensor is not None) for t in (one, full)
+    )
+    assert one_kept <= kept_bytes(model, 2, 16, 7) and full_kept <= kept_bytes(model, 2, 16)  # sized from above
+    assert full_kept - one_kept == 3 * 11 * 2 * 16 * 16 * 4  # three maps of 11 heads fewer
+
+
+def test_the_apps_trace_is_sized_before_the_work_one_head_past_the_bound_refused_past_it_even_so(monkeypatch):
+    from attention import trace
+    from attention.bigrun import KeepsTooMuch
+    from ui import runs
+    from ui.models import get_model
+
+    model = get_model("")[0]
+    n = len(runs.encoded_input("", SENTENCE, "")[1].tokens)
+    every, one = trace.kept_bytes(model, 1, n), trace.kept_bytes(model, 1, n, 4)
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", every)
+    assert runs.get_trace("", (SENTENCE,), "", 1, 4).head is None  # within the bound: every head's maps
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", every - 1)
+    assert runs.get_trace("", (SENTENCE,), "", 1, 4).head == 4
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", one - 1)
+    monkeypatch.setattr(trace, "trace_layer", lambda *a, **k: pytest.fail("the work started"))
+    with pytest.raises(KeepsTooMuch, match=f"Tracing layer 1 at {n} tokens, for one head, keeps every map it makes"):
+        runs.get_trace("", (SENTENCE,), "", 1, 5)
+
+
+@pytest.mark.parametrize("view, layer", [("walk", 1), ("shapeflow", 3), ("qk", 4)])  # each its own traces
+def test_the_views_on_a_trace_of_one_head_draw_the_chosen_head_and_follow_a_change(monkeypatch, view, layer):
+    """Past the bound even for one head: the view's place says so. Past it for every head only: the chosen
+    head's maps are traced, drawn, and traced again for another head when the head changes."""
+    from test_app import figures, no_errors, start, titles
+
+    from attention import trace
+    from ui import runs
+    from ui.models import get_model
+
+    traced = []
+    real = trace.trace_layer
+    monkeypatch.setattr(trace, "trace_layer", lambda *a, **k: traced.append(k["head"]) or real(*a, **k))
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", 1)
+    at = start(view=view, layer=str(layer), head="7", walk="6", s=SHORT)
+    no_errors(at)
+    assert any("for one head, keeps every map it makes" in i.value for i in at.info) and traced == []
+    n = len(runs.encoded_input("", SHORT, "")[1].tokens)
+    monkeypatch.setattr(runs, "BIG_RUN_BYTES", trace.kept_bytes(get_model("")[0], 1, n, 0))
+    for head in (7, 3):
+        at.selectbox(key="head").select(head).run()
+        no_errors(at)
+        assert traced[-1] == head and not any("keeps every map" in i.value for i in at.info)
+        assert any(f"head {head}" in " ".join(titles(fig)) for fig in figures(at))

@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 
 from attention.analysis.coref import CorefResult, group
+from attention.analysis.coref_csv import file_name
 from attention.analysis.coref_groups_csv import groups_csv_text
 from attention.analysis.coref_metrics import best_head, paired_groups
 from attention.analysis.coref_stats import clopper_pearson
@@ -112,8 +113,8 @@ def draw_grids(
                     show(fig, name, key=name, on_select=lambda n=name: open_clicked_head(n), selection_mode="points")
 
 
-def grouped(result: CorefResult, examples) -> None:
-    """The group-by selector and what it shows."""
+def grouped(result: CorefResult, examples, model: str, suite: str) -> None:
+    """The group-by selector and what it shows; the CSV's file name names the field, `model` and `suite`."""
     fields = suite_fields(examples)
     options = [NO_GROUPING] + fields
     if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
@@ -151,7 +152,7 @@ def grouped(result: CorefResult, examples) -> None:
     st.download_button(
         "Download every head's accuracy per group (CSV)",
         data=lambda: groups_csv_text(by, rows),
-        file_name=f"coreference-heads-by-{re.sub(r'[^A-Za-z0-9_-]+', '_', by)}.csv",
+        file_name=file_name(f"heads-by-{re.sub(r'[^A-Za-z0-9-]+', '-', by).strip('-')[:40]}", model, suite),
         mime="text/csv",
         on_click="ignore",
     )

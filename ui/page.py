@@ -6,11 +6,9 @@ from __future__ import annotations
 import html
 import re
 
-import plotly.graph_objects as go
 import streamlit as st
 
 import viz
-from attention.analysis.coref_mentions import word_spans
 from attention.bigrun import NeedsSmallerInput, is_big
 from viz._style import MODEBAR_BUTTONS, TITLE_GLYPH, cut_at_word, one_line_title, title_layout, title_room
 from viz.tokens import COMPACT_ABOVE
@@ -20,8 +18,8 @@ from .generation import current
 from .layout import expander_px, main_px, sidebar_px
 from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
-from .runs import get_run
-from .state import current_choices, offered, view_key
+from .report import part_caption, report_facts
+from .state import offered, view_key
 
 MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
@@ -223,6 +221,7 @@ def tokens_strip(run, place=None) -> None:
     folded = n > COMPACT_ABOVE
     if folded:
         box = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
+        shown_as("show_strip", "open" if box.open else "closed")  # only a long input's strip is folded
         if not box.open:
             return
         width = expander_px()
@@ -259,69 +258,6 @@ def selectors(run) -> None:
     layers, heads = offered(run.n_layers, run.n_heads)
     left.selectbox("Layer", range(layers), key="layer")
     right.selectbox("Head", range(heads), key="head")
-
-
-# the coreference choices, kept as word indices, are shown as the words of the submitted sentence
-WORD_CHOICES = {"coref_pronoun": "pronoun", "coref_candidates": "candidates", "coref_answer": "answer"}
-
-
-def report_facts() -> list[tuple[str, str]]:
-    """The view and every choice that shaped it, as (name, value) rows for the report's header, each as
-    the page shows it."""
-    said = st.session_state.get("page_shown", {})
-    words: list[str] | None = None
-    rows = []
-    for p, value in current_choices():
-        if p.key in ("present", "source") or value is None:
-            continue
-        label, text = p.label, shown(value)
-        if p.key in said:
-            text = said[p.key]
-        elif p.key in WORD_CHOICES:
-            words = sentence_words() if words is None else words
-            label, text = WORD_CHOICES[p.key], in_words(value, words)
-        rows.append((label[0].upper() + label[1:], text))
-    return rows
-
-
-def shown(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(f"L{v[0]} H{v[1]}" if isinstance(v, tuple) else str(v) for v in value) or "none"
-    return str(value)
-
-
-def sentence_words() -> list[str]:
-    """The words of the submitted sentence (its first segment) as the tokenizer cuts them, as the
-    coreference view offers them."""
-    text, text_b = st.session_state.submitted
-    enc = get_run(st.session_state.source, text, text_b).encoded
-    word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # a pair's B: other text
-    return [written for written, _ in word_spans(text, word_ids, enc.offsets)]
-
-
-def in_words(value, words: list[str]) -> str:
-    """A word index, or a list of them, as the words; an index past the sentence's words as the number."""
-
-    def word(i: int) -> str:
-        return words[i] if 0 <= i < len(words) else str(i)
-
-    if isinstance(value, list):
-        return ", ".join(map(word, value)) or "none"
-    return word(value)
-
-
-def part_caption(name: str, part) -> str:
-    """A figure's title (else its name), a table's name; a line of text has none."""
-    if isinstance(part, go.Figure):
-        return figure_caption(name, part)
-    return "" if isinstance(part, str) else name
-
-
-def figure_caption(name: str, fig) -> str:
-    title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else ""
-    return html.unescape(re.sub(r"<[^>]+>", " ", title)).strip() or name  # the report escapes it again
 
 
 def report_button(model_name: str) -> None:

@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attention import bigrun
+from attention import bigrun, trace
 from attention.bigrun import BIG_RUN_BYTES, maps_bytes
 from attention.inputs import encode, within_positions
 from attention.run import read_only, run_batch, run_encoded, stack_attentions
-from attention.trace import trace_layer
 
 from .models import get_model, get_seq2seq
 from .stores import MB, store
 from .written import WrittenText
 
+SHORTER_TRACE = "Try a shorter input with this model; the head view and the overview read longer ones."
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
 # where a big run's pieces are kept: (store name, entries, bytes) per function of attention/bigrun.py
 BIG_STORES = {
@@ -62,18 +62,27 @@ def is_small_run(source: str, text: str, text_b: str = "") -> bool:
     return maps_bytes(c.num_hidden_layers, c.num_attention_heads, token_bound(text, text_b)) <= SMALL_RUN_BYTES
 
 
-def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int):
-    """The recorded forward pass of one layer: for one sentence (or pair), or a padded batch."""
+def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head: int):
+    """The recorded forward pass of one layer, for one sentence (or pair) or a padded batch. What it keeps is
+    sized before the work (trace.kept_bytes): every head's maps where they fit in BIG_RUN_BYTES, else head
+    `head`'s only (the walk, Query·Key and the shape flow show one head); past the bound even so, KeepsTooMuch,
+    which the page shows in place of the view."""
+    model, tokenizer = get_model(source)
+    if len(texts) == 1:
+        enc = encoded_input(source, texts[0], text_b)[1]
+        inputs: tuple = (enc.input_ids, enc.attention_mask, enc.token_type_ids)
+    else:
+        inputs = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)[0]
+    batch, n_tokens = inputs[0].shape
+    kept = None if trace.kept_bytes(model, batch, n_tokens) <= BIG_RUN_BYTES else head
+    if kept is not None:
+        what = f"Tracing layer {layer} at {n_tokens} tokens, for one head,"
+        bigrun.within_bound(what, trace.kept_bytes(model, batch, n_tokens, kept), SHORTER_TRACE, BIG_RUN_BYTES)
 
     def compute():
-        if len(texts) == 1:
-            model, enc = encoded_input(source, texts[0], text_b)
-            return trace_layer(model, enc.input_ids, enc.attention_mask, enc.token_type_ids, layer=layer)
-        model, tokenizer = get_model(source)
-        batch, _ = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
-        return trace_layer(model, *batch, layer=layer)
+        return trace.trace_layer(model, *inputs, layer=layer, head=kept)
 
-    return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer), compute)
+    return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer, kept), compute)
 
 
 def get_batch(source: str, texts: tuple[str, ...]):

@@ -45,7 +45,7 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
     q_all = trace.tensor("q_rot" if "q_rot" in trace else "q_heads")[0]  # (H, L, d)
     k_name = next(name for name in ("k_shared", "k_rot", "k_heads") if name in trace)
     k_all = trace.tensor(k_name)[0]  # (H, S, d)
-    scores_all = trace.tensor("scores")[0]  # (H, L, S)
+    kept = trace.map_index(head)  # the head's place in the kept maps: all heads', or its own
     q = q_all[head, query].float().cpu().numpy()  # (d,)
     k = k_all[head].float().cpu().numpy()  # (S, d)
     return QueryKey(
@@ -55,8 +55,8 @@ def query_key(trace: Trace, head: int, query: int) -> QueryKey:
         q=q,
         k=k,
         product=q[None, :] * k,  # (1, d) * (S, d) -> (S, d)
-        scores=scores_all[head, query].float().cpu().numpy(),  # (S,)
-        probs=trace.tensor("probs")[0, head, query].float().cpu().numpy(),  # (S,)
+        scores=trace.tensor("scores")[0, kept, query].float().cpu().numpy(),  # (S,)
+        probs=trace.tensor("probs")[0, kept, query].float().cpu().numpy(),  # (S,)
         scaling=float(trace.scaling),
     )
 

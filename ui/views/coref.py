@@ -28,7 +28,7 @@ from ..coref_sentence import (
 )
 from ..layout import column_px, main_px, slots
 from ..models import get_model
-from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text
+from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
 # the sentence's grid title for each ranking criterion (coref_heads.CRITERIA), the words filled in
@@ -149,7 +149,7 @@ def suite(run) -> None:
     downloads(result, suite)
     excluded_table(result)
     measures(result, suite)
-    grouped(result, examples)
+    grouped(result, examples, get_model(st.session_state.source)[0].load_report.source, name)
     second_model(result, suite)
 
 
@@ -270,6 +270,7 @@ def suite_twins() -> None:
     if st.session_state.get("coref_pair") not in labels:
         st.session_state.coref_pair = 0
     choice = st.selectbox("Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair")
+    shown_as("coref_pair", labels[choice])  # the report names the twins, not their index
     a, b = pairs[choice]
     scored = {d.index: d for d in result.details}  # examples that could not be scored are left out
     if a not in scored or b not in scored:

@@ -24,13 +24,14 @@ def draw(run) -> None:
             "position terms to split them into. Open a DeBERTa-v2 or -v3 checkpoint to see this view."
         )
         return
-    terms = trace_terms(get_trace(st.session_state.source, (text,), text_b, layer))
+    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
+    terms = trace_terms(trace)
     st.caption(
         "DeBERTa adds to each score q_i·k_j (content to content) two terms read from relative positions: "
         "content to position, query i's content against the key's distance δ(i, j), and position to content, "
         "key j's content against the query's distance. All are scaled alike and summed before the softmax. "
         f"Layer {layer}, head {head}; one colour scale for the four maps, red above 0 and blue below."
     )
-    maps = {name: getattr(terms, name)[0, head].numpy() for name in ("c2c", "c2p", "p2c", "total")}
+    maps = {name: getattr(terms, name)[0, trace.map_index(head)].numpy() for name in ("c2c", "c2p", "p2c", "total")}
     title = f"Layer {layer}, head {head}: the three terms and their total"
     show(disentangled_figure(maps, run.tokens, font_size=font_size(), title=title, width=main_px()), "disentangled")

@@ -23,7 +23,7 @@ def draw(run) -> None:
     open_on_pronoun(run, text)
     slot = figure_slot()
     query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
-    trace = get_trace(st.session_state.source, (text,), text_b, layer)
+    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
     qk = query_key(trace, head, query)
     st.caption(
         f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "

@@ -43,7 +43,9 @@ def draw(run) -> None:
     if padded and too_big_for_batch(run):
         padded = False
     texts = (text, SHORT_SECOND) if padded else (text,)
-    trace = get_trace(st.session_state.source, texts, "" if padded else text_b, st.session_state.layer)
+    trace = get_trace(
+        st.session_state.source, texts, "" if padded else text_b, st.session_state.layer, st.session_state.head
+    )
     step = st.session_state.get("shapeflow_step", SHAPEFLOW_DEFAULT_STEP)
     if step not in trace.names:
         step = SHAPEFLOW_DEFAULT_STEP

@@ -171,7 +171,7 @@ def step_to(delta: int, count: int) -> None:
 def draw(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
-    trace = get_trace(st.session_state.source, (text,), text_b, layer)
+    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
     steps = steps_of(trace, is_causal(), cross=get_seq2seq(st.session_state.source) is not None)
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
