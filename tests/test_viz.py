@@ -58,6 +58,16 @@ def test_head_heatmap_labels_every_position_even_repeated_tokens():
         assert list(axis.ticktext) == TOKENS  # the labels show only the tokens
 
 
+def test_head_heatmap_labels_read_as_text_and_the_hover_keeps_the_raw_piece():
+    """Byte-level BPE's "Ġthe" and SentencePiece's "▁the" are labelled " the"; the cell's category, which the
+    hover names, stays the tokenizer's own piece."""
+    tokens = ["<s>", "The", "Ġanimal", "▁was", "</s>"]
+    fig = viz.head_heatmap(random_maps(len(tokens), len(tokens)), tokens)
+    for axis, values in ((fig.layout.xaxis, fig.data[0].x), (fig.layout.yaxis, fig.data[0].y)):
+        assert list(axis.ticktext) == ["&lt;s&gt;", "The", " animal", " was", "&lt;/s&gt;"]
+        assert list(values)[2].startswith("Ġanimal") and list(values)[3].startswith("▁was")
+
+
 def test_head_heatmap_hover_reads_query_arrow_key_weight():
     attn = np.zeros((len(TOKENS), len(TOKENS)))
     attn[:, 0] = 1.0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from viz._maps import prettify
 from viz._style import MODEBAR_PX, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
 from viz._text import escape_all, position_labels
 
@@ -156,7 +157,8 @@ def token_grid_layout(
     and, when given, ``height`` px tall; labels of at least ``min_label`` px when given (a presentation).
 
     ``queries`` and ``keys`` are escaped tokens; the axes' categories are
-    their ``position_labels``. Cells shrink to fit ``width`` (see
+    their ``position_labels`` (the raw pieces, named in the hover), their labels the pieces as text
+    (byte-level BPE's "Ġthe" as " the": ``prettify``). Cells shrink to fit ``width`` (see
     ``grid_cell_px``); when they are thinner than ``MIN_TICK_PX`` only every
     k-th token is labelled, and column labels tilt or stand upright so that
     no two touch (``column_ticks``); hover still names every cell. ``right``
@@ -196,7 +198,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(keys)[:: x_ticks.stride],
-            ticktext=keys[:: x_ticks.stride],
+            ticktext=prettify(keys)[:: x_ticks.stride],
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -208,7 +210,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(queries)[:: y_ticks.stride],
-            ticktext=queries[:: y_ticks.stride],
+            ticktext=prettify(queries)[:: y_ticks.stride],
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),
