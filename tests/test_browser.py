@@ -75,8 +75,15 @@ def test_shape_flow_shows_the_real_shapes(page):
     run_sentence(page, "A small dog chased the ball.")  # 9 tokens
     open_view(page, "Shape flow")
     chart_text(page, "1 × 12 × 9 × 9")  # the scores' stage
-    assert re.search(r"attention/mha\.py:\d+", page.inner_text("body"))  # the side panel: the step's whole path
-    page.get_by_role("button", name="Stage →").click()  # the output projection's stage: back to the model's width
+    # the side panel: the step's whole path (drawn in the same run as the diagram, perhaps a moment after it)
+    page.wait_for_function(r"() => /attention\/mha\.py:\d+/.test(document.body.innerText)", timeout=60_000)
+    back = page.locator(".st-key-shapeflow_prev_stage button")
+    for _ in range(8):  # back to the first stage (no wrapping past it): the input, at the model's width
+        if back.is_disabled():
+            break
+        back.click()
+        wait_settled(page)
+    assert back.is_disabled()
     chart_text(page, "1 × 9 × 384")
 
 
