@@ -53,7 +53,7 @@ FIGURES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot =>
 # the shape-flow diagram (the figure with the boxes' shapes, one stage of it): each box (a rect shape) and
 # every line of text that starts inside it
 FLOW_BOXES = """() => {
-    const plot = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.textContent.includes('[B, H, L, S]'));
+    const plot = document.querySelector('.st-key-shapeflow_chart .js-plotly-plot');  // the diagram, on any stage
     const rects = [...plot.querySelectorAll('.shapelayer path')].map(p => p.getBoundingClientRect())
         .filter(r => r.width > 20 && r.height > 20);
     const lines = [...plot.querySelectorAll('.annotation-text tspan.line, .annotation-text')]

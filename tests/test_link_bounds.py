@@ -18,13 +18,13 @@ STEP = 0.01  # a link's decimals have up to 3 places; its numbers are whole
 
 def ends(p) -> tuple:
     """(low, high) in the Param's own type: what its reader gives for them."""
-    kind = type(p.default)
+    kind = int if p.default is None else type(p.default)  # a value with no default (the flow's stage) is a count
     return kind(p.bounds[0]), kind(p.bounds[1])
 
 
 def test_every_value_that_sizes_writing_is_bounded():
-    """What the rest covers: the writing settings and the bars' temperature all have bounds."""
-    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t"}
+    """What the rest covers: the writing settings, the bars' temperature and the shape flow's stage have bounds."""
+    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t", "stage"}
 
 
 @pytest.mark.parametrize("p", BOUNDED, ids=[p.name for p in BOUNDED])
