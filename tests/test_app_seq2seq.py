@@ -188,6 +188,20 @@ def test_the_lines_join_the_decoders_tokens_to_the_encoders(tmp_path):
     assert columns == [escape_all(out.tokens), escape_all(out.encoder_tokens)]  # queries left, keys right
 
 
+def test_the_lines_text_is_the_presentations_size_in_presentation_mode(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    for present, size in (("0", 14), ("1", 22)):
+        at = start(model=str(folder), s=SENTENCE, view="cross", present=present)
+        no_errors(at)
+        lines = next(
+            spec
+            for spec in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+            if any(t.get("mode") == "markers+text" for t in spec["data"])
+        )
+        assert lines["layout"]["font"]["size"] == size, present  # the tokens' text
+        assert {a["font"]["size"] for a in lines["layout"]["annotations"]} == {size}  # the headings too
+
+
 def test_the_layer_box_spans_the_layers_of_the_part_shown(tmp_path):
     folder = make_seq2seq(tmp_path / "bart", "bart")  # encoder 2 layers, decoder 3
     model, tokenizer = load_model(str(folder))

@@ -84,7 +84,12 @@ def draw(run) -> None:
     with st.expander("Lines between the two rows of tokens"):
         try:  # the strongest lines, within the page's message limit (viz/lines.py)
             lines = viz.lines_view(
-                maps[layer, head], rows, heads=[f"L{layer} H{head}"], key_tokens=cols, headings=HEADINGS[kind]
+                maps[layer, head],
+                rows,
+                heads=[f"L{layer} H{head}"],
+                key_tokens=cols,
+                headings=HEADINGS[kind],
+                font_size=font_size(),  # a room reads the presentation's larger text here too
             )
         except TooManyLines as err:
             st.info(str(err))
