@@ -55,7 +55,7 @@ def main() -> None:
     from ui.computations import strongest_head
     from ui.controls import input_form, sidebar
     from ui.generation import continued, views_read
-    from ui.models import LOADED, get_model, get_seq2seq
+    from ui.models import LOADED, get_model, get_seq2seq, model_kinds
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
     from ui.present import controls as present_controls
     from ui.present import keys as present_keys
@@ -63,6 +63,7 @@ def main() -> None:
     from ui.runs import get_run
     from ui.state import (
         clamp_selection,
+        fit_view,
         init_from_url,
         keep_choices,
         load_pending_model,
@@ -106,6 +107,8 @@ def main() -> None:
         with st.spinner("Running the model…"):
             run = get_run(st.session_state.source, text, text_b)
         clamp_selection(run.n_layers, run.n_heads)
+        kinds = model_kinds(st.session_state.source)
+        fit_view(kinds)  # a view not for this model (a link's, the last model's) gives way, with a notice
         view = registry.by_label(st.session_state.view)
         # a first visit without a head in the link, on a view of the sentence's own heads (Cross-attention's
         # layer and head are the decoder's)
@@ -115,7 +118,7 @@ def main() -> None:
                 st.session_state.layer, st.session_state.head, why = found
                 st.session_state.url_notices.append(why)
         if not present:  # the view, layer and head under the sentence, the strip in the sidebar; the notices after them
-            selectors(run)
+            selectors(run, kinds)
             tokens_strip(run, strip_place)
         # shown once, after the link was read; in presentation mode under the figure, never over it
         notices, st.session_state.url_notices = st.session_state.url_notices, []
@@ -128,7 +131,7 @@ def main() -> None:
                 "characters), so only [CLS] and [SEP] remain."
             )
         if present:
-            present_controls(run)
+            present_controls(run, kinds)
         reads_encoder = get_seq2seq(st.session_state.source) and registry.by_label(st.session_state.view).key != "cross"
         if reads_encoder and not present:  # in presentation mode it comes under the figure
             st.caption(ENCODER_CAPTION)
@@ -142,7 +145,7 @@ def main() -> None:
                 st.caption(ENCODER_CAPTION)
             for notice in notices:
                 st.info(notice)
-            present_keys(run)
+            present_keys(run, kinds)
             link = link_control()
             tokens_strip(run)
             input_form()

@@ -32,9 +32,11 @@ def test_the_deberta_terms_view_draws_three_terms_and_their_total_and_names_othe
     no_errors(at)
     words = [" ".join(titles(fig)) for fig in figures(at)]  # decoded: the JSON may write "→" as \u2192
     assert any("position → content" in text and "total score" in text for text in words)
-    other = start(s=SENTENCE, view="disentangled")  # the bundled BERT
+    assert "DeBERTa terms" in at.segmented_control(key="view").options
+    other = start(s=SENTENCE, view="disentangled")  # the bundled BERT: not offered, and the link's view says why
     no_errors(other)
-    assert any("not DeBERTa" in info.value for info in other.info)
+    assert any("DeBERTa terms needs a DeBERTa-v2 or -v3 checkpoint" in info.value for info in other.info)
+    assert other.session_state.view == "Head" and "DeBERTa terms" not in other.segmented_control(key="view").options
 
 
 def test_an_encoder_decoder_loads_and_its_views_read_its_encoder(tmp_path):

@@ -142,5 +142,6 @@ def test_an_encoder_says_it_has_no_next_token_head_and_offers_no_continue():
     at = start(s=PROMPT, view="next", cont="1")  # the bundled BERT
     no_errors(at)
     said = " ".join(i.value for i in at.info)
-    assert "has no next-token head" in said and "Continue writes with a causal decoder" in said
+    assert "Next token needs a causal decoder" in said and "Continue writes with a causal decoder" in said
+    assert at.session_state.view == "Head"
     assert not any(b.label == "Continue" for b in at.button)

@@ -170,8 +170,18 @@ def test_a_too_long_target_is_bounded_with_a_notice(tmp_path):
 def test_a_model_without_a_decoder_says_so_and_has_no_target_box():
     at = start(s=SENTENCE, view="cross")  # the bundled BERT
     no_errors(at)
-    assert any("it has none" in i.value for i in at.info)
+    assert any("Cross-attention needs an encoder-decoder" in i.value for i in at.info)
     assert not [t for t in at.text_input if t.key == "target"]
+    assert at.session_state.view == "Head" and "Cross-attention" not in at.segmented_control(key="view").options
+
+
+def test_an_encoder_decoder_offers_cross_attention_and_not_next_token(tmp_path):
+    folder = make_seq2seq(tmp_path / "bart", "bart")
+    at = start(model=str(folder), s=SENTENCE, view="cross")
+    no_errors(at)
+    offered = at.segmented_control(key="view").options
+    assert "Cross-attention" in offered and "Next token" not in offered and "DeBERTa terms" not in offered
+    assert at.session_state.view == "Cross-attention"
 
 
 def test_the_lines_join_the_decoders_tokens_to_the_encoders(tmp_path):

@@ -36,12 +36,31 @@ def drawn(at) -> list[str]:
     return [c.value for c in at.caption if c.value.startswith("drawn by")]
 
 
+ENCODER = frozenset({"encoder"})  # the bundled model
+
+
 def test_each_key_draws_its_rows_function(markers):
     for view in registry.VIEWS:
         at = start(view=view.key)
         no_errors(at)
-        assert drawn(at) == [f"drawn by the {view.key} row"]
-        assert at.query_params["view"] == view.key
+        if view.applies(ENCODER):
+            assert drawn(at) == [f"drawn by the {view.key} row"]
+            assert at.query_params["view"] == view.key
+        else:  # not for the bundled encoder: the first view, and why
+            assert drawn(at) == [f"drawn by the {registry.DEFAULT.key} row"]
+            assert f"{view.label} needs {view.needs}" in " ".join(i.value for i in at.info)
+            assert at.query_params["view"] == registry.DEFAULT.key
+
+
+def test_the_rows_say_which_models_their_views_are_for():
+    assert registry.labels(ENCODER) == [
+        v.label for v in registry.VIEWS if v.key not in ("disentangled", "cross", "next")
+    ]
+    assert "Next token" in registry.labels({"causal"}) and "Cross-attention" not in registry.labels({"causal"})
+    assert "Cross-attention" in registry.labels({"seq2seq"}) and "Next token" not in registry.labels({"seq2seq"})
+    assert "DeBERTa terms" in registry.labels({"encoder", "deberta"})
+    assert registry.labels() == [v.label for v in registry.VIEWS]  # no kinds given: every view
+    assert registry.following("Cross-attention", ENCODER) == "Guided walk"  # the next one offered after its place
 
 
 def test_an_old_flow_link_opens_the_shape_flow_and_writes_its_new_key(markers):
@@ -52,16 +71,19 @@ def test_an_old_flow_link_opens_the_shape_flow_and_writes_its_new_key(markers):
     assert at.query_params["view"] == "shapeflow" and at.query_params["padded"] == "1"
 
 
-def test_next_view_steps_through_the_registrys_order_and_back(markers):
+def test_next_view_steps_through_the_registrys_order_and_back_past_views_not_for_this_model(markers):
     at = start(present="1", view=registry.VIEWS[0].key, s=SENTENCE)
-    assert at.selectbox(key="view").options == registry.labels()
+    offered = registry.labels(ENCODER)
+    assert at.selectbox(key="view").options == offered
     seen = []
-    for _ in registry.VIEWS:
+    for _ in offered:
         next(b for b in at.button if b.key == "present_next_view").click()
         at.run()
         seen.append(at.session_state.view)
         assert drawn(at) == [f"drawn by the {registry.by_label(seen[-1]).key} row"]
-    assert seen == registry.labels()[1:] + registry.labels()[:1]
+        assert not at.info  # never a "not for this model" page
+    assert seen == offered[1:] + offered[:1]
+    assert not {"DeBERTa terms", "Cross-attention", "Next token"} & set(seen)
 
 
 def test_a_new_row_is_a_view_everywhere(monkeypatch):

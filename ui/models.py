@@ -79,6 +79,16 @@ def get_seq2seq(source: str):
     return (model, tokenizer) if isinstance(model, EncoderDecoder) else None
 
 
+def model_kinds(source: str) -> frozenset[str]:
+    """What the model of `source` is, as the views' registry rows ask (ui/registry.py's KINDS): an encoder-decoder
+    "seq2seq", a decoder "causal", else "encoder", with "deberta" for DeBERTa's position terms."""
+    if get_seq2seq(source) is not None:
+        return frozenset({"seq2seq"})
+    config = get_model(source)[0].config
+    kind = "causal" if config.causal else "encoder"
+    return frozenset({kind, "deberta"} if config.position_embedding_type == "disentangled" else {kind})
+
+
 def _get_loaded(source: str):
     rules = policy()
     rules.check(source)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Collection
 
 import streamlit as st
 
@@ -249,11 +250,12 @@ def strip_figure(enc, width: int, new_from: int | None = None):
     )
 
 
-def selectors(run) -> None:
-    """The view, the layer and the head in one row (the views' buttons wrap within it)."""
+def selectors(run, kinds: Collection[str]) -> None:
+    """The view (those for a model of these `kinds`), the layer and the head in one row (the views' buttons wrap
+    within it)."""
     views, left, right = st.columns([6, 1, 1], vertical_alignment="bottom")
     views.segmented_control(
-        "View", registry.labels(), key="view", required=True, label_visibility="collapsed", wrap=True
+        "View", registry.labels(kinds), key="view", required=True, label_visibility="collapsed", wrap=True
     )
     layers, heads = offered(run.n_layers, run.n_heads)
     left.selectbox("Layer", range(layers), key="layer")

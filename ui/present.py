@@ -4,6 +4,7 @@ screen of a 1280 × 720 window, and keys to step through heads, layers and views
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
@@ -114,15 +115,16 @@ def step_layer(delta: int, n_layers: int) -> None:
     st.session_state.layer = (st.session_state.layer + delta) % n_layers
 
 
-def next_view() -> None:
-    st.session_state.view = registry.following(st.session_state.get("view"))
+def next_view(kinds: Collection[str]) -> None:
+    """The next of the views for a model of these `kinds`."""
+    st.session_state.view = registry.following(st.session_state.get("view"), kinds)
 
 
-def controls(run) -> None:
-    """The view, layer and head in one row above the figure."""
+def controls(run, kinds: Collection[str]) -> None:
+    """The view (of those for a model of these `kinds`), layer and head in one row above the figure."""
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     layers, heads = offered(run.n_layers, run.n_heads)
-    view.selectbox("View", registry.labels(), key="view", label_visibility="collapsed")
+    view.selectbox("View", registry.labels(kinds), key="view", label_visibility="collapsed")
     layer.selectbox(
         "Layer",
         range(layers),
@@ -141,15 +143,16 @@ def controls(run) -> None:
         legend()
 
 
-def keys(run) -> None:
-    """Under the figure, a button for each step, each on its key; the buttons name their keys."""
+def keys(run, kinds: Collection[str]) -> None:
+    """Under the figure, a button for each step, each on its key; the buttons name their keys. V steps through
+    the views for a model of these `kinds`."""
     layers, heads = offered(run.n_layers, run.n_heads)
     actions = {
         "prev_head": (step_head, (-1, heads)),
         "next_head": (step_head, (1, heads)),
         "prev_layer": (step_layer, (-1, layers)),
         "next_layer": (step_layer, (1, layers)),
-        "next_view": (next_view, ()),
+        "next_view": (next_view, (kinds,)),
     }
     for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
         label, shortcut, shown = KEYS[name]

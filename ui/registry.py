@@ -10,8 +10,13 @@ Adding a view: write ``ui/views/<name>.py`` with a ``draw(run)`` function, and a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+
+# what a model is, as the views ask: "encoder" (reads both ways), "causal" (a decoder that writes), "seq2seq" (an
+# encoder-decoder: the views read its encoder, Cross-attention its decoder) and "deberta" (an encoder with
+# DeBERTa's position terms)
+KINDS = frozenset({"encoder", "causal", "seq2seq", "deberta"})
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,12 @@ class View:
     aliases: tuple[str, ...] = ()  # older URL keys that still open it
     later: bool = False  # uses pandas (a table) or scipy: waits for them (ui/preload.py's later) before its module
     own_heads: bool = True  # reads the sentence's own attention heads: a first visit opens the strongest one
+    kinds: frozenset[str] = KINDS  # the models it is for: offered, and visited by presentation's V, only on those
+    needs: str = ""  # what a model must be for it, said when a link or a new model leaves it out
+
+    def applies(self, kinds: Collection[str]) -> bool:
+        """Whether this view is for a model of these `kinds` (model_kinds in ui/models.py)."""
+        return not self.kinds.isdisjoint(kinds)
 
     @property
     def module(self) -> str:
@@ -78,9 +89,34 @@ VIEWS = (
         ("corpus", "file", "folder", "scope", "colour", "tokens", "layout"),
         later=True,
     ),
-    View("disentangled", "DeBERTa terms", "ui.views.disentangled.draw", False),
-    View("cross", "Cross-attention", "ui.views.cross.draw", False, ("target", "part"), own_heads=False),
-    View("next", "Next token", "ui.views.next_token.draw", False, ("pos", "t"), own_heads=False),
+    View(
+        "disentangled",
+        "DeBERTa terms",
+        "ui.views.disentangled.draw",
+        False,
+        kinds=frozenset({"deberta"}),
+        needs="a DeBERTa-v2 or -v3 checkpoint (its scores split into content and position terms)",
+    ),
+    View(
+        "cross",
+        "Cross-attention",
+        "ui.views.cross.draw",
+        False,
+        ("target", "part"),
+        own_heads=False,
+        kinds=frozenset({"seq2seq"}),
+        needs="an encoder-decoder (BART, T5, Marian …: its decoder reading the encoder)",
+    ),
+    View(
+        "next",
+        "Next token",
+        "ui.views.next_token.draw",
+        False,
+        ("pos", "t"),
+        own_heads=False,
+        kinds=frozenset({"causal"}),
+        needs="a causal decoder (GPT-2, Llama …: a model that writes the next token)",
+    ),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's
@@ -89,8 +125,9 @@ SHARED = ("view", "layer", "head", "present", "strip", "model", "cont", "n", "sa
 DEFAULT = VIEWS[0]
 
 
-def labels() -> list[str]:
-    return [v.label for v in VIEWS]
+def labels(kinds: Collection[str] = KINDS) -> list[str]:
+    """The views' labels in the table's order; with `kinds`, only those for a model of these kinds."""
+    return [v.label for v in VIEWS if v.applies(kinds)]
 
 
 def by_label(label: str | None) -> View:
@@ -111,10 +148,14 @@ def by_key(word: str) -> View | None:
     return next((v for v in VIEWS if word == v.key or word in v.aliases), None)
 
 
-def following(label: str | None) -> str:
-    """The label of the view after this one, in the table's order, the last followed by the first."""
-    names = labels()
-    return names[(names.index(label) + 1) % len(names)] if label in names else names[0]
+def following(label: str | None, kinds: Collection[str] = KINDS) -> str:
+    """The label of the view after this one in the table's order, the last followed by the first; with
+    `kinds`, among the views for a model of these kinds only."""
+    names = labels(kinds)
+    if label not in names:  # a view not offered: the next offered one after its place in the table
+        rest = labels()[labels().index(label) + 1 :] if label in labels() else []
+        return next((name for name in rest if name in names), names[0])
+    return names[(names.index(label) + 1) % len(names)]
 
 
 def url_codec() -> tuple[Callable[[str], str], Callable[[str], str]]:

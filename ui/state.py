@@ -9,6 +9,7 @@ and `write_url` writes them back.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import streamlit as st
@@ -219,6 +220,17 @@ def keep_choices() -> None:
         if p.key in st.session_state:
             st.session_state[p.key] = st.session_state[p.key]
     if st.session_state.get("view") not in registry.labels():
+        st.session_state.view = registry.DEFAULT.label
+
+
+def fit_view(kinds: Collection[str]) -> None:
+    """The chosen view, when it is not for this model (a link's, or the last model's), becomes the first view,
+    with a notice saying what the view needs."""
+    view = registry.by_label(st.session_state.get("view"))
+    if not view.applies(kinds):
+        st.session_state.url_notices.append(
+            f"{view.label} needs {view.needs}; this model is not one, so {registry.DEFAULT.label} is shown."
+        )
         st.session_state.view = registry.DEFAULT.label
 
 
