@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Collection
+from typing import Any, Literal
 
 import streamlit as st
 
@@ -42,12 +43,12 @@ def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     first typed), so the PNG does too."""
     if name not in UNTITLED:
         present_caption(fig, sentence)
-    config = {
+    config: dict[str, Any] = {
         "displaylogo": False,
         "modeBarButtons": MODEBAR_BUTTONS,  # one button: the title keeps clear of it (viz._style.title_room)
         "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
     }
-    width = "content" if fig.layout.width else "stretch"
+    width: Literal["content", "stretch"] = "content" if fig.layout.width else "stretch"
     for_report(name, fig)
     return st.plotly_chart(fig, theme=None, config=config, key=kwargs.pop("key", name), width=width, **kwargs)
 
@@ -220,6 +221,7 @@ def tokens_strip(run, place=None) -> None:
         st.warning(enc.notice)
     n = len(enc.tokens)
     folded = n > COMPACT_ABOVE
+    box: Any
     if folded:
         box = st.expander(f"Token strip: {n} pieces", key="show_strip", on_change="rerun")
         shown_as("show_strip", "open" if box.open else "closed")  # only a long input's strip is folded

@@ -4,7 +4,7 @@ screen of a 1280 × 720 window, and keys to step through heads, layers and views
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
@@ -147,7 +147,7 @@ def keys(run, kinds: Collection[str]) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys. V steps through
     the views for a model of these `kinds`."""
     layers, heads = offered(run.n_layers, run.n_heads)
-    actions = {
+    actions: dict[str, tuple[Callable[..., None], tuple]] = {
         "prev_head": (step_head, (-1, heads)),
         "next_head": (step_head, (1, heads)),
         "prev_layer": (step_layer, (-1, layers)),

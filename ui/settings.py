@@ -100,7 +100,7 @@ class Choice:
         return str(value)
 
 
-SETTINGS = {
+SETTINGS: dict[str, Setting | Choice] = {
     "heavy_slots": Setting("ATTENTION_HEAVY_SLOTS", 1, 1, 64, True, "the number of heavy slots"),
     "heavy_wait_s": Setting("ATTENTION_HEAVY_WAIT_S", 120, 1, 3600, False, "the wait for a heavy slot (s)"),
     **{
@@ -134,7 +134,8 @@ def read(env: Mapping[str, str] | None = None) -> tuple[dict[str, float | str], 
     """Every setting's value from `env` (the process's environment by default), and the warnings for
     the values ignored."""
     env = os.environ if env is None else env
-    values, warnings = {}, []
+    values: dict[str, float | str] = {}
+    warnings: list[str] = []
     for name, setting in SETTINGS.items():
         values[name], warning = setting.read(env)
         if warning:
@@ -148,12 +149,12 @@ for _warning in WARNINGS:
 
 # what the rest of the app reads
 HEAVY_SLOTS = int(VALUES["heavy_slots"])
-HEAVY_WAIT_S = VALUES["heavy_wait_s"]
-TIME_LIMITS = {kind: VALUES[f"limit_{kind}"] for kind in HEAVY_KINDS}  # seconds per kind
-MAX_UPLOAD_BYTES = int(VALUES["max_upload_mb"] * 1024 * 1024)
+HEAVY_WAIT_S = float(VALUES["heavy_wait_s"])
+TIME_LIMITS = {kind: float(VALUES[f"limit_{kind}"]) for kind in HEAVY_KINDS}  # seconds per kind
+MAX_UPLOAD_BYTES = int(float(VALUES["max_upload_mb"]) * 1024 * 1024)
 MAX_EXAMPLES = int(VALUES["max_examples"])
-DEVICE = VALUES["device"]  # passed to attention.load_model: "cpu", "auto", "cuda" or "cuda:N"
-DTYPE = VALUES["dtype"]  # "auto" (bfloat16 on a GPU, float32 on the CPU), "float32", "bfloat16" or "float16"
+DEVICE = str(VALUES["device"])  # passed to attention.load_model: "cpu", "auto", "cuda" or "cuda:N"
+DTYPE = str(VALUES["dtype"])  # "auto" (bfloat16 on a GPU, float32 on the CPU), "float32", "bfloat16" or "float16"
 
 
 def main() -> int:

@@ -73,6 +73,7 @@ def exit_with(pid: int, every_s: float = SERVER_CHECK_S) -> None:
 
 def solve(capacity: np.ndarray, rows: list[tuple[int, int]]) -> list[np.ndarray]:
     """In a worker: maxflow.flow_rows for `rows`, all of them."""
+    assert _maxflow is not None, "start_worker loads the solver first"
     return list(_maxflow.flow_rows(capacity, rows))
 
 

@@ -183,12 +183,11 @@ def head_map(trace, head: int, tokens: list[str], present: bool, width: int, hei
     cells where they come out larger so (a narrow column), else beside them (a short one, under a tensor)."""
     probs, _, _ = head_matrix(trace, "probs", head)
     fs = MAP_PX[present]
-    size = dict(width=width, height=height, min_label=fs)
     title = f"Layer {trace.layer}, head {head}: softmax"
-    fig = viz.head_heatmap(probs, tokens, title=title, font_size=fs, **size)
+    fig = viz.head_heatmap(probs, tokens, title=title, font_size=fs, width=width, height=height, min_label=fs)
     if present:
         return fig
-    under = bar_under(go.Figure(fig), tokens, tokens, fs, **size)
+    under = bar_under(go.Figure(fig), tokens, tokens, fs, width=width, height=height, min_label=fs)
     return under if cell_px(under) > cell_px(fig) else fig
 
 
