@@ -136,7 +136,10 @@ def main() -> None:
         if reads_encoder and not present:  # in presentation mode it comes under the figure
             st.caption(ENCODER_CAPTION)
         try:
-            registry.by_label(st.session_state.view).function()(run)
+            view = registry.by_label(st.session_state.view)
+            if view.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
+                preload.later()
+            view.function()(run)
         except NeedsSmallerInput as err:  # a big run's view that reads every map at once
             st.info(str(err))
         link = None

@@ -41,10 +41,8 @@ class View:
         return self.draw.rsplit(".", 1)[0]
 
     def function(self) -> Callable:
-        if self.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
-            from . import preload
-
-            preload.later()
+        """The drawing function (its module imported on first use; a `later` row's caller has waited for
+        pandas and scipy first: ui/preload.later)."""
         return getattr(importlib.import_module(self.module), self.draw.rsplit(".", 1)[1])
 
 

@@ -1,0 +1,109 @@
+"""The import graph of attention/, viz/ and ui/ (every import statement, at module level or inside a function):
+no module reaches itself again through the modules it imports, except in the groups still being untangled."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("attention", "viz", "ui")
+# circles left: the loaders with the models and the tracer, and each analysis with its command line
+KNOWN = {
+    frozenset({"attention.analysis.corpus", "attention.analysis.corpus_cli", "attention.analysis.corpus_engines"}),
+    frozenset(
+        {
+            "attention.analysis.coref",
+            "attention.analysis.coref_cli",
+            "attention.analysis.coref_csv",
+            "attention.analysis.coref_engines",
+            "attention.analysis.coref_metrics",
+        }
+    ),
+}
+KNOWN_MODELS = {"attention.loading", "attention.convert", "attention.trace", "attention.models.blocks"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ours that `name` (at `path`) imports: `from . import x` names the submodule x, not the
+    package."""
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join(base[: len(base) - node.level + 1] + ([module] if module else []))
+            subs = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in known]
+            targets = subs if len(subs) == len(node.names) else [module, *subs]
+        else:
+            continue
+        out |= {t for t in targets if t in known and t != name}
+    return out
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(frozenset(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def test_the_circles_finder_finds_a_planted_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_ui_and_viz_import_in_no_circle_and_attention_in_no_new_one():
+    found = circles(graph())
+    assert not [g for g in found if any(m.startswith(("ui.", "viz")) for m in g)], found
+    rest = [g for g in found if g not in KNOWN]
+    assert len(rest) <= 1 and all(KNOWN_MODELS <= g for g in rest), rest  # the models' circle, no other
+
+
+def test_the_registry_imports_none_of_the_page():
+    assert graph()["ui.registry"] == set()
