@@ -87,6 +87,20 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+@contextlib.contextmanager
+def served_chromium(env: dict[str, str] | None = None):
+    """The app on loopback (`app_server`, with `env`) and Debian's Chromium beside it: yields (chromium, url),
+    and closes both after. A test module's browser fixture is this, held for the module."""
+    from playwright.sync_api import sync_playwright
+
+    with app_server(env=env) as url, sync_playwright() as pw:
+        chromium = launch(pw)
+        try:
+            yield chromium, url
+        finally:
+            chromium.close()
+
+
 def wait_settled(page, timeout: float = 60) -> None:
     """Wait until the script has finished running and no chart is still drawing."""
     deadline = time.time() + timeout

@@ -7,7 +7,7 @@ import shutil
 import time
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, served_chromium, wait_settled
 
 pytestmark = pytest.mark.skipif(
     shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
@@ -17,17 +17,13 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def page():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         page.goto(url)
         page.wait_for_selector(".js-plotly-plot", timeout=120_000)
         wait_settled(page)
         page.app_url = url
         yield page
-        browser.close()
 
 
 def run_sentence(page, text: str) -> None:

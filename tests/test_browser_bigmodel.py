@@ -8,7 +8,7 @@ import os
 import urllib.parse
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, served_chromium, wait_settled
 from families import make_family
 from test_browser_layout import FIGURES, overlap
 from test_browser_state import SIZE, clean, wait_drawn
@@ -22,15 +22,11 @@ WIDE = dict(num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
 
 @pytest.fixture(scope="module")
 def wide_page(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
     folder = make_family(tmp_path_factory.mktemp("wide") / "llama", "llama", **WIDE)
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         page = browser.new_page(viewport=SIZE)
         page.open_view = lambda view, **more: open_view(page, url, folder, view, **more)
         yield page
-        browser.close()
 
 
 def open_view(page, url: str, folder, view: str, **more) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, served_chromium, wait_settled
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
@@ -20,13 +20,9 @@ TABLES = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')].ma
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         chromium.app_url = url
         yield chromium
-        chromium.close()
 
 
 @pytest.mark.parametrize("height, query", [(800, ""), (720, "&present=1")], ids=["page", "present"])

@@ -7,7 +7,7 @@ import os
 from urllib.parse import quote
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from families import make_seq2seq
 from test_browser_fit import FIGURES
 from test_browser_state import SIZE, clean, wait_drawn
@@ -19,11 +19,8 @@ SENTENCE = "The animal didn't cross the street because it was too tired."
 
 
 def test_the_cross_attention_map_is_whole_on_the_first_screen(tmp_path):
-    from playwright.sync_api import sync_playwright
-
     folder = make_seq2seq(tmp_path / "bart", "bart")
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         page = chromium.new_page(viewport=SIZE)
         page.goto(f"{url}/?present=1&view=cross&layer=1&head=1&model={quote(str(folder))}&s={quote(SENTENCE)}")
         wait_drawn(page)
@@ -34,4 +31,3 @@ def test_the_cross_attention_map_is_whole_on_the_first_screen(tmp_path):
         assert "Cross-attention" in (main["text"] or ""), main
         assert main["box"]["top"] >= 0 and main["box"]["bottom"] <= SIZE["height"], main["box"]
         assert main["box"]["right"] <= SIZE["width"], main["box"]
-        chromium.close()

@@ -10,7 +10,7 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from families import MORE_CONFIGS, make_more
 from test_browser_families import HEAD_MAP, SENTENCE
 from test_browser_state import SIZE, clean, wait_drawn
@@ -24,14 +24,10 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def browser_page():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         page = browser.new_page(viewport=SIZE)
         page.app_url = url
         yield page
-        browser.close()
 
 
 def open_app(page, **params) -> None:

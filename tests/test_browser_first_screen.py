@@ -9,7 +9,7 @@ import os
 import urllib.parse
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from families import make_family
 from test_browser_state import clean, wait_drawn
 
@@ -50,15 +50,11 @@ ON_SCREEN = """(names) => names.every(name => {
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
     folders = {"bert": ""}  # the bundled model
     for family in MODELS[1:]:
         folders[family] = str(make_family(tmp_path_factory.mktemp(family), family))
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         yield chromium, url, folders
-        chromium.close()
 
 
 @pytest.mark.parametrize("view", VIEWS)

@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from test_browser_state import SIZE, clean, wait_drawn
 
 from ui.registry import VIEWS
@@ -41,12 +41,8 @@ FIGURES = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]'
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         yield chromium, url
-        chromium.close()
 
 
 def title_lines(markup: str) -> list[str]:

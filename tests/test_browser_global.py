@@ -7,7 +7,7 @@ import os
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from test_browser_state import clean, wait_drawn
 
 from attention.analysis.qk_global import main, read_folder
@@ -44,11 +44,8 @@ def folder(tmp_path_factory):
 
 
 def test_a_click_on_a_point_opens_its_sentence_in_the_head_view(folder):
-    from playwright.sync_api import sync_playwright
-
     _, texts = read_folder(folder)
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         page = chromium.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{url}/?view=global&layer=1&head=4&corpus=folder&folder={quote(str(folder))}")
         wait_drawn(page)
@@ -68,4 +65,3 @@ def test_a_click_on_a_point_opens_its_sentence_in_the_head_view(folder):
         assert query["view"] == ["head"] and query["layer"] == ["1"] and query["head"] == ["4"]
         assert query["s"] == [texts[text]]
         assert page.locator('[data-testid="stTextArea"] textarea').first.input_value() == texts[text]
-        chromium.close()

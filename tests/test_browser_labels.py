@@ -10,7 +10,7 @@ import os
 import urllib.parse
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from families import make_seq2seq
 from test_app import SENTENCE
 from test_browser_state import clean, wait_drawn
@@ -32,13 +32,9 @@ LABELS = """() => {
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
     bart = make_seq2seq(tmp_path_factory.mktemp("bart"), "bart")
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         yield chromium, url, str(bart)
-        chromium.close()
 
 
 def drawn(browser, screen: tuple[int, int], **params) -> dict:

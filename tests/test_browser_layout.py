@@ -8,7 +8,7 @@ import os
 import urllib.parse
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, served_chromium, wait_settled
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
@@ -79,13 +79,9 @@ def overlap(a: list, b: list) -> bool:
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         chromium.app_url = url
         yield chromium
-        chromium.close()
 
 
 def open_page(browser, view: str, n: int, present: bool, mode: str | None):

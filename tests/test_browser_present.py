@@ -9,7 +9,7 @@ import time
 from urllib.parse import quote
 
 import pytest
-from browser import CHROMIUM, app_server, launch
+from browser import CHROMIUM, served_chromium
 from test_browser_state import SIZE, clean, wait_drawn
 
 pytestmark = pytest.mark.skipif(
@@ -31,12 +31,8 @@ FIRST_FIGURE = """() => {
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        chromium = launch(pw)
+    with served_chromium() as (chromium, url):
         yield chromium, url
-        chromium.close()
 
 
 def address(page) -> str:

@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, app_server, served_chromium, wait_settled
 from test_browser import chart_text, fresh, open_view, run_sentence
 
 pytestmark = pytest.mark.skipif(
@@ -53,10 +53,7 @@ def wait_drawn(page, timeout: float = 180_000) -> None:
 def test_every_view_opened_at_once_on_a_fresh_server():
     """The first sessions of a new server: one tab draws a long sentence while the others open every
     view at the same time (the tables and the head comparison thrice), each in its own session."""
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         first = browser.new_page(viewport=SIZE)
         first.goto(f"{url}/?s=" + "word " * 200)
         pages = []
@@ -72,21 +69,18 @@ def test_every_view_opened_at_once_on_a_fresh_server():
         for view, page in pages:
             wait_drawn(page)
             clean(page)
-            assert f"view={view}" in page.url
-        browser.close()
+            # a view not for the bundled encoder (DeBERTa terms, Cross-attention, Next token) gives way to the head view
+            shown = view if view not in ("disentangled", "cross", "next") else "head"
+            assert f"view={shown}" in page.url
 
 
 @pytest.fixture(scope="module")
 def page():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         page = browser.new_page(viewport=SIZE)
         page.app_url, page.browser = url, browser
         fresh(page)
         yield page
-        browser.close()
 
 
 @pytest.mark.parametrize("view", ["Head", "Overview", "Shape flow"])

@@ -8,7 +8,7 @@ import re
 import shutil
 
 import pytest
-from browser import CHROMIUM, app_server, launch, wait_settled
+from browser import CHROMIUM, served_chromium, wait_settled
 from test_browser import fresh, pick
 
 pytestmark = pytest.mark.skipif(
@@ -26,14 +26,10 @@ GOOD = {
 
 @pytest.fixture(scope="module")
 def page():
-    from playwright.sync_api import sync_playwright
-
-    with app_server() as url, sync_playwright() as pw:
-        browser = launch(pw)
+    with served_chromium() as (browser, url):
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         page.app_url = url
         yield page
-        browser.close()
 
 
 def body_has(page, text: str, timeout: float = 60_000) -> None:
