@@ -149,3 +149,14 @@ def test_the_suite_grid_says_each_heads_count_and_exact_interval_on_hover(page, 
     ]
     assert [text.split(", ", 1)[1] for text in markers["hovertext"]] == expected
     assert markers["hovertext"][0].startswith("L0 H0: accuracy ")
+
+
+def test_in_presentation_mode_the_way_back_comes_under_the_figure(minilm):
+    at = start(view="coref", coref="suite", present="1")
+    at, _ = upload(at, ROWS)
+    at = select_row(at, 2)
+    no_errors(at)
+    assert at.session_state.view == "Head" and at.session_state.submitted == (ROWS[2]["text"], "")
+    next(b for b in at.button if b.label.startswith("Back to")).click().run()
+    no_errors(at)
+    assert at.session_state.submitted == (DEFAULT_SENTENCE, "")
