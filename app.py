@@ -53,7 +53,7 @@ def main() -> None:
     from attention.bigrun import NeedsSmallerInput
     from ui import registry
     from ui.computations import strongest_head
-    from ui.controls import input_form, sidebar
+    from ui.controls import input_form, sidebar, way_back
     from ui.generation import continued, views_read
     from ui.models import LOADED, get_model, get_seq2seq, model_kinds
     from ui.page import plain, report_button, selectors, start_report, tokens_strip
@@ -125,6 +125,7 @@ def main() -> None:
         if not present:
             for notice in notices:
                 st.info(notice)
+            way_back()
         if all(run.encoded.special):
             st.info(
                 "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
@@ -151,6 +152,7 @@ def main() -> None:
             present_keys(run, kinds)
             link = link_control()
             tokens_strip(run)
+            way_back()
             input_form()
             st.toggle("Presentation mode", key="present")
         write_url()

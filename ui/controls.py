@@ -17,6 +17,7 @@ from .state import (
     ask_for_model,
     choose_model,
     continue_text,
+    go_back,
     submit,
     use_preset,
 )
@@ -186,3 +187,20 @@ def _sentence_form(compact: bool = False) -> None:
             boxes[3].form_submit_button(
                 "Continue", on_click=continue_text, help="Run, then let the model write after the sentence"
             )
+
+
+BACK_CHARS = 60  # of the sentence named on the way back's button
+
+
+def way_back() -> None:
+    """Where a sentence opened from elsewhere (an example of a coreference suite) came from, and a button back
+    to the person's own sentence; shown while the opened sentence is the one run."""
+    opened = st.session_state.get("opened_from")
+    if not opened or st.session_state.submitted != (opened["text"], ""):
+        st.session_state.pop("opened_from", None)  # another sentence was run: nothing to go back from
+        return
+    mine = opened["before"]["submitted"][0]
+    short = mine if len(mine) <= BACK_CHARS else mine[: BACK_CHARS - 1] + "…"
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    left.caption(f"This sentence is {plain(opened['came_from'])}, opened from the Coreference view.")
+    right.button(f"Back to “{plain(short)}”" if mine.strip() else "Back to your sentence", on_click=go_back)

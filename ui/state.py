@@ -344,11 +344,34 @@ def open_clicked_head(chart_key: str, text: str | None = None) -> None:
     for point in st.session_state[chart_key].selection.get("points", []):
         data = clicked_data(point.get("customdata"))
         if len(data) >= 2:
-            open_head(data[0], data[1])
-            if text is not None:
-                st.session_state.text, st.session_state.text_b = text, ""
-                st.session_state.submitted = (text, "")
+            if text is None:
+                open_head(data[0], data[1])
+            else:
+                open_sentence(text, data[0], data[1])
             return
+
+
+def open_sentence(text: str, layer: int, head: int, came_from: str | None = None) -> None:
+    """Open `text` in the head view at `layer`, `head`, as if typed and run. `came_from` (e.g. "example 12 of
+    the built-in suite") is said above the view with a button back to the sentence the person had before
+    (controls.way_back); that sentence is kept until they go back or run another."""
+    opened = st.session_state.get("opened_from")
+    if came_from is not None:
+        still = opened and st.session_state.submitted == (opened["text"], "")  # from one example to another
+        boxes = (st.session_state.text, st.session_state.text_b)
+        before = opened["before"] if still else {"boxes": boxes, "submitted": st.session_state.submitted}
+        st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
+    open_head(layer, head)
+    st.session_state.text, st.session_state.text_b = text, ""
+    st.session_state.submitted = (text, "")
+
+
+def go_back() -> None:
+    """The way back from an opened example: the sentence the person had, run again."""
+    opened = st.session_state.pop("opened_from", None)
+    if opened:
+        st.session_state.text, st.session_state.text_b = opened["before"]["boxes"]
+        st.session_state.submitted = opened["before"]["submitted"]
 
 
 def ask_for_model() -> None:

@@ -17,8 +17,9 @@ from viz.coref_ranking import ranked_heads
 
 from ..computations import coref_values
 from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
-from ..coref_groups import grouped
+from ..coref_groups import counts, grouped
 from ..coref_measures import measures, second_model
+from ..coref_rows import examples_table
 from ..coref_sentence import (
     causal_note,
     criterion_picker,
@@ -111,7 +112,7 @@ def suite(run) -> None:
         f"{len(examples)} examples from {plain(name)}{left_out}. Best head: layer {layer}, head {head}, right "
         f"on {best:.0%} of those scored; the baselines pick the nearest candidate before the pronoun "
         f"({result.baselines['nearest']:.0%} right) or the first candidate ({result.baselines['first']:.0%}). "
-        "The bars' whiskers are exact 95% intervals.",
+        "The bars' whiskers are exact 95% intervals; the grid's hover gives each head's count and interval.",
         "coref-suite",
     )
     grid_col, bars_col = st.columns([3, 2])
@@ -124,6 +125,7 @@ def suite(run) -> None:
                 highlight=(st.session_state.layer, st.session_state.head),
                 font_size=font_size(),
                 width=column_px([3, 2]),
+                notes=counts(result),  # "56 of 87, [0.53, 0.74]": right on how many, the exact 95% interval
             ),
             "coref-accuracy",
             key="suite_grid",
@@ -146,6 +148,7 @@ def suite(run) -> None:
             selection_mode="points",
         )
     against_best(result)
+    examples_table(result, name)
     downloads(result, suite)
     excluded_table(result)
     measures(result, suite)

@@ -1,0 +1,120 @@
+"""A suite's examples one by one for one head: each example's sentence, pronoun, answer and the other
+candidate the head prefers most, the head's attention to both, the margin and whether the head is right. A
+row opens its sentence in the head view at that head; the suite stays picked for the way back."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attention.analysis.coref import CorefResult, ExampleScore
+
+from .page import show_table
+from .state import open_sentence
+
+SHOWN_CHARS = 200  # of an example's text in the table; the head view gets all of it (at most MAX_LINE_CHARS)
+TABLE_PX = 420  # the table's height: it scrolls (a suite has at most MAX_EXAMPLES rows)
+
+
+def excerpt(score: ExampleScore, width: int = SHOWN_CHARS) -> str:
+    """The example's text, or `width` characters of it around the pronoun where the line gives its place
+    (GAP's passages), cut ends marked with "…"."""
+    text = score.example.text
+    if len(text) <= width:
+        return text
+    at = score.example.pronoun_start or 0
+    start = min(max(at - width // 2, 0), len(text) - width)
+    return ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
+
+
+def head_rows(result: CorefResult, layer: int, head: int) -> dict[str, list]:
+    """One row per counted example, in file order: its number in the file (1 first), its text (cut to
+    SHOWN_CHARS), pronoun, answer and the head's attention to it, the other candidate the head attends to
+    most and its attention, the margin (the first minus the second) and whether the head is right."""
+    rows: dict[str, list] = {k: [] for k in ("example", "sentence", "pronoun", "answer", "→ answer")}
+    rows |= {k: [] for k in ("wrong candidate", "→ wrong", "margin", "right")}
+    for d in result.details:
+        e, scores = d.example, d.attention[layer, head]
+        a = e.answer_index
+        others = np.delete(np.arange(len(scores)), a)
+        other = int(others[np.argmax(scores[others])])
+        rows["example"].append(d.index + 1 if d.index is not None else None)
+        rows["sentence"].append(excerpt(d))
+        rows["pronoun"].append(e.pronoun)
+        rows["answer"].append(e.candidates[a])
+        rows["→ answer"].append(float(scores[a]))
+        rows["wrong candidate"].append(e.candidates[other])
+        rows["→ wrong"].append(float(scores[other]))
+        rows["margin"].append(float(d.margin[layer, head]))
+        rows["right"].append(bool(d.heads_right()[layer, head]))
+    return rows
+
+
+# ---- which head: the best by default, or the one opened last from a grid, a bar or the head boxes ---------
+
+
+def examples_head(result: CorefResult) -> tuple[int, int]:
+    """The head whose examples are listed: the one picked in the box, the head opened since the list was
+    last drawn (a click on the grid or the bars, the head view's boxes), else the best head."""
+    here = (int(st.session_state.layer), int(st.session_state.head))
+    seen = st.session_state.get("coref_examples_at")
+    if seen is not None and tuple(seen) != here:  # a head opened since: the list follows it
+        st.session_state.coref_examples_head = here
+    st.session_state.coref_examples_at = here
+    n_layers, n_heads = result.accuracy.shape
+    chosen = st.session_state.get("coref_examples_head")
+    if chosen is None or not (0 <= chosen[0] < n_layers and 0 <= chosen[1] < n_heads):  # another model's
+        layer, head, _ = result.ranked(1)[0]
+        chosen = (layer, head)
+    return int(chosen[0]), int(chosen[1])
+
+
+def keep_pick() -> None:
+    st.session_state.coref_examples_head = st.session_state.coref_examples_pick
+
+
+def head_picker(result: CorefResult) -> tuple[int, int]:
+    ranked = result.ranked()
+    accuracy = {(layer, head): a for layer, head, a in ranked}
+    st.session_state.coref_examples_pick = examples_head(result)
+    return st.selectbox(
+        "Examples for head",
+        [(layer, head) for layer, head, _ in ranked],
+        format_func=lambda lh: f"L{lh[0]} H{lh[1]} ({accuracy[lh]:.0%} right)",
+        key="coref_examples_pick",
+        on_change=keep_pick,
+        help="Best first. Clicking a head in the grid or the bars opens it; back here, its examples are listed.",
+    )
+
+
+def open_example(result: CorefResult, layer: int, head: int, suite_name: str) -> None:
+    rows = st.session_state.coref_examples_table.selection.get("rows", [])
+    if rows and 0 <= rows[0] < result.n:
+        d = result.details[rows[0]]
+        number = "" if d.index is None else f" {d.index + 1}"
+        open_sentence(d.example.text, layer, head, f"example{number} of {suite_name}")
+
+
+def examples_table(result: CorefResult, suite_name: str) -> None:
+    """The head picker and its examples; a row opens its sentence in the head view at that head."""
+    st.subheader("Each example for one head")
+    layer, head = head_picker(result)
+    rows = head_rows(result, layer, head)
+    right = sum(rows["right"])
+    st.caption(
+        f"Layer {layer}, head {head} is right on {right} of {result.n} examples: its attention from the "
+        "pronoun to the answer is above its attention to every other candidate (margin > 0). Click a column "
+        "to sort, a row to open that example in the head view at this head."
+    )
+    number = st.column_config.NumberColumn(format="%.4f")
+    show_table(
+        rows,
+        f"Each example for layer {layer}, head {head}",
+        hide_index=True,
+        width="stretch",
+        height=TABLE_PX,
+        column_config={"→ answer": number, "→ wrong": number, "margin": number},
+        key="coref_examples_table",
+        on_select=lambda: open_example(result, layer, head, suite_name),
+        selection_mode="single-row",
+    )
