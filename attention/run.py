@@ -68,6 +68,11 @@ class HeadMap:
     matrix: np.ndarray  # (rows, cols)
     labels: list[str]  # one per row and per column
     note: str  # what was done to the raw map, for a caption
+    positions: tuple[tuple[int, ...], ...] = ()  # the sentence's token positions each row and column stands for
+
+    def row_of(self, position: int) -> int | None:
+        """The row (and column) that holds the sentence's token at `position`; None where it is hidden."""
+        return next((i for i, held in enumerate(self.positions) if position in held), None)
 
 
 def head_map(
@@ -82,10 +87,12 @@ def head_map(
     matrix = run.attentions[layer, head]
     labels = list(run.tokens)
     special = np.array(run.encoded.special)
+    positions: list[tuple[int, ...]] = [(i,) for i in range(len(labels))]
     notes = []
     if merge_words:
         matrix, groups = merge_word_pieces(matrix, run.encoded.word_ids, run.encoded.tokens, run.encoded.offsets)
         labels = merge_labels(labels, groups)
+        positions = [tuple(g) for g in groups]
         special = np.array([bool(special[g[0]]) for g in groups])
         notes.append(
             "word pieces merged: a word's row is the mean of its pieces' rows, "
@@ -94,12 +101,14 @@ def head_map(
     if hide_special and special.any() and not special.all():
         matrix = drop_special(matrix, ~special, renormalize)
         labels = [label for label, s in zip(labels, special) if not s]
+        positions = [held for held, s in zip(positions, special) if not s]
         notes.append(
             "[CLS] and [SEP] hidden; rows renormalised to sum to 1"
             if renormalize
             else "[CLS] and [SEP] hidden; rows not renormalised, so they sum to less than 1"
         )
-    return HeadMap(matrix, labels, "; ".join(notes) or "raw attention probabilities; each row sums to 1")
+    note = "; ".join(notes) or "raw attention probabilities; each row sums to 1"
+    return HeadMap(matrix, labels, note, tuple(positions))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """In Chromium (software WebGL: it runs with --disable-gpu): the Global Q·K view draws a folder's points with
-Scattergl, and a click on a point opens that point's sentence in the head view at its layer and head."""
+Scattergl, and a click on a point opens that point's sentence in the head view at its layer and head, the clicked
+token's row and column outlined."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ LONELY_POINT = """(selector) => {
     return {...best, apart: far, on_chart: el.contains(document.elementFromPoint(best.x, best.y))};
 }"""
 
+# the head map's outlines as plotly drew them: a drawn shape's name and the row (query) or column (key) it spans
+MARKED = """() => {
+    const found = {};
+    document.querySelectorAll('.js-plotly-plot').forEach(el => (el._fullLayout.shapes || []).forEach(s => {
+        if (el.querySelector('.shapelayer path') && s.name)
+            found[s.name] = s.name === 'marked query' ? [s.y0, s.y1] : [s.x0, s.x1];
+    }));
+    return found;
+}"""
+
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
@@ -55,7 +66,7 @@ def test_a_click_on_a_point_opens_its_sentence_in_the_head_view(folder):
         page.wait_for_timeout(500)
         point = page.evaluate(LONELY_POINT, CHART)
         assert point["type"] == "scattergl" and point["on_chart"] and point["apart"] > 4, point
-        text, _, layer, head = point["data"]
+        text, position, layer, head = point["data"]
         page.mouse.click(point["x"], point["y"])
         page.wait_for_function("() => document.body.innerText.includes('Layer 1, head 4')", timeout=60_000)
         wait_drawn(page)
@@ -65,3 +76,10 @@ def test_a_click_on_a_point_opens_its_sentence_in_the_head_view(folder):
         assert query["view"] == ["head"] and query["layer"] == ["1"] and query["head"] == ["4"]
         assert query["s"] == [texts[text]]
         assert page.locator('[data-testid="stTextArea"] textarea').first.input_value() == texts[text]
+        assert query["mark"] == [str(position)]
+        # the clicked token's row and column outlined on the head map, as drawn
+        outlined = page.evaluate(MARKED)
+        assert outlined == {
+            "marked query": [position - 0.5, position + 0.5],
+            "marked key": [position - 0.5, position + 0.5],
+        }

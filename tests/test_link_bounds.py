@@ -23,8 +23,9 @@ def ends(p) -> tuple:
 
 
 def test_every_value_that_sizes_writing_is_bounded():
-    """What the rest covers: the writing settings, the bars' temperature and the shape flow's stage have bounds."""
-    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t", "stage"}
+    """What the rest covers: the writing settings, the bars' temperature, the shape flow's stage and the head
+    view's marked token have bounds."""
+    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t", "stage", "mark"}
 
 
 @pytest.mark.parametrize("p", BOUNDED, ids=[p.name for p in BOUNDED])

@@ -302,14 +302,14 @@ def test_a_link_reopens_the_same_choices(folder):
         "colour": "position",
         "scope": "layer",
     }
-    at = start(view="global", corpus="examples", layout="pca", tokens="7000", colour="token_kind")
+    at = start(view="global", corpus="examples", layout="umap", tokens="4000", colour="token_kind")
     no_errors(at)
     assert at.selectbox(key="gqk_corpus").value == "Coreference examples"
-    assert at.radio(key="gqk_method").value == "pca" and at.slider(key="gqk_tokens").value == 7000
+    assert at.radio(key="gqk_method").value == "umap" and at.slider(key="gqk_tokens").value == 4000
     assert {k: at.query_params[k] for k in ("corpus", "layout", "tokens", "colour")} == {
         "corpus": "examples",
-        "layout": "pca",
-        "tokens": "7000",
+        "layout": "umap",
+        "tokens": "4000",
         "colour": "token_kind",
     }
     assert "tokens" not in start(view="head", tokens="7000").query_params  # a Param of this view only

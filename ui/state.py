@@ -26,6 +26,7 @@ from .url_values import (
     GQK_MIN_TOKENS,
     MAX_FLOW_STAGES,
     MAX_LIST_ITEMS,
+    MAX_MARKED_TOKEN,
     MAX_NEW_TOKENS,
     MAX_SEED,
     MAX_TOP_K,
@@ -88,7 +89,7 @@ GQK_CORPORA = {
 }
 GQK_SCOPES = {"head": "This head", "layer": "Every head of the layer"}
 GQK_COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
-GQK_LAYOUTS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
+GQK_LAYOUTS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}  # PCA first: seconds where UMAP takes a minute
 CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
 
 PARAMS = [
@@ -102,6 +103,7 @@ PARAMS = [
     _param("hide_special", "hide", "hide [CLS]/[SEP]", False, _FLAG),
     _param("renormalize", "renorm", "renormalise rows", True, _FLAG),
     _param("merge_words", "merge", "merge word pieces", False, _FLAG),
+    _param("head_mark", "mark", "marked token", None, _number, bounds=(0, MAX_MARKED_TOKEN)),
     _param("overview_patterns", "patterns", "pattern labels", False, _FLAG),
     _param("shapeflow_padded", "padded", "padded batch", False, _FLAG),
     _param("shapeflow_step", "step", "step", SHAPEFLOW_DEFAULT_STEP, _name),
@@ -131,7 +133,7 @@ PARAMS = [
     _param("gqk_scope", "scope", "heads", GQK_SCOPES["head"], _choice(GQK_SCOPES)),
     _param("gqk_colour", "colour", "colour by", "kind", _words(GQK_COLOURS)),
     _param("gqk_tokens", "tokens", "tokens of the corpus", GQK_MIN_TOKENS, _tokens),
-    _param("gqk_method", "layout", "layout", "umap", _words(GQK_LAYOUTS)),
+    _param("gqk_method", "layout", "layout", "pca", _words(GQK_LAYOUTS)),
     _param("walk_step", "walk", "step of the walk", 0, _number),
     _param("target", "target", "target text", "", _target),
     _param("cross_part", "part", "attention part", CROSS_PARTS["cross"], _choice(CROSS_PARTS)),
@@ -309,6 +311,7 @@ def layers_part() -> str:
 
 
 def use_preset() -> None:
+    st.session_state.head_mark = None  # marked in another sentence
     text, text_b = PRESETS[st.session_state.preset]
     st.session_state.text, st.session_state.text_b = text, text_b
     st.session_state.submitted = (text, text_b)
@@ -318,6 +321,7 @@ def submit() -> None:
     """Run: the sentence as typed, without a continuation."""
     st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
     st.session_state.gen_on = False
+    st.session_state.head_mark = None  # marked in another sentence
 
 
 def continue_text() -> None:
@@ -326,9 +330,11 @@ def continue_text() -> None:
     st.session_state.gen_on = True
 
 
-def open_head(layer: int, head: int) -> None:
+def open_head(layer: int, head: int, mark: int | None = None) -> None:
+    """The head view at `layer` and `head`, with the token at position `mark` outlined in its map."""
     st.session_state.layer, st.session_state.head = int(layer), int(head)
     st.session_state.view = registry.named("head").label
+    st.session_state.head_mark = None if mark is None else min(max(int(mark), 0), MAX_MARKED_TOKEN)
 
 
 def clicked_data(data) -> list:

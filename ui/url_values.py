@@ -24,6 +24,7 @@ MAX_TARGET_CHARS = 1_000  # an encoder-decoder's forced target (its decoder toke
 MAX_NEW_TOKENS = 64  # the most tokens Continue writes
 MAX_TOP_K = 1000  # top-k sampling's largest k
 MAX_SEED = 2**31 - 1
+MAX_MARKED_TOKEN = 8_191  # a marked token's position in a link (past the sentence's last token nothing is marked)
 MAX_FLOW_STAGES = 32  # the shape flow's stage in a link (a layer has about a dozen steps, a stage at least one)
 TEMPERATURES = (0.05, 5.0)  # the lowest and highest temperature
 

@@ -4,6 +4,8 @@ WebGL (Scattergl) so that 20,000 tokens' 40,000 points stay quick to draw, pan a
 A figure takes the point tables of attention/analysis/qk_global.py (columns x, y, kind, text, position,
 token, token_kind, context, layer, head) and colours them by query or key, by position, or by token kind.
 Every point carries [text, position, layer, head] as customdata, for a click to open its sentence in its head.
+A few far points do not squeeze the cloud into a corner: the axes leave them out (view_range), and the title
+says how many are outside the view (a double-click shows them).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ KIND_COLOURS = {"query": "#1b9e77", "key": "#d9468f"}  # AttentionViz's green qu
 TOKEN_KIND_COLOURS = {"word": "#2f6fad", "piece": "#8fb8de", "punctuation": "#c8610c", "special": "#555555"}
 KIND_SYMBOLS = {"query": "circle", "key": "diamond"}
 POSITION_SCALE = "Viridis"
+QUANTILES = (0.01, 0.99)  # the bulk of a cloud along each axis
+FENCE = 0.5  # points further than this share of the bulk's span beyond it are outliers, left out of the axes' range
+PAD = 0.04  # room on each side of the points kept in range, as a share of their span
 
 
 def marker_style(n_points: int) -> dict:
@@ -92,7 +97,14 @@ def global_qk_figure(
         n = int((frame["kind"] == "query").sum())
         title = f"{head_label(layer, head)}: the queries and keys of {n:,} tokens ({len(frame):,} points)"
     fig = go.Figure(_traces(frame, colour_by, marker_style(len(frame)), True, "coloraxis"))
+    fit = axes_fit(frame)
+    _set_ranges(fig, fit)
+    if fit[2]:
+        far = f"{fit[2]:,} far point{'s' if fit[2] > 1 else ''}"
+        title += f"<br><sup>{far} outside the view: double-click the plot to see all</sup>"
     fig.update_layout(**base_layout(font_size, title), width=width, height=height)
+    if fit[2]:  # room for the note's line under the title
+        fig.update_layout(margin_t=fig.layout.margin.t + font_size * 2)
     fig.update_layout(legend=dict(itemsizing="constant", orientation="h", y=-0.02, yanchor="top"))
     _plain_axes(fig)
     if colour_by == "position":
@@ -116,14 +128,18 @@ def small_multiples(
     heads = sorted(frames)
     rows, columns = math.ceil(len(heads) / columns), min(columns, len(heads))
     first = frames[heads[0]]
-    titles = [head_label(int(frames[h]["layer"].iloc[0]), h) for h in heads]
-    fig = make_subplots(rows, columns, subplot_titles=titles, horizontal_spacing=0.02, vertical_spacing=0.06)
     kept = _thinned(first, per_head, seed)
-    for i, head in enumerate(heads):
-        frame = frames[head]
-        part = frame[frame.set_index(["kind", "text", "position"]).index.isin(kept)]
+    parts = [frames[h][frames[h].set_index(["kind", "text", "position"]).index.isin(kept)] for h in heads]
+    fits = [axes_fit(part) for part in parts]
+    titles = [
+        head_label(int(frames[h]["layer"].iloc[0]), h) + (f" · {fit[2]:,} outside" if fit[2] else "")
+        for h, fit in zip(heads, fits)
+    ]
+    fig = make_subplots(rows, columns, subplot_titles=titles, horizontal_spacing=0.02, vertical_spacing=0.06)
+    for i, (part, fit) in enumerate(zip(parts, fits)):
         for trace in _traces(part, colour_by, marker_style(len(part) * 3), i == 0, "coloraxis"):
             fig.add_trace(trace, row=i // columns + 1, col=i % columns + 1)
+        _set_ranges(fig, fit, "" if i == 0 else str(i + 1))
     panel = (width or 1000) / columns
     fig.update_layout(**base_layout(font_size), width=width, height=round(rows * panel * 0.95 + 80))
     fig.update_layout(legend=dict(itemsizing="constant", orientation="h", y=1.02, yanchor="bottom"))
@@ -140,6 +156,34 @@ def _thinned(frame: pd.DataFrame, per_head: int, seed: int) -> pd.MultiIndex:
         tokens = tokens.iloc[np.sort(np.random.default_rng(seed).choice(len(tokens), per_head, replace=False))]
     both = pd.concat([tokens.assign(kind="query"), tokens.assign(kind="key")])
     return pd.MultiIndex.from_frame(both[["kind", "text", "position"]])
+
+
+def view_range(values: np.ndarray) -> tuple[tuple[float, float] | None, np.ndarray]:
+    """The axis range that leaves out far points, and which values lie outside it: the points within FENCE
+    of the QUANTILES' span beyond them, padded by PAD; None (and none outside) when no point is that far."""
+    low, high = np.quantile(values, QUANTILES)
+    span = high - low
+    far = (values < low - FENCE * span) | (values > high + FENCE * span)
+    if span <= 0 or not far.any():
+        return None, np.zeros(len(values), dtype=bool)
+    kept = values[~far]
+    pad = PAD * (kept.max() - kept.min())
+    return (float(kept.min() - pad), float(kept.max() + pad)), far
+
+
+def axes_fit(frame: pd.DataFrame) -> tuple[tuple | None, tuple | None, int]:
+    """The x and y ranges that leave out a frame's far points (view_range; None: the points' own) and how
+    many points they leave outside (double-clicking the plot shows them again)."""
+    x_range, x_far = view_range(frame["x"].to_numpy())
+    y_range, y_far = view_range(frame["y"].to_numpy())
+    return x_range, y_range, int((x_far | y_far).sum())
+
+
+def _set_ranges(fig: go.Figure, fit: tuple, suffix: str = "") -> None:
+    """Panel `suffix`'s axes set to `fit`'s ranges, so that a few far points do not squeeze the cloud."""
+    for axis, bounds in zip(("xaxis", "yaxis"), fit[:2]):
+        if bounds is not None:
+            fig.layout[axis + suffix].range = bounds
 
 
 def _plain_axes(fig: go.Figure) -> None:

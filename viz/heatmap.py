@@ -277,3 +277,21 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
     """Approximate pixel width of the longest (escaped) label as shown."""
     longest = max((len(html.unescape(label)) for label in labels), default=0)
     return int(longest * font_size * CHAR_WIDTH) + 10
+
+
+MARK_COLOUR = "#e8590c"  # an outline that stands out on the sequential scale's pale and dark cells
+
+
+def mark_token(fig: go.Figure, index: int) -> go.Figure:
+    """Outline row `index` (the token as a query) and column `index` (as a key) of a token grid over its
+    cells: no fill, so every weight stays readable, and nothing over the labels."""
+    n_q, n_k = (len(axis) for axis in (fig.data[0].y, fig.data[0].x))
+    if not (0 <= index < n_q and index < n_k):
+        raise ValueError(f"token {index} is not in a map of {n_q} × {n_k} tokens")
+    line = dict(color=MARK_COLOUR, width=2)
+    for name, x, y in (
+        ("marked query", (-0.5, n_k - 0.5), (index - 0.5, index + 0.5)),
+        ("marked key", (index - 0.5, index + 0.5), (-0.5, n_q - 0.5)),
+    ):
+        fig.add_shape(type="rect", name=name, x0=x[0], x1=x[1], y0=y[0], y1=y[1], line=line, layer="above")
+    return fig

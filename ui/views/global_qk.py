@@ -82,11 +82,11 @@ def draw(run) -> None:
 
 
 def open_sentence(texts: list[str]) -> None:
-    """The clicked point's sentence in the head view, at the point's layer and head."""
+    """The clicked point's sentence in the head view, at the point's layer and head, its token outlined."""
     for point in st.session_state.gqk_chart.selection.get("points", []):
         data = clicked_data(point.get("customdata"))
         if len(data) >= 4 and 0 <= int(data[0]) < len(texts):
-            open_head(data[2], data[3])
+            open_head(data[2], data[3], mark=data[1])  # the clicked token outlined in its map
             text = texts[int(data[0])]
             st.session_state.text, st.session_state.text_b = text, ""
             st.session_state.submitted = (text, "")

@@ -8,11 +8,11 @@ import streamlit as st
 
 import viz
 from attention.run import head_map
-from viz.heatmap import labels_every_token
+from viz.heatmap import labels_every_token, mark_token
 from viz.lines import TooManyLines
 
 from ..layout import FIGURE_MAX_PX, column_px, main_px
-from ..page import figure_slot, font_size, kept_checkbox, present_size, present_title, show
+from ..page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
 from ..state import DRAW_MODES
 
 SPEC = [3, 2]  # the map, and beside it a panel of its controls
@@ -67,6 +67,7 @@ def draw(run) -> None:
             **size,
         )
         present_title(fig, layer, head)  # one line with the sentence, for the PNG
+        marked(fig, hm, run, panel)
         with slot:
             show(fig, f"layer{layer}-head{head}")
     else:
@@ -92,3 +93,22 @@ def draw(run) -> None:
             show(fig, f"layer{layer}-lines")
         hm = maps[0]
     panel.caption(hm.note)
+
+
+def marked(fig, hm, run, panel) -> None:
+    """Outline the token a link or a click in another view marked (session_state.head_mark, a position in
+    the sentence), and say which it is; a position the map does not show is said, not marked."""
+    position = st.session_state.get("head_mark")
+    if position is None:
+        return
+    if position >= len(run.tokens):
+        panel.caption(f"The marked token (position {position}) is past this sentence's {len(run.tokens)} tokens.")
+        return
+    row = hm.row_of(position)
+    if row is None:
+        panel.caption(f"The marked token (position {position}), {plain(run.tokens[position])}, is hidden here.")
+        return
+    mark_token(fig, row)
+    panel.caption(
+        f"Outlined: {plain(hm.labels[row])} (position {position}), its row as a query and its column as a key."
+    )
