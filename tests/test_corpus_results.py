@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -54,6 +55,16 @@ def test_each_row_keeps_its_texts_line_and_first_characters(finished, tmp_path):
     out, _ = tiny_run(tmp_path, jsonl, "corpus.jsonl")
     kept = pd.read_parquet(out / corpus_cli.PARTS).groupby("text")[["line", "content"]].first()
     assert kept.to_dict("list") == {"line": [1, 3], "content": ["A dog ran.", "The mat was big."]}
+
+
+def test_a_run_recorded_with_no_model_name_is_resumed_and_names_it(finished, tmp_path):
+    out = shutil.copytree(finished[0], tmp_path / "out")  # as runs of the bundled model were recorded before
+    record = json.loads((out / runs.RUN).read_text())
+    (out / runs.RUN).write_text(json.dumps(record | {"model": None}))
+    corpus = finished[0].parent / "corpus.txt"  # the file of that run
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert corpus_cli.main([str(corpus), "--out", str(out)]) == 0  # nothing left to score: the same run
+    assert json.loads((out / runs.RUN).read_text()) == record
 
 
 def printed_tops(printed: str) -> dict[str, list[tuple[int, int, float]]]:

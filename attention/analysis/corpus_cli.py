@@ -116,11 +116,14 @@ def write_aggregate(out: Path) -> None:
 
 def check_run(out: Path, model: str | None, file: str, field: str) -> tuple[dict, bool]:
     """The record of the run in `out`, and whether it is new (nothing written yet): a RunError for a folder
-    holding a run of another model, file or field, or of this file before it changed."""
+    holding a run of another model, file or field, or of this file before it changed. A run of the bundled
+    model recorded as null (before records named it) is resumed, its record naming the model from then on."""
     name = DEFAULT_PACKAGE if model is None else model
     run = {"model": name, "file": str(Path(file).resolve()), "field": field, "input": fingerprint(file)}
-    before = check_folder(out, run, output=(PARTS, AGGREGATE), kept=("parts",))
-    return (run | {"parts": {}}, True) if before is None else (before, False)
+    old = read_run(out)
+    unnamed = model is None and old is not None and "model" in old and old["model"] is None
+    before = check_folder(out, run | {"model": None} if unnamed else run, output=(PARTS, AGGREGATE), kept=("parts",))
+    return (run | {"parts": {}}, True) if before is None else (before | {"model": name}, False)
 
 
 def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
