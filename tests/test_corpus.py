@@ -17,6 +17,7 @@ from families import make_family
 from attention import encode, load_model
 from attention.analysis import corpus_cli
 from attention.analysis.corpus import SHARES, STATS, head_stats, score_batch
+from attention.analysis.corpus_engines import batches
 from attention.analysis.runs import RunError
 from attention.analysis.stats import PATTERNS, pattern_labels, punctuation_mask
 from attention.analysis.stats import head_stats as text_head_stats
@@ -157,6 +158,10 @@ def test_ray_data_gives_the_local_numbers(tiny_corpus):
     local = head_stats(model, tokenizer, TEXTS * 3, batch_size=4)
     distributed = head_stats(model, tokenizer, TEXTS * 3, engine="ray", batch_size=4)
     pd.testing.assert_frame_equal(distributed, local, rtol=0, atol=1e-6)
+    numbered = [(i, text, 10 * i + 3) for i, text in enumerate(TEXTS)]  # lines as a file with gaps gives them
+    kept = pd.concat(map(pd.DataFrame, batches("ray", model, tokenizer, numbered, batch_size=4)))
+    kept = kept.groupby("text")[["line", "content"]].agg(set)  # one line and text per text, in every row of it
+    assert kept.to_dict("list") == {"line": [{10 * i + 3} for i in range(7)], "content": [{t} for t in TEXTS]}
 
 
 @pytest.mark.slow  # 105 s on a busy 2-core machine

@@ -81,11 +81,12 @@ def test_a_list_of_the_most_items_is_kept_whole():
 
 def link(end: int) -> dict[str, str]:
     """Every bounded Param at its low (0) or high (1) end, as the page writes them, and a corpus of the fewest
-    or most tokens; the sentence at its most characters on the high end."""
+    or most tokens; the sentence and a corpus run's folder at their most characters on the high end."""
     values = {p.name: p.write(ends(p)[end]) for p in BOUNDED}
     values["tokens"] = str((uv.GQK_MIN_TOKENS, uv.GQK_MAX_TOKENS)[end])
     if end:
         values["s"] = ("The cat sat on the mat. " * uv.MAX_URL_TEXT)[: uv.MAX_URL_TEXT]
+        values["run"] = ("/srv/corpus-runs/" + "run" * uv.MAX_PATH)[: uv.MAX_PATH]  # Head stats' run folder
     return values
 
 
@@ -100,3 +101,4 @@ def test_a_link_at_every_end_opens_as_it_says_without_a_notice(end):
     assert at.session_state["gqk_tokens"] == int(values["tokens"])
     if end:  # the sentence of the most characters a link carries: read, not replaced by the default
         assert at.session_state["text"] == values["s"] and len(values["s"]) == uv.MAX_URL_TEXT
+        assert at.session_state["stats_run"] == values["run"] and len(values["run"]) == uv.MAX_PATH

@@ -131,7 +131,7 @@ def present_title(fig, layer: int, head: int) -> None:
 
 
 # figures that are not a view's result: the token strips
-UNTITLED = ("tokens", "walk-tokens")
+UNTITLED = ("tokens", "walk-tokens", "corpus-grid")  # not of the sentence: its title does not name it
 # views that show one head (the selected layer and head), whose figures' titles name it
 ONE_HEAD = ("head", "shapeflow", "qk", "ablation", "efficient", "walk")
 NAMES_A_HEAD = re.compile(r"\bL\d+ H\d+\b")

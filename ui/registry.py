@@ -74,7 +74,7 @@ VIEWS = (
         ),
         later=True,
     ),
-    View("stats", "Head stats", "ui.views.stats.draw", True, later=True),
+    View("stats", "Head stats", "ui.views.stats.draw", True, ("over", "run", "measure"), later=True),
     View("rollout", "Rollout & flow", "ui.views.rollout.draw", True, ("derived",)),
     View("qk", "Query·key", "ui.views.query_key.draw", False, ("query",)),
     View("ablation", "Ablation", "ui.views.ablation.draw", True, ("ablate", "ablation"), later=True),

@@ -16,6 +16,7 @@ import streamlit as st
 
 from attention import ModelLoadError
 from attention.analysis.coref_heads import CRITERIA, DEFAULT_CRITERION
+from attention.analysis.stats import PATTERNS
 
 from . import registry
 from .models import get_model, get_seq2seq
@@ -90,6 +91,9 @@ GQK_CORPORA = {
 GQK_SCOPES = {"head": "This head", "layer": "Every head of the layer"}
 GQK_COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
 GQK_LAYOUTS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}  # PCA first: seconds where UMAP takes a minute
+# the Head stats view: this sentence's heads or a corpus run's (a folder), and what its grid shows
+STATS_OVER = {"sentence": "This sentence", "corpus": "A corpus run (folder)"}
+STATS_MEASURES = {"entropy": "Entropy (nats)", **{p: f"Share of texts: {p}" for p in PATTERNS}}
 CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
 
 PARAMS = [
@@ -134,6 +138,9 @@ PARAMS = [
     _param("gqk_colour", "colour", "colour by", "kind", _words(GQK_COLOURS)),
     _param("gqk_tokens", "tokens", "tokens of the corpus", GQK_MIN_TOKENS, _tokens),
     _param("gqk_method", "layout", "layout", "pca", _words(GQK_LAYOUTS)),
+    _param("stats_over", "over", "head statistics of", STATS_OVER["sentence"], _choice(STATS_OVER)),
+    _param("stats_run", "run", "corpus run folder", "", _path),
+    _param("stats_measure", "measure", "grid shows", STATS_MEASURES["entropy"], _choice(STATS_MEASURES)),
     _param("walk_step", "walk", "step of the walk", 0, _number),
     _param("target", "target", "target text", "", _target),
     _param("cross_part", "part", "attention part", CROSS_PARTS["cross"], _choice(CROSS_PARTS)),

@@ -23,8 +23,11 @@ SCALE_TITLES = {
     "specificity": "specificity",
     "difference": "A − B",
     "correlation": "r",
+    "share": "share of texts",
+    "entropy": "entropy (nats)",
 }
 KINDS = tuple(SCALE_TITLES)
+UNSIGNED = ("accuracy", "share", "entropy")  # written without a sign
 _HIDDEN = dict(selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)))
 
 
@@ -49,7 +52,9 @@ def head_grid(
     ``kind="specificity"`` (the margin once each candidate's attention from the
     average token is taken off) the same way;
     ``kind="difference"`` (two accuracies, A − B) likewise, blue where A is
-    higher; ``kind="correlation"`` colours [−1, 1] on the diverging scale.
+    higher; ``kind="correlation"`` colours [−1, 1] on the diverging scale;
+    ``kind="share"`` (a share of texts) colours [0, 1] as accuracy does, and
+    ``kind="entropy"`` (nats) from 0 to its largest value, sequentially.
     ``highlight`` outlines one head, ``marked`` (bool, same shape) puts a
     star in the corner of its True cells. An invisible marker per cell
     carries ``customdata=[layer, head]`` for click selection. Cells shrink,
@@ -202,14 +207,18 @@ def _value_heatmap(
 def _format(value: float, kind: str) -> str:
     if np.isnan(value):
         return "n/a"
-    if kind == "accuracy":
+    if kind in UNSIGNED:
         return f"{value:.2f}"
     return f"{value:+.2f}".replace("-", "−")  # a real minus, as wide as the plus
 
 
 def _colour_range(values: np.ndarray, kind: str) -> dict:
-    if kind == "accuracy":
+    if kind in ("accuracy", "share"):
         return dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=1.0)
+    if kind == "entropy":
+        finite = values[np.isfinite(values)]
+        top = float(finite.max()) if finite.size else 0.0
+        return dict(colorscale=SEQUENTIAL, zmin=0.0, zmax=max(MIN_MARGIN_RANGE, top))
     if kind == "correlation":
         return dict(colorscale=DIVERGING, zmid=0.0, zmin=-1.0, zmax=1.0)
     finite = np.abs(values[np.isfinite(values)])

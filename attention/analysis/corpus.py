@@ -10,6 +10,9 @@ finished into means (`finish`), so memory stays flat however long the corpus is.
 
     head_stats(model, tokenizer, texts, engine="local" | "ray", batch_size=32) -> DataFrame per (layer, head)
     python -m attention.analysis.corpus FILE --model SOURCE --out DIR [--engine ray] ...   (corpus_cli.py)
+
+The texts travel as (index, text, line) triples: `line` is where the text is in its file (texts.iter_numbered),
+kept in the rows with the text's first CONTENT_CHARS characters (`content`), so a row can be traced back.
 """
 
 from __future__ import annotations
@@ -29,16 +32,15 @@ from .stats import head_stats as text_head_stats
 STATS = ("entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "to_punct", "distance")
 SHARES = tuple(f"share_{label}" for label in PATTERNS)
 WINDOW_BATCHES = 16  # texts are put in order of length within windows of this many batches
+CONTENT_CHARS = 500  # of each text, kept in its rows (`content`)
 
 
-def length_order(
-    tokenizer, numbered: Iterable[tuple[int, str]], batch_size: int, max_length: int
-) -> Iterator[tuple[int, str]]:
-    """The (index, text) pairs, shortest first within each window of WINDOW_BATCHES batches: consecutive
-    batches then hold texts of similar length, and only one window is ever read ahead."""
+def length_order(tokenizer, numbered: Iterable[tuple], batch_size: int, max_length: int) -> Iterator[tuple]:
+    """The (index, text, ...) items, shortest text first within each window of WINDOW_BATCHES batches:
+    consecutive batches then hold texts of similar length, and only one window is ever read ahead."""
     numbered = iter(numbered)
     while window := list(islice(numbered, batch_size * WINDOW_BATCHES)):
-        cut = [within_positions(max_length, text)[0] for _, text in window]
+        cut = [within_positions(max_length, item[1])[0] for item in window]
         lengths = [min(len(ids), max_length) for ids in tokenizer(cut, verbose=False)["input_ids"]]
         yield from (window[k] for k in np.argsort(lengths, kind="stable"))
 
@@ -59,10 +61,14 @@ def _on_cpu(probs: torch.Tensor) -> np.ndarray:
     return (probs.float() if probs.element_size() < 4 else probs).cpu().numpy()
 
 
-def score_batch(model, tokenizer, index: Sequence[int], texts: Sequence[str]) -> dict[str, np.ndarray]:
-    """One row per (text, layer, head) of a batch of texts: `text` (the text's index), `layer`, `head`,
-    `tokens` (the text's length), the STATS of stats.head_stats and its stats.pattern_labels label (`pattern`).
-    One forward pass; each layer's maps are reduced text by text, each on its own tokens, and let go."""
+def score_batch(
+    model, tokenizer, index: Sequence[int], texts: Sequence[str], lines: Sequence[int] | None = None
+) -> dict[str, np.ndarray]:
+    """One row per (text, layer, head) of a batch of texts: `text` (the text's index), `line` (its line in
+    its file; by default index + 1), `layer`, `head`, `tokens` (the text's length), the STATS of
+    stats.head_stats, its stats.pattern_labels label (`pattern`) and the text's first CONTENT_CHARS
+    characters (`content`). One forward pass; each layer's maps are reduced text by text, each on its own
+    tokens, and let go."""
     encoded = [encode(tokenizer, text, max_length=model.config.max_position_embeddings) for text in texts]
     n_layers, H = model.config.num_hidden_layers, model.config.num_attention_heads
     per_layer: list[list[dict[str, np.ndarray]]] = [[] for _ in encoded]  # [text][layer] -> {stat: (1, H)}
@@ -76,16 +82,19 @@ def score_batch(model, tokenizer, index: Sequence[int], texts: Sequence[str]) ->
     inputs = on_model_device(model, *padded(encoded))
     with torch.inference_mode(), layer_hooks(model, reduce, convert=_on_cpu):
         model(*inputs)
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in ("text", "layer", "head", "tokens", *STATS)}
-    columns["pattern"] = []
+    names = ("text", "line", "layer", "head", "tokens", *STATS, "pattern", "content")
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in names}
     layer, head = np.divmod(np.arange(n_layers * H), H)
-    for i, e, layers in zip(index, encoded, per_layer):
+    lines = [i + 1 for i in index] if lines is None else lines
+    for i, line, text, e, layers in zip(index, lines, texts, encoded, per_layer):
         stats = {name: np.concatenate([s[name] for s in layers]) for name in layers[0]}  # (n_layers, H)
-        for name, value in (("text", i), ("layer", layer), ("head", head), ("tokens", len(e.tokens))):
-            columns[name].append(np.broadcast_to(value, layer.shape))
+        each = (("text", i), ("line", line), ("layer", layer), ("head", head), ("tokens", len(e.tokens)))
+        for name, value in each:
+            columns[name].append(np.broadcast_to(np.int64(value) if np.ndim(value) == 0 else value, layer.shape))
         for name in STATS:
             columns[name].append(stats[name].ravel())
         columns["pattern"].append(pattern_labels(stats, len(e.tokens)).ravel())
+        columns["content"].append(np.full(layer.shape, text[:CONTENT_CHARS], dtype=object))
     return {name: np.concatenate(parts) for name, parts in columns.items()}
 
 
@@ -122,7 +131,8 @@ def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", ba
     from .corpus_engines import batches
 
     total = None
-    for rows in batches(engine, model, tokenizer, enumerate(texts), batch_size):
+    numbered = ((i, text, i + 1) for i, text in enumerate(texts))
+    for rows in batches(engine, model, tokenizer, numbered, batch_size):
         total = add_sums(total, head_sums(rows))
     if total is None:
         raise ValueError("head_stats needs at least one text")

@@ -5,10 +5,13 @@
 
 FILE is read by attention.analysis.texts.iter_texts. DIR receives:
   texts/part-<first text>.parquet  one file per batch: a row per (text, layer, head), its text indices
-                                   in column `text` (corpus.score_batch's columns)
+                                   in column `text`, its line in FILE in `line`, its first 500 characters
+                                   in `content` (corpus.score_batch's columns)
   heads.parquet                    the aggregate, a row per (layer, head) (corpus.finish), made from the parts
-  run.json                         the model, the file (its size and SHA-256) and the field the parts are
-                                   of, and the parts written, each with its SHA-256 (runs.py)
+  run.json                         the model (the bundled one by its package's name), the file (its size
+                                   and SHA-256) and the field the parts are of, and the parts written,
+                                   each with its SHA-256 (runs.py)
+At the end the TOP heads of each pattern (the largest shares of texts) are printed, one line a pattern.
 A run that stops (killed, interrupted) leaves whole parts only (each is written beside, as a hidden
 .part-*, and renamed into place); run again, it scores only the texts its listed parts do not hold, and
 the aggregate counts each text once. Only parts run.json lists are read: one it does not list (written as the
@@ -33,14 +36,17 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ..errors import ModelLoadError
-from .corpus import add_sums, finish, head_sums
+from ..sources import DEFAULT_PACKAGE
+from .corpus import SHARES, add_sums, finish, head_sums
 from .corpus_engines import ENGINES, batches
 from .runs import RUN, OneLineParser, RunError, check_folder, fail, fingerprint, positive, read_run, write_json
-from .texts import CorpusError, iter_texts
+from .stats import PATTERNS
+from .texts import CorpusError, iter_numbered, iter_texts
 
 PARTS, AGGREGATE = "texts", "heads.parquet"
 PART_NAME = re.compile(r"part-\d{9,}\.parquet")
 LIST_EVERY_S = 1.0  # run.json is rewritten with the parts written at most this often, and when a run ends
+TOP = 3  # heads printed per pattern at the end of a run
 
 
 def listed_parts(out: Path) -> dict[str, str]:
@@ -110,10 +116,14 @@ def write_aggregate(out: Path) -> None:
 
 def check_run(out: Path, model: str | None, file: str, field: str) -> tuple[dict, bool]:
     """The record of the run in `out`, and whether it is new (nothing written yet): a RunError for a folder
-    holding a run of another model, file or field, or of this file before it changed."""
-    run = {"model": model, "file": str(Path(file).resolve()), "field": field, "input": fingerprint(file)}
-    before = check_folder(out, run, output=(PARTS, AGGREGATE), kept=("parts",))
-    return (run | {"parts": {}}, True) if before is None else (before, False)
+    holding a run of another model, file or field, or of this file before it changed. A run of the bundled
+    model recorded as null (before records named it) is resumed, its record naming the model from then on."""
+    name = DEFAULT_PACKAGE if model is None else model
+    run = {"model": name, "file": str(Path(file).resolve()), "field": field, "input": fingerprint(file)}
+    old = read_run(out)
+    unnamed = model is None and old is not None and "model" in old and old["model"] is None
+    before = check_folder(out, run | {"model": None} if unnamed else run, output=(PARTS, AGGREGATE), kept=("parts",))
+    return (run | {"parts": {}}, True) if before is None else (before | {"model": name}, False)
 
 
 def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
@@ -130,7 +140,8 @@ def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
         set_aside_unlisted(out)
     done = set() if fresh else done_texts(out)
     model, tokenizer = load_model(args.model, device="auto" if args.gpus else "cpu")
-    todo = ((i, t) for i, t in enumerate(iter_texts(args.file, args.field, args.limit)) if i not in done)
+    numbered = enumerate(iter_numbered(args.file, args.field, args.limit))
+    todo = ((i, text, line) for i, (line, text) in numbered if i not in done)
     options = {"address": args.address, "workers": args.workers, "gpus": args.gpus}
     if args.address or args.gpus:  # a cluster's workers read the checkpoint themselves
         options["source"] = args.model
@@ -191,4 +202,25 @@ def main(argv: list[str] | None = None) -> int:
     except (CorpusError, ModelLoadError, RunError, ValueError, OSError) as err:
         return fail(ap.prog, err)
     print(f"{out / AGGREGATE}: one row per head; {out / PARTS}: one row per text and head")
+    print(f"The {TOP} heads with the largest share of texts, per pattern (layer, head, share):")
+    print("\n".join(top_lines(pq.read_table(out / AGGREGATE).to_pandas())))
     return 0
+
+
+def top_heads(frame, k: int = TOP) -> dict[str, list[tuple[int, int, float]]]:
+    """Per pattern label, the `k` heads of the aggregate `frame` (corpus.finish's) with the largest share of
+    texts, largest first (ties: the lower layer, then head), as (layer, head, share); heads of share 0 left out."""
+    top = {}
+    for label, share in zip(PATTERNS, SHARES):
+        ranked = frame[frame[share] > 0].sort_values([share, "layer", "head"], ascending=[False, True, True])
+        best = ranked.head(k)
+        top[label] = [(int(a), int(b), float(v)) for a, b, v in zip(best.layer, best["head"], best[share])]
+    return top
+
+
+def top_lines(frame, k: int = TOP) -> list[str]:
+    """top_heads as one line per pattern: "diagonal: L2 H3 0.61, L0 H1 0.40, ..." ("no head" where none)."""
+    return [
+        f"{label}: " + (", ".join(f"L{layer} H{head} {share:.2f}" for layer, head, share in heads) or "no head")
+        for label, heads in top_heads(frame, k).items()
+    ]

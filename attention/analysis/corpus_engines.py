@@ -1,9 +1,9 @@
 """Where a corpus's batches run: here, one after the other ("local"), or as a Ray Data job ("ray").
 
-Both take the texts in corpus.length_order and give corpus.score_batch's rows, batch by batch; the per-batch
-function is the same one. With Ray, `map_batches` runs it in actors that each hold the model: one actor on
-this machine by default (Ray started with 2 CPUs and no dashboard), or `workers` actors, each with `gpus`
-GPUs, on the cluster at `address`.
+Both take the (index, text, line) triples in corpus.length_order and give corpus.score_batch's rows, batch by
+batch; the per-batch function is the same one. With Ray, `map_batches` runs it in actors that each hold the
+model: one actor on this machine by default (Ray started with 2 CPUs and no dashboard), or `workers` actors,
+each with `gpus` GPUs, on the cluster at `address`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ def batches(
     engine: str,
     model,
     tokenizer,
-    numbered: Iterable[tuple[int, str]],
+    numbered: Iterable[tuple[int, str, int]],
     batch_size: int = 32,
     **ray_options,
 ) -> Iterator[dict[str, np.ndarray]]:
-    """score_batch's rows of the (index, text) pairs, batch by batch, in order of length (read as they go:
+    """score_batch's rows of the (index, text, line) triples, batch by batch, in order of length (read as they go:
     only a window of texts is held at a time by the local engine)."""
     check_engine(engine)
     if not isinstance(model, Transformer):
@@ -57,11 +57,11 @@ def start_ray(address: str | None = None):
     return ray
 
 
-def local_batches(model, tokenizer, ordered: Iterable[tuple[int, str]], batch_size: int):
+def local_batches(model, tokenizer, ordered: Iterable[tuple[int, str, int]], batch_size: int):
     ordered = iter(ordered)
     while batch := list(islice(ordered, batch_size)):
-        index, texts = zip(*batch)
-        yield score_batch(model, tokenizer, index, texts)
+        index, texts, lines = zip(*batch)
+        yield score_batch(model, tokenizer, index, texts, lines)
 
 
 class BatchScorer:
@@ -75,13 +75,14 @@ class BatchScorer:
         self.model, self.tokenizer = model, tokenizer
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return score_batch(self.model, self.tokenizer, batch["index"].tolist(), batch["text"].tolist())
+        index, texts, lines = (batch[name].tolist() for name in ("index", "text", "line"))
+        return score_batch(self.model, self.tokenizer, index, texts, lines)
 
 
 def ray_batches(
     model,
     tokenizer,
-    ordered: Iterable[tuple[int, str]],
+    ordered: Iterable[tuple[int, str, int]],
     batch_size: int,
     *,
     address: str | None = None,
@@ -94,7 +95,7 @@ def ray_batches(
     `tokenizer` (shipped through Ray's object store) or, with `source`, load it themselves (on a GPU
     when `gpus`)."""
     ray = start_ray(address)
-    items = [{"index": i, "text": text} for i, text in ordered]
+    items = [{"index": i, "text": text, "line": line} for i, text, line in ordered]
     if not items:
         return
     args = (None, None, source, "cuda" if gpus else "cpu") if source is not None else (model, tokenizer)

@@ -6,9 +6,10 @@ Three kinds of source, told apart by what the path is:
 - a JSON Lines file (``.jsonl`` or ``.json``): one object per line, its ``text`` field (or the field named);
 - a folder a ``datasets`` dataset was saved to with ``save_to_disk``: its ``text`` column (or the one named).
 
-``limit`` stops reading after that many texts, so a caller bounds its work before it starts; ``open_lines``
-opens a file's lines (by default as UTF-8 text), so a caller that bounds how much is read passes its own
-(ui/sources.py's ``bounded_lines``).
+``iter_numbered`` gives each text with its line number, 1-based, in the file (a dataset's row number, 1-based,
+for a saved dataset). ``limit`` stops reading after that many texts, so a caller bounds its work before it
+starts; ``open_lines`` opens a file's lines (by default as UTF-8 text), so a caller that bounds how much is
+read passes its own (ui/sources.py's ``bounded_lines``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ def iter_texts(
     path: str | Path, field: str = "text", limit: int | None = None, open_lines: Opener = _utf8
 ) -> Iterator[str]:
     """The texts of ``path`` in order, at most ``limit`` of them."""
+    return (text for _, text in iter_numbered(path, field, limit, open_lines))
+
+
+def iter_numbered(
+    path: str | Path, field: str = "text", limit: int | None = None, open_lines: Opener = _utf8
+) -> Iterator[tuple[int, str]]:
+    """(line, text) of each text of ``path`` in order, at most ``limit`` of them: the line is 1-based in the
+    file (empty lines are skipped but counted), or the row's 1-based number in a saved dataset."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file or folder")
@@ -42,10 +51,10 @@ def iter_texts(
         source = _jsonl_texts(path, field, open_lines)
     else:
         source = _line_texts(path, open_lines)
-    for count, text in enumerate(source):
+    for count, numbered in enumerate(source):
         if limit is not None and count >= limit:
             return
-        yield text
+        yield numbered
 
 
 def read_texts(path: str | Path, field: str = "text", limit: int | None = None) -> list[str]:
@@ -53,14 +62,14 @@ def read_texts(path: str | Path, field: str = "text", limit: int | None = None) 
     return list(iter_texts(path, field, limit))
 
 
-def _line_texts(path: Path, open_lines: Opener) -> Iterator[str]:
+def _line_texts(path: Path, open_lines: Opener) -> Iterator[tuple[int, str]]:
     with open_lines(path) as lines:
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             if line.strip():
-                yield line.rstrip("\n")
+                yield number, line.rstrip("\n")
 
 
-def _jsonl_texts(path: Path, field: str, open_lines: Opener) -> Iterator[str]:
+def _jsonl_texts(path: Path, field: str, open_lines: Opener) -> Iterator[tuple[int, str]]:
     with open_lines(path) as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -72,10 +81,10 @@ def _jsonl_texts(path: Path, field: str, open_lines: Opener) -> Iterator[str]:
             text = record.get(field) if isinstance(record, dict) else None
             if not isinstance(text, str):
                 raise CorpusError(f"{path}, line {number}: no string field {field!r}")
-            yield text
+            yield number, text
 
 
-def _dataset_texts(path: Path, field: str) -> Iterator[str]:
+def _dataset_texts(path: Path, field: str) -> Iterator[tuple[int, str]]:
     import datasets  # only for a saved dataset: importing it costs a second
 
     try:
@@ -86,7 +95,7 @@ def _dataset_texts(path: Path, field: str) -> Iterator[str]:
         raise CorpusError(f"{path}: a dataset of several splits ({', '.join(dataset)}); name one split's folder")
     if field not in dataset.column_names:
         raise CorpusError(f"{path}: no column {field!r} (it has {', '.join(dataset.column_names)})")
-    for text in dataset[field]:
+    for number, text in enumerate(dataset[field], 1):
         if not isinstance(text, str):
             raise CorpusError(f"{path}: column {field!r} holds {type(text).__name__}, not text")
-        yield text
+        yield number, text

@@ -1,5 +1,6 @@
 """The Head stats view: per-head statistics and patterns of this sentence, and every head laid out by
-how alike its maps are across sentences; a row or a point opens the head."""
+how alike its maps are across sentences; a row or a point opens the head. Or, chosen at the top, a corpus
+run's heads (ui/views/corpus_stats.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ..computations import (
 )
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, present_size, progress_bar, show, show_table, show_text
-from ..state import open_clicked_head, open_head
+from ..state import STATS_OVER, open_clicked_head, open_head
+from .corpus_stats import draw_corpus
 
 
 def open_selected_row(frame_key: str, frame) -> None:
@@ -27,6 +29,11 @@ def open_selected_row(frame_key: str, frame) -> None:
 
 def draw(run) -> None:
     slot = figure_slot()  # presentation: the map of the heads first, on the first screen; the table under it
+    places = st.columns([2, 3, 2])  # one row: the choice, and a corpus run's folder and measure
+    over = places[0].radio("Statistics of", list(STATS_OVER.values()), key="stats_over")
+    if over == STATS_OVER["corpus"]:
+        draw_corpus(places[1], places[2], slot)
+        return
     stats, labels = sentence_patterns(st.session_state.source, run)
     st.caption(
         "Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "

@@ -1,0 +1,65 @@
+"""The Head stats view over a corpus: a finished run of python -m attention.analysis.corpus, opened from its
+folder (under ATTENTION_FILE_DIRS: ui/corpus_runs.py), as a layer × head grid of one pattern's share of texts
+or the mean entropy, and the sortable table of every head. The folder and the choice are in the link."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from viz.coref import head_grid
+
+from ..corpus_runs import CorpusRun, RunFolderError, read_corpus_run
+from ..layout import main_px
+from ..page import font_size, plain, present_size, show, show_table, show_text
+from ..sources import FileRefused, policy
+from ..state import STATS_MEASURES
+from ..url_values import MAX_PATH
+
+ENTROPY = STATS_MEASURES["entropy"]
+GRID_PX = 300  # the grid's height beside the page's controls: on a 1280 × 800 screen, under the view's choices
+
+
+def draw_corpus(left, right, slot=None) -> None:
+    """The corpus run named in the folder box (drawn in `left`; the measure in `right`); `slot`: where its grid
+    goes (presentation: above the controls)."""
+    if policy().locked:
+        st.info("This server reads only its own corpora: corpus runs from a folder are not offered.")
+        return
+    typed = left.text_input(
+        "Corpus run folder", key="stats_run", max_chars=MAX_PATH, placeholder="/path/to/run (its --out)"
+    )
+    measure = right.selectbox("Grid shows", list(STATS_MEASURES.values()), key="stats_measure")
+    if not typed.strip():
+        st.info("Name the --out folder of a finished run of python -m attention.analysis.corpus.")
+        return
+    try:
+        run = read_corpus_run(typed)
+    except (FileRefused, RunFolderError, OSError) as err:
+        st.error(plain(" ".join(f"{err}".split())))
+        return
+    with slot or st.container():
+        show(grid_figure(run, measure), "corpus-grid", key="corpus_grid")
+    record = run.record
+    texts = f"{record.get('file', '?')}" + (f" (field {record['field']})" if record.get("field") != "text" else "")
+    show_text(
+        plain(
+            f"Model {record.get('model', '?')}, over {texts}: {int(run.heads.tokens.iloc[0]):,} tokens, "
+            f"{run.n_layers} layers × {run.n_heads} heads. Click a column of the table to sort by it."
+        ),
+        "corpus-run",
+    )
+    show_table(run.heads, "Each head over the corpus", hide_index=True, key="corpus_table", height=420)
+
+
+def grid_figure(run: CorpusRun, measure: str):
+    """The layer × head grid of `measure` (a label of STATS_MEASURES), sized to the page's width and to
+    GRID_PX high (presenting: the first screen's height), its cells no smaller than viz.coref's least."""
+    if measure == ENTROPY:
+        values, kind = run.grid("entropy"), "entropy"
+        title = "Mean entropy of each head's rows over the corpus (nats)"
+    else:
+        label = next(word for word, shown in STATS_MEASURES.items() if shown == measure)
+        values, kind = run.grid(f"share_{label}"), "share"
+        title = f"Share of the corpus's texts in which each head is {label}"
+    height = present_size().get("height", GRID_PX)
+    return head_grid(values, title, kind=kind, font_size=font_size(), width=main_px(), height=height)
