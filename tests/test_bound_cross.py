@@ -24,7 +24,7 @@ from viz.overview import pool_map
 
 TEXT = "zq" * 500  # 1,000 characters: 1,002 source tokens of the tiny byte-level BPE
 TARGET = "qz" * (MAX_TARGET_CHARS // 2)  # the longest target a link may force
-S, T_FORCED = 1002, 1003  # the source's tokens; the forced decoder's (its start token, 1,000 pieces, </s>... cut)
+S, T_FORCED = 1002, 1003  # the source's tokens (<s>, 1,000, </s>); the forced decoder's: its start token, then 1,002
 ONE_LAYER = maps_bytes(1, 12, T_FORCED, S)  # one layer's cross-attention maps of the forced target, 46 MB
 POOLED = 3 * maps_bytes(6, 12, POOL_CELLS)  # what a pooled writing keeps: three parts' tiles, 0.9 MB
 
@@ -71,10 +71,8 @@ def test_the_chosen_layer_is_read_on_demand_within_the_bound(bart):
     setup = SETUP.format(source=str(bart)) + "result = {}" + WRITE.format(text=TEXT, target=TARGET)
     measured = peak_bytes(setup, READ_LAYER)
     assert measured["shape"] == [12, T_FORCED, S] and measured["layer"] == ONE_LAYER
-    # the layer kept (46 MB) and, while the pass goes, the map before it (the decoder's own, 46 MB) at most
-    assert measured["peak"] < BIG_RUN_BYTES + ONE_LAYER, (
-        f"the layer raised the peak by {measured['peak'] / 2**20:.0f} MB"
-    )
+    # the layer kept (46 MB, in the peak) and the pass's own buffers, one map at a time: 52 MB measured
+    assert measured["peak"] < BIG_RUN_BYTES, f"the layer raised the peak by {measured['peak'] / 2**20:.0f} MB"
 
 
 def test_one_layer_past_the_bound_is_refused_before_the_work(tmp_path):
