@@ -54,6 +54,18 @@ class KeepsTooMuch(NeedsSmallerInput):
         )
 
 
+class LayerTooBig(KeepsTooMuch):
+    """A computation that reads its maps one layer at a time, refused before it starts: even one layer's maps
+    are more than BIG_RUN_BYTES."""
+
+    def __init__(self, what: str, n_bytes: int, advice: str):
+        ValueError.__init__(
+            self,
+            f"{what} reads one layer's maps at a time, and one layer's are {n_bytes / MB:,.0f} MB here, more than "
+            f"the {BIG_RUN_BYTES // MB} MB this server holds for one run. {advice}",
+        )
+
+
 def within_bound(what: str, n_bytes: int, advice: str, bound: int | None = BIG_RUN_BYTES) -> None:
     """Raise KeepsTooMuch, before the work, when keeping `n_bytes` of maps would pass `bound` (None: no bound)."""
     if bound is not None and n_bytes > bound:
@@ -112,15 +124,15 @@ def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
 
 
 class LayerMaps:
-    """A big run's maps, (n_layers, H, L, L), without holding them: an index whose first entry is one
-    layer (``maps[layer]``, ``maps[layer, head]``) reads that layer's maps through `load`; an index over
-    every layer (``maps[:, :, rows, :]``) runs one forward pass that keeps only what the index selects, if
+    """A big run's maps, (n_layers, H, L, L) (or (n_layers, H, L, n_keys)), without holding them: an index whose
+    first entry is one layer (``maps[layer]``, ``maps[layer, head]``) reads that layer's maps through `load`; an
+    index over every layer (``maps[:, :, rows, :]``) runs one forward pass that keeps only what the index selects, if
     that is at most SLICE_BYTES. Anything that would need every map at once (np.asarray, a slice of whole
     layers) raises NeedsSmallerInput, which a page shows in place of the view."""
 
-    def __init__(self, load: Loader, n_layers: int, n_heads: int, n_tokens: int):
+    def __init__(self, load: Loader, n_layers: int, n_heads: int, n_tokens: int, n_keys: int | None = None):
         self.load = load
-        self.shape = (n_layers, n_heads, n_tokens, n_tokens)
+        self.shape = (n_layers, n_heads, n_tokens, n_tokens if n_keys is None else n_keys)
         self.ndim, self.dtype = 4, np.dtype(np.float32)
 
     def __len__(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -107,23 +108,31 @@ SHORTER_WRITING = (
 class Writing:
     """An encoder-decoder's decoder sequence for one source text (written greedily, or the target given)
     with every map of the one forward pass over it: maps["cross"] (n_layers, H, T, S), maps["decoder"]
-    (n_layers, H, T, T), maps["encoder"] (n_layers, H, S, S), T decoder tokens and S encoder tokens."""
+    (n_layers, H, T, T), maps["encoder"] (n_layers, H, S, S), T decoder tokens and S encoder tokens. Past
+    BIG_RUN_BYTES each map is a bigrun.LayerMaps, read one layer at a time, and `pooled` holds each part's
+    maps mean-pooled to at most POOL_CELLS a side (the every-layer grid's); None within the bound."""
 
     encoder_ids: np.ndarray  # (1, S)
     encoder_tokens: list[str]
     decoder_ids: np.ndarray  # (1, T): the start token, then the written or given tokens
     decoder_tokens: list[str]
-    maps: dict[str, np.ndarray]
+    maps: dict[str, Any]  # np.ndarray each, or bigrun.LayerMaps past the bound
     forced: bool  # the target was given rather than written
     notice: str  # the target or the text cut to the model's positions, else ""
     checkpoint_beams: int  # the beams the checkpoint's generation config asks for; one is what runs
+    pooled: dict[str, np.ndarray] | None = None
+
+    @property
+    def is_big(self) -> bool:
+        return self.pooled is not None
 
 
 def get_writing(source: str, text: str, target: str = "") -> Writing:
     """What the encoder-decoder of `source` writes for `text` (greedy, at most MAX_NEW_TOKENS new tokens), or
-    `target` forced as its decoder's input; kept in the shared stores. Every map of it is kept, so its size (at
-    the most tokens it can write) is checked before the work: past BIG_RUN_BYTES, bigrun.KeepsTooMuch (which the
-    page shows in place of the view)."""
+    `target` forced as its decoder's input; kept in the shared stores. What it keeps is sized before the work (at
+    the most tokens it can write): within BIG_RUN_BYTES every map of one pass; past it, written with no map, then
+    one pass keeping pooled maps (`_pooled_writing`), each layer read on demand; one layer past the bound even so,
+    bigrun.LayerTooBig (which the page shows in place of the view)."""
 
     def compute():
         from attention.generate_seq2seq import generate_seq2seq, kept_bytes, start_token
@@ -138,12 +147,17 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         encoded = encode(tokenizer, text, max_length=model.config.max_position_embeddings)
         (input_ids,) = on_model_device(model, encoded.input_ids)  # (1, S)
         assert input_ids is not None
+        S = input_ids.size(1)
         if not target:
             new = min(MAX_NEW_TOKENS, limit - 1)
-            bigrun.within_bound(WRITING, kept_bytes(model, input_ids.size(1), 1 + new), SHORTER_WRITING)
-            out = generate_seq2seq(model, tokenizer, input_ids, max_new_tokens=new)
-            maps = [list(out.cross_attentions), list(out.decoder_attentions), list(out.encoder_attentions)]
+            whole = kept_bytes(model, S, 1 + new) <= BIG_RUN_BYTES
+            if not whole:
+                _one_layer_within(model, S, 1 + new)
+            out = generate_seq2seq(model, tokenizer, input_ids, max_new_tokens=new, keep_maps=whole)
             facts = (out.encoder_ids, out.encoder_tokens, out.ids, out.tokens)
+            if not whole:
+                return _pooled_writing(model, (source, text, target), *facts, False, "", out.checkpoint_num_beams)
+            maps = [list(out.cross_attentions), list(out.decoder_attentions), list(out.encoder_attentions)]
             beams = out.checkpoint_num_beams
             del out  # each map is then held once (stack_attentions drops it from its list once copied)
             return _writing(*facts, maps, False, "", beams)
@@ -153,16 +167,29 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
         if 1 + len(given) > limit:
             notice = f"The target is {len(given)} tokens; the decoder reads {limit}, so its first {limit - 1} are used."
             given = given[: limit - 1]
-        bigrun.within_bound(WRITING, kept_bytes(model, input_ids.size(1), 1 + len(given)), SHORTER_WRITING)
         (decoder_ids,) = on_model_device(model, torch.tensor([[start, *given]]))  # (1, T)
+        written = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
+        if kept_bytes(model, S, 1 + len(given)) > BIG_RUN_BYTES:
+            _one_layer_within(model, S, 1 + len(given))
+            return _pooled_writing(
+                model, (source, text, target), input_ids, encoded.tokens, decoder_ids, written, True, notice
+            )
         with torch.inference_mode():
             out = model(input_ids, decoder_input_ids=decoder_ids)
         maps = [list(out.cross_attentions), list(out.decoder_attentions), list(out.encoder_attentions)]
         del out  # its hidden states freed, each map then held once
-        written = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
         return _writing(input_ids, encoded.tokens, decoder_ids, written, maps, True, notice)
 
     return store("writings", 16, 200 * MB).get_or_compute((source, text, target), compute)
+
+
+def _one_layer_within(model, n_source: int, n_target: int) -> None:
+    """Raise bigrun.LayerTooBig, before the work, when one layer's maps of any part are more than BIG_RUN_BYTES."""
+    from attention.seq2seq_maps import PARTS, one_layer_bytes
+
+    largest = max(one_layer_bytes(model, part, n_source, n_target) for part in PARTS)
+    if largest > BIG_RUN_BYTES:
+        raise bigrun.LayerTooBig(WRITING, largest, SHORTER_WRITING)
 
 
 def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, forced, notice, beams=1) -> Writing:
@@ -178,6 +205,56 @@ def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, for
         notice,
         beams,
     )
+
+
+def _pooled_writing(model, key, encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, forced, notice, beams=1):
+    """A writing past BIG_RUN_BYTES: one pass over its ids keeping each part's pooled maps, and each part's maps
+    as a bigrun.LayerMaps whose layers `_writing_loader` reads (one layer of one part per pass)."""
+    from attention.seq2seq_maps import PARTS, part_shape, pooled_parts
+
+    pooled = pooled_parts(model, encoder_ids, decoder_ids)
+    S, T = encoder_ids.size(1), decoder_ids.size(1)
+    ids = (tuple(encoder_ids[0].tolist()), tuple(decoder_ids[0].tolist()))
+    shapes = {part: part_shape(model, part, S, T) for part in PARTS}
+    maps = {
+        part: bigrun.LayerMaps(_writing_loader(key, part, ids, shapes[part][:3]), *shape)
+        for part, shape in shapes.items()
+    }
+    return Writing(
+        read_only(encoder_ids.cpu().numpy()),
+        list(encoder_tokens),
+        read_only(decoder_ids.cpu().numpy()),
+        list(decoder_tokens),
+        maps,
+        forced,
+        notice,
+        beams,
+        pooled,
+    )
+
+
+def _writing_loader(key: tuple, part: str, ids: tuple[tuple[int, ...], tuple[int, ...]], sizes: tuple[int, ...]):
+    """load(bigrun.layer_maps, layer): layer `layer`'s maps of `part` of the writing of `key` (source, text,
+    target) over its `ids` (encoder's, decoder's), in a slot, kept in the big runs' layer store; any read of
+    every layer at once, bigrun.NeedsSmallerInput of the part's `sizes` (n_layers, H, L_query)."""
+
+    def load(compute, *args):
+        if compute is not bigrun.layer_maps:
+            raise bigrun.NeedsSmallerInput(*sizes)
+
+        def run():
+            from attention.inputs import on_model_device
+            from attention.seq2seq_maps import part_layer
+
+            loaded = get_seq2seq(key[0])
+            assert loaded is not None
+            model = loaded[0]
+            encoder_ids, decoder_ids = on_model_device(model, torch.tensor([ids[0]]), torch.tensor([ids[1]]))
+            return part_layer(model, encoder_ids, decoder_ids, part, *args)
+
+        return store(*BIG_STORES[bigrun.layer_maps]).get_or_compute(("writing", *key, part, *args), run)
+
+    return load
 
 
 # ---- a big run's pieces, on demand ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import torch
 
 import viz
 from attention import ModelLoadError
+from attention.bigrun import BIG_RUN_BYTES, MB
 from attention.inputs import on_model_device
 from viz.cross import part_grid
 from viz.lines import TooManyLines
@@ -77,8 +78,9 @@ def draw(run) -> None:
     with slot or st.container():
         show(fig, f"{kind}-layer{layer}-head{head}", key="cross_map")
     st.caption(_about(kind))
+    tiles = writing.pooled[kind] if writing.pooled is not None else maps  # past the bound: pooled in the pass
     grid = part_grid(
-        maps, (layer, head), f"{CROSS_PARTS[kind]}: every layer and head", font_size=font_size(), width=main_px()
+        tiles, (layer, head), f"{CROSS_PARTS[kind]}: every layer and head", font_size=font_size(), width=main_px()
     )
     show(grid, f"{kind}-grid", key="cross_grid", on_select=_open_clicked, selection_mode="points")
     with st.expander("Lines between the two rows of tokens"):
@@ -98,7 +100,13 @@ def draw(run) -> None:
     cross = writing.maps["cross"]
     flow_layer, flow_head = min(layer, cross.shape[0] - 1), min(head, cross.shape[1] - 1)
     with st.expander(f"Shape flow of layer {flow_layer}'s cross-attention"):
-        _flow(model, writing, flow_layer, flow_head)
+        if writing.is_big:  # the flow's pass keeps every map (attention.trace.trace_cross_attention)
+            st.info(
+                f"The shape flow makes every map of one pass, more than the {BIG_RUN_BYTES // MB} MB this server "
+                "holds for one run at this sentence and target: try a shorter one to see it."
+            )
+        else:
+            _flow(model, writing, flow_layer, flow_head)
 
 
 def _tokens(writing: Writing, kind: str) -> tuple[list[str], list[str]]:

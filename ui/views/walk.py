@@ -290,15 +290,15 @@ def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int |
 
 def _writing(text: str) -> Writing | None:
     """The encoder-decoder's decoder pass over `text` (the typed target forced, else written), as the
-    Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write or a pass whose
-    every map would pass the big-run bound."""
+    Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write or a pass of which
+    even one layer's maps would pass the big-run bound (past it otherwise, its maps are read a layer at a time)."""
     try:
         with st.spinner("Writing…"):
             writing = get_writing(st.session_state.source, text, st.session_state.get("target", ""))
     except ModelLoadError as err:
         st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
         return None
-    except KeepsTooMuch as err:  # its every map past the big-run bound: refused before the work
+    except KeepsTooMuch as err:  # one layer's maps past the big-run bound: refused before the work
         st.info(str(err))
         return None
     if writing.notice:
