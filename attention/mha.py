@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import by_head
 from .masks import ablate_heads, additive, build_mask, check_ablation, fits, may_empty_rows, pick_rows
 from .rotary import rotate
 
@@ -370,7 +371,8 @@ class MultiHeadAttention(nn.Module):
                 v = record("v_shared", v.repeat_interleave(group, dim=1))  # (B, G, S, d) -> (B, H, S, d)
 
         mask = record("mask", build_mask(attention_mask, is_causal, B, L, S, device=query.device))
-        if self.relative is not None:  # DeBERTa: position terms read q and k, added as the mask is
+        head_by_head = by_head.active() and not fused and not map_only and not by_group  # a trace of one head
+        if self.relative is not None and not head_by_head:  # DeBERTa: position terms read q and k, added as the mask is
             mask = self.relative(q, k, mask, record)  # (B, H, L, S) additive
         if map_only:  # the map's rows (all of them without `rows`) and nothing else
             return None, self.map_rows(q, k, mask, rows, record, head_mask, ablation)  # (B, H, L or P, S)
@@ -387,14 +389,17 @@ class MultiHeadAttention(nn.Module):
             if rows is None:
                 return self.o_proj(merged), None
             return self.o_proj(merged), self.map_rows(q, k, mask, rows)  # only the kept rows: (B, H, P, S)
-        heads, probs = scaled_dot_product_attention(
-            q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation, self.softcap
-        )
-        if by_group:  # (B, G, H/G, ·) -> (B, H, 1, ·): head g·(H/G) + i is row i of group g
+        if head_by_head:  # no (B, H, L, S) map made whole: each head's in turn, the kept head's probs (B, 1, L, S)
+            heads, probs = by_head.attend(self, q, k, v, mask, dropout_p, record, head_mask, ablation)
+        else:
+            heads, probs = scaled_dot_product_attention(
+                q, k, v, mask, self.scaling, dropout_p, record, head_mask, ablation, self.softcap
+            )
+        if by_group and probs is not None:  # (B, G, H/G, ·) -> (B, H, 1, ·): head g·(H/G) + i is row i of group g
             heads, probs = heads.reshape(B, self.num_heads, 1, -1), probs.reshape(B, self.num_heads, 1, S)
         merged = record("merged", heads.transpose(1, 2).reshape(B, L, -1))  # (B, L, H, d) -> (B, L, H·d)
         output = record("output", self.o_proj(merged))  # (B, L, D)
-        if rows is not None:  # recorded, ablated or capped: the full map was made, its rows are kept
+        if rows is not None and probs is not None:  # recorded, ablated or capped: the full map made, its rows kept
             probs = pick_rows(probs, rows)  # (B, H, L, S) -> (B, H, P, S)
         elif fused:  # capped scores: the map was made, but not kept
             return output, None

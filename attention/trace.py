@@ -12,29 +12,25 @@ G key/value heads, d head width.
 
 from __future__ import annotations
 
-import ast
-import linecache
+import contextlib
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from types import FrameType
 
 import numpy as np
 import torch
 
+from . import by_head
 from .bigrun import layer_hooks
+from .by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
 from .inputs import on_model_device
 from .mha import Recorded
 from .models import FAMILIES, Family
+from .source_lines import relative_path, source_of
 from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # (step, what was kept of its tensor, the tensor's shape, file, line), in order
 Records = list[tuple[str, torch.Tensor | None, tuple[int, ...] | None, str, int]]
-# the steps whose tensor is a map, (B, H, L, S): a trace of one head keeps that head's slice of them only
-MAP_STEPS = ("scores", "softcap", "masked_scores", "probs", "c2p", "p2c")
 
 
 @dataclass(frozen=True)
@@ -169,6 +165,8 @@ def trace_layer(
 
     def recorder(name: str, tensor: Recorded) -> Recorded:
         caller = sys._getframe(1)
+        while caller.f_code.co_filename == by_head.FILE and caller.f_back is not None:  # the line in mha.py
+            caller = caller.f_back
         part = tensor[:, head : head + 1] if head is not None and tensor is not None and name in MAP_STEPS else tensor
         kept = None if part is None else part.detach().to("cpu", copy=True)  # a copy, from the GPU too
         shape = None if tensor is None else tuple(tensor.shape)
@@ -178,7 +176,9 @@ def trace_layer(
     inputs = on_model_device(model, input_ids, attention_mask, token_type_ids)
     # the layers up to the traced one compute their maps as a whole forward pass does (the same numbers), each
     # dropped as it is made (bigrun.layer_hooks); the layers after it run fused; no hidden states are kept
-    with torch.inference_mode(), layer_hooks(model, lambda index, maps: None, convert=lambda probs: None):
+    # with `head`, each layer up to the traced one makes its maps one head at a time (by_head): none made whole
+    one_head = by_head.one_head_at_a_time(head) if head is not None else contextlib.nullcontext()
+    with torch.inference_mode(), layer_hooks(model, lambda index, maps: None, convert=lambda probs: None), one_head:
         model(*inputs, recorders={layer: recorder}, maps_for=set(range(layer + 1)), keep_hidden=False)
     scaling = float(model.layers[layer].attention.scaling)
     types = None if token_type_ids is None else token_type_ids.detach().to("cpu", copy=True)
@@ -314,7 +314,7 @@ def _build(
                 title=TITLES.get(name, name),
                 op=op_words(name, tensors, sizes, scaling, layer, facts),
                 code=code,
-                path=_relative(filename),
+                path=relative_path(filename),
                 lineno=linenos[0],
                 tensor=tensor,
                 linenos=linenos,
@@ -322,116 +322,6 @@ def _build(
             )
         )
     return Trace(layer, steps, token_type_ids, scaling)
-
-
-# ---- the line of code behind each step -------------------------------------------------------
-
-
-def _relative(filename: str) -> str:
-    try:
-        return Path(filename).resolve().relative_to(ROOT).as_posix()
-    except ValueError:
-        return filename
-
-
-@lru_cache(maxsize=32)
-def _tree(filename: str, mtime: float) -> ast.Module | None:
-    try:
-        return ast.parse("".join(linecache.getlines(filename)))
-    except SyntaxError:
-        return None
-
-
-def source_of(filename: str, lineno: int) -> tuple[str, tuple[int, ...]]:
-    """The statement that made a recorded tensor, as (code, line numbers).
-
-    Usually the `record(...)` statement itself. When it records a variable computed just before,
-    e.g. `scores = record("scores", scores.mul_(scaling))` after `scores = torch.matmul(...)`,
-    that earlier statement comes first; a bare `probs = record("probs", probs)` is left out.
-    """
-    linecache.checkcache(filename)
-    try:
-        mtime = Path(filename).stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    tree = _tree(filename, mtime)
-    line = linecache.getline(filename, lineno).strip()
-    found = _statement(tree.body, lineno) if tree is not None else None
-    if found is None:
-        return line, (lineno,)
-    block, index = found
-    stmt, shown = block[index], [block[index]]
-    name = _continued_name(stmt)
-    earlier = [s for s in block[:index] if _assigns(s, name)] if name else []
-    if earlier and not _calls_record(earlier[-1]):  # a recorded value is its own step
-        shown = [earlier[-1]] if _records_bare_name(stmt) else [earlier[-1], stmt]
-    source = _source(filename)
-    code = "\n".join(" ".join((ast.get_source_segment(source, s) or "").split()) for s in shown)
-    return code, tuple(s.lineno for s in shown)
-
-
-def _source(filename: str) -> str:
-    return "".join(linecache.getlines(filename))
-
-
-def _statement(block: list[ast.stmt], lineno: int) -> tuple[list[ast.stmt], int] | None:
-    """The innermost statement covering `lineno`, with the block it belongs to."""
-    for i, stmt in enumerate(block):
-        if stmt.lineno <= lineno <= (stmt.end_lineno or stmt.lineno):
-            inner = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
-            inner += [h.body for h in getattr(stmt, "handlers", [])]
-            for sub in inner:
-                if isinstance(sub, list) and sub:
-                    found = _statement(sub, lineno)
-                    if found is not None:
-                        return found
-            return block, i
-    return None
-
-
-def _record_call(stmt: ast.stmt) -> ast.Call | None:
-    value = getattr(stmt, "value", None)
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "record":
-        return value
-    return None
-
-
-def _calls_record(stmt: ast.stmt) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "record" for n in ast.walk(stmt)
-    )
-
-
-def _root_name(node: ast.expr) -> str | None:
-    """`x` for `x`, `x.mul_(s)` or `x.a(...).b(...)`."""
-    while True:
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
-        elif isinstance(node, ast.Attribute):
-            node = node.value
-        else:
-            return None
-
-
-def _continued_name(stmt: ast.stmt) -> str | None:
-    """For `x = record(name, <expr on x>)`: x, the variable whose earlier value is being recorded."""
-    call = _record_call(stmt)
-    if call is None or len(call.args) < 2 or not isinstance(stmt, ast.Assign):
-        return None
-    targets = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-    root = _root_name(call.args[1])
-    return root if root in targets else None
-
-
-def _records_bare_name(stmt: ast.stmt) -> bool:
-    call = _record_call(stmt)
-    return call is not None and len(call.args) >= 2 and isinstance(call.args[1], ast.Name)
-
-
-def _assigns(stmt: ast.stmt, name: str) -> bool:
-    return isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
 
 
 # ---- one head's slice of a step, as the app shows it -------------------------------------------

@@ -184,7 +184,8 @@ def test_a_points_folder_and_a_checkpoint_folder_outside_are_refused(listed, tmp
     assert in_use(at).startswith("all-MiniLM-L6-v2")
 
 
-def test_a_corpus_file_is_bounded_while_it_is_read(tmp_path):
+def test_a_corpus_file_is_bounded_while_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv(FILES_VAR, str(tmp_path))
     huge = tmp_path / "huge.txt"
     with huge.open("wb") as f:  # 8 GB of one line, sparse: a reader that reads a whole line first never ends
         f.truncate(8 * 2**30)
@@ -203,6 +204,35 @@ def test_a_corpus_file_is_bounded_while_it_is_read(tmp_path):
     assert len(seen) == 250_000  # every line before the bound, none after it
     with bounded_lines(many, 2_000_000, 100) as lines:
         assert sum(1 for _ in lines) == 300_000
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_refused_when_the_file_is_opened(listed, tmp_path):
+    """server_path resolves the path; a link put in place of a folder on the way before the file is opened
+    (a race a visitor may win) is not followed: each folder is opened with O_NOFOLLOW from the listed one."""
+    (listed / "sub" / "deeper").mkdir(parents=True)
+    (listed / "sub" / "deeper" / "corpus.txt").write_text("The cat sat.\n")
+    (tmp_path / "outside" / "deeper").mkdir(parents=True)
+    (tmp_path / "outside" / "deeper" / "corpus.txt").write_text("API_KEY=hunter2\n")
+    refused = "this server reads files only under the folders its operator lists (ATTENTION_FILE_DIRS)"
+    for swapped in ("sub", "sub/deeper"):
+        path = server_path(str(listed / "sub" / "deeper" / "corpus.txt"))  # checked while every folder is real
+        with bounded_lines(path, 1000, 100) as lines:
+            assert list(lines) == ["The cat sat.\n"]
+        real = listed / swapped
+        real.rename(listed / "moved")
+        real.symlink_to(tmp_path / "outside" / swapped.removeprefix("sub").strip("/"))  # the same names, outside
+        assert (listed / "sub" / "deeper" / "corpus.txt").read_text() == "API_KEY=hunter2\n"  # followed, it leaks
+        with pytest.raises(FileRefused) as err, bounded_lines(path, 1000, 100) as lines:
+            list(lines)
+        assert str(err.value) == refused, swapped
+        real.unlink()
+        (listed / "moved").rename(real)
+    (listed / "sub" / "deeper").rename(listed / "sub" / "file")
+    (listed / "sub" / "deeper").write_text("a file where a folder was\n")
+    with pytest.raises(FileRefused, match="only under the folders"), bounded_lines(path, 1000, 100) as lines:
+        list(lines)
+    with pytest.raises(FileRefused, match="only under the folders"), bounded_lines(tmp_path / "secret.txt", 99, 9):
+        pass  # a path no listed folder holds is never opened
 
 
 def test_the_page_says_a_corpus_line_is_too_long(listed, monkeypatch):

@@ -26,6 +26,7 @@ steps (`bounded_lines`), stopped at its bound on bytes read or on a line's lengt
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import os
 import re
@@ -131,12 +132,15 @@ def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def _refused(kind: str) -> FileRefused:
+    return FileRefused(f"this server reads {kind} only under the folders its operator lists ({FILES_VAR})")
+
+
 def server_path(typed: str, folder: bool = False) -> Path:
     """The path a visitor typed, resolved, if the page may read it: under a folder of ATTENTION_FILE_DIRS,
     not under /proc, /sys or /dev, and a folder (`folder`) or a regular file. Else FileRefused, one
     message for every path outside (whether or not it exists)."""
-    kind = "folders" if folder else "files"
-    refused = FileRefused(f"this server reads {kind} only under the folders its operator lists ({FILES_VAR})")
+    refused = _refused("folders" if folder else "files")
     try:
         path = Path(os.path.realpath(os.path.expanduser(typed.strip())))
     except (OSError, ValueError):  # a name too long, a NUL
@@ -158,16 +162,40 @@ def server_path(typed: str, folder: bool = False) -> Path:
 def bounded_lines(path: Path, max_bytes: int, max_line: int) -> Iterator[Iterator[str]]:
     """The lines of the regular file `path` as text, read in steps: FileRefused once more than `max_bytes`
     were read or a line is longer than `max_line` bytes, before either is held (a file that grows, or one
-    of /proc that says it has no size, is stopped there too)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)  # not blocking: a FIFO put there since is refused below, not waited on
-    except OSError as err:
-        raise FileRefused(f"{path.name}: cannot be read ({err.strerror})") from None
+    of /proc that says it has no size, is stopped there too). It is opened as `open_under` does."""
+    fd = open_under(path, os.O_RDONLY | os.O_NONBLOCK)  # not blocking: a FIFO put there since is refused below
     with os.fdopen(fd, "rb") as raw:
         if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
             raise FileRefused(f"{path.name}: not a regular file")
         yield _lines(raw, max_bytes, max_line)
+
+
+def open_under(path: Path, flags: int) -> int:
+    """A descriptor of `path` (server_path's, resolved) opened with `flags` one name at a time from the listed
+    folder that holds it: each folder on the way with O_NOFOLLOW | O_DIRECTORY, the file itself with O_NOFOLLOW.
+    A link put in place of any of them since server_path resolved the path is refused, not followed (the
+    same message as server_path's), so what is opened lies under that folder whatever changed meanwhile."""
+    root = next((d for d in file_dirs() if _under(path, d)), None)
+    if root is None or path == root or any(_under(path, p) for p in NEVER_READ):
+        raise _refused("files")
+    names = path.relative_to(root).parts
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise FileRefused(f"{path.name}: cannot be read ({err.strerror})") from None
+    try:
+        for name in names[:-1]:
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return os.open(names[-1], flags | nofollow, dir_fd=folder)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):  # a link (or a file) where a folder or the file was
+            raise _refused("files") from None
+        raise FileRefused(f"{path.name}: cannot be read ({err.strerror})") from None
+    finally:
+        os.close(folder)
 
 
 def _lines(raw, max_bytes: int, max_line: int) -> Iterator[str]:

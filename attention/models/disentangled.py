@@ -88,19 +88,23 @@ class Disentangled:
         H, d = self.attention.num_heads, self.attention.head_dim
         return projection(table).view(-1, H, d).transpose(0, 1)[None]  # (1, H, R, d)
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, record: Recorder) -> torch.Tensor:
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, record: Recorder, head: int | None = None
+    ) -> torch.Tensor:
+        """`head`: q and k are that one head's, (B, 1, L, d) (attention/by_head.py), and so is what is returned."""
         B, H, L, _ = q.shape
+        heads = slice(None) if head is None else slice(head, head + 1)  # the table's heads these q and k meet
         if k.size(2) != L:
             raise ValueError("disentangled attention needs as many keys as queries (self-attention)")
         c2p_rows, p2c_rows = self.indices(L, q.device)  # (L, L) each
         table = self.table().to(q.dtype)  # (R, D)
         kinds, bias = terms(self.config), None  # bias: c2p + p2c (B, H, L, S), summed in the first term's buffer
         if "c2p" in kinds:  # query i's content against key j's relative position δ(i, j)
-            by_row = q @ self.heads(self.attention.k_proj, table).transpose(-1, -2)  # (B, H, L, R)
+            by_row = q @ self.heads(self.attention.k_proj, table)[:, heads].transpose(-1, -2)  # (B, H, L, R)
             index = c2p_rows.expand(B, H, L, L)  # (B, H, L, S)
             bias = record("c2p", by_row.gather(-1, index) / self.scale)  # (B, H, L, S)
         if "p2c" in kinds:  # key j's content against query i's relative position δ(j, i)
-            by_row = k @ self.heads(self.attention.q_proj, table).transpose(-1, -2)  # (B, H, S, R)
+            by_row = k @ self.heads(self.attention.q_proj, table)[:, heads].transpose(-1, -2)  # (B, H, S, R)
             index = p2c_rows.expand(B, H, L, L)  # (B, H, S, L): row j, column i
             p2c = record("p2c", by_row.gather(-1, index).transpose(-1, -2) / self.scale)  # (B, H, L, S)
             bias = p2c if bias is None else bias.add_(p2c)  # (B, H, L, S)
