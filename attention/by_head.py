@@ -2,9 +2,9 @@
 big-run bound): each head's scores and probabilities, (B, 1, L, S), are made, used and let go before the next
 head's, so no (B, H, L, S) map is ever made whole; the kept head's are recorded as the whole layer's would be.
 
-Each head runs the same steps and kernels as the whole layer (mha.scaled_dot_product_attention on its slice of q,
+Each head runs the same steps and kernels as the whole layer (scaled_dot_product_attention on its slice of q,
 k, v and the mask): a query row's scores, softmax and weighted sum read that row and that head only, so the
-numbers are those of the whole layer's (tests/test_trace_by_head.py compares them).
+numbers are those of the whole layer's (tests/test_bound_trace.py compares them).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import mha
+from .dot_product import Recorded, Recorder, no_record, scaled_dot_product_attention
 
 if TYPE_CHECKING:
-    from .mha import MultiHeadAttention, Recorded, Recorder
+    from .mha import MultiHeadAttention
 
-FILE = __file__  # the recorder in trace.py skips this module's frames: it shows the lines of mha.py that called
+FILE = __file__  # the recorder in trace.py skips this module's frames: it shows the lines that called
 # the steps, the kept head's as the whole layer's
 MAP_STEPS = ("scores", "softcap", "masked_scores", "probs", "c2p", "p2c")  # recorded (B, H, L, S), the rest as is
 ROWS_BYTES = 2**20  # a head not kept makes its scores this many bytes at most at a time: a few query rows
@@ -55,17 +55,17 @@ def attend(
     head_mask: torch.Tensor | None,
     ablation: str,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """mha.scaled_dot_product_attention's (heads (B, H, L, d), probs) head by head, q, k and v (B, H, ·, d) after
+    """scaled_dot_product_attention's (heads (B, H, L, d), probs) head by head, q, k and v (B, H, ·, d) after
     the sharing of key/value heads, `mask` broadcastable to (B, H, L, S); DeBERTa's position terms (the layer's
     `relative`) are added to each head's mask as it comes. probs is the kept head's only, (B, 1, L, S), in the
     traced layer (`record` given); None in any other (every head a few rows at a time)."""
     n_heads = q.size(1)
-    kept_head = _state.head if record is not mha.no_record else None  # the traced layer's; no other keeps one
+    kept_head = _state.head if record is not no_record else None  # the traced layer's; no other keeps one
     heads, kept = [], None
     for h in range(n_heads):
         one = slice(h, h + 1)
         own = mask if mask is None or mask.size(1) == 1 else mask[:, one]  # (B or 1, 1, L or 1, S)
-        steps = _as_layer(record, n_heads) if h == kept_head else mha.no_record
+        steps = _as_layer(record, n_heads) if h == kept_head else no_record
         if attention.relative is not None:
             own = attention.relative(q[:, one], k[:, one], own, steps, head=h)  # (B, 1, L, S)
         ablated = None if head_mask is None else head_mask[one]
@@ -74,7 +74,7 @@ def attend(
         for start in range(0, q.size(2), step):
             rows = slice(start, start + step)
             part = own if own is None or own.size(2) == 1 else own[:, :, rows]  # (B or 1, 1, rows or 1, S)
-            out, probs = mha.scaled_dot_product_attention(
+            out, probs = scaled_dot_product_attention(
                 q[:, one, rows], k[:, one], v[:, one], part, attention.scaling, dropout_p, steps, ablated, ablation,
                 attention.softcap,
             )  # fmt: skip

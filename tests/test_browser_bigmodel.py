@@ -83,6 +83,11 @@ def test_overview_of_32_by_32_heads_fits_and_the_pickers_reach_the_last(wide_pag
 def test_gqa_view_draws_the_models_own_grouping(wide_page):
     page = wide_page
     page.open_view("efficient", layer="31")
+    # the script has ended, but a busy browser may still be drawing the charts it sent
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.gtitle')].some(t => t.textContent.startsWith('Layer 31: how far'))",
+        timeout=120_000,
+    )
     figures = figures_fit(page)
     titles = [f["title"] for f in figures]
     assert any(t.startswith("Layer 31: query heads by the key/value head they share") for t in titles), titles

@@ -54,8 +54,9 @@ def padded(minilm):
     return run(model, tok([SENTENCE, SHORT], padding=True, return_tensors="pt"), layer=0)
 
 
-def mha_lines() -> list[str]:
-    return (ROOT / "attention" / "mha.py").read_text(encoding="utf-8").splitlines()
+def source(path: str = "attention/dot_product.py") -> list[str]:
+    """The lines of a file of ours, by its path as a trace names it (the attention's steps by default)."""
+    return (ROOT / path).read_text(encoding="utf-8").splitlines()
 
 
 def test_steps_are_recorded_in_execution_order_with_their_real_shapes(single):
@@ -102,18 +103,19 @@ def test_probs_are_the_models_attentions_and_scores_were_cloned_before_the_softm
 
 def test_each_step_carries_the_line_of_code_that_made_it(single):
     trace, _ = single
-    lines = mha_lines()
+    lines = source()
     scores = trace.step("scores")
     matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
-    assert scores.path == "attention/mha.py" and scores.lineno == matmul
+    assert scores.path == "attention/dot_product.py" and scores.lineno == matmul
     assert "torch.matmul(q, k.transpose" in scores.code
-    assert f"attention/mha.py:{matmul}" in scores.where
+    assert f"attention/dot_product.py:{matmul}" in scores.where
+    assert trace.step("q_proj").path == "attention/mha.py"  # the projections and heads: multi-head attention's
     assert "torch.softmax(scores" in trace.step("probs").code  # not the bare `record("probs", probs)`
     assert trace.step("q_heads").lineno == trace.step("v_heads").lineno  # split_heads serves Q, K and V
     assert "q_proj" in trace.step("q_proj").code and "o_proj" in trace.step("output").code
-    for step in trace.steps:  # every code line is that line of the file, comment left out
+    for step in trace.steps:  # every code line is that line of its file, comment left out
         for lineno, code in zip(step.linenos, step.code.splitlines()):
-            assert " ".join(lines[lineno - 1].split("#")[0].split()) == code, step.name
+            assert " ".join(source(step.path)[lineno - 1].split("#")[0].split()) == code, step.name
 
 
 def test_a_padded_batch_records_its_mask_and_the_masked_scores(padded, minilm):
@@ -235,7 +237,7 @@ def test_a_half_precision_trace_names_the_mask_step_it_ran(tmp_path):
     ids = tok(SENTENCE, return_tensors="pt")["input_ids"]
     traced, reference = trace_layer(half, ids, layer=1), trace_layer(full, ids, layer=1)
     assert traced.names == reference.names
-    lines = mha_lines()
+    lines = source()
     for trace, made in ((traced, "scores.masked_fill_(~mask"), (reference, "scores.add_(additive(mask")):
         step = trace.step("masked_scores")
         assert made in step.code and made in lines[step.lineno - 1] and step.where == f"{step.path}:{step.lineno}"

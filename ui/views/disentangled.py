@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention.models.disentangled import trace_terms
+from attention.analysis.terms import trace_terms
 from viz.disentangled import disentangled_figure
 
 from ..layout import main_px
