@@ -1,5 +1,6 @@
 """In Chromium at 1280 × 800: the token strip in the sidebar shows its colour key and its caption whole, each
-line inside the figure, for a short sentence and for a sentence pair (a third key entry, segment B)."""
+line inside the figure, for a short sentence, for a sentence pair (a third key entry, segment B) and for a
+decoder's continuation (its written tokens' entry)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import urllib.parse
 
 import pytest
 from browser import CHROMIUM, served_chromium, wait_settled
+from families import make_family
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
@@ -28,13 +30,15 @@ STRIP = """() => {
 CASES = {
     "short": "The cat sat on the mat.",
     "pair": "The animal didn't cross the street because it was too tired.",
+    "written": "The cat sat on the mat.",
 }
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
+    gpt2 = make_family(tmp_path_factory.mktemp("gpt2"), "gpt2")  # a decoder: its written tokens get a key entry
     with served_chromium() as (chromium, url):
-        chromium.app_url = url
+        chromium.app_url, chromium.gpt2 = url, str(gpt2)
         yield chromium
 
 
@@ -42,6 +46,8 @@ def browser():
 def test_the_strips_key_and_caption_lie_whole_inside_its_figure(browser, case):
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     query = {"s": CASES[case], **({"s2": "It was tired."} if case == "pair" else {})}
+    if case == "written":  # the decoder continues the sentence: its tokens are marked and named in the key
+        query.update(model=browser.gpt2, cont="1", n="4")
     try:
         page.goto(browser.app_url + "/?" + urllib.parse.urlencode(query))
         page.wait_for_selector(".js-plotly-plot", timeout=120_000)
@@ -50,7 +56,8 @@ def test_the_strips_key_and_caption_lie_whole_inside_its_figure(browser, case):
         strip = page.evaluate(STRIP)
         left, top, right, bottom = strip["svg"]
         shown = " ".join(line["text"] for line in strip["lines"])
-        expected = ["above each box: position", "vocabulary id", "segment A", "[CLS] / [SEP]"]
+        expected = ["above each box: position", "vocabulary id"]
+        expected += ["written by the model"] if case == "written" else ["segment A", "[CLS] / [SEP]"]
         for words in expected + (["segment B"] if case == "pair" else []):
             assert words in shown, shown
         for line in strip["lines"]:
