@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
+MaybeTensor = TypeVar("MaybeTensor", torch.Tensor, torch.Tensor | None)  # tensors in, tensors out; None stays None
 
-def on_model_device(model, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+
+def on_model_device(model, *tensors: MaybeTensor) -> tuple[MaybeTensor, ...]:
     """The tensors moved to where the model's weights are (None stays None): a model's inputs."""
     device = next(model.parameters()).device
     return tuple(None if t is None else t.to(device) for t in tensors)

@@ -220,6 +220,7 @@ def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleSco
     enc = run.encoded
     word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
     score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
+    assert example.answer_index is not None, "an example with its answer"
     return score, head_values(score.attention, run.attentions, score.located, example.answer_index, criterion)
 
 
@@ -239,6 +240,7 @@ def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, i
     except ExampleError:  # a tokenizer that splits the words otherwise
         return None
     a = example.answer_index
+    assert a is not None  # every preset names its answer
     found = best_head(values, margin_of(score.attention, a))
     if found is None:
         top = float(values[ranked(values, 1)[0]])

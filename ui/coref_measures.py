@@ -101,10 +101,10 @@ def gap(result: CorefResult, suite: Suite) -> None:
         f"{own[1]}, reaches {own[2]:.1%}: chosen and reported on the same examples."
     )
     metrics = gap_metrics(result)
-    rows = [
+    rows: list[tuple[str, dict]] = [
         (
             f"L{held.layer} H{held.head} (chosen on development)",
-            {k: float(v[held.layer, held.head]) for k, v in metrics["heads"].items()},
+            {k: float(np.asarray(v)[held.layer, held.head]) for k, v in metrics["heads"].items()},
         ),
         ("nearest candidate", metrics["nearest"]),
         ("first candidate", metrics["first"]),

@@ -36,6 +36,7 @@ def head_rows(result: CorefResult, layer: int, head: int) -> dict[str, list]:
     for d in result.details:
         e, scores = d.example, d.attention[layer, head]
         a = e.answer_index
+        assert a is not None, "a counted example has its answer"
         others = np.delete(np.arange(len(scores)), a)
         other = int(others[np.argmax(scores[others])])
         rows["example"].append(d.index + 1 if d.index is not None else None)

@@ -113,19 +113,23 @@ def causal_note() -> None:
 def criterion_picker() -> str:
     if st.session_state.get("coref_rank") not in COREF_RANKS.values():
         st.session_state.coref_rank = next(iter(COREF_RANKS.values()))
-    return st.segmented_control(
+    picked = st.segmented_control(
         "Rank heads by", list(COREF_RANKS.values()), key="coref_rank", required=True, help=" · ".join(CRITERIA.values())
     )
+    assert picked is not None  # required: always one
+    return picked
 
 
 def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> None:
     """The best heads by ``criterion``: its value and the other criterion's, attention to the answer, to
     the best other candidate and to the answer from the average other token; and whether any separates."""
     a = score.example.answer_index
+    assert a is not None, "the ranked heads are of an example with its answer"
     values = {name: head_values(score.attention, run.attentions, score.located, a, name) for name in CRITERIA}
     order = ranked(values[criterion], top)
     layers, heads = (np.array(x, dtype=int) for x in zip(*order))
     answer = score.example.answer
+    assert answer is not None
     columns = {"head": [f"L{layer} H{head}" for layer, head in order]}
     columns |= {name: values[name][layers, heads].round(3) for name in sorted(CRITERIA, key=lambda n: n != criterion)}
     columns |= {
@@ -134,15 +138,15 @@ def ranked_table(run, score: ExampleScore, criterion: str, top: int = 15) -> Non
         f"average token → {answer}": column_means(run.attentions, score.located)[layers, heads, a].round(3),
     }
     show_table(columns, "Heads ranked", hide_index=True, width="stretch")
-    top, found = float(values[criterion][layers[0], heads[0]]), best_head(values[criterion], values["margin"])
+    first, found = float(values[criterion][layers[0], heads[0]]), best_head(values[criterion], values["margin"])
     if found is not None:
         verdict = f"Best: layer {found[0]}, head {found[1]} ({values[criterion][found]:+.2f})"
         pronoun, said = plain(score.example.pronoun), plain(answer)
         verdict += "." if criterion == "margin" else f", the first whose “{pronoun}” gives “{said}” more."
-    elif separates(top):
+    elif separates(first):
         verdict = f"No head separates the candidates: none above {MIN_SEPARATION} gives “{plain(answer)}” more."
     else:
-        verdict = f"No head separates the candidates: the best value is {top:+.2f}, not above {MIN_SEPARATION}."
+        verdict = f"No head separates the candidates: the best value is {first:+.2f}, not above {MIN_SEPARATION}."
     st.caption(
         f"Ranked by {plain(CRITERIA[criterion])}. {verdict} The first visit and the guided walk's last step "
         "open the best head by the same criterion."

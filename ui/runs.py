@@ -71,7 +71,7 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head
     model, tokenizer = get_model(source)
     if len(texts) == 1:
         enc = encoded_input(source, texts[0], text_b)[1]
-        inputs: tuple = (enc.input_ids, enc.attention_mask, enc.token_type_ids)
+        inputs: Inputs = (enc.input_ids, enc.attention_mask, enc.token_type_ids)
     else:
         inputs = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)[0]
     batch, n_tokens = inputs[0].shape
@@ -81,7 +81,8 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head
         bigrun.within_bound(what, trace.kept_bytes(model, batch, n_tokens, kept), SHORTER_TRACE, BIG_RUN_BYTES)
 
     def compute():
-        return trace.trace_layer(model, *inputs, layer=layer, head=kept)
+        ids, mask, types = inputs
+        return trace.trace_layer(model, ids, mask, types, layer=layer, head=kept)
 
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer, kept), compute)
 
@@ -89,8 +90,8 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head
 def get_batch(source: str, texts: tuple[str, ...]):
     def compute():
         model, tokenizer = get_model(source)
-        batch, tokens = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
-        return run_batch(model, *batch, tokens)
+        (ids, mask, types), tokens = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
+        return run_batch(model, ids, mask, types, tokens)
 
     return store("batches", 8, 200 * MB).get_or_compute((source, texts), compute)
 
@@ -269,7 +270,10 @@ def encoded_input(source: str, text: str, text_b: str):
     return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
 
 
-def padded_inputs(tokenizer, texts: tuple[str, ...], limit: int) -> tuple[tuple[torch.Tensor, ...], list[list[str]]]:
+Inputs = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]  # input_ids, attention_mask, token_type_ids
+
+
+def padded_inputs(tokenizer, texts: tuple[str, ...], limit: int) -> tuple[Inputs, list[list[str]]]:
     """A padded batch of `texts` as the model reads it, (input_ids, attention_mask, token_type_ids) each
     (B, S), and each item's pieces: a written text's ids as written, any other text as the tokenizer reads
     it, within `limit` positions."""

@@ -372,7 +372,7 @@ def open_sentence(text: str, layer: int, head: int, came_from: str | None = None
     if came_from is not None:
         still = opened and st.session_state.submitted == (opened["text"], "")  # from one example to another
         boxes = (st.session_state.text, st.session_state.text_b)
-        before = opened["before"] if still else {"boxes": boxes, "submitted": st.session_state.submitted}
+        before = opened["before"] if opened and still else {"boxes": boxes, "submitted": st.session_state.submitted}
         st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
     open_head(layer, head)
     st.session_state.text, st.session_state.text_b = text, ""

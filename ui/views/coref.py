@@ -84,7 +84,7 @@ def this_sentence(run, slot=None) -> None:
             selection_mode="points",
         )
         show_text(
-            f"{int(score.correct.sum())} of {score.correct.size} heads attend more from "
+            f"{int(score.heads_right().sum())} of {score.heads_right().size} heads attend more from "
             f"“{plain(words[p])}” to “{plain(words[answer])}” than to any other candidate. "
             "Click a head to open it.",
             "coref-count",

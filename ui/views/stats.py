@@ -58,7 +58,8 @@ def draw(run) -> None:
 
     if slot is None:
         st.subheader("Heads compared across sentences")
-    pairs = comparison_sentences(*st.session_state.submitted, len(run.tokens))
+    text, text_b = st.session_state.submitted
+    pairs = comparison_sentences(text, text_b, len(run.tokens))
     over = (
         f"this sentence and the {len(pairs) - 1} examples"
         if len(run.tokens) <= COMPARE_MAX_TOKENS
