@@ -45,6 +45,7 @@ PAGE_MODULES = (
     "ui.computations",
     *dict.fromkeys(v.module for v in registry.VIEWS if not v.later),
     "ui.present",
+    "ui.outline",
     "viz",
 )
 # what no first page needs, imported after one is shown: pandas and pyarrow (tables), scipy (attention flow where

@@ -1,0 +1,119 @@
+"""The page around a view, in its two layouts: the ordinary page (the sentence, the view selector and the notices
+above the figure, the model and the token strip in the sidebar) and presentation mode (`?present=1`: one row of
+controls, the figure on the first screen, everything else under it). app.main draws the page through one."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import streamlit as st
+
+from .controls import input_form, sidebar, way_back
+from .models import get_seq2seq
+from .page import plain, selectors, tokens_strip
+from .present import controls as present_controls
+from .present import keys as present_keys
+from .present import link_control
+from .registry import by_label
+
+PRESENTATION_CSS = """<style>
+section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
+html {font-size: 22px;}
+header[data-testid="stHeader"] {display: none;}
+div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
+[data-testid="stMain"]:focus::before, [data-testid="stMain"]:focus-visible::before {box-shadow: none;}
+</style>"""
+# ordinary mode: the page starts just under the header (3.75 rem), not 6 rem down, so the figure comes higher
+PAGE_CSS = """<style>div[data-testid="stMainBlockContainer"] {padding-top: 4rem;}</style>"""
+ENCODER_CAPTION = "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
+NO_TEXT = "Type a sentence above and press Run to see its tokens and attention."
+
+
+def reads_encoder() -> bool:
+    """Whether the view shown reads an encoder-decoder's encoder (every view but Cross-attention)."""
+    return get_seq2seq(st.session_state.source) is not None and by_label(st.session_state.view).key != "cross"
+
+
+def special_only(run) -> None:
+    if all(run.encoded.special):
+        st.info(
+            "The sentence has no characters the tokenizer keeps (only spaces, invisible or control "
+            "characters), so only [CLS] and [SEP] remain."
+        )
+
+
+class Ordinary:
+    """The sentence form at the top; the selectors, the token strip and the notices before the view."""
+
+    css = PAGE_CSS
+
+    def __init__(self) -> None:
+        self.strip_place = None  # the sidebar's place for the token strip
+
+    def chrome(self) -> None:
+        """Around the page, once the model is loaded: the sidebar (the model, the examples, the strip's place)."""
+        self.strip_place = sidebar()
+
+    def form(self) -> None:
+        input_form()
+
+    def no_text(self) -> None:
+        st.info(NO_TEXT)
+
+    def above(self, run, kinds: Collection[str], notices: list[str]) -> None:
+        selectors(run, kinds)
+        tokens_strip(run, self.strip_place)
+        for notice in notices:  # shown once, after the link was read
+            st.info(notice)
+        way_back()
+        special_only(run)
+        if reads_encoder():
+            st.caption(ENCODER_CAPTION)
+
+    def below(self, run, kinds: Collection[str], notices: list[str]) -> Any:
+        return None
+
+
+class Presentation:
+    """One row of controls, then the figure; the notices, the keys, the link, the strip and the form under it."""
+
+    css = PRESENTATION_CSS
+
+    def chrome(self) -> None:
+        if st.session_state.get("model_error"):  # no sidebar to say it in
+            st.error(plain(st.session_state.model_error) + "  \nThe previous model stays in use.")
+
+    def form(self) -> None:
+        """The sentence form comes under the figure (`below`)."""
+
+    def no_text(self) -> None:
+        input_form()
+        st.toggle("Presentation mode", key="present")
+        st.info(NO_TEXT)
+
+    def above(self, run, kinds: Collection[str], notices: list[str]) -> None:
+        special_only(run)
+        present_controls(run, kinds)
+
+    def below(self, run, kinds: Collection[str], notices: list[str]) -> Any:
+        """What is not the figure; returns the place of the page's link (present.link_control), filled once
+        the page has written it."""
+        if reads_encoder():
+            st.caption(ENCODER_CAPTION)
+        for notice in notices:  # under the figure, never over it
+            st.info(notice)
+        present_keys(run, kinds)
+        link = link_control()
+        tokens_strip(run)
+        way_back()
+        input_form()
+        st.toggle("Presentation mode", key="present")
+        return link
+
+
+def layout() -> Ordinary | Presentation:
+    """The layout the page is drawn in, its style set."""
+    chosen = Presentation() if st.session_state.get("present") else Ordinary()
+    st.html(chosen.css)
+    return chosen
