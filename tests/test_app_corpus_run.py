@@ -16,6 +16,7 @@ from test_app import decode, heatmaps, start
 from test_corpus_results import tiny_run
 
 from attention.analysis import corpus_cli, runs
+from attention.analysis.stats import PATTERNS
 from ui import corpus_runs
 from ui.page import as_written
 from ui.sources import FILES_VAR
@@ -114,3 +115,39 @@ def test_the_aggregates_rows_are_bounded_by_its_footer_before_it_is_read(finishe
     monkeypatch.setattr(pq.ParquetFile, "read", never)
     with pytest.raises(corpus_runs.RunFolderError, match=f"{rows:,} rows, more than the {rows - 1:,} read"):
         corpus_runs.read_corpus_run(str(finished))
+
+
+def tile_hovers(at) -> dict[tuple[int, int], str]:
+    """The Overview's hover text of each head, by (layer, head)."""
+    for chart in at.get("plotly_chart"):
+        for trace in json.loads(chart.proto.spec)["data"]:
+            if trace.get("hovertext") and trace.get("customdata"):
+                points = decode(trace["customdata"]) if isinstance(trace["customdata"], dict) else trace["customdata"]
+                heads = [tuple(int(v) for v in p) for p in np.asarray(points).reshape(-1, 2)]
+                return dict(zip(heads, trace["hovertext"], strict=True))
+    raise AssertionError("no tiles")
+
+
+def test_the_overview_labels_each_head_with_its_most_frequent_pattern_over_the_run(finished):
+    heads = pd.read_parquet(finished / corpus_cli.AGGREGATE).sort_values(["layer", "head"])
+    shares = heads[[f"share_{p}" for p in PATTERNS]].to_numpy()
+    expected = {(int(r.layer), int(r.head)): PATTERNS[int(np.argmax(s))] for r, s in zip(heads.itertuples(), shares)}
+    assert len(set(expected.values())) > 1  # the run tells heads apart: the labels below are not all one word
+    at = start(view="overview", patterns="1", over="corpus", run=str(finished))
+    assert not at.exception and not errors(at), errors(at)
+    hovers = tile_hovers(at)
+    assert set(hovers) == set(expected)
+    for head, pattern in expected.items():
+        assert hovers[head].endswith(f"<br>{pattern}"), (head, hovers[head])
+    assert at.query_params["over"] == "corpus" and at.query_params["run"] == str(finished)  # the link keeps them
+    sentence = start(view="overview", patterns="1")  # this sentence's patterns, as before
+    assert not sentence.exception and tile_hovers(sentence) != hovers
+
+
+def test_the_overview_says_when_a_run_is_of_a_model_of_another_shape(finished, tmp_path):
+    from families import make_family
+
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    at = start(model=str(folder), view="overview", patterns="1", over="corpus", run=str(finished))
+    assert not at.exception
+    assert any("6 layers × 12 heads; the model in use has" in as_written(i.value) for i in at.info)

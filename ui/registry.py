@@ -48,7 +48,7 @@ class View:
 
 VIEWS = (
     View("head", "Head", "ui.views.head.draw", False, ("draw", "heads", "hide", "renorm", "merge", "mark")),
-    View("overview", "Overview", "ui.views.overview.draw", False, ("patterns",)),
+    View("overview", "Overview", "ui.views.overview.draw", False, ("patterns", "over", "run")),
     View("shapeflow", "Shape flow", "ui.views.shapeflow.draw", False, ("padded", "step", "stage"), aliases=("flow",)),
     View("masks", "Masks", "ui.views.masks.draw", False),
     View(

@@ -4,8 +4,10 @@ or the mean entropy, and the sortable table of every head. The folder and the ch
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
+from attention.analysis.stats import PATTERNS
 from viz.coref import head_grid
 
 from ..corpus_runs import CorpusRun, RunFolderError, read_corpus_run
@@ -22,20 +24,9 @@ GRID_PX = 300  # the grid's height beside the page's controls: on a 1280 × 800 
 def draw_corpus(left, right, slot=None) -> None:
     """The corpus run named in the folder box (drawn in `left`; the measure in `right`); `slot`: where its grid
     goes (presentation: above the controls)."""
-    if policy().locked:
-        st.info("This server reads only its own corpora: corpus runs from a folder are not offered.")
-        return
-    typed = left.text_input(
-        "Corpus run folder", key="stats_run", max_chars=MAX_PATH, placeholder="/path/to/run (its --out)"
-    )
     measure = right.selectbox("Grid shows", list(STATS_MEASURES.values()), key="stats_measure")
-    if not typed.strip():
-        st.info("Name the --out folder of a finished run of python -m attention.analysis.corpus.")
-        return
-    try:
-        run = read_corpus_run(typed)
-    except (FileRefused, RunFolderError, OSError) as err:
-        st.error(plain(" ".join(f"{err}".split())))
+    run = opened_run(left)
+    if run is None:
         return
     with slot or st.container():
         show(grid_figure(run, measure), "corpus-grid", key="corpus_grid")
@@ -49,6 +40,41 @@ def draw_corpus(left, right, slot=None) -> None:
         "corpus-run",
     )
     show_table(run.heads, "Each head over the corpus", hide_index=True, key="corpus_table", height=420)
+
+
+def opened_run(place) -> CorpusRun | None:
+    """The finished corpus run named in the folder box (drawn in `place`; the same box in Head stats and the
+    Overview), or None, with a message saying why (a locked server, no folder yet, not a finished run)."""
+    if policy().locked:
+        st.info("This server reads only its own corpora: corpus runs from a folder are not offered.")
+        return None
+    typed = place.text_input(
+        "Corpus run folder", key="stats_run", max_chars=MAX_PATH, placeholder="/path/to/run (its --out)"
+    )
+    if not typed.strip():
+        st.info("Name the --out folder of a finished run of python -m attention.analysis.corpus.")
+        return None
+    try:
+        return read_corpus_run(typed)
+    except (FileRefused, RunFolderError, OSError) as err:
+        st.error(plain(" ".join(f"{err}".split())))
+        return None
+
+
+def corpus_patterns(corpus: CorpusRun, n_layers: int, n_heads: int) -> dict[tuple[int, int], str] | None:
+    """Each head's pattern over the corpus: the one it takes in the most texts (the first of equal shares, in
+    PATTERNS' order); None, with a message, when the run is of a model of another shape."""
+    if (corpus.n_layers, corpus.n_heads) != (n_layers, n_heads):
+        st.info(
+            plain(
+                f"This corpus run is of {corpus.record.get('model', 'a model')} with {corpus.n_layers} layers × "
+                f"{corpus.n_heads} heads; the model in use has {n_layers} × {n_heads}."
+            )
+        )
+        return None
+    shares = np.stack([corpus.grid(f"share_{p}") for p in PATTERNS])  # (patterns, n_layers, H)
+    most = shares.argmax(0)
+    return {(layer, head): PATTERNS[most[layer, head]] for layer in range(n_layers) for head in range(n_heads)}
 
 
 def grid_figure(run: CorpusRun, measure: str):

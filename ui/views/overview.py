@@ -11,7 +11,22 @@ from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 from ..computations import sentence_patterns
 from ..layout import main_px
 from ..page import figure_slot, font_size, present_size, show
-from ..state import open_clicked_head
+from ..state import STATS_OVER, open_clicked_head
+
+
+def pattern_labels(run) -> dict[tuple[int, int], str] | None:
+    """Each head's pattern on this sentence, or over a corpus run (its folder, as Head stats opens it)."""
+    of, folder = st.columns([2, 3])
+    if of.radio("Patterns of", list(STATS_OVER.values()), key="stats_over", horizontal=True) == STATS_OVER["corpus"]:
+        from .. import preload
+
+        preload.later()  # pandas and pyarrow (the run's tables), imported once for the process, as a table view does
+        from .corpus_stats import corpus_patterns, opened_run
+
+        corpus = opened_run(folder)
+        return None if corpus is None else corpus_patterns(corpus, run.n_layers, run.n_heads)
+    patterns = sentence_patterns(st.session_state.source, run)[1]
+    return {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers) for head in range(run.n_heads)}
 
 
 def draw(run) -> None:
@@ -20,10 +35,7 @@ def draw(run) -> None:
     said.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
     if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
-        patterns = sentence_patterns(st.session_state.source, run)[1]
-        labels = {
-            (layer, head): str(patterns[layer, head]) for layer in range(run.n_layers) for head in range(run.n_heads)
-        }
+        labels = pattern_labels(run)
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
     highlight = (st.session_state.layer, st.session_state.head)
     if (
