@@ -2,7 +2,11 @@
 
 A pytorch_model.bin is a zip archive (torch.save's format) whose entries torch.load unpacks whole: its zip
 directory says how large each entry is once unpacked, so a small file of deflated zeros that would become
-gigabytes is refused from its directory alone, before torch.load. A safetensors file starts with an 8-byte
+gigabytes is refused from its directory alone, before torch.load. A file in torch's legacy format (before
+1.6: pickles, then each storage's data) has its pickles read first by torch's weights-only unpickler, each
+storage it declares made on the meta device (no memory): torch.load would allocate every declared size and
+leave a storage the file holds no data for uninitialized, so the declarations must match the data that
+follows them. A safetensors file starts with an 8-byte
 length and a JSON header of that length, which its reader parses whole: the length is bounded before the
 header is read, the header's entry count once it is parsed (a bounded parse), and every entry's shape and
 data offsets are checked against the file's size. The bounds come from the config's model (`WeightBudget.of`,
@@ -23,6 +27,11 @@ from pathlib import Path
 import torch
 
 from .errors import ModelLoadError
+
+try:  # what torch.load(weights_only=True) reads a legacy file's pickles with
+    from torch._weights_only_unpickler import Unpickler as _WeightsUnpickler
+except ImportError:  # a torch without it: nothing to parse with, and a legacy file is refused
+    _WeightsUnpickler = None  # type: ignore[assignment,misc]
 
 WIDEST = 8  # bytes per element of the widest dtype a checkpoint may store (float64, int64)
 BYTES_MARGIN = 16 * 2**20  # a pickle, zip headers, small task heads
@@ -97,12 +106,12 @@ def _size(n: int) -> str:
 
 
 def _bin_sizes(path: Path, budget: WeightBudget) -> tuple[int, int]:
-    """(entries, bytes once unpacked) of a torch.save archive, from its zip directory; a file in torch's
-    legacy format (not a zip archive) is read as it is stored: (0, its size)."""
+    """(entries, bytes once unpacked) of a torch.save archive, from its zip directory; of a file in torch's
+    legacy format (not a zip archive), (storages, bytes) from its declarations (`_legacy_sizes`)."""
     with path.open("rb") as file:
         directory = _zip_directory(file)
         if directory is None:
-            return 0, os.fstat(file.fileno()).st_size
+            return _legacy_sizes(file, path.name, budget)
         entries, directory_bytes = directory
         if entries > budget.tensors or directory_bytes > budget.tensors * ZIP_ENTRY_BYTES:
             raise ModelLoadError(
@@ -114,6 +123,76 @@ def _bin_sizes(path: Path, budget: WeightBudget) -> tuple[int, int]:
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
             raise ModelLoadError(f"{path.name} is a damaged archive ({err})") from None
     return len(infos), sum(info.file_size for info in infos)
+
+
+class _Declarations(_WeightsUnpickler or object):  # type: ignore[misc]
+    """torch's weights-only unpickler, each storage the pickle declares recorded (key: bytes) and made on the
+    meta device, as torch.load would make it but holding no memory; past `budget`, refused at once."""
+
+    def __init__(self, file, budget: WeightBudget, name: str):
+        super().__init__(file, encoding="utf-8")
+        self.declared: dict[object, int] = {}
+        self.total, self.budget, self.name = 0, budget, name
+
+    def persistent_load(self, saved_id):
+        if not isinstance(saved_id, tuple) or len(saved_id) != 6 or saved_id[0] not in ("storage", b"storage"):
+            raise ModelLoadError(f"{self.name} could not be loaded safely (it refers to something not a storage)")
+        storage_type, key, numel = saved_id[1], saved_id[2], saved_id[4]
+        dtype = getattr(storage_type, "dtype", None)
+        if not isinstance(dtype, torch.dtype) or not isinstance(numel, int) or numel < 0:
+            raise ModelLoadError(f"{self.name} could not be loaded safely (a storage of no valid size)")
+        if key not in self.declared:
+            self.declared[key] = numel * dtype.itemsize
+            self.total += numel * dtype.itemsize
+        count, total, budget = len(self.declared), self.total, self.budget
+        if count > budget.tensors:
+            raise ModelLoadError(
+                f"{self.name} declares {count:,} storages, more than the {budget.tensors:,} {budget.why} allow; "
+                "it is refused before it is read"
+            )
+        if total > budget.max_bytes:
+            raise ModelLoadError(
+                f"{self.name} would take {_size(total)} once read, more than the {_size(budget.max_bytes)} "
+                f"{budget.why} allow; it is refused before it is read"
+            )
+        storage = torch.UntypedStorage(numel * dtype.itemsize, device="meta")
+        return torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
+
+
+def _legacy_sizes(file, name: str, budget: WeightBudget) -> tuple[int, int]:
+    """(storages, bytes) of a file in torch's legacy format, from its pickles: three small ones, the tensors
+    (their storages declared with their sizes), the storages' keys; then each storage's data, an 8-byte element
+    count and its bytes. What the pickles declare must be what follows them, each storage once."""
+    size = os.fstat(file.fileno()).st_size
+    file.seek(0)
+    try:
+        if _WeightsUnpickler is None:
+            raise ValueError("this torch has no weights-only unpickler")
+        for _ in range(3):  # magic number, protocol version, system info
+            _WeightsUnpickler(file, encoding="utf-8").load()
+        declarations = _Declarations(file, budget, name)
+        declarations.load()
+        keys = _WeightsUnpickler(file, encoding="utf-8").load()
+    except ModelLoadError:
+        raise
+    except Exception as err:  # noqa: BLE001  (UnpicklingError for unsafe content, anything for a damaged file)
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"{name} could not be loaded safely ({reason}); prefer a model.safetensors file") from None
+    declared = declarations.declared
+    data = declarations.total + 8 * len(declared)
+    if (
+        not isinstance(keys, list)
+        or not all(isinstance(key, str | int) for key in keys)
+        or len(keys) != len(declared)
+        or set(keys) != set(declared)
+    ):
+        raise ModelLoadError(f"{name} is damaged: the storages its tensors use are not the ones it holds data for")
+    if data != size - file.tell():
+        raise ModelLoadError(
+            f"{name} is damaged: it declares {data:,} bytes of tensor data but holds {size - file.tell():,}; "
+            "it is refused before it is read"
+        )
+    return len(declared), data
 
 
 def _zip_directory(file) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from attention.analysis import corpus_cli, runs
 from attention.analysis.stats import PATTERNS
 from ui import corpus_runs
 from ui.page import as_written
-from ui.sources import FILES_VAR
+from ui.sources import FILES_VAR, FileRefused
 from ui.state import STATS_MEASURES
 
 
@@ -151,3 +151,27 @@ def test_the_overview_says_when_a_run_is_of_a_model_of_another_shape(finished, t
     at = start(model=str(folder), view="overview", patterns="1", over="corpus", run=str(finished))
     assert not at.exception
     assert any("6 layers × 12 heads; the model in use has" in as_written(i.value) for i in at.info)
+
+
+def test_a_run_folder_swapped_for_a_link_after_the_check_is_refused_when_the_aggregate_is_opened(
+    finished, tmp_path, monkeypatch
+):
+    """A link put in place of the run's folder after server_path checked the aggregate's path (a race a visitor
+    may win) is not followed when it is opened: it is opened as ui/sources.py's open_under opens files."""
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    shutil.copytree(finished, run)
+    shutil.copytree(finished, elsewhere)
+    checked = corpus_runs.server_path
+
+    def check_then_swap(typed: str, folder: bool = False):
+        where = checked(typed, folder)
+        if where.name == corpus_cli.AGGREGATE:
+            run.rename(tmp_path / "moved")
+            run.symlink_to(elsewhere)
+        return where
+
+    assert corpus_runs.read_corpus_run(str(run)).n_layers > 0  # the copy reads as a run
+    monkeypatch.setattr(corpus_runs, "server_path", check_then_swap)
+    with pytest.raises(FileRefused, match=r"only under the folders its operator lists \(ATTENTION_FILE_DIRS\)$"):
+        corpus_runs.read_corpus_run(str(run))
+    assert run.is_symlink()

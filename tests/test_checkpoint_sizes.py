@@ -1,13 +1,15 @@
 """Hostile weight files are measured before they are read: a 1 MB pytorch_model.bin that would unpack to
-1 GB, a safetensors header of a million entries, an archive of a thousand entries, and headers whose
-shapes do not fit the file are each refused with one sentence, quickly, without the memory reading them
-would take (the peak resident memory of this process, measured around the load)."""
+1 GB, a safetensors header of a million entries, an archive of a thousand entries, headers whose shapes do
+not fit the file, and a legacy-format .bin whose pickles declare storages its data does not hold are each
+refused with one sentence, quickly, without the memory reading them would take (the peak resident memory of
+this process, measured around the load)."""
 
 from __future__ import annotations
 
 import collections
 import io
 import json
+import math
 import pickle
 import sys
 import time
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import make_tiny
+from torch.serialization import MAGIC_NUMBER, PROTOCOL_VERSION
 
 from attention import ModelLoadError, checkpoint_sizes, load_bert
 
@@ -54,24 +57,32 @@ def need(tiny_dir) -> tuple[int, str, int]:
 
 
 class _Storage:
-    """Pickled as torch.save's reference to the float32 storage of `numel` elements in entry data/0."""
+    """Pickled as torch.save's reference to the float32 storage of `numel` elements under `key` (entry data/0)."""
 
-    def __init__(self, numel: int):
-        self.numel = numel
+    def __init__(self, numel: int, key: str = "0"):
+        self.numel, self.key = numel, key
 
 
 class _Tensor:
-    def __init__(self, numel: int):
-        self.storage = _Storage(numel)
+    """A contiguous float32 tensor of `shape` (`numel` elements by default) over a storage of `numel` elements."""
+
+    def __init__(self, numel: int, shape: tuple[int, ...] | None = None, key: str = "0"):
+        self.storage, self.shape = _Storage(numel, key), shape or (numel,)
 
     def __reduce__(self):
-        numel = self.storage.numel
-        return (torch._utils._rebuild_tensor_v2, (self.storage, 0, (numel,), (1,), False, collections.OrderedDict()))
+        stride = tuple(math.prod(self.shape[i + 1 :]) for i in range(len(self.shape)))
+        args = (self.storage, 0, self.shape, stride, False, collections.OrderedDict())
+        return (torch._utils._rebuild_tensor_v2, args)
 
 
 class _Pickler(pickle.Pickler):
     def persistent_id(self, obj):
         return ("storage", torch.FloatStorage, "0", "cpu", obj.numel) if isinstance(obj, _Storage) else None
+
+
+class _LegacyPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel, None) if isinstance(obj, _Storage) else None
 
 
 def deflated_bin(path: Path, unpacked: int) -> None:
@@ -165,6 +176,55 @@ def test_a_legacy_bin_larger_than_the_config_can_need_is_refused_and_a_fitting_o
     state["padding"] = torch.zeros(5 * 2**20)  # 20 MB of an unknown tensor
     torch.save(state, folder / "pytorch_model.bin", _use_new_zipfile_serialization=False)
     with pytest.raises(ModelLoadError, match=rf"would take 20\.\d MB once read, more than the {need[1]} "):
+        load_bert(folder)
+
+
+def legacy_bin(path: Path, state: dict[str, torch.Tensor], declared: dict[str, int], held: set[str]) -> None:
+    """`state` (float32) written as torch.save(_use_new_zipfile_serialization=False) writes it: three small
+    pickles, the tensors referring to their storages by key and size, the keys, then each storage's element
+    count and data. A storage is declared with declared.get(name, its size) elements, and only those of `held`
+    are listed and written."""
+    with path.open("wb") as file:
+        for small in (MAGIC_NUMBER, PROTOCOL_VERSION, {"protocol_version": PROTOCOL_VERSION, "little_endian": True}):
+            pickle.dump(small, file, protocol=2)
+        tensors = {name: _Tensor(declared.get(name, t.numel()), tuple(t.shape), name) for name, t in state.items()}
+        _LegacyPickler(file, protocol=2).dump(tensors)
+        pickle.dump([name for name in state if name in held], file, protocol=2)
+        for name in (name for name in state if name in held):
+            file.write(state[name].numel().to_bytes(8, "little") + state[name].contiguous().numpy().tobytes())
+
+
+def test_a_legacy_bin_declaring_a_1gb_storage_it_does_not_hold_is_refused_before_torch_load(tmp_path, need):
+    folder = make_tiny(tmp_path / "legacy_bomb", safe=False)
+    state = {"padding": torch.zeros(4)}
+    legacy_bin(folder / "pytorch_model.bin", state, {"padding": 2**28}, set())  # 1 GB declared in 300 bytes
+    with peak_growth() as cost, pytest.raises(ModelLoadError) as refused:
+        load_bert(folder)
+    assert cost["mb"] < 32 and cost["s"] < 5, cost
+    assert str(refused.value) == (
+        f"pytorch_model.bin would take 1.0 GB once read, more than the {need[1]} its config.json's {need[0]} "
+        "tensors allow; it is refused before it is read"
+    )  # loaded, the storage of 1 GB was allocated whole and left uninitialized by torch.load
+
+
+@pytest.mark.parametrize(
+    ("declared", "held", "said"),
+    [  # torch.load makes a storage it holds no data for uninitialized: the model gets whatever memory held
+        ({}, "all but one", "the storages its tensors use are not the ones it holds data for"),
+        ({"pooler.dense.bias": 64}, "all", r"it declares [\d,]+ bytes of tensor data but holds [\d,]+;"),
+    ],
+)
+def test_a_legacy_bin_whose_declarations_are_not_its_data_is_refused_before_torch_load(
+    tmp_path, monkeypatch, declared, held, said
+):
+    folder = make_tiny(tmp_path / "legacy_damaged", safe=False)
+    state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    legacy_bin(folder / "pytorch_model.bin", state, {}, set(state))
+    assert load_bert(folder)[0].load_report.weights_file == "pytorch_model.bin"  # the writer's format loads
+    names = set(state) - ({"pooler.dense.bias"} if held == "all but one" else set())
+    legacy_bin(folder / "pytorch_model.bin", state, declared, names)
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: pytest.fail("torch.load was called"))
+    with pytest.raises(ModelLoadError, match=f"pytorch_model.bin is damaged: {said}"):
         load_bert(folder)
 
 

@@ -323,6 +323,31 @@ def test_a_nan_layer_in_a_linked_folder_is_said_on_the_page(listed):
     assert len(said) == 1 and said[0].endswith("column layer holds missing values (NaN or empty)")
 
 
+def test_a_points_folder_swapped_for_a_link_after_the_check_is_refused_on_the_page(listed, tmp_path, monkeypatch):
+    """A link put in place of a folder on the way to a points folder after server_path checked it (a race a
+    visitor may win) is not followed when the tables are opened: the page opens them as open_under does."""
+    from ui.views import global_qk
+
+    write_points(listed / "sub" / "points", points(600))
+    write_points(tmp_path / "outside" / "points", points(600))  # the same names, outside the listed folder
+    checked = global_qk.server_path
+
+    def check_then_swap(typed: str, folder: bool = False):  # each run: checked while real, opened swapped
+        if (listed / "sub").is_symlink():
+            (listed / "sub").unlink()
+            (listed / "moved").rename(listed / "sub")
+        where = checked(typed, folder)
+        (listed / "sub").rename(listed / "moved")
+        (listed / "sub").symlink_to(tmp_path / "outside")
+        return where
+
+    monkeypatch.setattr(global_qk, "server_path", check_then_swap)
+    at = start(view="global", corpus="folder", folder=str(listed / "sub" / "points"), layer="1", head="2")
+    assert not at.exception
+    assert (listed / "sub").is_symlink()
+    assert errors(at) == ["this server reads files only under the folders its operator lists (ATTENTION_FILE_DIRS)"]
+
+
 # ---- a tokenizer's panic, an over-long ?model= ----------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from attention.analysis.corpus_cli import AGGREGATE, PART_NAME, PARTS
 from attention.analysis.points_table import TableError, read_table
 from attention.analysis.runs import RUN
 
-from .sources import bounded_lines, server_path
+from .sources import bounded_lines, open_under, server_path
 
 MAX_RUN_BYTES = 16 * 2**20  # run.json: about 100 bytes a part, so 160,000 parts
 MAX_HEADS = 16_384  # the aggregate's rows: 128 layers of 128 heads
@@ -65,7 +65,7 @@ def read_corpus_run(typed: str) -> CorpusRun:
             "(run the command again to finish it)"
         )
     try:
-        heads = read_table(server_path(str(aggregate)), COLUMNS, max_rows=MAX_HEADS)
+        heads = read_table(server_path(str(aggregate)), COLUMNS, max_rows=MAX_HEADS, opener=open_under)
     except TableError as err:
         raise RunFolderError(str(err)) from None
     return _checked(record, heads, aggregate)

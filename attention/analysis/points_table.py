@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +33,11 @@ class TooManyRows(TableError):
     """A table with more rows than the reader takes."""
 
 
-def read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) -> pd.DataFrame:
-    """`columns` of the Parquet file `path` (a regular file, opened without following a link), each value
+def read_table(
+    path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS, opener: Callable[[Path, int], int] = os.open
+) -> pd.DataFrame:
+    """`columns` of the Parquet file `path` (a regular file, opened by `opener` without following a link: the
+    page's opens each folder on the way without following one too, ui/sources.py's open_under), each value
     checked; TableError past a bound or for a bad value, before the rows are made."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -41,7 +45,7 @@ def read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) -
 
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags)
+        fd = opener(path, flags)
     except OSError as err:
         raise TableError(f"{path}: cannot be read ({err.strerror})") from None
     texts = [c for c in columns if c in TEXTS]

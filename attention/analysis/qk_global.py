@@ -21,6 +21,7 @@ Letters: B batch, T tokens of a batch, H heads, d head width, N tokens kept.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -260,9 +261,12 @@ MAX_FILES = 128  # the heads of a folder
 MAX_FOLDER_ROWS = 1_000_000  # the rows of a folder's point tables together: about 150 MB as read
 
 
-def read_folder(folder: str | Path) -> tuple[dict[tuple[int, int], pd.DataFrame], list[str]]:
+def read_folder(
+    folder: str | Path, opener: Callable[[Path, int], int] = os.open
+) -> tuple[dict[tuple[int, int], pd.DataFrame], list[str]]:
     """The point tables of a folder write_folder wrote, by (layer, head), and its texts by index; each
-    table's rows bounded before they are read and its values checked (points_table.py)."""
+    table's rows bounded before they are read and its values checked (points_table.py), each file opened
+    by `opener` (the page's: ui/sources.py's open_under, no link followed on the way)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FolderError(f"{folder}: no such folder")
@@ -273,25 +277,28 @@ def read_folder(folder: str | Path) -> tuple[dict[tuple[int, int], pd.DataFrame]
         raise FolderError(f"{folder}: {len(paths)} point files; at most {MAX_FILES} are read")
     frames, rows = {}, 0
     for path in paths:
-        frame = _read_table(path, COLUMNS, min(MAX_ROWS, MAX_FOLDER_ROWS - rows))
+        frame = _read_table(path, COLUMNS, min(MAX_ROWS, MAX_FOLDER_ROWS - rows), opener)
         rows += len(frame)
         layer, head = frame["layer"].iloc[0], frame["head"].iloc[0]
         if (frame["layer"] != layer).any() or (frame["head"] != head).any():
             raise FolderError(f"{path}: points of several heads in one head's table")
         frames[int(layer), int(head)] = frame
-    texts = _read_table(folder / TEXTS_FILE, ("text", "content")).sort_values("text")["content"].tolist()
+    texts = _read_table(folder / TEXTS_FILE, ("text", "content"), MAX_ROWS, opener)
+    texts = texts.sort_values("text")["content"].tolist()
     if any(int(f["text"].max()) >= len(texts) for f in frames.values()):
         raise FolderError(f"{folder}: the points name texts that {TEXTS_FILE} lacks")
     return frames, texts
 
 
-def _read_table(path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS) -> pd.DataFrame:
+def _read_table(
+    path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS, opener: Callable[[Path, int], int] = os.open
+) -> pd.DataFrame:
     if not path.is_file():
         raise FolderError(f"{path}: no such file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise FolderError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MB")
     try:
-        return read_table(path, columns, max_rows)
+        return read_table(path, columns, max_rows, opener)
     except TooManyRows as err:
         together = f" (a folder's tables together: at most {MAX_FOLDER_ROWS:,})" if max_rows < MAX_ROWS else ""
         raise FolderError(f"{err}{together}") from None

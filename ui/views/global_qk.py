@@ -19,7 +19,7 @@ from ..layout import main_px
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import font_size, plain, show, shown_as
-from ..sources import FileRefused, bounded_lines, policy, server_path
+from ..sources import FileRefused, bounded_lines, open_under, policy, server_path
 from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES, clicked_data, open_head
 from ..stores import MB, store
 from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
@@ -104,7 +104,9 @@ def folder_points(layer: int, heads: tuple[int, ...]):
         return None
     try:
         where = server_path(folder, folder=True)  # refused unless under the operator's folders
-        frames, texts = store("qk-folders", 2, 200 * MB).get_or_compute(_stamp(where), lambda: read_folder(where))
+        frames, texts = store("qk-folders", 2, 200 * MB).get_or_compute(
+            _stamp(where), lambda: read_folder(where, open_under)
+        )
     except (FileRefused, FolderError, OSError) as err:
         st.error(plain(str(err)))
         return None
