@@ -16,7 +16,7 @@ from attention.analysis.coref import (
     ExampleScore,
     score_example,
 )
-from attention.analysis.coref_heads import (
+from attention.analysis.coref.heads import (
     DEFAULT_CRITERION,
     MIN_SEPARATION,
     best_head,

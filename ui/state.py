@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from attention import ModelLoadError
-from attention.analysis.coref_heads import CRITERIA, DEFAULT_CRITERION
+from attention.analysis.coref.heads import CRITERIA, DEFAULT_CRITERION
 from attention.analysis.stats import PATTERNS
 
 from . import registry

@@ -6,12 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.coref import flipping_heads, twin_pairs
-from attention.analysis.coref_csv import csv_text, examples_csv_text, file_name
-from attention.analysis.coref_metrics import (
+from attention.analysis.coref.metrics import (
     best_against_baselines,
     best_head,
     heads_against_best,
 )
+from attention.analysis.coref.result_csv import csv_text, examples_csv_text, file_name
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
 

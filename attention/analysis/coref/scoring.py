@@ -29,17 +29,11 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..inputs import on_model_device
-from ..mha import pick_rows
-from .coref_examples import (  # noqa: F401
-    CorefExample,
-    ExampleError,
-    load_examples,
-    parse_example,
-    parse_examples,
-)
-from .coref_mentions import Located, OutsideWindow, locate, right_heads, word_attention
-from .coref_stats import clopper_pearson
+from ...inputs import on_model_device
+from ...mha import pick_rows
+from .examples import CorefExample, ExampleError
+from .mentions import Located, OutsideWindow, locate, right_heads, word_attention
+from .stats import clopper_pearson
 
 NO_ANSWER = "no antecedent among the candidates"
 
@@ -264,7 +258,7 @@ def score_heads(
     model computes only the pronoun's rows of each map and runs its attention fused. `engine`: "local"
     (this process) or "ray" (the same batches as a Ray Data job, on the cluster at `address` if given; see
     coref_engines)."""
-    from .coref_engines import attended, check_engine
+    from .engines import attended, check_engine
 
     check_engine(engine)
     if not examples:
@@ -332,9 +326,3 @@ def twin_pairs(examples: list[CorefExample]) -> list[tuple[int, int]]:
         else:
             seen[example.pair_id] = i
     return pairs
-
-
-if __name__ == "__main__":  # `python -m attention.analysis.coref FILE ...`: the command line, coref_cli.py
-    from .coref_cli import main
-
-    raise SystemExit(main())

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..bigrun import layer_hooks
-from ..inputs import Encoded, encode, on_model_device, within_positions
-from .stats import PATTERNS, pattern_labels, punctuation_mask
-from .stats import head_stats as text_head_stats
+from ...bigrun import layer_hooks
+from ...inputs import Encoded, encode, on_model_device, within_positions
+from ..stats import PATTERNS, pattern_labels, punctuation_mask
+from ..stats import head_stats as text_head_stats
 
 STATS = ("entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "to_punct", "distance")
 SHARES = tuple(f"share_{label}" for label in PATTERNS)
@@ -128,7 +128,7 @@ def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", ba
     positions counted), the means of stats.head_stats's STATS over every query position of every text
     (padding never counted) and the share of texts in which the head takes each label (`share_<label>`).
     `engine`: "local" (this process) or "ray" (a Ray Data job; see corpus_engines.ray_batches)."""
-    from .corpus_engines import batches
+    from .engines import batches
 
     total = None
     numbered = ((i, text, i + 1) for i, text in enumerate(texts))
@@ -137,9 +137,3 @@ def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", ba
     if total is None:
         raise ValueError("head_stats needs at least one text")
     return finish(total)
-
-
-if __name__ == "__main__":
-    from .corpus_cli import main
-
-    raise SystemExit(main())

@@ -13,8 +13,8 @@ from itertools import islice
 
 import numpy as np
 
-from ..models import Transformer
-from .corpus import length_order, score_batch
+from ...models import Transformer
+from .scoring import length_order, score_batch
 
 ENGINES = ("local", "ray")
 
@@ -69,7 +69,7 @@ class BatchScorer:
 
     def __init__(self, model=None, tokenizer=None, source: str | None = None, device: str = "cpu"):
         if model is None:
-            from .. import load_model
+            from ... import load_model
 
             model, tokenizer = load_model(source, device=device)
         self.model, self.tokenizer = model, tokenizer

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .corpus_engines import ENGINES, check_engine, start_ray
+from ..corpus.engines import ENGINES, check_engine, start_ray
 
 __all__ = ["ENGINES", "attended", "check_engine"]
 
@@ -38,7 +38,7 @@ def attended(
 
 
 def local_attended(model, inputs: dict, chunks: list[list[int]], located: dict, forward, pad_id: int) -> Attended:
-    from .coref import attend_batch
+    from .scoring import attend_batch
 
     for chunk in chunks:
         yield chunk, attend_batch(model, inputs, chunk, located, forward, pad_id)
@@ -53,7 +53,7 @@ class ChunkScorer:
         self.located, self.forward, self.pad_id = located, forward, pad_id
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .coref import attend_batch
+        from .scoring import attend_batch
 
         (k,) = batch["chunk"].tolist()
         attention = attend_batch(self.model, self.inputs, self.chunks[k], self.located, self.forward, self.pad_id)

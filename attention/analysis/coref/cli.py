@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .coref import CorefResult, ExampleError, load_examples, score_heads
-from .coref_csv import write_csv
-from .coref_engines import ENGINES
-from .coref_metrics import (
+from .engines import ENGINES
+from .examples import ExampleError, load_examples
+from .metrics import (
     best_against_baselines,
     best_head,
     compare_models,
@@ -27,6 +26,8 @@ from .coref_metrics import (
     paired_groups,
     winogender_bias,
 )
+from .result_csv import write_csv
+from .scoring import CorefResult, score_heads
 
 
 def excluded_line(result: CorefResult) -> str:
@@ -128,8 +129,8 @@ def load_scorable(source: str | None):
     """(model, tokenizer) of any family load_model reads whose self-attention maps the heads are scored on:
     an encoder (BERT, RoBERTa ...) or a causal decoder (GPT-2, Llama ...), whose pronoun sees only the
     candidates before it. An encoder-decoder is refused with a ModelLoadError."""
-    from ..errors import ModelLoadError
-    from ..loading import load_model
+    from ...errors import ModelLoadError
+    from ...loading import load_model
 
     model, tokenizer = load_model(source)
     if model.config.is_encoder_decoder:
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from ..errors import ModelLoadError
+    from ...errors import ModelLoadError
 
     ap = argparse.ArgumentParser(
         prog="python -m attention.analysis.coref", description="Score every attention head on coreference examples."

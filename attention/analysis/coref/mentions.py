@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coref_examples import CorefExample, ExampleError
+from .examples import CorefExample, ExampleError
 
 
 class OutsideWindow(ExampleError):
