@@ -32,7 +32,7 @@ from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
-# the sentence's grid title for each ranking criterion (coref_heads.CRITERIA), the words filled in
+# the sentence's grid title for each ranking criterion (coref.heads.CRITERIA), the words filled in
 GRID_TITLES = {
     "margin": "margin of {pronoun} → {answer}",
     "specificity": "specificity of {pronoun} → {answer}",

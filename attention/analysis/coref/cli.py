@@ -7,7 +7,7 @@ Prints the baselines, the top heads with exact 95% intervals and McNemar p-value
 (Holm-corrected), and, as the data allow: accuracy per group (--by), GAP F1 (lines with gender
 masculine/feminine), Winogender's gender gap and its correlation with occupation statistics (lines with
 bls_pct_female), the best head's accuracy on a held-out file (--validate-on) and a second model (--compare).
-With --engine ray the batches run as a Ray Data job (coref_engines), on the cluster at --address if given.
+With --engine ray the batches run as a Ray Data job (engines.py), on the cluster at --address if given.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from .metrics import (
     winogender_bias,
 )
 from .result_csv import write_csv
-from .scoring import CorefResult, score_heads
+from .results import CorefResult
+from .scoring import score_heads
 
 
 def excluded_line(result: CorefResult) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .mentions import preferred
-from .scoring import CorefResult, ExampleScore, Exclusion
+from .results import CorefResult, ExampleScore, Exclusion
 from .stats import McNemar, clopper_pearson, f1, holm, mcnemar_exact, pearson
 
 

@@ -10,7 +10,7 @@ import os
 import re
 
 from .metrics import baselines_right, heads_against_best
-from .scoring import CorefResult
+from .results import CorefResult
 
 
 def write_csv(

@@ -6,8 +6,8 @@
 FILE is read by attention.analysis.texts.iter_texts. DIR receives:
   texts/part-<first text>.parquet  one file per batch: a row per (text, layer, head), its text indices
                                    in column `text`, its line in FILE in `line`, its first 500 characters
-                                   in `content` (corpus.score_batch's columns)
-  heads.parquet                    the aggregate, a row per (layer, head) (corpus.finish), made from the parts
+                                   in `content` (scoring.score_batch's columns)
+  heads.parquet                    the aggregate, a row per (layer, head) (scoring.finish), made from the parts
   run.json                         the model (the bundled one by its package's name), the file (its size
                                    and SHA-256) and the field the parts are of, and the parts written,
                                    each with its SHA-256 (runs.py)
