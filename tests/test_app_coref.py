@@ -12,7 +12,7 @@ from conftest import ROOT
 from test_app import chart, decode, no_errors, start
 
 from attention.analysis.coref import parse_examples, score_heads
-from attention.analysis.coref_metrics import compare_models, gap_metrics
+from attention.analysis.coref.metrics import compare_models, gap_metrics
 
 # the tiny checkpoint's vocabulary holds these words (tests/conftest.py)
 LINES = [
@@ -92,7 +92,7 @@ def test_an_upload_is_scored_and_upload_without_a_file_asks_for_one(tiny, tiny_d
 def test_grouping_draws_a_grid_per_group_and_the_paired_difference(tiny, tiny_dir):
     from attention import load_model
     from attention.analysis.coref import group
-    from attention.analysis.coref_metrics import best_head, paired_groups
+    from attention.analysis.coref.metrics import best_head, paired_groups
 
     at, examples = upload(tiny, span_lines())
     assert at.selectbox(key="coref_by").options == ["none", "gender", "frame"]
@@ -124,7 +124,7 @@ def test_a_link_restores_the_set_and_the_grouping(tiny_dir):
 def test_gap_shows_the_held_out_best_head_and_f1(tiny, tiny_dir):
     from attention import load_model
     from attention.analysis.coref import load_examples
-    from attention.analysis.coref_metrics import held_out_best
+    from attention.analysis.coref.metrics import held_out_best
 
     at = tiny
     at.selectbox(key="coref_set").select("GAP validation").run()
@@ -149,7 +149,7 @@ def test_gap_shows_the_held_out_best_head_and_f1(tiny, tiny_dir):
 def test_winogender_shows_the_gender_gap_per_head(tiny_dir):
     from attention import load_model
     from attention.analysis.coref import load_examples
-    from attention.analysis.coref_metrics import winogender_bias
+    from attention.analysis.coref.metrics import winogender_bias
 
     at = start(view="coref", coref="suite", model=str(tiny_dir), set="winogender")
     no_errors(at)
@@ -183,7 +183,7 @@ def test_a_second_model_is_compared_and_a_bad_one_is_a_message(tiny, tiny_dir, t
 
 def test_the_built_in_suite_with_the_bundled_model_has_intervals_and_groups(minilm):
     from attention.analysis.coref import load_examples
-    from attention.analysis.coref_stats import clopper_pearson
+    from attention.analysis.coref.stats import clopper_pearson
     from ui.views.coref import accuracy_csv
 
     at = start(view="coref", coref="suite", by="cue")
@@ -257,7 +257,7 @@ def test_a_suite_this_model_cannot_score_is_a_message():
 
 def test_the_best_heads_are_tested_against_the_best_with_holm(minilm):
     from attention.analysis.coref import load_examples
-    from attention.analysis.coref_stats import holm, mcnemar_exact
+    from attention.analysis.coref.stats import holm, mcnemar_exact
 
     at = start(view="coref", coref="suite")
     no_errors(at)

@@ -13,7 +13,7 @@ from conftest import make_tiny
 from test_app import SENTENCE, head_figure, no_errors, start
 
 from attention.analysis.coref import CorefExample, flipping_heads, score_example
-from attention.analysis.coref_heads import MIN_SEPARATION, column_means, head_values, ranked
+from attention.analysis.coref.heads import MIN_SEPARATION, column_means, head_values, ranked
 from attention.run import run_sentence
 
 WIDE = "The animal didn't cross the street because it was too wide."
@@ -136,8 +136,8 @@ def test_the_suite_downloads_name_model_and_suite_and_the_best_head_meets_the_ba
     from conftest import ROOT
 
     from attention.analysis.coref import load_examples, score_heads
-    from attention.analysis.coref_csv import examples_csv_text, file_name
-    from attention.analysis.coref_metrics import best_against_baselines
+    from attention.analysis.coref.metrics import best_against_baselines
+    from attention.analysis.coref.result_csv import examples_csv_text, file_name
 
     at = start(view="coref", coref="suite")
     no_errors(at)

@@ -12,7 +12,7 @@ from attention.analysis.coref import group, score_heads
 @pytest.mark.parametrize("names", [("dev", "test"), ("b", "a")])
 def test_a_split_field_gets_a_best_head_chosen_on_one_split_and_reported_on_the_other(tiny_dir, names):
     from attention import load_model
-    from attention.analysis.coref_metrics import held_out_best
+    from attention.analysis.coref.metrics import held_out_best
 
     rows = [{**r, "split": names[i % 2]} for i, r in enumerate(span_lines())]
     at = start(view="coref", coref="suite", model=str(tiny_dir))

@@ -15,7 +15,8 @@ import pytest
 from test_app import decode, heatmaps, start
 from test_corpus_results import tiny_run
 
-from attention.analysis import corpus_cli, runs
+from attention.analysis import runs
+from attention.analysis.corpus import cli as corpus_cli
 from attention.analysis.stats import PATTERNS
 from ui import corpus_runs
 from ui.page import as_written

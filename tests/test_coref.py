@@ -20,7 +20,7 @@ from attention.analysis.coref import (
     score_heads,
     twin_pairs,
 )
-from attention.analysis.coref_cli import main
+from attention.analysis.coref.cli import main
 
 
 def encoding(words: list[str], pieces: dict[str, int] | None = None):
@@ -290,10 +290,10 @@ def test_command_line(capsys, tmp_path):
 @pytest.mark.slow  # 34 s on a busy 2-core machine
 def test_the_library_never_imports_the_command_line_which_still_runs_as_the_module():
     """The command line imports the library, never the reverse: the scoring modules and the page import no
-    coref_cli. `python -m attention.analysis.coref FILE`, as README and CI run it, is still the command line."""
+    coref.cli. `python -m attention.analysis.coref FILE`, as README and CI run it, is still the command line."""
     code = (
-        "import sys\nimport attention.analysis.coref, attention.analysis.coref_metrics, attention.analysis.coref_csv"
-        "\nimport ui.views.coref\nprint(sorted(m for m in sys.modules if m.endswith('coref_cli')))"
+        "import sys\nimport attention.analysis.coref.metrics, attention.analysis.coref.result_csv, ui.views.coref"
+        "\nprint(sorted(m for m in sys.modules if m.endswith('coref.cli')))"
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]

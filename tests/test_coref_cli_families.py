@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from families import make_family, make_seq2seq
 
-from attention.analysis.coref_cli import main
+from attention.analysis.coref.cli import main
 
 SUITE = ROOT / "data" / "coref_examples.jsonl"
 

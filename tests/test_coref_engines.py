@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 
 from attention.analysis.coref import load_examples, score_heads
-from attention.analysis.coref_cli import main
+from attention.analysis.coref.cli import main
 
 SUITE = ROOT / "data" / "coref_examples.jsonl"
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attention.analysis.coref_heads import (
+from attention.analysis.coref.heads import (
     MIN_SEPARATION,
     column_means,
     head_values,
@@ -16,7 +16,7 @@ from attention.analysis.coref_heads import (
     specificity,
     suggest_candidates,
 )
-from attention.analysis.coref_mentions import Located, word_attention
+from attention.analysis.coref.mentions import Located, word_attention
 
 # tokens: 0 [CLS], 1 animal, 2 street, 3 it, 4 tired; "it" is the pronoun, animal and street the candidates
 LOCATED = Located(pronoun=[3], candidates=[[1], [2]])

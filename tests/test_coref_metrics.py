@@ -7,9 +7,9 @@ import pytest
 from conftest import ROOT, make_tiny
 
 from attention.analysis.coref import CorefResult, ExampleScore, load_examples, parse_example, score_heads
-from attention.analysis.coref_cli import main
-from attention.analysis.coref_mentions import Located
-from attention.analysis.coref_metrics import (
+from attention.analysis.coref.cli import main
+from attention.analysis.coref.mentions import Located
+from attention.analysis.coref.metrics import (
     compare_models,
     gap_counts,
     gap_metrics,
@@ -18,7 +18,7 @@ from attention.analysis.coref_metrics import (
     paired_groups,
     winogender_bias,
 )
-from attention.analysis.coref_stats import f1, mcnemar_exact
+from attention.analysis.coref.stats import f1, mcnemar_exact
 
 
 def scored(index, answer, gender, to_a, to_b, nearest_is_a=True):

@@ -13,7 +13,7 @@ from test_app import chart, head_figure, no_errors, start
 from test_app_coref import span_lines, upload
 
 from attention.analysis.coref import CorefExample, ExampleScore, parse_examples, score_heads
-from attention.analysis.coref_stats import clopper_pearson
+from attention.analysis.coref.stats import clopper_pearson
 from ui.coref_rows import SHOWN_CHARS, excerpt, head_rows
 from ui.state import DEFAULT_SENTENCE
 

@@ -18,7 +18,7 @@ from attention.analysis.coref import (
     score_example,
     score_heads,
 )
-from attention.analysis.coref_mentions import OutsideWindow, locate
+from attention.analysis.coref.mentions import OutsideWindow, locate
 
 TEXT = "Henry Rosenthal met Bob at the club, and later Henry Rosenthal lent his car to Bob."
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attention.analysis.coref_stats import clopper_pearson, f1, holm, mcnemar_exact, pearson
+from attention.analysis.coref.stats import clopper_pearson, f1, holm, mcnemar_exact, pearson
 
 
 def test_clopper_pearson_edges_and_scipy():

@@ -15,9 +15,9 @@ from conftest import ROOT, make_tiny
 from families import make_family
 
 from attention import encode, load_model
-from attention.analysis import corpus_cli
 from attention.analysis.corpus import SHARES, STATS, head_stats, score_batch
-from attention.analysis.corpus_engines import batches
+from attention.analysis.corpus import cli as corpus_cli
+from attention.analysis.corpus.engines import batches
 from attention.analysis.runs import RunError
 from attention.analysis.stats import PATTERNS, pattern_labels, punctuation_mask
 from attention.analysis.stats import head_stats as text_head_stats

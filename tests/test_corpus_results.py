@@ -13,8 +13,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from attention.analysis import corpus_cli, runs
+from attention.analysis import runs
 from attention.analysis.corpus import CONTENT_CHARS, SHARES
+from attention.analysis.corpus import cli as corpus_cli
 from attention.analysis.stats import PATTERNS
 
 LONG = "The committee met again because the first meeting had ended without a vote. " * 9  # 684 characters

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from conftest import make_tiny
 
-from attention.analysis import corpus_cli, qk_global, runs
+from attention.analysis import qk_global, runs
+from attention.analysis.corpus import cli as corpus_cli
 from attention.analysis.runs import RunError
 
 TEXTS = ["The cat sat on the mat.", "It was tired.", "He read the book.", "She ran!", "The dog sat.", "It ran."]

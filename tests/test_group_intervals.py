@@ -12,8 +12,8 @@ from test_app import chart, no_errors, start
 from test_app_coref import span_lines, upload
 
 from attention.analysis.coref import group, score_heads
-from attention.analysis.coref_metrics import best_head
-from attention.analysis.coref_stats import clopper_pearson
+from attention.analysis.coref.metrics import best_head
+from attention.analysis.coref.stats import clopper_pearson
 
 
 def said(k: int, n: int) -> str:
@@ -74,7 +74,7 @@ def test_groups_that_do_not_pair_up_are_compared_by_their_intervals(scored):
 
 
 def test_the_grouped_csv_holds_every_head_of_every_group(scored):
-    from attention.analysis.coref_groups_csv import HEADER, groups_csv_text
+    from attention.analysis.coref.groups_csv import HEADER, groups_csv_text
 
     at, _, groups = scored
     assert any(b.label == "Download every head's accuracy per group (CSV)" for b in at.get("download_button"))

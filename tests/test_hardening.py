@@ -109,7 +109,7 @@ def test_a_2mb_line_with_150000_candidates_is_refused_at_once_naming_the_bound()
     result = run_python(
         """
 import json, time
-from attention.analysis.coref_examples import ExampleError, parse_examples
+from attention.analysis.coref.examples import ExampleError, parse_examples
 words = [f"w{i}" for i in range(150_000)]
 line = json.dumps({"text": " ".join(words) + " it", "pronoun": "it", "candidates": words, "answer": "w0"})
 began = time.perf_counter()
@@ -128,7 +128,7 @@ print(json.dumps({"seconds": time.perf_counter() - began, "said": said, "size": 
 
 
 def test_a_suite_at_the_bounds_is_read_in_a_second():
-    from attention.analysis.coref_examples import (
+    from attention.analysis.coref.examples import (
         MAX_CANDIDATES,
         MAX_LINE_CHARS,
         parse_examples,

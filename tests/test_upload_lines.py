@@ -11,7 +11,7 @@ import pytest
 from test_app import chart, decode, no_errors
 from test_app_coref import span_lines, upload
 
-from attention.analysis.coref_examples import (
+from attention.analysis.coref.examples import (
     ExampleError,
     parse_examples,
     parse_examples_leniently,

@@ -16,7 +16,7 @@ from attention.analysis.coref import (
     ExampleScore,
     score_example,
 )
-from attention.analysis.coref_heads import (
+from attention.analysis.coref.heads import (
     DEFAULT_CRITERION,
     MIN_SEPARATION,
     best_head,
@@ -216,7 +216,7 @@ def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.
 
 def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleScore, np.ndarray]:
     """An example on the run's own sentence: its score and every head's value under ``criterion``
-    (coref_heads.CRITERIA). ExampleError where the tokenizer's words do not hold its mentions."""
+    (coref.heads.CRITERIA). ExampleError where the tokenizer's words do not hold its mentions."""
     enc = run.encoded
     word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # the first segment's
     score = score_example(example, run.attentions, enc.tokens, word_ids, enc.offsets)
@@ -227,7 +227,7 @@ def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleSco
 def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, int, str] | None:
     """For an example the app offers with a known antecedent: the best head by ``criterion`` (the
     Coreference view's ranking) among those whose pronoun gives the answer more than the other candidates
-    (coref_heads.best_head), and a sentence saying so with the numbers it was scored on; where no head
+    (coref.heads.best_head), and a sentence saying so with the numbers it was scored on; where no head
     qualifies, the default head (layer 0, head 0) and a sentence saying no head separates the candidates.
     None for other sentences."""
     if text not in PRESET_COREF:

@@ -17,7 +17,7 @@ from attention.analysis.coref import (
     load_examples,
     score_heads,
 )
-from attention.analysis.coref_examples import Problems, load_examples_leniently
+from attention.analysis.coref.examples import Problems, load_examples_leniently
 
 from .limits import busy_message, heavy_guard, too_long_message
 from .models import get_model

@@ -11,10 +11,10 @@ import numpy as np
 import streamlit as st
 
 from attention.analysis.coref import CorefResult, group
-from attention.analysis.coref_csv import file_name
-from attention.analysis.coref_groups_csv import groups_csv_text
-from attention.analysis.coref_metrics import best_head, paired_groups
-from attention.analysis.coref_stats import clopper_pearson
+from attention.analysis.coref.groups_csv import groups_csv_text
+from attention.analysis.coref.metrics import best_head, paired_groups
+from attention.analysis.coref.result_csv import file_name
+from attention.analysis.coref.stats import clopper_pearson
 from viz.coref import head_grid
 
 from .coref_data import chosen_suite

@@ -9,7 +9,7 @@ import streamlit as st
 
 from attention import ModelLoadError
 from attention.analysis.coref import CorefResult, group
-from attention.analysis.coref_metrics import (
+from attention.analysis.coref.metrics import (
     compare_models,
     gap_metrics,
     held_out_best,

@@ -14,7 +14,7 @@ from attention.analysis.coref import (
     ExampleError,
     ExampleScore,
 )
-from attention.analysis.coref_heads import (
+from attention.analysis.coref.heads import (
     CRITERIA,
     MIN_SEPARATION,
     best_head,
@@ -24,7 +24,7 @@ from attention.analysis.coref_heads import (
     separates,
     suggest_candidates,
 )
-from attention.analysis.coref_mentions import word_spans
+from attention.analysis.coref.mentions import word_spans
 
 from .computations import coref_values
 from .page import is_causal, plain, show_table

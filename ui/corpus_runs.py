@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from attention.analysis.corpus import SHARES, STATS
-from attention.analysis.corpus_cli import AGGREGATE, PART_NAME, PARTS
+from attention.analysis.corpus.cli import AGGREGATE, PART_NAME, PARTS
 from attention.analysis.points_table import TableError, read_table
 from attention.analysis.runs import RUN
 

@@ -10,7 +10,7 @@ import re
 import plotly.graph_objects as go
 import streamlit as st
 
-from attention.analysis.coref_mentions import word_spans
+from attention.analysis.coref.mentions import word_spans
 
 from .generation import Settings, current
 from .runs import get_run

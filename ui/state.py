@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from attention import ModelLoadError
-from attention.analysis.coref_heads import CRITERIA, DEFAULT_CRITERION
+from attention.analysis.coref.heads import CRITERIA, DEFAULT_CRITERION
 from attention.analysis.stats import PATTERNS
 
 from . import registry
@@ -68,7 +68,7 @@ PRESET_COREF = {
 SHORT_SECOND = "It was tired."  # the padded partner in the masks view when there is no segment B
 COREF_MODES = {"sentence": "This sentence", "suite": "Suite", "pairs": "Minimal pairs"}
 COREF_TWINS = {"suite": "The suite's twins", "sentence": "This sentence and a twin"}
-COREF_RANKS = {name: name for name in CRITERIA}  # how the sentence's heads are ranked (coref_heads.CRITERIA)
+COREF_RANKS = {name: name for name in CRITERIA}  # how the sentence's heads are ranked (coref.heads.CRITERIA)
 COREF_SETS = {
     "builtin": "Built-in",
     "winogender": "Winogender",

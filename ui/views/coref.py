@@ -6,12 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.coref import flipping_heads, twin_pairs
-from attention.analysis.coref_csv import csv_text, examples_csv_text, file_name
-from attention.analysis.coref_metrics import (
+from attention.analysis.coref.metrics import (
     best_against_baselines,
     best_head,
     heads_against_best,
 )
+from attention.analysis.coref.result_csv import csv_text, examples_csv_text, file_name
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
 
@@ -32,7 +32,7 @@ from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
 from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
 
-# the sentence's grid title for each ranking criterion (coref_heads.CRITERIA), the words filled in
+# the sentence's grid title for each ranking criterion (coref.heads.CRITERIA), the words filled in
 GRID_TITLES = {
     "margin": "margin of {pronoun} → {answer}",
     "specificity": "specificity of {pronoun} → {answer}",

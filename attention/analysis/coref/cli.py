@@ -7,17 +7,16 @@ Prints the baselines, the top heads with exact 95% intervals and McNemar p-value
 (Holm-corrected), and, as the data allow: accuracy per group (--by), GAP F1 (lines with gender
 masculine/feminine), Winogender's gender gap and its correlation with occupation statistics (lines with
 bls_pct_female), the best head's accuracy on a held-out file (--validate-on) and a second model (--compare).
-With --engine ray the batches run as a Ray Data job (coref_engines), on the cluster at --address if given.
+With --engine ray the batches run as a Ray Data job (engines.py), on the cluster at --address if given.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .coref import CorefResult, ExampleError, load_examples, score_heads
-from .coref_csv import write_csv
-from .coref_engines import ENGINES
-from .coref_metrics import (
+from .engines import ENGINES
+from .examples import ExampleError, load_examples
+from .metrics import (
     best_against_baselines,
     best_head,
     compare_models,
@@ -27,6 +26,9 @@ from .coref_metrics import (
     paired_groups,
     winogender_bias,
 )
+from .result_csv import write_csv
+from .results import CorefResult
+from .scoring import score_heads
 
 
 def excluded_line(result: CorefResult) -> str:
@@ -128,8 +130,8 @@ def load_scorable(source: str | None):
     """(model, tokenizer) of any family load_model reads whose self-attention maps the heads are scored on:
     an encoder (BERT, RoBERTa ...) or a causal decoder (GPT-2, Llama ...), whose pronoun sees only the
     candidates before it. An encoder-decoder is refused with a ModelLoadError."""
-    from ..errors import ModelLoadError
-    from ..loading import load_model
+    from ...errors import ModelLoadError
+    from ...loading import load_model
 
     model, tokenizer = load_model(source)
     if model.config.is_encoder_decoder:
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from ..errors import ModelLoadError
+    from ...errors import ModelLoadError
 
     ap = argparse.ArgumentParser(
         prog="python -m attention.analysis.coref", description="Score every attention head on coreference examples."

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .coref_mentions import Located
+from .mentions import Located
 
 CRITERIA = {
     "margin": "margin: attention pronoun → answer minus the best other candidate",

@@ -1,9 +1,9 @@
 """Where coreference scoring's batches run: here, one after the other ("local"), or as a Ray Data job ("ray").
 
-Both run coref.attend_batch on the same length buckets and give, bucket by bucket, its indices and their
+Both run attend.attend_batch on the same length buckets and give, bucket by bucket, its indices and their
 (b, n_layers, H, K) pronoun -> candidate attention. With Ray, `map_batches` runs it in one actor holding the
 model (shipped through Ray's object store with the encoded examples), a bucket per call; Ray starts as
-corpus_engines.start_ray starts it (on this machine with 2 CPUs and no dashboard unless given `address`).
+corpus.engines.start_ray starts it (on this machine with 2 CPUs and no dashboard unless given `address`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .corpus_engines import ENGINES, check_engine, start_ray
+from ..corpus.engines import ENGINES, check_engine, start_ray
+from .attend import attend_batch
 
 __all__ = ["ENGINES", "attended", "check_engine"]
 
@@ -38,8 +39,6 @@ def attended(
 
 
 def local_attended(model, inputs: dict, chunks: list[list[int]], located: dict, forward, pad_id: int) -> Attended:
-    from .coref import attend_batch
-
     for chunk in chunks:
         yield chunk, attend_batch(model, inputs, chunk, located, forward, pad_id)
 
@@ -53,8 +52,6 @@ class ChunkScorer:
         self.located, self.forward, self.pad_id = located, forward, pad_id
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .coref import attend_batch
-
         (k,) = batch["chunk"].tolist()
         attention = attend_batch(self.model, self.inputs, self.chunks[k], self.located, self.forward, self.pad_id)
         return {"chunk": batch["chunk"], "attention": attention[None]}

@@ -1,6 +1,6 @@
 """Where a corpus's batches run: here, one after the other ("local"), or as a Ray Data job ("ray").
 
-Both take the (index, text, line) triples in corpus.length_order and give corpus.score_batch's rows, batch by
+Both take the (index, text, line) triples in scoring.length_order and give scoring.score_batch's rows, batch by
 batch; the per-batch function is the same one. With Ray, `map_batches` runs it in actors that each hold the
 model: one actor on this machine by default (Ray started with 2 CPUs and no dashboard), or `workers` actors,
 each with `gpus` GPUs, on the cluster at `address`.
@@ -13,8 +13,8 @@ from itertools import islice
 
 import numpy as np
 
-from ..models import Transformer
-from .corpus import length_order, score_batch
+from ...models import Transformer
+from .scoring import length_order, score_batch
 
 ENGINES = ("local", "ray")
 
@@ -69,7 +69,7 @@ class BatchScorer:
 
     def __init__(self, model=None, tokenizer=None, source: str | None = None, device: str = "cpu"):
         if model is None:
-            from .. import load_model
+            from ... import load_model
 
             model, tokenizer = load_model(source, device=device)
         self.model, self.tokenizer = model, tokenizer

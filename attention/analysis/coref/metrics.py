@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coref import CorefResult, ExampleScore, Exclusion
-from .coref_mentions import preferred
-from .coref_stats import McNemar, clopper_pearson, f1, holm, mcnemar_exact, pearson
+from .mentions import preferred
+from .results import CorefResult, ExampleScore, Exclusion
+from .stats import McNemar, clopper_pearson, f1, holm, mcnemar_exact, pearson
 
 
 def best_head(result: CorefResult) -> tuple[int, int]:

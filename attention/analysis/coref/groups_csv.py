@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .coref import CorefResult
+from .results import CorefResult
 
 HEADER = [
     "field",

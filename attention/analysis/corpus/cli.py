@@ -6,8 +6,8 @@
 FILE is read by attention.analysis.texts.iter_texts. DIR receives:
   texts/part-<first text>.parquet  one file per batch: a row per (text, layer, head), its text indices
                                    in column `text`, its line in FILE in `line`, its first 500 characters
-                                   in `content` (corpus.score_batch's columns)
-  heads.parquet                    the aggregate, a row per (layer, head) (corpus.finish), made from the parts
+                                   in `content` (scoring.score_batch's columns)
+  heads.parquet                    the aggregate, a row per (layer, head) (scoring.finish), made from the parts
   run.json                         the model (the bundled one by its package's name), the file (its size
                                    and SHA-256) and the field the parts are of, and the parts written,
                                    each with its SHA-256 (runs.py)
@@ -35,13 +35,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ..errors import ModelLoadError
-from ..sources import DEFAULT_PACKAGE
-from .corpus import SHARES, add_sums, finish, head_sums
-from .corpus_engines import ENGINES, batches
-from .runs import RUN, OneLineParser, RunError, check_folder, fail, fingerprint, positive, read_run, write_json
-from .stats import PATTERNS
-from .texts import CorpusError, iter_numbered, iter_texts
+from ...errors import ModelLoadError
+from ...sources import DEFAULT_PACKAGE
+from ..runs import RUN, OneLineParser, RunError, check_folder, fail, fingerprint, positive, read_run, write_json
+from ..stats import PATTERNS
+from ..texts import CorpusError, iter_numbered, iter_texts
+from .engines import ENGINES, batches
+from .scoring import SHARES, add_sums, finish, head_sums
 
 PARTS, AGGREGATE = "texts", "heads.parquet"
 PART_NAME = re.compile(r"part-\d{9,}\.parquet")
@@ -129,7 +129,7 @@ def check_run(out: Path, model: str | None, file: str, field: str) -> tuple[dict
 def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
     """Score the texts no listed part holds yet, a part per batch, then write the aggregate. `stop_after`
     stops after that many batches without the aggregate, as a killed run would (for tests)."""
-    from .. import load_model
+    from ... import load_model
 
     out = Path(args.out)
     total = sum(1 for _ in iter_texts(args.file, args.field, args.limit))  # a bad line is found before any work

@@ -9,7 +9,8 @@ would alone, and no map outlives its layer. What a batch gives is one row per (t
 finished into means (`finish`), so memory stays flat however long the corpus is.
 
     head_stats(model, tokenizer, texts, engine="local" | "ray", batch_size=32) -> DataFrame per (layer, head)
-    python -m attention.analysis.corpus FILE --model SOURCE --out DIR [--engine ray] ...   (corpus_cli.py)
+    (heads.py, through the engines of engines.py, which take score_batch from here)
+    python -m attention.analysis.corpus FILE --model SOURCE --out DIR [--engine ray] ...   (cli.py)
 
 The texts travel as (index, text, line) triples: `line` is where the text is in its file (texts.iter_numbered),
 kept in the rows with the text's first CONTENT_CHARS characters (`content`), so a row can be traced back.
@@ -24,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..bigrun import layer_hooks
-from ..inputs import Encoded, encode, on_model_device, within_positions
-from .stats import PATTERNS, pattern_labels, punctuation_mask
-from .stats import head_stats as text_head_stats
+from ...bigrun import layer_hooks
+from ...inputs import Encoded, encode, on_model_device, within_positions
+from ..stats import PATTERNS, pattern_labels, punctuation_mask
+from ..stats import head_stats as text_head_stats
 
 STATS = ("entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "to_punct", "distance")
 SHARES = tuple(f"share_{label}" for label in PATTERNS)
@@ -121,25 +122,3 @@ def finish(sums: pd.DataFrame) -> pd.DataFrame:
     out[list(SHARES)] = sums[list(SHARES)].div(sums["texts"], axis=0)
     out["tokens"] = out["tokens"].astype(np.int64)
     return out.reset_index()[["layer", "head", "tokens", *STATS, *SHARES]]
-
-
-def head_stats(model, tokenizer, texts: Iterable[str], engine: str = "local", batch_size: int = 32) -> pd.DataFrame:
-    """Per-head statistics over a corpus: one row per (layer, head) with `layer`, `head`, `tokens` (query
-    positions counted), the means of stats.head_stats's STATS over every query position of every text
-    (padding never counted) and the share of texts in which the head takes each label (`share_<label>`).
-    `engine`: "local" (this process) or "ray" (a Ray Data job; see corpus_engines.ray_batches)."""
-    from .corpus_engines import batches
-
-    total = None
-    numbered = ((i, text, i + 1) for i, text in enumerate(texts))
-    for rows in batches(engine, model, tokenizer, numbered, batch_size):
-        total = add_sums(total, head_sums(rows))
-    if total is None:
-        raise ValueError("head_stats needs at least one text")
-    return finish(total)
-
-
-if __name__ == "__main__":
-    from .corpus_cli import main
-
-    raise SystemExit(main())

@@ -9,8 +9,8 @@ import io
 import os
 import re
 
-from .coref import CorefResult
-from .coref_metrics import baselines_right, heads_against_best
+from .metrics import baselines_right, heads_against_best
+from .results import CorefResult
 
 
 def write_csv(

@@ -1,5 +1,5 @@
 """Where an example's mentions are in its tokens, how much attention goes from the pronoun to each candidate,
-and which candidate a head picks: the rules in coref.py's docstring, which scores the heads with these."""
+and which candidate a head picks: the rules in scoring.py's docstring, which scores the heads with these."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coref_examples import CorefExample, ExampleError
+from .examples import CorefExample, ExampleError
 
 
 class OutsideWindow(ExampleError):
