@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .dot_product import reused_scores
 from .inputs import on_model_device
-from .mha import reused_scores
 from .run import read_only
 
 MB = 1024 * 1024
@@ -117,7 +117,7 @@ def layer_hooks(model, on_layer: Callable[[int, Any], None], convert: Callable[[
 def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
     """One forward pass of `enc` calling on_layer(layer, (H, L, L) maps) for each layer in `layers` (all
     when None); the other layers run torch's fused attention and make no map. The next layer writes its
-    maps over the same memory (mha.reused_scores): on_layer copies what it keeps."""
+    maps over the same memory (dot_product.reused_scores): on_layer copies what it keeps."""
     inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
     with torch.inference_mode(), layer_hooks(model, on_layer), reused_scores():
         model(*inputs, causal=causal, maps_for=layers)

@@ -101,7 +101,7 @@ class CrossKeys:
 
     def attend(self, x: torch.Tensor, keep_map: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x (1, L, D) -> (x (1, L, D) after the cross-attention sub-block, its map (1, H, L, S) or None): the
-        steps of Block.cross_attend (mha.scaled_dot_product_attention) with `keep_map`, else torch's fused
+        steps of Block.cross_attend (dot_product.scaled_dot_product_attention) with `keep_map`, else torch's fused
         attention."""
         layer, attention = self.layer, self.attention
         B, L, _ = x.shape

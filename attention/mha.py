@@ -19,15 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import by_head
-from .dot_product import (  # noqa: F401 (HALF, Recorded and reused_scores: read from here by the rest)
-    HALF,
-    Recorded,
-    Recorder,
-    attention_probs,
-    no_record,
-    reused_scores,
-    scaled_dot_product_attention,
-)
+from .dot_product import Recorder, attention_probs, no_record, scaled_dot_product_attention
 from .masks import build_mask, pick_rows
 from .rotary import rotate
 

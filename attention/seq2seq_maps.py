@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from .bigrun import POOL_CELLS, first_item, layer_hooks, maps_bytes
-from .mha import build_mask, reused_scores
+from .dot_product import reused_scores
+from .masks import build_mask
 from .models import EncoderDecoder
 from .models.blocks import Block
 from .run import read_only
@@ -41,7 +42,8 @@ def forced_maps(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: tor
     """One pass of the encoder over input_ids (1, S) and the decoder over decoder_ids (1, T), each on the model's
     device, calling on_map(part, layer, maps) for each layer's encoder maps, then each decoder layer's self- and
     cross-attention maps, in that order. The encoder's maps are in a buffer the next layer writes over
-    (mha.reused_scores): on_map copies what it keeps of them; each decoder map is its own, which on_map may keep.
+    (dot_product.reused_scores): on_map copies what it keeps of them; each decoder map is its own, which on_map
+    may keep.
     `until` (part, layer) stops the pass once that layer's maps are handed over."""
     stop = until or ("cross", len(model.decoder.layers) - 1)
     with torch.inference_mode():

@@ -23,8 +23,8 @@ import torch
 from . import by_head
 from .bigrun import layer_hooks
 from .by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
+from .dot_product import Recorded
 from .inputs import on_model_device
-from .mha import Recorded
 from .models import FAMILIES, Family
 from .source_lines import relative_path, source_of
 from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width

@@ -63,7 +63,7 @@ def test_big_run_never_holds_two_layers_maps(llama, monkeypatch):
         for handle in handles:
             handle.remove()
     assert alive_at_layer == [0, 0, 0]
-    assert len(buffers) == 1  # every layer wrote its scores over the last one's (mha.reused_scores)
+    assert len(buffers) == 1  # every layer wrote its scores over the last one's (dot_product.reused_scores)
     assert len(calls) == 1 and calls[0][0] is None  # one forward pass for every layer
     assert all(a is None for a in calls[0][1])  # the model handed back no map
     assert all(ref() is None for ref in earlier)

@@ -149,11 +149,9 @@ def by_key(word: str) -> View | None:
 def following(label: str | None, kinds: Collection[str] = KINDS) -> str:
     """The label of the view after this one in the table's order, the last followed by the first; with
     `kinds`, among the views for a model of these kinds only."""
-    names = labels(kinds)
-    if label not in names:  # a view not offered: the next offered one after its place in the table
-        rest = labels()[labels().index(label) + 1 :] if label in labels() else []
-        return next((name for name in rest if name in names), names[0])
-    return names[(names.index(label) + 1) % len(names)]
+    offered, every = labels(kinds), labels()
+    start = every.index(label) + 1 if label in every else 0  # a view not offered: the next offered after its place
+    return next(name for name in every[start:] + every[:start] if name in offered)
 
 
 def url_codec() -> tuple[Callable[[str], str], Callable[[str], str]]:
