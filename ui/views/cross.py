@@ -17,7 +17,7 @@ from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
 
 from ..layout import expander_px, main_px
-from ..models import WRITERS, get_model, get_seq2seq
+from ..models import get_seq2seq
 from ..page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
 from ..runs import MAX_NEW_TOKENS, Writing, get_writing
 from ..state import CROSS_PARTS
@@ -34,14 +34,7 @@ HEADINGS = {
 
 def draw(run) -> None:
     loaded = get_seq2seq(st.session_state.source)
-    if loaded is None:
-        c = get_model(st.session_state.source)[0].config
-        st.info(
-            f"Cross-attention is an encoder-decoder's: its decoder reading the encoder's output. This model "
-            f"({c.model_type}) is {'a decoder' if c.causal else 'an encoder'} only, so it has none. Load an "
-            f"encoder-decoder checkpoint ({', '.join(WRITERS)}) in the sidebar to see it."
-        )
-        return
+    assert loaded is not None, "the registry offers this view for encoder-decoders only (kinds)"
     model, tokenizer = loaded
     slot = figure_slot()
     try:

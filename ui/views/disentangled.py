@@ -9,21 +9,14 @@ from attention.analysis.terms import trace_terms
 from viz.disentangled import disentangled_figure
 
 from ..layout import main_px
-from ..models import get_model
-from ..page import font_size, plain, show
+from ..page import font_size, show
 from ..runs import get_trace
 
 
 def draw(run) -> None:
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
-    config = get_model(st.session_state.source)[0].config
-    if config.position_embedding_type != "disentangled":
-        st.info(
-            f"The model in use is {plain(config.model_type)}, not DeBERTa: its scores are q·k alone, with no "
-            "position terms to split them into. Open a DeBERTa-v2 or -v3 checkpoint to see this view."
-        )
-        return
+    # a DeBERTa's only: the registry offers this view for no other model (ui/registry.py, kinds)
     trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
     terms = trace_terms(trace)
     st.caption(

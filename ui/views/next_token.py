@@ -22,15 +22,10 @@ def draw(run) -> None:
     head, why = lm_head(source)
     if head is None:
         config = get_model(source)[0].config
+        # a causal decoder's only (the registry's kinds): here its LM head could not be read
         st.info(
-            f"The model in use ({plain(config.model_type)}) has no next-token head: "
-            + (
-                "it reads the whole sentence at once, each token seeing the ones after it, so it does not "
-                "predict the next one (a masked-LM head, where it has one, fills in a hidden token: another task). "
-                "Open a causal decoder (GPT-2, Llama, …) to see this view."
-                if not config.causal
-                else f"its LM head could not be read ({plain(why or 'unknown')})."
-            )
+            f"The model in use ({plain(config.model_type)}) has no next-token head: its LM head could not be "
+            f"read ({plain(why or 'unknown')})."
         )
         return
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
