@@ -15,6 +15,7 @@ import torch
 
 from .dot_product import reused_scores
 from .inputs import on_model_device
+from .request import MapRequest
 from .run import read_only
 
 MB = 1024 * 1024
@@ -120,7 +121,7 @@ def forward_maps(model, enc, causal: bool, on_layer, layers=None) -> None:
     maps over the same memory (dot_product.reused_scores): on_layer copies what it keeps."""
     inputs = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
     with torch.inference_mode(), layer_hooks(model, on_layer), reused_scores():
-        model(*inputs, causal=causal, maps_for=layers)
+        model(*inputs, causal=causal, request=MapRequest(layers))
 
 
 class LayerMaps:

@@ -9,9 +9,6 @@ numbers are those of the whole layer's (tests/test_bound_trace.py compares them)
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,28 +17,12 @@ from .dot_product import Recorded, Recorder, no_record, scaled_dot_product_atten
 
 if TYPE_CHECKING:
     from .mha import MultiHeadAttention
+    from .request import Call
 
 FILE = __file__  # the recorder in trace.py skips this module's frames: it shows the lines that called
 # the steps, the kept head's as the whole layer's
 MAP_STEPS = ("scores", "softcap", "masked_scores", "probs", "c2p", "p2c")  # recorded (B, H, L, S), the rest as is
 ROWS_BYTES = 2**20  # a head not kept makes its scores this many bytes at most at a time: a few query rows
-_state = threading.local()
-
-
-@contextlib.contextmanager
-def one_head_at_a_time(head: int) -> Iterator[None]:
-    """Within this block, in this thread, every layer that makes its maps makes them one head at a time; the
-    recorder of a traced layer is handed head `head`'s maps (as views of (B, H, L, S) that read it in each head's
-    place, so that its shape is the layer's), and the layer returns that head's probabilities, (B, 1, L, S)."""
-    _state.head = head
-    try:
-        yield
-    finally:
-        _state.head = None
-
-
-def active() -> bool:
-    return getattr(_state, "head", None) is not None
 
 
 def attend(
@@ -50,33 +31,29 @@ def attend(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None,
-    dropout_p: float,
-    record: Recorder,
-    head_mask: torch.Tensor | None,
-    ablation: str,
+    call: Call,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """scaled_dot_product_attention's (heads (B, H, L, d), probs) head by head, q, k and v (B, H, ·, d) after
-    the sharing of key/value heads, `mask` broadcastable to (B, H, L, S); DeBERTa's position terms (the layer's
-    `relative`) are added to each head's mask as it comes. probs is the kept head's only, (B, 1, L, S), in the
-    traced layer (`record` given); None in any other (every head a few rows at a time)."""
-    n_heads = q.size(1)
-    kept_head = _state.head if record is not no_record else None  # the traced layer's; no other keeps one
+    the sharing of key/value heads, `mask` broadcastable to (B, H, L, S); the score terms that read q and k
+    (attention.terms) are added to each head's mask as it comes. probs is head `call.head`'s only, (B, 1, L, S),
+    in a recorded layer (`call.record` given); None in any other (every head a few rows at a time)."""
+    n_heads, record = q.size(1), call.record
+    kept_head = call.head if record is not no_record else None  # the recorded layer's; no other keeps one
     heads, kept = [], None
     for h in range(n_heads):
         one = slice(h, h + 1)
         own = mask if mask is None or mask.size(1) == 1 else mask[:, one]  # (B or 1, 1, L or 1, S)
         steps = _as_layer(record, n_heads) if h == kept_head else no_record
-        if attention.relative is not None:
-            own = attention.relative(q[:, one], k[:, one], own, steps, head=h)  # (B, 1, L, S)
-        ablated = None if head_mask is None else head_mask[one]
+        own = attention.add_terms(q[:, one], k[:, one], own, steps, head=h)  # (B, 1, L, S)
+        ablated = None if call.head_mask is None else call.head_mask[one]
         # the kept head's map whole (recorded); any other's a few query rows at a time, ROWS_BYTES at most each
         step = q.size(2) if h == kept_head else max(1, ROWS_BYTES // (4 * q.size(0) * k.size(2)))
         for start in range(0, q.size(2), step):
             rows = slice(start, start + step)
             part = own if own is None or own.size(2) == 1 else own[:, :, rows]  # (B or 1, 1, rows or 1, S)
             out, probs = scaled_dot_product_attention(
-                q[:, one, rows], k[:, one], v[:, one], part, attention.scaling, dropout_p, steps, ablated, ablation,
-                attention.softcap,
+                q[:, one, rows], k[:, one], v[:, one], part, attention.scaling, attention.dropout_p, steps, ablated,
+                call.ablation, attention.softcap,
             )  # fmt: skip
             heads.append(out)  # (B, 1, rows, d)
             kept = probs if h == kept_head else kept

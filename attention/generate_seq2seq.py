@@ -32,12 +32,14 @@ import torch.nn.functional as F
 from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
+from .dot_product import no_record, scaled_dot_product_attention
 from .errors import ModelLoadError
-from .mha import KeyValueCache, MultiHeadAttention, no_record, scaled_dot_product_attention
+from .mha import KeyValueCache, MultiHeadAttention
 from .models import EncoderDecoder
 from .models.blocks import Block
-from .models.decoding import decode_masks
+from .models.decoding import decode_masks, step_call
 from .processors import Settings, read_settings
+from .request import MapRequest
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
@@ -138,13 +140,13 @@ def decode_step(
     if S > decoder.config.max_position_embeddings:
         raise ValueError(f"{S} decoder tokens is more than this model's {decoder.config.max_position_embeddings}")
     mask, _ = decode_masks(decoder.config, 1, L, S, new.device)  # (1, 1, L, S): the queries are the last L
-    if decoder.config.position_embedding_type == "relative":  # T5: the bias of the new rows, -inf after each
-        mask = decoder.position_bias(mask, L, True, new.device, start=P)  # (1, H, L, S)
+    mask = decoder.positions.scores_mask(decoder, mask, L, True, new.device, start=P)  # T5's bias of the new rows
     x = decoder.embeddings(new, None, start=P)  # (1, L, D)
     self_maps, cross_maps = [], []
     for layer, layer_cache, keys in zip(decoder.layers, cache, cross):
         assert isinstance(layer, Block)
-        x, probs = layer.attend(x, mask, keep_map=keep_maps, cache=layer_cache)  # (1, L, D), (1, H, L, S)
+        x, probs = layer.attend(x, mask, None, layer_cache, step_call(keep_maps, L, mask))  # (1,L,D), (1,H,L,S)
+        assert x is not None
         x, cross_probs = keys.attend(x, keep_maps)  # (1, L, D), (1, H, L, S_enc)
         x = layer.feed(x)  # (1, L, D)
         self_maps.append(probs)
@@ -206,7 +208,7 @@ def generate_seq2seq(
     ids = torch.tensor([[start_token(model, settings)]], device=input_ids.device)  # (1, 1)
     with torch.inference_mode():
         # its maps (none without keep_maps) and last hidden state, no other
-        encoded = model.encoder(input_ids, keep_hidden=False, maps_for=None if keep_maps else ())
+        encoded = model.encoder(input_ids, request=MapRequest(None if keep_maps else (), keep_hidden=False))
         memory = encoded.last_hidden_state  # (1, S, D)
         assert memory is not None
         cross = [CrossKeys(layer, memory, None) for layer in model.decoder.layers]  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from .dot_product import reused_scores
 from .masks import build_mask
 from .models import EncoderDecoder
 from .models.blocks import Block
+from .request import MapRequest
 from .run import read_only
 
 PARTS = ("cross", "decoder", "encoder")  # the Cross-attention view's parts, as ui/state.py's CROSS_PARTS
@@ -49,7 +50,7 @@ def forced_maps(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: tor
     with torch.inference_mode():
         hooks = layer_hooks(model.encoder, lambda layer, maps: on_map("encoder", layer, maps))
         with reused_scores(), hooks:  # the encoder's maps share one shape: one buffer for them all
-            memory = model.encoder(input_ids, keep_hidden=False).last_hidden_state  # (1, S, D)
+            memory = model.encoder(input_ids, request=MapRequest(keep_hidden=False)).last_hidden_state  # (1, S, D)
         if stop[0] == "encoder":
             return
         assert memory is not None
@@ -61,7 +62,7 @@ def forced_maps(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: tor
         for i, layer in enumerate(decoder.layers):  # each map let go before the next is made
             assert isinstance(layer, Block)
             x, probs = layer.attend(x, mask)  # (1, T, D), (1, H, T, T)
-            assert probs is not None  # a map is made unless asked not to be
+            assert x is not None and probs is not None  # an output and a map, as the explicit call gives
             on_map("decoder", i, first_item(probs))
             del probs
             if stop == ("decoder", i):

@@ -12,7 +12,6 @@ G key/value heads, d head width.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field
 from types import FrameType
@@ -26,6 +25,7 @@ from .by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S):
 from .dot_product import Recorded
 from .inputs import on_model_device
 from .models import FAMILIES, Family
+from .request import Call, MapRequest
 from .source_lines import relative_path, source_of
 from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width
 
@@ -177,9 +177,9 @@ def trace_layer(
     # the layers up to the traced one compute their maps as a whole forward pass does (the same numbers), each
     # dropped as it is made (bigrun.layer_hooks); the layers after it run fused; no hidden states are kept
     # with `head`, each layer up to the traced one makes its maps one head at a time (by_head): none made whole
-    one_head = by_head.one_head_at_a_time(head) if head is not None else contextlib.nullcontext()
-    with torch.inference_mode(), layer_hooks(model, lambda index, maps: None, convert=lambda probs: None), one_head:
-        model(*inputs, recorders={layer: recorder}, maps_for=set(range(layer + 1)), keep_hidden=False)
+    request = MapRequest(set(range(layer + 1)), keep_hidden=False, head=head)
+    with torch.inference_mode(), layer_hooks(model, lambda index, maps: None, convert=lambda probs: None):
+        model(*inputs, recorders={layer: recorder}, request=request)
     scaling = float(model.layers[layer].attention.scaling)
     types = None if token_type_ids is None else token_type_ids.detach().to("cpu", copy=True)
     report = getattr(model, "load_report", None)
@@ -238,7 +238,7 @@ def trace_cross_attention(
         assert caller is not None, "the cross-attention was called from outside Block.cross_attend"
         memory = args[1].detach().to("cpu", copy=True)
         records.append(("memory", memory, tuple(memory.shape), caller.f_code.co_filename, caller.f_lineno))
-        return args, {**kwargs, "record": recorder}
+        return args, {**kwargs, "call": Call(record=recorder)}
 
     attention = model.decoder.layers[layer].cross_attention
     hook = attention.register_forward_pre_hook(with_recorder, with_kwargs=True)

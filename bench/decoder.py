@@ -7,7 +7,7 @@ LlamaModel returning every layer's maps, same random weights, same inputs.
 The shape is Llama-3.2-1B's scaled down for a CPU: head width 64, 4 query heads per key/value
 head, llama3 rope scaling, a feed-forward 4x the width; but 512 wide (1B: 2048), 8 layers (16),
 8 query and 2 key/value heads (32 and 8), a 1000-token vocabulary (128256). Ours is run with
-`maps_for={layer}`: that layer's maps, every other layer through torch's fused attention.
+`MapRequest({layer})`: that layer's maps, every other layer through torch's fused attention.
 Prints per length the median time per forward (seconds; milliseconds on a GPU) and the peak memory of
 one forward, each in a fresh process (on the CPU: peak RSS above the process's resident size just before
 the call; on a GPU: peak allocated GPU memory above what was allocated before it), and ours / theirs.
@@ -36,6 +36,7 @@ from fused import _reset_peak, _status_mb  # noqa: E402
 
 from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES, Transformer  # noqa: E402
+from attention.request import MapRequest  # noqa: E402
 
 SHAPE = dict(
     vocab_size=1000,
@@ -99,7 +100,7 @@ def forwards(ours, theirs, length: int, layer: int):
         return maps
 
     def run_ours():
-        return done(ours(ids, mask, maps_for={layer}).attentions[layer])
+        return done(ours(ids, mask, request=MapRequest({layer})).attentions[layer])
 
     def run_theirs():
         return done(theirs(ids, attention_mask=mask, output_attentions=True).attentions[layer])

@@ -30,13 +30,13 @@ def llama(tmp_path_factory):
 
 
 def watch_forward(model, monkeypatch):
-    """Record each forward pass's maps_for argument and the attentions it returned."""
+    """Record the layers each forward pass kept the maps of (its request) and the attentions it returned."""
     calls = []
     forward = model.forward
 
     def recording(*args, **kwargs):
         out = forward(*args, **kwargs)
-        calls.append((kwargs.get("maps_for"), out.attentions))
+        calls.append((kwargs["request"].layers if "request" in kwargs else None, out.attentions))
         return out
 
     monkeypatch.setattr(model, "forward", recording)

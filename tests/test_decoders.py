@@ -13,6 +13,7 @@ from attention.analysis.ablation import ablate
 from attention.analysis.gqa import kv_head_options, to_grouped
 from attention.analysis.query_key import query_key
 from attention.config import ModelConfig
+from attention.request import MapRequest
 from attention.rotary import inverse_frequencies
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
@@ -275,7 +276,7 @@ def test_maps_only_where_asked(tmp_path, family):
     input_ids, attention_mask = inputs(tokenizer, "left padded")
     with torch.no_grad():
         full = model(input_ids, attention_mask)
-        some = model(input_ids, attention_mask, maps_for={1})
+        some = model(input_ids, attention_mask, request=MapRequest({1}))
     assert some.attentions[0] is None and some.attentions[2] is None
     torch.testing.assert_close(some.attentions[1], full.attentions[1], atol=1e-6, rtol=0)
     real = attention_mask.bool()

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_model
 from attention.models.parts import OffsetRMSNorm
+from attention.request import MapRequest
 from attention.trace import trace_layer
 from viz.shapeflow import shape_flow
 
@@ -87,13 +88,15 @@ def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_out
     assert shape_flow(trace).layout.annotations
     with torch.no_grad():
         full = model(enc.input_ids, enc.attention_mask)
-        some = model(enc.input_ids, enc.attention_mask, maps_for={1})  # layers 0 and 2: no map kept
+        some = model(enc.input_ids, enc.attention_mask, request=MapRequest({1}))  # layers 0 and 2: no map kept
     assert some.attentions[0] is None and some.attentions[2] is None
     torch.testing.assert_close(some.attentions[1], full.attentions[1])
     torch.testing.assert_close(some.last_hidden_state, full.last_hidden_state)
     rows = torch.tensor([[3, 0, 7]])
     with torch.no_grad():
-        picked = model(enc.input_ids, enc.attention_mask, rows=rows)  # capped scores: rows of the full map
+        picked = model(
+            enc.input_ids, enc.attention_mask, request=MapRequest(rows=rows)
+        )  # capped scores: rows of the full map
     for layer_map, full_map in zip(picked.attentions, full.attentions):
         torch.testing.assert_close(layer_map, full_map[:, :, rows[0]])
 

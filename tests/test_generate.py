@@ -13,6 +13,7 @@ from attention import generate, load_lm_head, load_model
 from attention.generate import lm_head
 from attention.mha import KeyValueCache
 from attention.models.decoding import decode, decode_masks
+from attention.request import MapRequest
 from attention.search import BufferedCache
 
 PROMPT = "The animal didn't cross the street because"
@@ -150,7 +151,10 @@ def test_decode_takes_the_new_positions_rows_only(built):
     assert mask is None and window is not None and window[0, 0, 0].tolist() == [False] * 4 + [True] * 5
     ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
     with torch.inference_mode():
-        kept, bare = model(ids, maps_only=True), model(ids, maps_only=True, keep_hidden=False)
+        kept, bare = (
+            model(ids, request=MapRequest(stop=True)),
+            model(ids, request=MapRequest(stop=True, keep_hidden=False)),
+        )
     assert bare.hidden_states == () and all(torch.equal(a, b) for a, b in zip(kept.attentions, bare.attentions))
     mask, window = decode_masks(model.config, 1, 2, 4, torch.device("cpu"))
     assert mask is not None and mask[0, 0].tolist() == [[True, True, True, False], [True] * 4]

@@ -9,6 +9,7 @@ from families import make_family, reference
 import attention.loading as loading
 from attention import ModelLoadError, load_model
 from attention.inputs import on_model_device
+from attention.request import MapRequest
 from attention.run import run_padded_batch
 from attention.trace import trace_layer
 
@@ -99,10 +100,12 @@ def check_fused_layers_and_kept_rows(ours, tokenizer, hidden_tol: float) -> None
     rows = torch.tensor([[0, 2], [1, 1]])  # on the CPU: the model moves them to its device
     with torch.no_grad():
         full = ours(ids, mask)
-        fused = ours(ids, mask, maps_for=())
-        picked = ours(ids, mask, rows=rows)
+        fused = ours(ids, mask, request=MapRequest(()))
+        picked = ours(ids, mask, request=MapRequest(rows=rows))
         # layer i's full map after the same fused layers before it: the same inputs as the rows' run
-        one_full = [ours(ids, mask, maps_for={i}).attentions[i] for i in range(ours.config.num_hidden_layers)]
+        one_full = [
+            ours(ids, mask, request=MapRequest({i})).attentions[i] for i in range(ours.config.num_hidden_layers)
+        ]
     assert fused.attentions == (None,) * ours.config.num_hidden_layers
     assert worst(fused.hidden_states, full.hidden_states, mask.bool()) <= hidden_tol
     for a, f in zip(picked.hidden_states, fused.hidden_states):

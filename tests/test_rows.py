@@ -1,12 +1,14 @@
-"""Transformer.forward(rows=...): every layer runs torch's fused attention and keeps only the given
+"""Transformer.forward(request=MapRequest(rows=...)): every layer runs torch's fused attention and keeps only the given
 query rows of its map, (B, H, P, S), equal to those rows of the full map; hidden states unchanged."""
 
 import pytest
 import torch
 from families import make_family
 
+import attention.implementations as implementations
 import attention.mha as mha
 from attention import load_model
+from attention.request import MapRequest
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 CASES = {  # name -> (family, overrides, padding side, causal what-if)
@@ -46,8 +48,8 @@ def test_rows_equal_the_full_maps_rows_and_outputs_do_not_change(case):
     rows = some_rows(batch)
     with torch.inference_mode():
         full = model(ids, mask, types, causal=causal)
-        picked = model(ids, mask, types, causal=causal, rows=rows)
-        fused = model(ids, mask, types, causal=causal, maps_for=())
+        picked = model(ids, mask, types, causal=causal, request=MapRequest(rows=rows))
+        fused = model(ids, mask, types, causal=causal, request=MapRequest(()))
     H, L = model.config.num_attention_heads, ids.size(1)
     assert len(picked.attentions) == model.config.num_hidden_layers
     worst = 0.0
@@ -67,7 +69,7 @@ def test_rows_equal_the_full_maps_rows_and_outputs_do_not_change(case):
 def test_rows_run_the_fused_attention_and_softmax_only_the_kept_rows(case, monkeypatch):
     model, batch, causal = case
     fused_calls, softmaxed = [], []
-    real_fused, real_probs = mha.F.scaled_dot_product_attention, mha.attention_probs
+    real_fused, real_probs = implementations.F.scaled_dot_product_attention, mha.attention_probs
 
     def counting_fused(q, *args, **kwargs):
         fused_calls.append(tuple(q.shape))
@@ -77,11 +79,17 @@ def test_rows_run_the_fused_attention_and_softmax_only_the_kept_rows(case, monke
         softmaxed.append(tuple(q.shape))
         return real_probs(q, *args, **kwargs)
 
-    monkeypatch.setattr(mha.F, "scaled_dot_product_attention", counting_fused)
+    monkeypatch.setattr(implementations.F, "scaled_dot_product_attention", counting_fused)
     monkeypatch.setattr(mha, "attention_probs", counting_probs)
     rows = some_rows(batch)
     with torch.inference_mode():
-        model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), causal=causal, rows=rows)
+        model(
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch.get("token_type_ids"),
+            causal=causal,
+            request=MapRequest(rows=rows),
+        )
     n, H, d = model.config.num_hidden_layers, model.config.num_attention_heads, model.config.head_size
     L = batch["input_ids"].size(1)
     assert fused_calls == [(2, H, L, d)] * n  # every layer's output from the fused attention
@@ -96,9 +104,11 @@ def test_rows_with_maps_for_and_a_head_mask(case):
     head_mask = torch.ones(n, H)
     head_mask[0, 1] = 0
     with torch.inference_mode():
-        only_last = model(ids, mask, types, causal=causal, rows=rows, maps_for={n - 1})
+        only_last = model(ids, mask, types, causal=causal, request=MapRequest({n - 1}, rows))
         full = model(ids, mask, types, causal=causal, head_mask=head_mask, ablation="uniform")
-        ablated = model(ids, mask, types, causal=causal, head_mask=head_mask, ablation="uniform", rows=rows)
+        ablated = model(
+            ids, mask, types, causal=causal, head_mask=head_mask, ablation="uniform", request=MapRequest(rows=rows)
+        )
     assert only_last.attentions[:-1] == (None,) * (n - 1)
     assert only_last.attentions[-1].shape == (2, H, rows.size(1), ids.size(1))
     for a, f in zip(ablated.attentions, full.attentions):
@@ -111,9 +121,9 @@ def test_bad_rows_are_a_clear_error(case):
     model, batch, _ = case
     ids = batch["input_ids"]
     with pytest.raises(ValueError, match="rows must be"):
-        model(ids, rows=torch.zeros(3, 2, dtype=torch.long))
+        model(ids, request=MapRequest(rows=torch.zeros(3, 2, dtype=torch.long)))
     with pytest.raises(ValueError, match="from 0 to"):
-        model(ids, rows=torch.full((2, 1), ids.size(1)))
+        model(ids, request=MapRequest(rows=torch.full((2, 1), ids.size(1))))
 
 
 def test_maps_only_stops_at_the_last_kept_map(case, monkeypatch):
@@ -126,12 +136,12 @@ def test_maps_only_stops_at_the_last_kept_map(case, monkeypatch):
         real = block.feed_forward
         monkeypatch.setattr(block, "feed_forward", lambda x, real=real: feed_forwards.append(1) or real(x))
     with torch.inference_mode():
-        picked = model(ids, mask, types, causal=causal, rows=rows)
+        picked = model(ids, mask, types, causal=causal, request=MapRequest(rows=rows))
         feed_forwards.clear()
-        only = model(ids, mask, types, causal=causal, rows=rows, maps_only=True)
+        only = model(ids, mask, types, causal=causal, request=MapRequest(rows=rows, stop=True))
         assert len(feed_forwards) == n - 1  # the last layer stops at its map
-        first = model(ids, mask, types, causal=causal, maps_for={0}, maps_only=True)
-        nothing = model(ids, mask, types, causal=causal, maps_for=(), maps_only=True)
+        first = model(ids, mask, types, causal=causal, request=MapRequest({0}, stop=True))
+        nothing = model(ids, mask, types, causal=causal, request=MapRequest((), stop=True))
         full = model(ids, mask, types, causal=causal)
     assert only.last_hidden_state is None and len(only.hidden_states) == n
     for a, b in zip(only.attentions, picked.attentions):

@@ -109,7 +109,8 @@ def test_each_step_carries_the_line_of_code_that_made_it(single):
     assert scores.path == "attention/dot_product.py" and scores.lineno == matmul
     assert "torch.matmul(q, k.transpose" in scores.code
     assert f"attention/dot_product.py:{matmul}" in scores.where
-    assert trace.step("q_proj").path == "attention/mha.py"  # the projections and heads: multi-head attention's
+    assert trace.step("q_proj").path == "attention/qkv.py"  # the projections and heads: the family's projection part
+    assert trace.step("merged").path == "attention/mha.py"  # merging the heads: multi-head attention's own
     assert "torch.softmax(scores" in trace.step("probs").code  # not the bare `record("probs", probs)`
     assert trace.step("q_heads").lineno == trace.step("v_heads").lineno  # split_heads serves Q, K and V
     assert "q_proj" in trace.step("q_proj").code and "o_proj" in trace.step("output").code

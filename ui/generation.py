@@ -18,6 +18,7 @@ import torch
 from attention import ModelLoadError
 from attention.generate import generate
 from attention.generate import lm_head as kept_lm_head
+from attention.request import MapRequest
 from attention.search import LMHead
 
 from .models import get_model, get_seq2seq
@@ -121,7 +122,7 @@ def final_hidden(source: str, ids: tuple[int, ...]) -> np.ndarray:
         model, _ = get_model(source)
         device = model.embeddings.word_embeddings.weight.device
         with torch.inference_mode():
-            out = model(torch.tensor([ids], device=device), maps_for=(), keep_hidden=False)
+            out = model(torch.tensor([ids], device=device), request=MapRequest((), keep_hidden=False))
         return out.last_hidden_state[0].float().cpu().numpy()
 
     return store("final-hidden", 16, 32 * MB).get_or_compute((source, ids), compute)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
+from ..request import MapRequest
 from ..run import read_only
 from .coref import CorefExample, CorefResult, score_example, score_heads
 
@@ -202,7 +203,7 @@ def ablated_forward(head_mask, ablation: str = "zero") -> Callable:
             token_type_ids=token_type_ids,
             head_mask=head_mask,
             ablation=ablation,
-            maps_only=True,
+            request=MapRequest(stop=True),
         ).attentions
 
     return forward

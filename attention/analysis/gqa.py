@@ -113,7 +113,7 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
         num_kv_heads=num_kv_heads,
         dropout=attention.dropout,
         bias=inputs.bias is not None,
-        fused_qkv=attention.fused_qkv,
+        projection=attention.projection,
         head_dim=attention.head_dim,
         out_bias=attention.o_proj.bias is not None,
     )

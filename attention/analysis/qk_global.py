@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from ..inputs import on_model_device, within_positions
+from ..request import MapRequest
 from .points_table import MAX_ROWS, TableError, TooManyRows, read_table
 from .qk_project import joint_plane
 
@@ -73,7 +74,7 @@ def layer_vectors(model, batch: dict, layer: int) -> tuple[torch.Tensor, torch.T
 
     inputs = on_model_device(model, batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
     with torch.inference_mode():
-        model(*inputs, recorders={layer: recorder}, maps_for={layer}, maps_only=True)
+        model(*inputs, recorders={layer: recorder}, request=MapRequest({layer}, stop=True))
     return kept["q"], kept["k"]
 
 

@@ -2,11 +2,11 @@
 
 Module names follow BERT's (embeddings.word_embeddings, attention, intermediate, output, ...),
 so the families' tensor-name maps stay short. What a family does differently is read from its
-ModelConfig (attention/config.py), never from a copy of this code: token types or none, a
-position offset, an embedding projection, norms after (BERT) or before (GPT-2) each sub-block,
-a final norm, causal or not, a fused Q·K·V projection, bias or none, LayerNorm or RMSNorm, a
-plain or gated feed-forward block, a table of positions or rotary ones (rotary.py), a sliding window,
-computed positions (positions.py: Marian's sinusoids, T5's relative bias), and cross-attention to an
+ModelConfig (attention/config.py), never from a copy of this code. The attention's Q·K·V projection and Q/K norm
+are parts chosen when it is built (attention/qkv.py), and so is how positions enter (position_parts.py: a table,
+sines, rotary angles, a bias on the scores, DeBERTa's terms); the blocks read the rest: token types or none, an
+embedding projection, norms after (BERT) or before (GPT-2) each sub-block, a final norm, causal or not, bias or
+none, LayerNorm or RMSNorm, a plain or gated feed-forward block, a sliding window, and cross-attention to an
 encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
 """
 
@@ -20,10 +20,10 @@ from torch import nn
 from ..config import ModelConfig
 from ..masks import build_mask, head_mask_tensor, query_rows
 from ..mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
-from ..rotary import angles_for
-from . import disentangled
-from .parts import ACTIVATIONS, embedding_table, make_norm
-from .positions import band, position_ids, relative_buckets, sinusoids
+from ..request import EVERY_MAP, EXPLICIT, Call, MapRequest
+from .embeddings import Embeddings
+from .parts import ACTIVATIONS, make_norm
+from .positions import band
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
@@ -34,60 +34,6 @@ class ModelOutput(NamedTuple):
     hidden_states: tuple[torch.Tensor, ...]  # n_layers + 1 items: embeddings, then each layer
     attentions: tuple[torch.Tensor | None, ...]  # n_layers items, each (B, H, L, L) probabilities (float32 for
     # half weights; (B, H, P, L) when only some query rows are kept); None: not kept
-
-
-class Embeddings(nn.Module):
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.config = config
-        E = config.embedding_width
-        self.word_embeddings = embedding_table(config.vocab_size, E, padding_idx=config.pad_token_id)
-        if config.position_embedding_type == "absolute":  # rotary positions turn q and k instead (mha.py)
-            rows, late = config.max_position_embeddings + config.position_offset, config.positions_after_projection
-            self.position_embeddings = embedding_table(rows, config.hidden_size if late else E)
-        if config.type_vocab_size:
-            self.token_type_embeddings = embedding_table(config.type_vocab_size, E)
-        if config.embedding_norm:
-            self.LayerNorm = make_norm(config, E)
-        if E != config.hidden_size:
-            self.project = nn.Linear(E, config.hidden_size, bias=config.embedding_projection_bias)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None,
-        record: Recorder = no_record,
-        attention_mask: torch.Tensor | None = None,
-        start: int = 0,
-    ) -> torch.Tensor:
-        """(B, L) ids -> (B, L, D); with a projection (ELECTRA), its input and output pass `record`.
-        `attention_mask` (B, L) is read only by families whose positions count it (OPT); `start`, the
-        positions before these (a decoder's cache), shifts a table's positions."""
-        x = self.word_embeddings(input_ids)  # (B, L, E)
-        if self.config.scale_embedding_in_dtype:  # Gemma: sqrt(D) rounded to the weights' dtype first
-            x = x * torch.tensor(self.config.hidden_size**0.5).to(x.dtype)  # (B, L, E)
-        elif self.config.scale_embedding:
-            x = x * self.config.hidden_size**0.5  # (B, L, E)
-        if self.config.type_vocab_size:
-            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-            x = x + self.token_type_embeddings(types)  # (B, L, E)
-        late = self.config.positions_after_projection  # OPT adds its positions to the projected words
-        if hasattr(self, "position_embeddings") and not late:
-            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, E)
-        elif self.config.position_embedding_type == "sinusoidal":
-            x = x + sinusoids(position_ids(self.config, input_ids, None, start), x.size(-1)).to(
-                x.dtype
-            )  # (B, L, E) + (L, E)
-        if self.config.embedding_norm:
-            x = self.LayerNorm(x)
-        x = self.dropout(x)
-        if hasattr(self, "project"):
-            x = record("embedding", x)  # (B, L, E)
-            x = record("embed_proj", self.project(x))  # (B, L, E) -> (B, L, D)
-        if hasattr(self, "position_embeddings") and late:
-            x = x + self.position_embeddings(position_ids(self.config, input_ids, attention_mask, start))  # (B, L, D)
-        return x  # (B, L, D)
 
 
 class Block(nn.Module):
@@ -136,12 +82,11 @@ class Block(nn.Module):
             config.num_key_value_heads,
             dropout=config.attention_probs_dropout_prob,
             bias=config.attention_bias,
-            fused_qkv=config.fused_qkv,
+            projection="per_head" if config.qkv_per_head else "fused" if config.fused_qkv else "separate",
             head_dim=config.head_size,
             out_bias=config.output_bias,
             scaling=attention_scaling(config),
             softcap=config.attn_logit_softcapping,
-            qkv_per_head=config.qkv_per_head,
             qk_norm=config.qk_norm,
             make_norm=lambda width: make_norm(config, width),
         )
@@ -171,22 +116,16 @@ class Block(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        record: Recorder = no_record,
-        head_mask: torch.Tensor | None = None,
-        ablation: str = "zero",
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        keep_map: bool = True,
-        rows: torch.Tensor | None = None,
-        map_only: bool = False,
         cache: KeyValueCache | None = None,
+        call: Call = EXPLICIT,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """x (B, L, D); `head_mask` (H,) ablates heads (1 keep, 0 ablate; see masks.ablate_heads);
-        `rotary` (cos, sin) turns q and k by position (rotary.py); `rows` (B, P) keeps only those
-        query rows of the map, (B, H, P, L) (see MultiHeadAttention.forward); `map_only` stops at
-        the map: (None, probs), no attention output and no feed-forward block; `cache` holds the keys and
-        values of the positions before x's (see MultiHeadAttention.forward)."""
-        out, probs = self.attend(x, mask, record, head_mask, ablation, rotary, keep_map, rows, map_only, cache)
-        if map_only:
+        """x (B, L, D); `rotary` (cos, sin) turns q and k by position (rotary.py); `cache` holds the keys and values
+        of the positions before x's; `call` names the attention's implementation, the map rows it keeps, a recorder
+        and ablated heads (see MultiHeadAttention.forward). A call that asks for the map alone stops there:
+        (None, probs), no attention output and no feed-forward block."""
+        out, probs = self.attend(x, mask, rotary, cache, call)
+        if out is None:
             return None, probs
         if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
             norm = getattr(self, "output_norm", self.attention_norm)  # Phi: one norm for both
@@ -197,32 +136,18 @@ class Block(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        record: Recorder = no_record,
-        head_mask: torch.Tensor | None = None,
-        ablation: str = "zero",
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        keep_map: bool = True,
-        rows: torch.Tensor | None = None,
-        map_only: bool = False,
         cache: KeyValueCache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None with map_only."""
+        call: Call = EXPLICIT,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None for a map alone."""
         if self.pre_norm:
-            record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
+            call.record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
         attended, probs = self.attention(
-            self.attention_norm(x) if self.pre_norm else x,
-            attention_mask=mask,
-            record=record,
-            head_mask=head_mask,
-            ablation=ablation,
-            rotary=rotary,
-            keep_map=keep_map,
-            rows=rows,
-            map_only=map_only,
-            cache=cache,
+            self.attention_norm(x) if self.pre_norm else x, attention_mask=mask, rotary=rotary, cache=cache, call=call
         )  # (B, L, D), (B, H, L or P, L)
-        if map_only:
-            return attended, probs
+        if attended is None:
+            return None, probs
         return self.add(x, attended, getattr(self, "attention_post_norm", self.attention_norm)), probs
 
     def cross_attend(
@@ -266,12 +191,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         if not config.first_attention_norm and config.num_hidden_layers:  # ModernBERT: layer 0 reads x as it is
             self.layers[0].attention_norm = nn.Identity()
-        if config.position_embedding_type == "disentangled":  # DeBERTa: a shared table, read by every layer
-            disentangled.attach(self)
-        if config.position_embedding_type == "relative":  # one bias per bucket and head, shared by every layer
-            self.relative_attention_bias = embedding_table(
-                config.relative_attention_num_buckets, config.num_attention_heads
-            )
+        self.positions = self.embeddings.positions  # the model's position part: its tables, angles, score terms
+        self.positions.attach(self)
         if config.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
         if config.final_projection:
@@ -286,10 +207,7 @@ class Transformer(nn.Module):
         causal: bool = False,
         head_mask: torch.Tensor | None = None,
         ablation: str = "zero",
-        maps_for=None,
-        rows: torch.Tensor | None = None,
-        maps_only: bool = False,
-        keep_hidden: bool = True,
+        request: MapRequest = EVERY_MAP,
     ) -> ModelOutput:
         """input_ids (B, L); attention_mask (B, L), 1 for tokens and 0 for padding; token_type_ids (B, L),
         read only by families with token types (others take any, e.g. zeros, and ignore them).
@@ -301,20 +219,14 @@ class Transformer(nn.Module):
         it (transformers' convention). `ablation` says what an ablated head's probabilities become:
         "zero" (the head adds nothing) or "uniform" (even over the keys the token may attend to).
         The returned attentions are the probabilities used. None, or all ones, changes nothing.
-        `maps_for`, a collection of layer indices, keeps the attention maps of those layers only:
-        every other layer runs torch's fused attention and its entry in `attentions` is None
-        (None: every layer's map, the default).
-        `rows` (B, P), long query positions, keeps only those rows of each kept map: every layer's
-        output is computed by torch's fused attention and its entry in `attentions` is (B, H, P, L),
-        the probabilities of just those queries (the same numbers as those rows of the full map).
-        Rows may repeat; with a head mask or recorders the full map is made and its rows picked.
-        `maps_only=True`: only the kept maps are wanted. The last layer whose map is kept stops at its
-        map (no values, no output, no feed-forward block) and no layer after it runs: their entries in
-        `attentions` are None, `hidden_states` ends with that layer's input, and `last_hidden_state`
-        is None.
+        `request` (request.MapRequest) says which maps are kept: by default every layer's, whole, with every
+        hidden state (transformers' output_attentions). A layer whose map is not kept runs torch's fused attention
+        and its entry in `attentions` is None. With the request's `rows` (B, P), long query positions, a kept
+        entry is (B, H, P, L), those queries' rows (the same numbers as those rows of the full map; rows may
+        repeat; with a head mask or recorders the full map is made and its rows picked). A request that `stop`s
+        at the last kept map runs no layer after it: their entries are None, `hidden_states` ends with that
+        layer's input and `last_hidden_state` is None. Without `keep_hidden`, `hidden_states` is ().
         With a final norm (GPT-2's ln_f) the last hidden state is taken after it, as transformers does.
-        `keep_hidden=False`: no layer's hidden states are kept, only the one the next layer reads; `hidden_states`
-        is () (for a caller that wants only the maps).
         """
         B, L = input_ids.shape
         if L > self.config.max_position_embeddings:
@@ -326,47 +238,34 @@ class Transformer(nn.Module):
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
         is_causal = causal or self.config.causal
-        rows = None if rows is None else query_rows(rows, B, L, input_ids.device)  # (B, P) long
+        rows = None if request.rows is None else query_rows(request.rows, B, L, input_ids.device)  # (B, P) long
         mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
-        rotary = self.rotary(L, input_ids.device)  # (cos, sin), each (1, L, d), or None
-        local_rotary = rotary  # the windowed layers' angles, on their own base if they have one (Gemma3, ModernBERT)
-        if self.config.local_rope_theta is not None:
-            local_rotary = self.rotary(L, input_ids.device, local=True)
+        angles = self.positions.layer_angles(self, L, input_ids.device)  # per layer (cos, sin) (1, L, d) each, or None
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
 
         n_layers = len(self.layers)
-        last = n_layers - 1  # the last layer to run
-        if maps_only:  # up to the last layer whose map is kept, which stops at its map
-            last = max((i for i in range(n_layers) if maps_for is None or i in maps_for), default=-1)
+        last = request.last(n_layers)  # a request that stops at a map ends at the last kept one
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
-        hidden_states, attentions = [x] if keep_hidden else [], []
+        hidden_states, attentions = [x] if request.keep_hidden else [], []
         for i, layer in enumerate(self.layers[: last + 1]):
-            layer_mask = None if head_mask is None else head_mask[i]  # (H,)
-            layer_attention_mask = mask if self.config.window_of(i) is None else window_mask
-            keep_map = maps_for is None or i in maps_for
-            map_only = maps_only and i == last
-            x, probs = layer(
-                x,
-                layer_attention_mask,
-                recorders.get(i, no_record),
-                layer_mask,
-                ablation,
-                rotary if self.config.window_of(i) is None else local_rotary,
-                keep_map,
-                rows if keep_map else None,
-                map_only,
-            )
+            ablated = None if head_mask is None else head_mask[i]  # (H,)
+            call = request.call(i, last, rows, recorders.get(i, no_record), ablated, ablation)
+            windowed = self.config.window_of(i) is not None
+            out, probs = layer(x, window_mask if windowed else mask, angles[i], call=call)
             attentions.append(probs)
-            if not map_only and keep_hidden:
+            if out is None:  # the map alone was asked for
+                break
+            x = out
+            if request.keep_hidden:
                 hidden_states.append(x)
-        if maps_only:  # no output: the layers after `last` did not run
+        if request.stop:  # no output: the layers after `last` did not run
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
         if self.config.final_norm:
             x = self.final_norm(x)
         if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
             x = self.project_out(x)
-        if keep_hidden:
+        if request.keep_hidden:
             hidden_states[-1] = x
         return ModelOutput(x, tuple(hidden_states), tuple(attentions))
 
@@ -384,38 +283,10 @@ class Transformer(nn.Module):
         elif window is not None and window < L:  # an encoder's: the keys fewer than `window` away either side
             padding = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
             window_mask = band(L, window, device) if padding is None else padding & band(L, window, device)
-        if self.config.position_embedding_type == "relative":
-            mask = window_mask = self.position_bias(mask, L, is_causal, device)
+        same = window_mask is mask  # one mask for both kinds of layer (no window, or one the input fits in)
+        mask = self.positions.scores_mask(self, mask, L, is_causal, device)  # T5's bias in it; else as it is
+        window_mask = mask if same else self.positions.scores_mask(self, window_mask, L, is_causal, device)
         return mask, window_mask
-
-    def position_bias(
-        self, mask: torch.Tensor | None, L: int, is_causal: bool, device: torch.device, start: int = 0
-    ) -> torch.Tensor:
-        """T5's relative positions: each head's learned bias for every (query, key) distance bucket,
-        added to the scores as an additive mask, with -inf where `mask` (boolean) hides a key.
-        `start`: the L queries are the last L of start + L positions (a decoder's new rows), (1, H, L, start + L)."""
-        c = self.config
-        buckets = relative_buckets(
-            L,
-            start + L,
-            not is_causal,
-            c.relative_attention_num_buckets,
-            c.relative_attention_max_distance,
-            device,
-            start,
-        )  # (L, S)
-        bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # (L, S, H) -> (1, H, L, S)
-        if mask is None:
-            return bias
-        return torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, S)
-
-    def rotary(
-        self, L: int, device: torch.device, local: bool = False, start: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """cos and sin of positions start ... start + L - 1, (1, L, d) each, for rotary models; else None
-        (rotary.angles_for). `local`: the windowed layers' angles, with their own base (local_rope_theta) when
-        the family has one."""
-        return angles_for(self.config, L, device, local, start)
 
     def check_head_mask(self, head_mask, ablation: str = "zero") -> torch.Tensor | None:
         """A head mask as a float (n_layers, H) tensor on the model's device; a clear ValueError if invalid."""

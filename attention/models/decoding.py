@@ -10,7 +10,10 @@ import torch
 from ..config import ModelConfig
 from ..masks import build_mask
 from ..mha import KeyValueCache
+from ..request import EXPLICIT, FUSED, Call
 from .blocks import ModelOutput, Transformer
+
+BY_GROUP = Call("by_group")
 
 
 def decode(
@@ -36,14 +39,12 @@ def decode(
         raise ValueError(f"{S} tokens is more than this model's {config.max_position_embeddings} positions")
     device = input_ids.device
     mask, window_mask = decode_masks(config, B, L, S, device)
-    full = model.rotary(L, device, start=P)  # the new positions' angles only: (1, L, d) each, or None
-    local = full if config.local_rope_theta is None else model.rotary(L, device, local=True, start=P)
+    angles = model.positions.layer_angles(model, L, device, start=P)  # the new positions' only: (1, L, d) each
     x = model.embeddings(input_ids, None, start=P)  # (B, L, D)
     maps = []
     for i, layer in enumerate(model.layers):
-        windowed = config.window_of(i) is not None
-        layer_mask, rotary = (window_mask, local) if windowed else (mask, full)
-        out, probs = layer(x, layer_mask, rotary=rotary, keep_map=keep_maps, cache=cache[i])  # (B, L, D)
+        layer_mask = mask if config.window_of(i) is None else window_mask
+        out, probs = layer(x, layer_mask, angles[i], cache[i], step_call(keep_maps, L, layer_mask))  # (B, L, D)
         assert out is not None
         x = out
         maps.append(probs)  # (B, H, L, S), or None
@@ -52,6 +53,14 @@ def decode(
     if config.final_projection:
         x = model.project_out(x)  # (B, L, E)
     return ModelOutput(x, (), tuple(maps))
+
+
+def step_call(keep_maps: bool, L: int, mask: torch.Tensor | None) -> Call:
+    """A writing step's attention call: torch's fused kernel without maps; with them, one new unmasked query read
+    by each key/value head's group of query heads at once ("by_group"), or the explicit steps."""
+    if not keep_maps:
+        return FUSED
+    return BY_GROUP if L == 1 and mask is None else EXPLICIT
 
 
 def decode_masks(

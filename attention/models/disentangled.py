@@ -2,8 +2,9 @@
 q_i · K_r[δ(i, j)], and position-to-content, k_j · Q_r[δ(j, i)], where δ is the bucketed relative distance
 (positions.log_buckets) and Q_r, K_r are a shared table of relative positions (rel_embeddings, normed) through
 each layer's own q and k projections (share_att_key). All three are scaled by 1 / √(d · (1 + the number of
-position terms)). The two position terms reach the scores as an additive mask (mha.MultiHeadAttention.relative),
-recorded as "c2p" and "p2c" beside the content-only "scores", so the trace keeps every term per head.
+position terms)). The two position terms reach the scores as an additive mask (a score-term part of the
+attention: mha.MultiHeadAttention.terms), recorded as "c2p" and "p2c" beside the content-only "scores", so the
+trace keeps every term per head.
 
 Letters: B batch, H heads, L positions (queries and keys alike), d head width, R = 2 · span rows of the table.
 """
@@ -44,7 +45,7 @@ def attach(model: Transformer) -> None:
     for layer in model.layers:
         attention = layer.attention
         assert isinstance(attention, MultiHeadAttention)
-        attention.relative = Disentangled(c, attention, model, indices)
+        attention.terms = (Disentangled(c, attention, model, indices),)
 
 
 class Indices:

@@ -96,7 +96,7 @@ class EncoderDecoder(nn.Module):
         for layer in decoder.layers:
             assert isinstance(layer, Block)
             x, probs = layer.attend(x, mask)  # (B, L, D), (B, H, L, L)
-            assert probs is not None  # a map is kept unless asked not to be
+            assert x is not None and probs is not None  # an output and a map, as the explicit call gives
             x, cross = layer.cross_attend(x, memory, cross_mask)  # (B, L, D), (B, H, L, S)
             x = layer.feed(x)  # (B, L, D)
             states.append(x)

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from ...inputs import on_model_device
-from ...mha import pick_rows
+from ...masks import pick_rows
+from ...request import MapRequest
 from .mentions import Located
 
 
@@ -19,7 +20,10 @@ def model_attentions(model, input_ids, attention_mask, token_type_ids, rows=None
     with `rows` (B, P) only those query rows of each map, (B, H, P, L), the rest run fused. Only the
     maps are computed: the last layer stops at its map (maps_only)."""
     return model(
-        input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, rows=rows, maps_only=True
+        input_ids,
+        attention_mask=attention_mask,
+        token_type_ids=token_type_ids,
+        request=MapRequest(rows=rows, stop=True),
     ).attentions
 
 

@@ -1,0 +1,118 @@
+"""How positions enter a model: one part per kind, chosen once when the model is built (POSITION_PARTS, by the
+config's position_embedding_type), never a branch in the shared forward.
+
+    absolute      a learned table, one row per position, added to the embeddings
+    sinusoidal    fixed sines and cosines added to the embeddings
+    rotary        each layer's q and k turned by their positions' angles (rotary.py); windowed layers may turn on
+                  a base of their own
+    relative      a learned bias per head and bucketed distance, added to the scores as the mask is
+    disentangled  content-to-position and position-to-content terms in the scores (disentangled.py)
+
+A part answers what the embeddings add (`embed`), what each layer's q and k turn by (`layer_angles`), what the
+scores' mask carries (`scores_mask`) and what the layers share (`attach`, called once the layers exist).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from ..rotary import angles_for
+from . import disentangled
+from .parts import embedding_table
+from .positions import position_ids, relative_buckets, sinusoids
+
+if TYPE_CHECKING:
+    from .blocks import Transformer
+    from .embeddings import Embeddings
+
+Angles = tuple[torch.Tensor, torch.Tensor] | None  # (cos, sin), each (1, L, d), or None: q and k as they are
+
+
+class Positions:
+    """No positions of this kind in the embeddings, the angles or the mask: every answer leaves things as they are."""
+
+    table = False  # the embeddings hold a learned table of positions (embeddings.position_embeddings)
+
+    def attach(self, model: Transformer) -> None:
+        pass
+
+    def embed(self, embeddings: Embeddings, x: torch.Tensor, input_ids, attention_mask, start: int) -> torch.Tensor:
+        return x  # (B, L, E or D)
+
+    def layer_angles(self, model: Transformer, L: int, device: torch.device, start: int = 0) -> list[Angles]:
+        return [None] * len(model.layers)
+
+    def scores_mask(self, model: Transformer, mask, L: int, is_causal: bool, device: torch.device, start: int = 0):
+        return mask
+
+
+class Table(Positions):
+    """A learned row per position (BERT, GPT-2, OPT), added to the words; the rows a token reads count from
+    position_offset and may skip padding (positions.position_ids)."""
+
+    table = True
+
+    def embed(self, embeddings: Embeddings, x: torch.Tensor, input_ids, attention_mask, start: int) -> torch.Tensor:
+        ids = position_ids(embeddings.config, input_ids, attention_mask, start)  # (L,) or (B, L)
+        return x + embeddings.position_embeddings(ids)  # (B, L, E or D)
+
+
+class Sinusoid(Positions):
+    """Fixed sines and cosines of each position (Marian), added to the words."""
+
+    def embed(self, embeddings: Embeddings, x: torch.Tensor, input_ids, attention_mask, start: int) -> torch.Tensor:
+        ids = position_ids(embeddings.config, input_ids, None, start)  # (L,)
+        return x + sinusoids(ids, x.size(-1)).to(x.dtype)  # (B, L, E) + (L, E)
+
+
+class Rotary(Positions):
+    """q and k turned by their positions' angles in every layer (Llama and most decoders), computed once a pass;
+    windowed layers turn on their own base where the family has one (local_rope_theta: Gemma3, ModernBERT)."""
+
+    def layer_angles(self, model: Transformer, L: int, device: torch.device, start: int = 0) -> list[Angles]:
+        config = model.config
+        full = angles_for(config, L, device, False, start)  # (1, L, d) each
+        local = full if config.local_rope_theta is None else angles_for(config, L, device, True, start)
+        return [full if config.window_of(i) is None else local for i in range(len(model.layers))]
+
+
+class Relative(Positions):
+    """A learned bias per head for each bucket of (query, key) distance (T5), one table for every layer of the
+    stack, added to the scores as an additive mask."""
+
+    def attach(self, model: Transformer) -> None:
+        c = model.config
+        model.relative_attention_bias = embedding_table(c.relative_attention_num_buckets, c.num_attention_heads)
+
+    def scores_mask(self, model: Transformer, mask, L: int, is_causal: bool, device: torch.device, start: int = 0):
+        """Each head's bias for every (query, key) distance bucket, -inf where `mask` (boolean) hides a key, (B or
+        1, H, L, S); `start`: the L queries are the last L of start + L positions (a decoder's new rows)."""
+        c = model.config
+        buckets = relative_buckets(
+            L, start + L, not is_causal, c.relative_attention_num_buckets, c.relative_attention_max_distance, device,
+            start,
+        )  # fmt: skip  # (L, S)
+        table = model.relative_attention_bias
+        assert isinstance(table, nn.Embedding)
+        bias = table(buckets).permute(2, 0, 1)[None]  # (L, S, H) -> (1, H, L, S)
+        return bias if mask is None else torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, S)
+
+
+class Disentangled(Positions):
+    """DeBERTa's position terms: a shared table of relative positions that each layer's attention reads through
+    its own q and k projections, added to the scores (a score-term part of each layer: disentangled.py)."""
+
+    def attach(self, model: Transformer) -> None:
+        disentangled.attach(model)
+
+
+POSITION_PARTS: dict[str, Positions] = {
+    "absolute": Table(),
+    "sinusoidal": Sinusoid(),
+    "rotary": Rotary(),
+    "relative": Relative(),
+    "disentangled": Disentangled(),
+}
