@@ -32,6 +32,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "bool | None": (bool, type(None)),
     "str | None": (str, type(None)),
     "float | None": (int, float, type(None)),
+    "tuple[int, ...]": tuple,
 }
 _ZERO_ALLOWED = (
     "pad_token_id",
@@ -107,6 +108,7 @@ class ModelConfig:
     sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
     # see the keys fewer than this many positions away on either side (ModernBERT)
     first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
+    nope_layers: tuple[int, ...] = ()  # rotary models: the layers whose q and k are not turned (SmolLM3's NoPE)
     # ---- declared by Qwen3, GPT-NeoX, OPT, OLMo2 ----
     qk_norm: str | None = None  # a norm on q and k before rotary: "head" over each head's d (Qwen3),
     # "projection" over all heads' H·d (OLMo2); None: no norm
@@ -200,6 +202,13 @@ class ModelConfig:
             raise ConfigError(f"pos_att_type '{self.pos_att_type}' is not supported: c2p and p2c only")
         if self.one_block_norm and not self.parallel_residual:
             raise ConfigError("one norm for attention and feed-forward needs a parallel residual")
+        if any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_hidden_layers
+            for i in self.nope_layers
+        ):
+            raise ConfigError(
+                f"nope_layers should name layers 0 to {self.num_hidden_layers - 1}, not {self.nope_layers}"
+            )
         if self.positions_skip_padding and self.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
 

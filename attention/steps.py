@@ -140,6 +140,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
         "unnormed": layer == 0 and not config.first_attention_norm,
         "relative_bias": config.position_embedding_type == "relative",
         "rotary_dim": config.rotary_dim,
+        "nope": layer in config.nope_layers,  # a rotary model's layer left without positions (SmolLM3)
         "rope_base": None if local is None else (local, True) if window is not None else (config.rope_theta, False),
         "rope_scaling": None if own_base or config.rope_type == "default" else _rope_scaling(config),
         "window": window,
@@ -221,7 +222,8 @@ def op_words(
     if name == "mask":
         return _window_words(facts, sizes) + _mask_words(tensors.get("mask"), sizes, facts)
     if name == "scores":
-        return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head"
+        nope = "; no positions in this layer (NoPE): q and k meet by content alone" if facts.get("nope") else ""
+        return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head{nope}"
     if name == "masked_scores":
         return _masked_words(tensors, facts)
     words = {

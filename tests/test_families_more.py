@@ -3,6 +3,8 @@ transformers' eager numbers, single and padded; what each declares (Q/K norms, p
 per-head fused Q·K·V, parallel residuals, OPT's positions and projections) holds, and the shape-flow
 trace records it."""
 
+import dataclasses
+
 import pytest
 import test_config_checks
 import test_decoders
@@ -20,6 +22,8 @@ CASES = {  # id -> (family, config overrides)
     "gpt_neox-sequential": ("gpt_neox", dict(use_parallel_residual=False)),
     "opt": ("opt", {}),
     "olmo2": ("olmo2", {}),
+    "smollm3": ("smollm3", {}),  # layer 1 without positions (NoPE)
+    "smollm3-first-nope": ("smollm3", dict(no_rope_layers=[0, 1])),
     "opt-post-norm-projected": ("opt", dict(do_layer_norm_before=False, word_embed_proj_dim=16)),  # as OPT-350m
 }
 SENTENCE = test_decoders.SENTENCES[0]
@@ -143,3 +147,36 @@ def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(l
     assert (rows, cols) == ("S", "d")
     torch.testing.assert_close(torch.from_numpy(matrix), trace.tensor("k_norm")[0, :, 8:16])
     assert shape_flow(trace).layout.annotations
+
+
+@pytest.mark.parametrize(("case", "nope"), [("smollm3", (1,)), ("smollm3-first-nope", (0,))])
+def test_smollm3_leaves_its_nope_layers_unturned(load, case, nope):
+    model, tokenizer, theirs = load(case)
+    assert model.config.nope_layers == nope
+    enc = encode(tokenizer, SENTENCE)
+    for layer in range(2):  # the shape flow shows rotary only where the layer has it
+        trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=layer)
+        assert ("q_rot" in trace.names and "k_rot" in trace.names) == (layer not in nope), (layer, trace.names)
+        assert ("no positions in this layer (NoPE)" in trace.step("scores").op) == (layer in nope)
+    # the part matters: the same weights with every layer turned are another model
+    turned = type(model)(dataclasses.replace(model.config, nope_layers=())).eval()
+    turned.load_state_dict(model.state_dict())
+    input_ids, attention_mask = test_decoders.inputs(tokenizer, "sentence")
+    hidden, _ = test_decoders.differences(turned, theirs, input_ids, attention_mask)
+    assert hidden > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        (dict(use_sliding_window=True, sliding_window=4), "use_sliding_window"),
+        (dict(no_rope_layers=[1]), "no_rope_layers"),
+        (dict(no_rope_layers=[1, 2]), "no_rope_layers"),
+        (dict(no_rope_layers=None, no_rope_layer_interval=0), "no_rope_layer_interval"),
+    ],
+)
+def test_smollm3_options_not_followed_are_refused_by_name(tmp_path, values, words):
+    folder = test_config_checks.edited(make_more(tmp_path / "smollm3", "smollm3"), **values)
+    with pytest.raises(ModelLoadError) as err:
+        load_model(folder)
+    assert words in str(err.value) and "\n" not in str(err.value)

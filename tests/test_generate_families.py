@@ -31,6 +31,7 @@ CASES = {  # id -> (family, config overrides)
     "gemma3_text-capped": ("gemma3_text", dict(final_logit_softcapping=3.0)),
     "qwen3": ("qwen3", {}),
     "olmo2": ("olmo2", {}),
+    "smollm3": ("smollm3", {}),
 }
 # the tensor each checkpoint saves as its LM head (None: tied to the word embeddings, nothing saved), its bias
 HEADS = {
@@ -46,6 +47,7 @@ HEADS = {
     "gemma3_text-capped": (None, None),
     "qwen3": ("lm_head.weight", None),
     "olmo2": ("lm_head.weight", None),
+    "smollm3": ("lm_head.weight", None),
 }
 
 
@@ -125,7 +127,9 @@ def test_attentions_equal_forward_over_ids(load, case):
     assert_maps_equal_forward(model, tokenizer, N_NEW)
 
 
-@pytest.mark.parametrize("case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2"])
+@pytest.mark.parametrize(
+    "case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2", "smollm3"]
+)
 def test_seeded_sampling_repeats(load, case):
     _, model, tokenizer, _ = load(case)
     options = dict(max_new_tokens=N_NEW, do_sample=True, temperature=1.5, top_k=20, seed=3)

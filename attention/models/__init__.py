@@ -28,6 +28,7 @@ from . import (
     qwen2,
     qwen3,
     roberta,
+    smollm3,
     t5,
     xlm_roberta,
 )
@@ -51,6 +52,7 @@ FAMILIES: dict[str, Family] = {
         gpt_neox.FAMILY,
         opt.FAMILY,
         olmo2.FAMILY,
+        smollm3.FAMILY,
         gemma.FAMILY,
         gemma2.FAMILY,
         phi.FAMILY,

@@ -70,13 +70,15 @@ class Sinusoid(Positions):
 
 class Rotary(Positions):
     """q and k turned by their positions' angles in every layer (Llama and most decoders), computed once a pass;
-    windowed layers turn on their own base where the family has one (local_rope_theta: Gemma3, ModernBERT)."""
+    windowed layers turn on their own base where the family has one (local_rope_theta: Gemma3, ModernBERT), and
+    the layers a family leaves without positions (nope_layers: SmolLM3's NoPE) are not turned."""
 
     def layer_angles(self, model: Transformer, L: int, device: torch.device, start: int = 0) -> list[Angles]:
         config = model.config
         full = angles_for(config, L, device, False, start)  # (1, L, d) each
         local = full if config.local_rope_theta is None else angles_for(config, L, device, True, start)
-        return [full if config.window_of(i) is None else local for i in range(len(model.layers))]
+        angles = [full if config.window_of(i) is None else local for i in range(len(model.layers))]
+        return [None if i in config.nope_layers else a for i, a in enumerate(angles)]
 
 
 class Relative(Positions):
