@@ -18,6 +18,7 @@ from .dot_product import reused_scores
 from .masks import build_mask
 from .models import EncoderDecoder
 from .models.blocks import Block
+from .pooling import pool_map
 from .run import read_only
 
 PARTS = ("cross", "decoder", "encoder")  # the Cross-attention view's parts, as ui/state.py's CROSS_PARTS
@@ -75,10 +76,8 @@ def forced_maps(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: tor
 
 
 def pooled_parts(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: torch.Tensor) -> dict[str, np.ndarray]:
-    """Every layer's maps of each part, (n_layers, H, C_query, C_key), each mean-pooled (viz.overview.pool_map) to
+    """Every layer's maps of each part, (n_layers, H, C_query, C_key), each mean-pooled (pooling.pool_map) to
     at most POOL_CELLS a side, float32; one layer of one part held whole at a time."""
-    from viz.overview import pool_map  # here: `import attention` imports no viz
-
     pooled: dict[str, dict[int, np.ndarray]] = {part: {} for part in PARTS}
 
     def on_map(part: str, layer: int, maps: np.ndarray) -> None:

@@ -19,8 +19,8 @@ from test_bound_writing import BART_BASE
 from attention import load_model
 from attention.bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, maps_bytes
 from attention.inputs import encode
+from attention.pooling import pool_map
 from ui.url_values import MAX_TARGET_CHARS
-from viz.overview import pool_map
 
 TEXT = "zq" * 500  # 1,000 characters: 1,002 source tokens of the tiny byte-level BPE
 TARGET = "qz" * (MAX_TARGET_CHARS // 2)  # the longest target a link may force
