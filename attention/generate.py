@@ -33,7 +33,7 @@ from .inputs import on_model_device, within_positions
 from .mha import KeyValueCache
 from .models import FAMILIES, EncoderDecoder, Transformer
 from .models.decoding import decode
-from .processors import read_settings
+from .processors import settings_of
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
 
 KEEP_LESS = "Write fewer tokens or from a shorter prompt, or with keep_maps=False (no map kept) or maps_bound=None."
@@ -138,7 +138,7 @@ def generate(
     if isinstance(model, EncoderDecoder):  # the text is the encoder's source
         options = (max_new_tokens, do_sample, temperature, top_k, top_p, seed, top)
         return generate_seq2seq(model, tokenizer, ids, *options, keep_maps=keep_maps, maps_bound=maps_bound)
-    settings = read_settings(Path(model.load_report.path))
+    settings = settings_of(model)
     if settings.num_beams > 1:
         raise ValueError(f"beam search (num_beams={settings.num_beams}) is not supported: only greedy and sampling")
     head = lm_head(model)

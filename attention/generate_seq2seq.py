@@ -38,7 +38,7 @@ from .mha import KeyValueCache, MultiHeadAttention
 from .models import EncoderDecoder
 from .models.blocks import Block
 from .models.decoding import decode_masks, step_call
-from .processors import Settings, read_settings
+from .processors import Settings, settings_of
 from .request import MapRequest
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
@@ -197,7 +197,7 @@ def generate_seq2seq(
     view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring.
     The maps kept are sized before the work (`kept_bytes`): past `maps_bound`, bigrun.KeepsTooMuch;
     `keep_maps=False` writes the same tokens with no map made, its three maps' fields ()."""
-    settings = read_settings(Path(model.load_report.path))
+    settings = settings_of(model)
     head = kept_head(model, model.decoder.embeddings.word_embeddings.weight, load_seq2seq_head)
     limit = model.decoder.config.max_position_embeddings
     if 1 + max_new_tokens > limit:

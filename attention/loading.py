@@ -4,7 +4,8 @@ The steps, each in its own module: where the files are (sources.py: the bundled 
 hub id); config.json's model_type picks the family (attention/models/); the weights' names and shapes,
 read from the files' headers (checkpoint.py), are checked against a model built on the meta device
 before any data is read; then the tensors are read, renamed with the family's map and copied
-strictly (convert.py), and the folder's own tokenizer is loaded.
+strictly (convert.py), the generation config is read once (processors.attach: `model.generation`), and the
+folder's own tokenizer is loaded.
 
 The checkpoint is held once, not twice: safetensors files are read tensor by tensor as they are
 renamed, each cast to the asked-for dtype and moved to the asked-for device, and the model is built
@@ -25,6 +26,7 @@ from .config import ConfigError, ModelConfig, read_json
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
 from .errors import ModelLoadError
 from .models import FAMILIES, Family, build_model
+from .processors import attach
 from .sources import DEFAULT_NAME, resolve_source
 from .tokenizer import FirstUseTokenizer, load_tokenizer
 
@@ -177,6 +179,10 @@ def _load(
     copy_weights(model, tensors, assign=True)
     del tensors
     model.eval().requires_grad_(False)
+    try:  # read once here: each writing reads model.generation, whatever the folder holds by then
+        attach(model, folder)
+    except ConfigError as err:
+        raise ModelLoadError(str(err)) from None
     # the bundled model's tokenizer is built at its first use (attention/tokenizer.py)
     tokenizer = (FirstUseTokenizer if source is None else load_tokenizer)(folder, config.vocab_size)
     model.load_report = LoadReport(

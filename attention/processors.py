@@ -1,6 +1,9 @@
 """What the next-token scores pass before a token is chosen, as transformers' `generate` takes them: the
 checkpoint's generation config (generation_config.json, else config.json), then temperature, top-k and top-p.
 
+The generation config is read once, when the model is loaded (`attach`, called by loading.load_model): each
+writing reads the settings the model carries (`settings_of`), whatever the folder holds by then.
+
 The config's processors run in transformers' order: repetition penalty, no-repeat n-grams, bad words
 (Marian bans its padding token this way), minimum length (total and new tokens), forced first token
 (mBART's language code) and forced last token (BART's and Marian's end of sequence at max length).
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .config import read_json
+from .config import ConfigError, ModelConfig, read_json
 
 
 def _ids(value) -> tuple[int, ...]:
@@ -37,11 +40,42 @@ class Settings:
     bos_token_id: int | None = None
     num_beams: int = 1  # what the checkpoint asks for; one beam is what runs (generate.py decides)
 
+    @classmethod
+    def of_config(cls, config: ModelConfig) -> Settings:
+        """The settings of a model built from `config` alone, with no folder to read: its decoder start token."""
+        return cls(decoder_start_token_id=config.decoder_start_token_id)
+
+
+def attach(model, folder: Path | None = None) -> Settings:
+    """Give `model` its generation settings once, as `model.generation`: those of the checkpoint in `folder` for a
+    model that writes (a causal decoder or an encoder-decoder), else its config's (Settings.of_config)."""
+    config = model.config
+    writes = config.causal or config.is_encoder_decoder
+    model.generation = read_settings(folder) if folder is not None and writes else Settings.of_config(config)
+    return model.generation
+
+
+def settings_of(model) -> Settings:
+    """The generation settings `model` carries (`attach`); a model built from its class alone, without them, has
+    its config's."""
+    settings = getattr(model, "generation", None)
+    return settings if isinstance(settings, Settings) else Settings.of_config(model.config)
+
 
 def read_settings(folder: Path) -> Settings:
-    """The checkpoint's generation settings, from generation_config.json or, without one, config.json."""
+    """The checkpoint's generation settings, from generation_config.json or, without one, config.json;
+    ConfigError names the file when it cannot be read or sets a value of the wrong kind."""
     path = folder / "generation_config.json"
-    values = read_json(path) if path.is_file() else read_json(folder / "config.json")
+    if not path.is_file():
+        path = folder / "config.json"
+    values = read_json(path)
+    try:
+        return _settings(values)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: a generation setting of the wrong kind ({err})") from None
+
+
+def _settings(values: dict) -> Settings:
     eos_ids = _ids(values.get("eos_token_id"))
     bad = tuple(tuple(seq) for seq in values.get("bad_words_ids") or ())
     return Settings(

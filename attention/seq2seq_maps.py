@@ -2,12 +2,14 @@
 decoder sequence (1, T), its decoder sequence written or given before it (generate_seq2seq with keep_maps=False),
 hands each layer's maps to a callback as they come and lets them go. `pooled_parts` keeps every layer's maps of
 its three parts (the encoder's (H, S, S), the decoder's (H, T, T), the cross-attention's (H, T, S)) pooled to at
-most POOL_CELLS a side; `part_layer` keeps one layer's maps of one part, whole. Each layer's maps are made as
-EncoderDecoder.forward makes them (the same steps, in the same order): one layer's maps read here are those of the
-full pass that keeps every map. One layer of each part is held at a time, so `one_layer_bytes` sizes the work."""
+most POOL_CELLS a side; `part_layer` keeps one layer's maps of one part, whole. Each layer's maps are made by
+EncoderDecoder.forward's own steps (the encoder's forward, its hooks handing each layer's maps over; the decoder's
+EncoderDecoder.decode, given on_map): one layer's maps read here are those of the full pass that keeps every map.
+One layer of each part is held at a time, so `one_layer_bytes` sizes the work."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -15,9 +17,8 @@ import torch
 
 from .bigrun import POOL_CELLS, first_item, layer_hooks, maps_bytes
 from .dot_product import reused_scores
-from .masks import build_mask
 from .models import EncoderDecoder
-from .models.blocks import Block
+from .pooling import pool_map
 from .request import MapRequest
 from .run import read_only
 
@@ -54,32 +55,23 @@ def forced_maps(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: tor
         if stop[0] == "encoder":
             return
         assert memory is not None
-        decoder = model.decoder
-        _, T = decoder_ids.shape
-        mask, _ = decoder.self_attention_masks(None, True, 1, T, decoder_ids.device)  # causal, as EncoderDecoder.decode
-        cross_mask = build_mask(None, False, 1, T, memory.size(1))  # None: nothing padded
-        x = decoder.embeddings(decoder_ids, None)  # (1, T, D)
-        for i, layer in enumerate(decoder.layers):  # each map let go before the next is made
-            assert isinstance(layer, Block)
-            x, probs = layer.attend(x, mask)  # (1, T, D), (1, H, T, T)
-            assert x is not None and probs is not None  # an output and a map, as the explicit call gives
-            on_map("decoder", i, first_item(probs))
-            del probs
-            if stop == ("decoder", i):
-                return
-            x, probs = layer.cross_attend(x, memory, cross_mask)  # (1, T, D), (1, H, T, S)
-            on_map("cross", i, first_item(probs))
-            del probs
-            if stop == ("cross", i):
-                return
-            x = layer.feed(x)
+
+        def hand(part: str, layer: int, probs: torch.Tensor) -> None:
+            on_map(part, layer, first_item(probs))
+            if (part, layer) == stop:
+                raise Stop
+
+        with contextlib.suppress(Stop):  # the decoder's own pass, each map handed over as it is made
+            model.decode(decoder_ids, None, memory, None, on_map=hand)
+
+
+class Stop(Exception):
+    """The maps asked for are handed over: forced_maps ends the decoder's pass there."""
 
 
 def pooled_parts(model: EncoderDecoder, input_ids: torch.Tensor, decoder_ids: torch.Tensor) -> dict[str, np.ndarray]:
-    """Every layer's maps of each part, (n_layers, H, C_query, C_key), each mean-pooled (viz.overview.pool_map) to
+    """Every layer's maps of each part, (n_layers, H, C_query, C_key), each mean-pooled (pooling.pool_map) to
     at most POOL_CELLS a side, float32; one layer of one part held whole at a time."""
-    from viz.overview import pool_map  # here: `import attention` imports no viz
-
     pooled: dict[str, dict[int, np.ndarray]] = {part: {} for part in PARTS}
 
     def on_map(part: str, layer: int, maps: np.ndarray) -> None:

@@ -19,8 +19,8 @@ from test_bound_writing import BART_BASE
 from attention import load_model
 from attention.bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, maps_bytes
 from attention.inputs import encode
+from attention.pooling import pool_map
 from ui.url_values import MAX_TARGET_CHARS
-from viz.overview import pool_map
 
 TEXT = "zq" * 500  # 1,000 characters: 1,002 source tokens of the tiny byte-level BPE
 TARGET = "qz" * (MAX_TARGET_CHARS // 2)  # the longest target a link may force
@@ -139,3 +139,29 @@ def test_the_page_shows_the_pooled_grid_and_the_chosen_layer(bart):
     at = start(model=str(bart), s=TEXT, view="walk", walk="10", target=TARGET)  # the walk's cross step
     no_errors(at)
     figure(at, f"Cross-attention [{T_FORCED} × {S}]")
+
+
+def test_the_forced_pass_hands_each_map_in_order_and_stops_after_the_one_asked_for(tmp_path):
+    """forced_maps runs the model's own decoder pass (EncoderDecoder.decode with on_map): every layer's maps in
+    the order they are made, each the full pass's, and nothing made after `until`."""
+    from attention.seq2seq_maps import forced_maps
+
+    model, tokenizer = load_model(make_seq2seq(tmp_path / "bart", "bart"))
+    ids, decoder_ids = encode(tokenizer, "zq zq qz").input_ids, torch.tensor([[2, 9, 14, 5]])
+    with torch.inference_mode():
+        full = model(ids, decoder_input_ids=decoder_ids)
+    maps = {"encoder": full.encoder_attentions, "decoder": full.decoder_attentions, "cross": full.cross_attentions}
+    seen = []
+
+    def on_map(part, layer, got):
+        np.testing.assert_array_equal(got, maps[part][layer][0].numpy())
+        seen.append((part, layer))
+
+    forced_maps(model, ids, decoder_ids, on_map)
+    n_enc, n_dec = len(model.encoder.layers), len(model.decoder.layers)
+    every = [("encoder", i) for i in range(n_enc)] + [(p, i) for i in range(n_dec) for p in ("decoder", "cross")]
+    assert seen == every
+    for until in (("encoder", n_enc - 1), ("decoder", 1), ("cross", 0)):
+        seen.clear()
+        forced_maps(model, ids, decoder_ids, on_map, until=until)
+        assert seen == every[: every.index(until) + 1]

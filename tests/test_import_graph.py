@@ -7,6 +7,8 @@ imports no engine)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,3 +111,29 @@ def test_no_module_imports_in_a_circle():
 
 def test_the_registry_imports_none_of_the_page():
     assert graph()["ui.registry"] == set()
+
+
+def test_no_module_of_attention_imports_viz_or_ui():
+    """attention/ is the numbers; viz/ and ui/ draw and serve them and may import it, never the other way."""
+    edges = graph()
+    wrong = {
+        (name, target)
+        for name, targets in edges.items()
+        if name.split(".")[0] == "attention"
+        for target in targets
+        if target.split(".")[0] in ("viz", "ui")
+    }
+    assert wrong == set()
+    assert "attention.pooling" in edges["attention.seq2seq_maps"]  # the pooling attention uses is its own
+
+
+def test_viz_imports_no_torch_and_its_pooling_is_attentions():
+    """viz reads attention.pooling on first use only (`import attention` imports torch, seconds on a busy
+    machine, and the first page's "Loading" figure is drawn by viz before it)."""
+    script = (
+        "import sys, viz, viz.overview; print('torch' in sys.modules); "
+        "import attention.pooling; print(viz.overview.pool_map is attention.pooling.pool_map)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]

@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 import pytest
 
 import viz
+from attention.pooling import pool_map
 from viz.lines import bin_opacity, opacity_bins
 from viz.overview import tile_maps
 
@@ -155,31 +156,7 @@ def test_font_size_reaches_the_layout():
     assert viz.lines_view(attn, list("abcd"), font_size=22).layout.font.size == 22
 
 
-# ---- pool_map and overview_grid ----------------------------------------------
-
-
-def test_pool_map_averages_blocks():
-    attn = random_maps(12, 12)
-    pooled = viz.pool_map(attn, 4)
-    assert pooled.shape == (4, 4)
-    for i, j in itertools.product(range(4), repeat=2):
-        block = attn[3 * i : 3 * i + 3, 3 * j : 3 * j + 3]
-        assert pooled[i, j] == pytest.approx(block.mean())
-
-
-def test_pool_map_uneven_blocks_still_average():
-    attn = random_maps(10, 10)
-    pooled = viz.pool_map(attn, 4)
-    assert pooled.shape == (4, 4)
-    assert viz.pool_map(np.full((10, 10), 0.1), 4) == pytest.approx(np.full((4, 4), 0.1))
-    assert attn.min() <= pooled.min() and pooled.max() <= attn.max()
-
-
-def test_pool_map_leaves_short_maps_and_leading_axes_alone():
-    attn = random_maps(2, 3, 8, 8)
-    np.testing.assert_array_equal(viz.pool_map(attn, 8), attn)
-    assert viz.pool_map(attn, 4).shape == (2, 3, 4, 4)
-    np.testing.assert_allclose(viz.pool_map(attn, 4)[1, 2], viz.pool_map(attn[1, 2], 4))
+# ---- overview_grid ----------------------------------------------
 
 
 def test_overview_tiles_are_pooled_maps_at_their_place():
@@ -189,7 +166,7 @@ def test_overview_tiles_are_pooled_maps_at_their_place():
     assert z.shape == (2 * 5 - 1, 3 * 5 - 1)  # 4 cells + 1 NaN gap per tile
     for layer, head in itertools.product(range(2), range(3)):
         tile = z[5 * layer : 5 * layer + 4, 5 * head : 5 * head + 4]
-        np.testing.assert_allclose(tile, viz.pool_map(attentions[layer, head], 4), rtol=1e-6)
+        np.testing.assert_allclose(tile, pool_map(attentions[layer, head], 4), rtol=1e-6)
     assert np.isnan(z[4]).all() and np.isnan(z[:, 4]).all() and np.isnan(z[:, 9]).all()
 
 

@@ -7,7 +7,8 @@ import json
 import numpy as np
 
 import viz
-from viz.overview import head_tiles, overview_figure, pool_map
+from attention.pooling import pool_map
+from viz.overview import head_tiles, overview_figure
 
 N = 512
 TOKENS = [f"tok{i % 40}" for i in range(N)]

@@ -7,7 +7,6 @@ is never tokenized: every run of it reads the ids the model wrote (`encoded_inpu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,7 +137,7 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
     def compute():
         from attention.generate_seq2seq import generate_seq2seq, kept_bytes, start_token
         from attention.inputs import on_model_device
-        from attention.processors import read_settings
+        from attention.processors import settings_of
 
         loaded = get_seq2seq(source)
         assert loaded is not None, "get_writing reads an encoder-decoder"
@@ -162,7 +161,7 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
             beams = out.checkpoint_num_beams
             del out  # each map is then held once (stack_attentions drops it from its list once copied)
             return _writing(*facts, maps, False, "", beams)
-        start = start_token(model, read_settings(Path(model.load_report.path)))
+        start = start_token(model, settings_of(model))
         given = tokenizer(text_target=target)["input_ids"]
         notice = ""
         if 1 + len(given) > limit:

@@ -10,7 +10,7 @@ from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.model_view import model_view
 from viz.notebook import head_view
-from viz.overview import overview_grid, pool_map
+from viz.overview import overview_grid
 from viz.query_key import query_key_figure
 from viz.report import html_report
 from viz.rollout import attention_pair
@@ -34,7 +34,6 @@ __all__ = [
     "model_view",
     "overview_grid",
     "padding_mask_figure",
-    "pool_map",
     "query_key_figure",
     "ranked_heads",
     "shape_flow",

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, base_layout, clean_axis
-from viz.overview import pool_map, tile_maps
+from viz.overview import tile_maps
 
 MIN_TILE_PX, MAX_TILE_PX = 24, 96  # a tile's longer side
 LABELS_PX, COLORBAR_PX = 60, 80  # the layer labels on the left, the colour bar on the right
@@ -25,11 +25,13 @@ def part_grid(
     max_cells: int = 32,
 ) -> go.Figure:
     """Every head of ``maps [n_layers, n_heads, L_query, L_key]`` (L_query need not be L_key) as a tile:
-    layers are rows ("L0" ...), heads columns ("H0" ...), each map mean-pooled (``pool_map``) to at most
+    layers are rows ("L0" ...), heads columns ("H0" ...), each map mean-pooled (attention.pooling.pool_map) to at most
     ``max_cells`` a side, fewer on small tiles, its cells square. A transparent marker at each tile's centre
     carries ``customdata=[layer, head]`` for a click; ``highlight`` is outlined. Within ``width`` px. Colour
     runs from 0 to 1 whatever the maps' largest weight, so spread-out attention reads as pale.
     ``title`` is plotly markup and is not escaped."""
+    from attention.pooling import pool_map  # here: `import viz` imports no torch
+
     maps = np.asarray(maps)
     if maps.ndim != 4:
         raise ValueError(f"expected maps [n_layers, n_heads, L_query, L_key], got shape {maps.shape}")

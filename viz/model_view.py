@@ -1,7 +1,7 @@
 """bertviz's model view as one self-contained plotly figure: every layer × head at once, as thumbnails.
 
 Rows are layers, columns heads; a seq2seq model's encoder, decoder and cross attention are grids one
-above the other. Each map is mean-pooled to at most ``max_cells`` a side (``pool_map``) and a grid is
+above the other. Each map is mean-pooled to at most ``max_cells`` a side (attention.pooling.pool_map) and a grid is
 one heatmap trace. A sentence pair's filter ("A → B" …) is a menu in the figure: each block has its
 own trace, tiles padded to the same size so the axes never move, and the menu restyles ``visible``.
 """
@@ -16,7 +16,7 @@ from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import head_label
 from viz.kind_menu import kind_items, suffix
 from viz.notebook import MENU_PX, _menu, _placed
-from viz.overview import GRID_PX, MAX_TILE_PX, MIN_TILE_PX, pool_map
+from viz.overview import GRID_PX, MAX_TILE_PX, MIN_TILE_PX
 from viz.panels import Panel, chosen_layers, pair_blocks, panels
 
 DARK = dict(paper_bgcolor="#111111", plot_bgcolor="#111111", font=dict(color="#e8e8e8"))
@@ -121,6 +121,8 @@ def _cells(panel: Panel, max_cells: int) -> tuple[int, int]:
 def _grid(panel: Panel, layers: list[int], heads: list[int], rows: slice, cols: slice, max_cells: int) -> np.ndarray:
     """One block of every chosen map, pooled, each in a tile padded with NaN to the panel's tile size,
     tiles one NaN row and column apart: layers down, heads across."""
+    from attention.pooling import pool_map  # here: `import viz` imports no torch
+
     c_q, c_k = _cells(panel, max_cells)
     tiles = np.full((len(layers), len(heads), c_q + 1, c_k + 1), np.nan, dtype=np.float32)
     for r, layer in enumerate(layers):

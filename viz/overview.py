@@ -1,7 +1,6 @@
 """All layers × heads as small thumbnails in one light, clickable figure."""
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,47 +12,6 @@ MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
 CELL_PX, MIN_CELLS = 2.5, 4  # a pooled cell's least width, and the fewest cells a tile has
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays in the hover)
-
-
-def pool_map(attn: np.ndarray, max_cells: int) -> np.ndarray:
-    """Average blocks of the last two axes so each has at most ``max_cells``.
-
-    An axis of length L > ``max_cells`` is cut into ``max_cells`` contiguous
-    blocks whose sizes differ by at most one; each output value is the mean
-    of its block. Axes of length <= ``max_cells`` are left unchanged.
-    Leading axes (layers, heads) are kept.
-    """
-    attn = np.asarray(attn)
-    if attn.ndim < 2:
-        raise ValueError(f"expected at least 2 axes [..., query_pos, key_pos], got {attn.shape}")
-    if max_cells < 1:
-        raise ValueError(f"max_cells must be at least 1, got {max_cells}")
-    for axis in (attn.ndim - 2, attn.ndim - 1):
-        attn = _pool_axis(attn, axis, max_cells)
-    return attn
-
-
-def _pool_axis(x: np.ndarray, axis: int, max_cells: int) -> np.ndarray:
-    n = x.shape[axis]
-    if n <= max_cells:
-        return x
-    edges = np.linspace(0, n, max_cells + 1).astype(int)  # block boundaries
-    sizes_shape = [1] * x.ndim
-    sizes_shape[axis] = max_cells
-    dtype = np.result_type(x.dtype, np.float32)  # float32 maps stay float32: no float64 copy of them
-    sizes = np.diff(edges).reshape(sizes_shape).astype(dtype)
-    if axis == x.ndim - 1:  # the contiguous axis: reduceat sums each block along its rows
-        return np.add.reduceat(x, edges[:-1], axis=axis, dtype=dtype) / sizes
-    # Another axis: one sum per block over a slice, written into its place. np.add.reduceat walks the pooled
-    # axis innermost, across the contiguous one, and took 2-4x as long on a layer's (H, L, L) maps
-    # (bench/overview.py's model); summing the slices into one array, not stacking them, takes 2/3 as long.
-    lead: tuple[Any, ...] = (slice(None),) * axis
-    out_shape = list(x.shape)
-    out_shape[axis] = max_cells
-    block_sums = np.empty(out_shape, dtype=dtype)
-    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
-        np.add.reduce(x[(*lead, slice(a, b))], axis=axis, out=block_sums[(*lead, i)])
-    return block_sums / sizes
 
 
 def tile_maps(maps: np.ndarray) -> np.ndarray:
@@ -76,6 +34,8 @@ def head_tiles(maps: np.ndarray, max_cells: int = 32) -> tuple[np.ndarray, np.nd
 
     A big model's run keeps only these, layer by layer, instead of every full map.
     """
+    from attention.pooling import pool_map  # here: `import viz` imports no torch
+
     maps = np.asarray(maps)
     n_tokens = maps.shape[-1]
     flat = maps.reshape(*maps.shape[:-2], n_tokens * maps.shape[-2])
@@ -102,7 +62,7 @@ def overview_grid(
     """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
 
     Rows are layers ("L0", "L1", ...), columns heads ("H0", ...). Each map
-    is mean-pooled to at most ``max_cells`` square (see ``pool_map``), fewer
+    is mean-pooled to at most ``max_cells`` square (see attention.pooling.pool_map), fewer
     when the tiles are small (about 2.5 px a cell), and all tiles form a
     single heatmap trace. A transparent marker at each tile centre carries
     ``customdata=[layer, head]`` for click selection; its hover names the
@@ -153,6 +113,8 @@ def overview_figure(
     """The overview from what ``head_tiles`` keeps: ``pooled [n_layers, n_heads, C, C]`` maps of
     ``n_tokens`` positions and ``strongest [n_layers, n_heads, 3]``; as ``overview_grid``, whose
     figure it draws. Tiles smaller than ``C`` × 2.5 px are pooled further (a mean of block means)."""
+    from attention.pooling import pool_map  # here: `import viz` imports no torch
+
     pooled, strongest = np.asarray(pooled), np.asarray(strongest)
     if pooled.ndim != 4 or pooled.shape[2] != pooled.shape[3] or strongest.shape != (*pooled.shape[:2], 3):
         raise ValueError(
@@ -307,3 +269,13 @@ def _outline(highlight: tuple[int, int], step: int, cells: int) -> dict:
         y1=layer * step + cells,
         line=dict(color=HIGHLIGHT, width=3),
     )
+
+
+def __getattr__(name: str) -> Callable[[np.ndarray, int], np.ndarray]:
+    """`viz.overview.pool_map`, where ui/ still imports it from: attention.pooling's, imported on first use
+    (`import viz` imports no torch). Nothing else is looked up here."""
+    if name == "pool_map":
+        from attention.pooling import pool_map
+
+        return pool_map
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

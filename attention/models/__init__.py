@@ -5,6 +5,7 @@ encoder-decoder, seq2seq.py, is two stacks of it)."""
 from __future__ import annotations
 
 from ..config import ModelConfig
+from ..processors import attach
 from . import (
     bart,
     bert,
@@ -69,8 +70,11 @@ FAMILIES: dict[str, Family] = {
 
 
 def build_model(config: ModelConfig) -> Transformer | EncoderDecoder:
-    """The model a config describes: an EncoderDecoder for encoder-decoders, else a Transformer."""
-    return EncoderDecoder(config) if config.is_encoder_decoder else Transformer(config)
+    """The model a config describes: an EncoderDecoder for encoder-decoders, else a Transformer; its generation
+    settings (`model.generation`) are its config's until load_model reads the checkpoint's."""
+    model = EncoderDecoder(config) if config.is_encoder_decoder else Transformer(config)
+    attach(model)
+    return model
 
 
 __all__ = [

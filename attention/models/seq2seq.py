@@ -9,6 +9,7 @@ by the family's `shared` declaration). Generation is not here: the decoder's inp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -20,6 +21,9 @@ from .blocks import Block, Transformer
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
+
+# on_map(part, layer, maps): a decoder layer's "decoder" self-attention (B, H, L, L), then its "cross" (B, H, L, S)
+OnDecoderMap = Callable[[str, int, torch.Tensor], None]
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -78,9 +82,13 @@ class EncoderDecoder(nn.Module):
         attention_mask: torch.Tensor | None,
         memory: torch.Tensor,
         memory_mask: torch.Tensor | None,
+        on_map: OnDecoderMap | None = None,
     ) -> tuple[tuple[torch.Tensor, ...], ...]:
         """The decoder over input_ids (B, L) reading the encoder's output `memory` (B, S, D), whose
-        padding memory_mask (B, S) marks. Returns (hidden states, self-attention maps, cross-attention maps)."""
+        padding memory_mask (B, S) marks. Returns (hidden states, self-attention maps, cross-attention maps).
+        `on_map` given, each layer's maps are handed to it as they are made (its self-attention's, then its
+        cross-attention's), not kept: the maps' tuples are empty and the hidden states are the last alone; this
+        pass holds one map at a time, and an exception from on_map ends it (seq2seq_maps.forced_maps)."""
         decoder = self.decoder
         B, L = input_ids.shape
         if L > decoder.config.max_position_embeddings:
@@ -92,16 +100,24 @@ class EncoderDecoder(nn.Module):
         mask, _ = decoder.self_attention_masks(attention_mask, True, B, L, input_ids.device)  # causal
         cross_mask = build_mask(memory_mask, False, B, L, memory.size(1))  # (B, 1, 1, S) or None
         x = decoder.embeddings(input_ids, None)  # (B, L, D)
-        states, self_maps, cross_maps = [x], [], []
-        for layer in decoder.layers:
+        states = [x]
+        self_maps: list[torch.Tensor] = []
+        cross_maps: list[torch.Tensor] = []
+        kept = {"decoder": self_maps, "cross": cross_maps}
+        hand = on_map or (lambda part, i, maps: kept[part].append(maps))
+        for i, layer in enumerate(decoder.layers):
             assert isinstance(layer, Block)
             x, probs = layer.attend(x, mask)  # (B, L, D), (B, H, L, L)
             assert x is not None and probs is not None  # an output and a map, as the explicit call gives
-            x, cross = layer.cross_attend(x, memory, cross_mask)  # (B, L, D), (B, H, L, S)
+            hand("decoder", i, probs)
+            del probs  # let go before the next map is made
+            x, probs = layer.cross_attend(x, memory, cross_mask)  # (B, L, D), (B, H, L, S)
+            hand("cross", i, probs)
+            del probs
             x = layer.feed(x)  # (B, L, D)
+            if on_map is not None:
+                states.clear()  # the last alone is read
             states.append(x)
-            self_maps.append(probs)
-            cross_maps.append(cross)
         if decoder.config.final_norm:
             states[-1] = decoder.final_norm(x)
         return tuple(states), tuple(self_maps), tuple(cross_maps)
