@@ -59,7 +59,7 @@ def main() -> None:
         kinds = choose_view(run)
         notices, st.session_state.url_notices = st.session_state.url_notices, []
         layout.above(run, kinds, notices)
-        draw_view(run)
+        draw_view(view_context(run, kinds, text, text_b))
         link = layout.below(run, kinds, notices)
         write_url()
         report_button(model.load_report.source)  # after write_url: the report's link is this page's
@@ -82,8 +82,8 @@ def warm_up() -> None:
 def load_model(layout):
     """The model asked for (a pending choice first), with the layout's chrome; "Loading the model…" while the
     process's first model loads."""
+    from ui.actions import load_pending_model
     from ui.models import LOADED, get_model
-    from ui.state import load_pending_model
     from viz._style import message_figure
 
     loading = st.empty()
@@ -117,7 +117,26 @@ def choose_view(run) -> frozenset[str]:
     return kinds
 
 
-def draw_view(run) -> None:
+def view_context(run, kinds: frozenset[str], text: str, text_b: str):
+    """What every view draws from (ui/view_context.py), read once from the page's state: the run of `text` and
+    `text_b` (a continuation's as written), the model, the selected layer and head, presentation mode."""
+    from ui.generation import current
+    from ui.view_context import ModelFacts, RunKey, ViewContext
+
+    s = st.session_state
+    return ViewContext(
+        run=run,
+        key=RunKey(s.source, text, text_b),
+        model=ModelFacts(kinds, run.n_layers, run.n_heads),
+        layer=int(s.layer),
+        head=int(s.head),
+        present=bool(s.get("present")),
+        target=s.get("target") or "",
+        continuation=current(),
+    )
+
+
+def draw_view(ctx) -> None:
     from attention.bigrun import NeedsSmallerInput
     from ui import registry
 
@@ -125,7 +144,7 @@ def draw_view(run) -> None:
     try:
         if view.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
             preload.later()
-        view.function()(run)
+        view.function()(ctx)
     except NeedsSmallerInput as err:  # a big run's view that reads every map at once
         st.info(str(err))
 

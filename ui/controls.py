@@ -9,18 +9,11 @@ import streamlit as st
 
 from attention.models import FAMILIES
 
+from .actions import ask_for_model, choose_model, continue_text, go_back, submit, use_preset
 from .models import get_model, get_seq2seq, precision_caption
 from .page import plain
 from .sources import policy
-from .state import (
-    PRESETS,
-    ask_for_model,
-    choose_model,
-    continue_text,
-    go_back,
-    submit,
-    use_preset,
-)
+from .state import PRESETS
 from .url_values import (
     MAX_NEW_TOKENS,
     MAX_PATH,

@@ -4,9 +4,35 @@ that merge otherwise); the views show the sequence the model wrote, so no run of
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 from attention.inputs import Encoded, encode
+
+
+@dataclass(frozen=True)
+class Written:
+    """The text of a prompt and its continuation with the ids the model wrote and their encoding (`encoded`):
+    every run of it (ui/runs.py) reads those instead of tokenizing the text. Not a str: it is equal only to a
+    Written of the same text and the same ids, so a result kept for the text typed, or written with other ids,
+    is never taken for its own (the stores' keys hold it as they hold any text)."""
+
+    text: str
+    ids: tuple[int, ...]
+    encoded: Encoded = field(compare=False, repr=False)  # of `ids`: equal ids, equal encodings
+
+    @classmethod
+    def of(cls, text: str, encoded: Encoded) -> Written:
+        return cls(text, tuple(encoded.input_ids[0].tolist()), encoded)
+
+
+Text = str | Written  # what a run reads: a text the tokenizer reads, or a continuation's ids as written
+
+
+def text_of(text: Text) -> str:
+    """The characters of a text, a continuation's included."""
+    return text.text if isinstance(text, Written) else text
 
 
 class WrittenText(str):

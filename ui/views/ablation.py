@@ -16,9 +16,11 @@ from ..coref_data import chosen_suite, is_scored, suite_scores
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, plain, show, show_table, show_text
 from ..state import ABLATION_MODES, PRESET_COREF
+from ..view_context import ViewContext
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     text, text_b = st.session_state.submitted
     all_heads = [(layer, head) for layer in range(run.n_layers) for head in range(run.n_heads)]
     st.session_state.setdefault("ablate_heads", [(st.session_state.layer, st.session_state.head)])

@@ -15,6 +15,7 @@ from attention.analysis.coref.result_csv import csv_text, examples_csv_text, fil
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
 
+from ..actions import open_clicked_head
 from ..computations import coref_values
 from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref_groups import counts, grouped
@@ -30,7 +31,8 @@ from ..coref_sentence import (
 from ..layout import column_px, main_px, slots
 from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
-from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
+from ..state import COREF_MODES, COREF_TWINS
+from ..view_context import ViewContext
 
 # the sentence's grid title for each ranking criterion (coref.heads.CRITERIA), the words filled in
 GRID_TITLES = {
@@ -41,7 +43,8 @@ GRID_TITLES = {
 # ---- the three modes -------------------------------------------------------------------------------
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     slot = figure_slot()
     mode = st.segmented_control(
         "Coreference", list(COREF_MODES.values()), key="coref_mode", required=True, label_visibility="collapsed"

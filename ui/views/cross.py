@@ -22,6 +22,7 @@ from ..page import figure_slot, font_size, plain, present_size, show, show_text,
 from ..runs import MAX_NEW_TOKENS, Writing, get_writing
 from ..state import CROSS_PARTS
 from ..stores import budget
+from ..view_context import ViewContext
 
 PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
 # the lines view's two columns: who reads (left) and who is read (right)
@@ -32,7 +33,7 @@ HEADINGS = {
 }
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
     loaded = get_seq2seq(st.session_state.source)
     assert loaded is not None, "the registry offers this view for encoder-decoders only (kinds)"
     model, tokenizer = loaded

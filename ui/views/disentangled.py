@@ -11,9 +11,11 @@ from viz.disentangled import disentangled_figure
 from ..layout import main_px
 from ..page import font_size, show
 from ..runs import get_trace
+from ..view_context import ViewContext
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     # a DeBERTa's only: the registry offers this view for no other model (ui/registry.py, kinds)

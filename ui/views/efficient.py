@@ -17,12 +17,13 @@ from viz.gqa import gqa_change_grid, gqa_groups_figure, head_change_matrix
 from viz.heatmap import grid_fits, head_heatmap
 from viz.overview import pool_map
 
+from ..actions import open_clicked_head
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import figure_slot, font_size, show
-from ..state import open_clicked_head
+from ..view_context import ViewContext
 
 FUSED_BENCH = Path(__file__).resolve().parents[2] / "data" / "fused_bench.json"
 
@@ -66,7 +67,8 @@ def real_grouping(run, config) -> None:
     show(head_change_matrix(change, kv_of, layer, font_size=font_size(), width=main_px()), f"gqa-pairs-l{layer}")
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     config = get_model(st.session_state.source)[0].config

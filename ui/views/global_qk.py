@@ -15,14 +15,16 @@ from attention.analysis.qk_global import FolderError, collect, head_points, read
 from attention.analysis.texts import CorpusError, iter_texts
 from viz.global_qk import global_qk_figure, small_multiples
 
+from ..actions import clicked_data, open_head
 from ..layout import main_px
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import font_size, plain, show, shown_as
 from ..sources import FileRefused, bounded_lines, open_under, policy, server_path
-from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES, clicked_data, open_head
+from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES
 from ..stores import MB, store
 from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
+from ..view_context import ViewContext
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 CORPORA = {
@@ -53,7 +55,8 @@ def token_cap(method: str, n_heads: int) -> int:
     return min(GQK_MAX_TOKENS, LAID_OUT_TOKENS[method] // n_heads // GQK_TOKEN_STEP * GQK_TOKEN_STEP)
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     layer, head = st.session_state.layer, st.session_state.head
     st.caption(
         "Each token of many sentences as two points: its query and its key for the chosen head, laid out "

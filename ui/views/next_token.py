@@ -13,11 +13,13 @@ from ..generation import current, lm_head, position_logits
 from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_text
 from ..url_values import TEMPERATURES
+from ..view_context import ViewContext
 
 TOP = 10  # candidates shown
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     source = st.session_state.source
     head, why = lm_head(source)
     if head is None:

@@ -26,6 +26,7 @@ from ..models import get_seq2seq
 from ..page import axis_labels, font_size, is_causal, plain, show, show_text, shown_as, strip_figure
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..runs import Writing, get_trace, get_writing
+from ..view_context import ViewContext
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 CROSS = "Cross-attention"  # the encoder-decoder's extra step
@@ -168,7 +169,8 @@ def step_to(delta: int, count: int) -> None:
     st.session_state.walk_step = min(max(int(st.session_state.get("walk_step", 0)) + delta, 0), count - 1)
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     text, text_b = st.session_state.submitted
     layer, head = st.session_state.layer, st.session_state.head
     trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
