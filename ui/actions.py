@@ -70,8 +70,9 @@ def open_clicked_head(chart_key: str, text: str | None = None) -> None:
             return
 
 
-def open_sentence(text: str, layer: int, head: int, came_from: str | None = None) -> None:
-    """Open `text` in the head view at `layer`, `head`, as if typed and run. `came_from` (e.g. "example 12 of
+def open_sentence(text: str, layer: int, head: int, came_from: str | None = None, mark: int | None = None) -> None:
+    """Open `text` in the head view at `layer`, `head` (its token at position `mark` outlined), as if typed and
+    run. `came_from` (e.g. "example 12 of
     the built-in suite") is said above the view with a button back to the sentence the person had before
     (controls.way_back); that sentence is kept until they go back or run another."""
     opened = st.session_state.get("opened_from")
@@ -80,7 +81,7 @@ def open_sentence(text: str, layer: int, head: int, came_from: str | None = None
         boxes = (st.session_state.text, st.session_state.text_b)
         before = opened["before"] if opened and still else {"boxes": boxes, "submitted": st.session_state.submitted}
         st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
-    open_head(layer, head)
+    open_head(layer, head, mark)
     st.session_state.text, st.session_state.text_b = text, ""
     st.session_state.submitted = (text, "")
 

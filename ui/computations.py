@@ -225,7 +225,7 @@ def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleSco
     return score, head_values(score.attention, run.attentions, score.located, example.answer_index, criterion)
 
 
-def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, int, str] | None:
+def strongest_head(run, text: Text, criterion: str | None = None) -> tuple[int, int, str] | None:
     """For an example the app offers with a known antecedent: the best head by ``criterion`` (the
     Coreference view's ranking) among those whose pronoun gives the answer more than the other candidates
     (coref.heads.best_head), and a sentence saying so with the numbers it was scored on; where no head

@@ -167,9 +167,9 @@ def known_twin(text: str) -> str | None:
     )
 
 
-def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
+def twin_scores(run, text: str, source: str) -> tuple[ExampleScore, ExampleScore] | None:
     """The typed sentence's example (its pickers) and its twin's (a second box, pre-filled with the
-    example's twin), each scored on its own run; None (and why) until both can be."""
+    example's twin), each scored on its own run of the model of `source`; None (and why) until both can be."""
     picked = pick_example(run, text)
     if picked is None:
         return None
@@ -198,7 +198,7 @@ def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
     twin_example = CorefExample(twin, ex.pronoun, ex.candidates, twin_answer, ex.pronoun_occurrence)
     try:
         a, _ = coref_values(run, ex, "margin")
-        b, _ = coref_values(get_run(st.session_state.source, twin, ""), twin_example, "margin")
+        b, _ = coref_values(get_run(source, twin, ""), twin_example, "margin")
     except ExampleError as err:
         st.info(f"The twin cannot be scored: {plain(str(err))}. It needs the same pronoun and candidate words.")
         return None

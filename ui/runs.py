@@ -1,7 +1,7 @@
 """The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
 than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
-through `big_run_loader` and kept in stores of their own. A continuation's text (a WrittenText, ui/written.py)
+through `big_run_loader` and kept in stores of their own. A continuation's text (a Written, ui/written.py)
 is never tokenized: every run of it reads the ids the model wrote (`encoded_input`, `padded_inputs`)."""
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from attention.run import read_only, run_batch, run_encoded, stack_attentions
 
 from .models import get_model, get_seq2seq
 from .stores import MB, store
-from .written import Text, Written, WrittenText
-
-WRITTEN = (Written, WrittenText)
+from .written import Text, Written
 
 SHORTER_TRACE = "Try a shorter input with this model; the head view and the overview read longer ones."
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
@@ -56,7 +54,7 @@ def token_bound(*texts: Text) -> int:
     """At most how many tokens `texts` make together: every token covers at least one byte of the
     UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens; a written
     text, its ids."""
-    return sum(len(t.ids) if isinstance(t, WRITTEN) else len(t.encode()) for t in texts) + 4
+    return sum(len(t.ids) if isinstance(t, Written) else len(t.encode()) for t in texts) + 4
 
 
 def is_small_run(source: str, text: Text, text_b: str = "") -> bool:
@@ -267,7 +265,7 @@ def encoded_input(source: str, text: Text, text_b: str):
     """The model of `source` and one sentence's (or pair's) input to it: a written text's ids, else the
     tokenizer's reading of the text, within the model's positions."""
     model, tokenizer = get_model(source)
-    if isinstance(text, WRITTEN):  # Continue writes after one sentence: there is no second
+    if isinstance(text, Written):  # Continue writes after one sentence: there is no second
         return model, text.encoded
     return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
 
@@ -281,7 +279,7 @@ def padded_inputs(tokenizer, texts: tuple[Text, ...], limit: int) -> tuple[Input
     it, within `limit` positions."""
     items = []
     for text in texts:
-        if isinstance(text, WRITTEN):
+        if isinstance(text, Written):
             ids = list(text.ids)
             items.append({"input_ids": ids, "attention_mask": [1] * len(ids), "token_type_ids": [0] * len(ids)})
         else:

@@ -255,7 +255,7 @@ def current_choices() -> list[tuple[Param, Any]]:
 
 
 def write_url() -> None:
-    text, text_b = st.session_state.get("prompt") or st.session_state.submitted  # a continuation's prompt
+    text, text_b = st.session_state.submitted  # as typed: a continuation is written again from the link
     params = {
         p.name: p.write(value)
         for p, value in current_choices()

@@ -1,10 +1,16 @@
 """What every view draws from, built once per page by the dispatch (app.py's draw_view) and handed to the
 view's ``draw(ctx)``: the run and the key it was computed for, what the model is, the selected layer and
 head, presentation mode and the page-level settings views share. A view reads these from the context, not
-from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do."""
+from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do.
+
+While the page draws (``drawing``), the page's own helpers that every figure passes through (a presentation
+title names the sentence drawn) find the context with ``drawn``: one page run's, in that run's thread."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,3 +87,21 @@ class ViewContext:
     def sentence(self) -> str:
         """The first text as characters, for what is shown and matched (words, examples)."""
         return self.key.sentence
+
+
+_DRAWN: ContextVar[ViewContext | None] = ContextVar("drawn", default=None)
+
+
+@contextlib.contextmanager
+def drawing(ctx: ViewContext) -> Iterator[ViewContext]:
+    """Within the block, `drawn()` is `ctx` (in this thread: a page run's own)."""
+    token = _DRAWN.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _DRAWN.reset(token)
+
+
+def drawn() -> ViewContext | None:
+    """The context the page is drawing (within `drawing`), else None."""
+    return _DRAWN.get()

@@ -35,33 +35,6 @@ def text_of(text: Text) -> str:
     return text.text if isinstance(text, Written) else text
 
 
-class WrittenText(str):
-    """The text of a prompt and its continuation, carrying the encoding of the ids written (`encoded`):
-    every run of it (ui/runs.py) reads those instead of tokenizing the text. It is equal only to the same
-    text with the same ids, so a result kept for the text typed, or written with other ids, is never taken
-    for its own (the stores' keys hold it as they hold any text)."""
-
-    encoded: Encoded
-    ids: tuple[int, ...]
-
-    def __new__(cls, text: str, encoded: Encoded) -> WrittenText:
-        written = super().__new__(cls, text)
-        written.encoded, written.ids = encoded, tuple(encoded.input_ids[0].tolist())
-        return written
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, WrittenText) and str.__eq__(self, other) and self.ids == other.ids
-
-    def __ne__(self, other) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash((str(self), self.ids))
-
-    def __reduce__(self):
-        return WrittenText, (str(self), self.encoded)
-
-
 def written_encoding(tokenizer, prompt: str, text: str, ids: list[int], prompt_len: int, positions: int) -> Encoded:
     """`ids` (the prompt's `prompt_len` as the tokenizer read `prompt`, then the ones written) encoded over
     `text` (the prompt and the decoded continuation): the prompt's pieces keep the tokenizer's offsets, each
