@@ -23,6 +23,7 @@ from .url_values import (
     MAX_TOP_K,
     TEMPERATURES,
 )
+from .view_context import RunKey
 
 
 def sidebar():
@@ -185,11 +186,11 @@ def _sentence_form(compact: bool = False) -> None:
 BACK_CHARS = 60  # of the sentence named on the way back's button
 
 
-def way_back() -> None:
+def way_back(key: RunKey) -> None:
     """Where a sentence opened from elsewhere (an example of a coreference suite) came from, and a button back
-    to the person's own sentence; shown while the opened sentence is the one run."""
+    to the person's own sentence; shown while the opened sentence is the one run (`key`: not a continuation)."""
     opened = st.session_state.get("opened_from")
-    if not opened or st.session_state.submitted != (opened["text"], ""):
+    if not opened or (key.text, key.text_b) != (opened["text"], ""):
         st.session_state.pop("opened_from", None)  # another sentence was run: nothing to go back from
         return
     mine = opened["before"]["submitted"][0]

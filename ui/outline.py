@@ -67,7 +67,7 @@ class Ordinary:
         tokens_strip(run, self.strip_place, new_from(ctx))
         for notice in notices:  # shown once, after the link was read
             st.info(notice)
-        way_back()
+        way_back(ctx.key)
         special_only(run)
         if reads_encoder():
             st.caption(ENCODER_CAPTION)
@@ -107,7 +107,7 @@ class Presentation:
         present_keys(ctx.run, ctx.model.kinds)
         link = link_control()
         tokens_strip(ctx.run, new_from=new_from(ctx))
-        way_back()
+        way_back(ctx.key)
         input_form()
         st.toggle("Presentation mode", key="present")
         return link
