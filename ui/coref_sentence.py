@@ -27,7 +27,7 @@ from attention.analysis.coref.heads import (
 from attention.analysis.coref.mentions import word_spans
 
 from .computations import coref_values
-from .page import is_causal, plain, show_table
+from .page import plain, show_table
 from .runs import get_run
 from .state import COREF_RANKS, PRESET_COREF
 
@@ -99,8 +99,9 @@ def prefill(text: str, words: list[str]) -> None:
     st.session_state.coref_answer = lower.index(answer) if answer in lower else (picked[0] if picked else None)
 
 
-def causal_note() -> None:
-    if is_causal():
+def causal_note(causal: bool) -> None:
+    """For a `causal` model, that its heads see no candidate after the pronoun."""
+    if causal:
         st.caption(
             "This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
             "after the pronoun gets no attention and these scores can only pick an earlier one."

@@ -17,7 +17,6 @@ from viz.tokens import COMPACT_ABOVE
 
 from . import preload, registry
 from .layout import expander_px, main_px, sidebar_px
-from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .report import part_caption, report_facts
 from .state import offered, view_key
@@ -95,11 +94,6 @@ def kept_checkbox(place, label: str, key: str, enabled: bool, why: str) -> bool:
         return place.checkbox(label, key=key)
     shown_as(key, f"no ({why[0].lower()}{why[1:]})")
     return place.checkbox(label, False, key=f"{key}_off", disabled=True, help=why)
-
-
-def is_causal() -> bool:
-    """Whether the model in use is a decoder: every token sees only itself and earlier tokens."""
-    return bool(get_model(st.session_state.source)[0].config.causal)
 
 
 def font_size() -> int:

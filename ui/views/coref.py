@@ -63,7 +63,7 @@ def this_sentence(ctx: ViewContext, slot=None) -> None:
     picked = pick_example(run, ctx.sentence)
     if picked is None:
         return
-    causal_note()
+    causal_note(ctx.model.causal)
     words, p, answer = picked.words, picked.pronoun, st.session_state.coref_answer
     grid_col, side_col = st.columns([3, 2])
     with side_col:  # the grid is coloured by the criterion the table ranks by
@@ -107,7 +107,7 @@ def suite(ctx: ViewContext) -> None:
     if result is None:
         return
     name, examples = suite.name, suite.examples
-    causal_note()
+    causal_note(ctx.model.causal)
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
     show_text(
