@@ -110,3 +110,26 @@ def test_every_view_draws_from_a_context():
     for view in registry.VIEWS:
         (parameter,) = inspect.signature(view.function()).parameters.values()
         assert parameter.annotation in ("ViewContext", ViewContext), view.key
+
+
+def test_the_page_finds_the_context_drawn_only_while_it_draws_and_in_its_own_thread():
+    """A presentation title names the sentence drawn (a continuation's text, not the prompt typed): the page's
+    helpers find the context within `drawing`, in the page run's thread only."""
+    import threading
+
+    from test_written import encoded
+
+    from ui.page import page_sentence
+    from ui.view_context import ModelFacts, RunKey, ViewContext, drawing, drawn
+    from ui.written import Written
+
+    written = Written.of("The cat sat and purred", encoded([1, 2, 3]))
+    ctx = ViewContext(None, RunKey("", written), ModelFacts(frozenset({"causal"}), 2, 4), 1, 3, True)
+    seen = []
+    assert drawn() is None
+    with drawing(ctx):
+        assert drawn() is ctx and page_sentence() == "The cat sat and purred"
+        other = threading.Thread(target=lambda: seen.append(drawn()))
+        other.start()
+        other.join()
+    assert drawn() is None and seen == [None]

@@ -1,4 +1,4 @@
-"""What every view draws from, built once per page by the dispatch (app.py's draw_view) and handed to the
+"""What every view draws from, built once per page (app.py's view_context) and handed by the dispatch to the
 view's ``draw(ctx)``: the run and the key it was computed for, what the model is, the selected layer and
 head, presentation mode and the page-level settings views share. A view reads these from the context, not
 from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do.
