@@ -35,11 +35,12 @@ def main() -> None:
     st.set_page_config(page_title="Attention visualizer", layout="wide")
     warm_up()
     from ui import outline
-    from ui.generation import continued, views_read
+    from ui.generation import run_key
     from ui.page import report_button, start_report
     from ui.present import show_link
     from ui.runs import get_run
     from ui.state import init_from_url, keep_choices, write_url
+    from ui.view_context import drawing
 
     preload.one_thread_per_computation()  # before any model runs; done already where the server warmed up
     init_from_url()
@@ -52,17 +53,17 @@ def main() -> None:
     if not text.strip():
         layout.no_text()
         return
-    with views_read(*continued(st.session_state.source, text, text_b)):  # the prompt and its continuation
-        text, text_b = st.session_state.submitted  # with the continuation written, where there is one
-        with st.spinner("Running the model…"):
-            run = get_run(st.session_state.source, text, text_b)
-        kinds = choose_view(run)
-        notices, st.session_state.url_notices = st.session_state.url_notices, []
-        layout.above(run, kinds, notices)
-        draw_view(run)
-        link = layout.below(run, kinds, notices)
+    key, written = run_key(st.session_state.source, text, text_b)  # the prompt and its continuation, if any
+    with st.spinner("Running the model…"):
+        run = get_run(key.source, key.text, key.text_b)
+    kinds = choose_view(run, key.text)
+    notices, st.session_state.url_notices = st.session_state.url_notices, []
+    with drawing(view_context(run, key, kinds, written)) as ctx:
+        layout.above(ctx, notices)
+        draw_view(ctx)
+        link = layout.below(ctx, notices)
         write_url()
-        report_button(model.load_report.source)  # after write_url: the report's link is this page's
+        report_button(model.load_report.source, ctx)  # after write_url: the report's link is this page's
     if link is not None:  # the link as written just now
         show_link(link)
 
@@ -82,8 +83,8 @@ def warm_up() -> None:
 def load_model(layout):
     """The model asked for (a pending choice first), with the layout's chrome; "Loading the model…" while the
     process's first model loads."""
+    from ui.actions import load_pending_model
     from ui.models import LOADED, get_model
-    from ui.state import load_pending_model
     from viz._style import message_figure
 
     loading = st.empty()
@@ -97,9 +98,10 @@ def load_model(layout):
         loading.empty()
 
 
-def choose_view(run) -> frozenset[str]:
+def choose_view(run, text) -> frozenset[str]:
     """The layer, head and view within what this run's model has; on a first visit without a head in the link, the
-    strongest head of a view of the sentence's own heads. Returns what the model is (the views offered)."""
+    strongest head of a view of the sentence's own heads (`text`'s: the run's, a continuation's as written). Returns
+    what the model is (the views offered)."""
     from ui import registry
     from ui.computations import strongest_head
     from ui.models import model_kinds
@@ -110,14 +112,32 @@ def choose_view(run) -> frozenset[str]:
     fit_view(kinds)  # a view not for this model (a link's, the last model's) gives way, with a notice
     # Cross-attention's layer and head are the decoder's: no head of the sentence's own is picked there
     if st.session_state.pop("pick_head", False) and registry.by_label(st.session_state.view).own_heads:
-        found = strongest_head(run, st.session_state.submitted[0], st.session_state.get("coref_rank"))
+        found = strongest_head(run, text, st.session_state.get("coref_rank"))
         if found:
             st.session_state.layer, st.session_state.head, why = found
             st.session_state.url_notices.append(why)
     return kinds
 
 
-def draw_view(run) -> None:
+def view_context(run, key, kinds: frozenset[str], written):
+    """What every view draws from (ui/view_context.py), read once from the page's state: the run of `key` (the
+    continuation `written`, if any), the model, the selected layer and head, presentation mode."""
+    from ui.view_context import ModelFacts, ViewContext
+
+    s = st.session_state
+    return ViewContext(
+        run=run,
+        key=key,
+        model=ModelFacts(kinds, run.n_layers, run.n_heads),
+        layer=int(s.layer),
+        head=int(s.head),
+        present=bool(s.get("present")),
+        target=s.get("target") or "",
+        continuation=written,
+    )
+
+
+def draw_view(ctx) -> None:
     from attention.bigrun import NeedsSmallerInput
     from ui import registry
 
@@ -125,7 +145,7 @@ def draw_view(run) -> None:
     try:
         if view.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
             preload.later()
-        view.function()(run)
+        view.function()(ctx)
     except NeedsSmallerInput as err:  # a big run's view that reads every map at once
         st.info(str(err))
 

@@ -234,3 +234,16 @@ def test_the_sentences_grid_is_coloured_by_the_criterion_the_table_ranks_by(mini
         np.testing.assert_allclose(z, expected, atol=1e-6)
         layer, head = np.unravel_index(np.argmax(z), z.shape)
         assert table(at, "specificity")["head"].iloc[0] == f"L{layer} H{head}"
+
+
+def test_a_causal_model_says_its_heads_see_no_later_candidate(tmp_path):
+    """The note reads what the model is from the view's context: said for a decoder, not for the encoder."""
+    from families import make_family
+
+    note = "This model is causal"
+    at = start(view="coref")
+    no_errors(at)
+    assert not any(c.value.startswith(note) for c in at.caption)
+    at = start(view="coref", model=str(make_family(tmp_path, "gpt2")))
+    no_errors(at)
+    assert any(c.value.startswith(note) for c in at.caption)

@@ -145,3 +145,20 @@ def test_an_encoder_says_it_has_no_next_token_head_and_offers_no_continue():
     assert "Next token needs a causal decoder" in said and "Continue writes with a causal decoder" in said
     assert at.session_state.view == "Head"
     assert not any(b.label == "Continue" for b in at.button)
+
+
+def test_the_way_back_from_an_opened_sentence_goes_once_it_is_continued(folder):
+    """An example opened from elsewhere keeps its way back while it is the text run; its continuation is
+    another text, and the way back goes (as a sentence run after it)."""
+    at = start(model=str(folder), s=PROMPT)
+    before = {"boxes": ("My own sentence.", ""), "submitted": ("My own sentence.", "")}
+    at.session_state["opened_from"] = {"text": PROMPT, "came_from": "example 1 of the suite", "before": before}
+    at.run()
+    no_errors(at)
+    assert any(b.label.startswith("Back to") for b in at.button)
+    at.number_input(key="gen_n").set_value(3)
+    next(b for b in at.button if b.label == "Continue").click()
+    at.run()
+    no_errors(at)
+    assert at.session_state["continuation"].prompt == PROMPT
+    assert not any(b.label.startswith("Back to") for b in at.button) and "opened_from" not in at.session_state

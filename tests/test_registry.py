@@ -17,12 +17,12 @@ from ui.state import PARAMS
 EXTRA = View("extra", "Extra", "test_registry.draw_extra", False, ("patterns",))
 
 
-def draw_extra(run) -> None:
-    st.caption(f"drawn by the extra row: {len(run.tokens)} tokens")
+def draw_extra(ctx) -> None:
+    st.caption(f"drawn by the extra row: {len(ctx.run.tokens)} tokens")
 
 
 def marked(key: str):
-    return lambda run: st.caption(f"drawn by the {key} row")
+    return lambda ctx: st.caption(f"drawn by the {key} row")
 
 
 @pytest.fixture

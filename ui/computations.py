@@ -46,6 +46,7 @@ from .runs import encoded_input, get_run
 from .state import PRESET_COREF, PRESETS
 from .stores import MB, kept, store
 from .workers import flow_workers
+from .written import Text
 
 CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools longer maps to this many cells
 COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
@@ -68,14 +69,14 @@ def sentence_patterns(source: str, run) -> tuple[dict[str, np.ndarray], np.ndarr
     return store("patterns", 32, 8 * MB).get_or_compute(key, compute, small=True)
 
 
-def comparison_sentences(text: str, text_b: str, n_tokens: int) -> list[tuple[str, str]]:
+def comparison_sentences(text: Text, text_b: str, n_tokens: int) -> list[tuple[Text, str]]:
     """The examples the app offers and the submitted sentence, unless it is longer than
     COMPARE_MAX_TOKENS: the set the heads are compared over."""
     pairs = [p for p in PRESETS.values() if p != (text, text_b)]
     return ([(text, text_b)] if n_tokens <= COMPARE_MAX_TOKENS else []) + pairs
 
 
-def head_map_embedding(source: str, pairs: list[tuple[str, str]], progress):
+def head_map_embedding(source: str, pairs: list[tuple[Text, str]], progress):
     def compute(deadline):
         progress_ = deadline.wrap(progress)
         maps = []
@@ -97,7 +98,7 @@ def through_layer(run, layer: int) -> tuple:
     return as_attention_tuple(run.attentions[: layer + 1])
 
 
-def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
+def rollout_at(source: str, run, text: Text, text_b: str, layer: int) -> np.ndarray:
     """Rollout through `layer` (T, T), cached: about 0.3 s at 512 tokens."""
 
     def compute():
@@ -106,7 +107,7 @@ def rollout_at(source: str, run, text: str, text_b: str, layer: int) -> np.ndarr
     return store("rollouts", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
 
 
-def flow_into(source: str, run, text: str, text_b: str, layer: int, progress) -> np.ndarray:
+def flow_into(source: str, run, text: Text, text_b: str, layer: int, progress) -> np.ndarray:
     """Attention flow from the input tokens into the positions after `layer` (T, T)."""
 
     def compute(deadline):
@@ -141,7 +142,7 @@ def get_grouped_model(source: str, num_kv_heads: int, _progress=None):
     return to_grouped(model, num_kv_heads, progress=_progress or deadline_check())
 
 
-def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
+def get_grouped_run(source: str, num_kv_heads: int, text: Text, text_b: str):
     def compute(deadline):
         _, enc = encoded_input(source, text, text_b)
         return run_encoded(get_grouped_model(source, num_kv_heads), enc)
@@ -151,7 +152,7 @@ def get_grouped_run(source: str, num_kv_heads: int, text: str, text_b: str):
     )
 
 
-def get_map_change(source: str, num_kv_heads: int, text: str, text_b: str, run, grouped) -> np.ndarray:
+def get_map_change(source: str, num_kv_heads: int, text: Text, text_b: str, run, grouped) -> np.ndarray:
     """Mean |Δ| of each head's map in `grouped` (get_grouped_run's) against `run`'s, (n_layers, H), kept: at
     512 tokens it reads both runs' every map, which a rerun need not do again."""
 
@@ -169,7 +170,7 @@ def head_mask(n_layers: int, n_heads: int, heads: tuple[tuple[int, int], ...]) -
     return mask
 
 
-def get_ablation(source: str, run, text: str, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
+def get_ablation(source: str, run, text: Text, text_b: str, heads: tuple[tuple[int, int], ...], mode: str):
     def compute(deadline):  # the time limit is checked after each of the two forward passes
         model, tokenizer = get_model(source)
         enc = run.encoded
@@ -204,7 +205,7 @@ def get_suite_ablation(source: str, suite, heads: tuple[tuple[int, int], ...], m
     )
 
 
-def get_head_change(source: str, run, text: str, text_b: str, layer: int) -> np.ndarray:
+def get_head_change(source: str, run, text: Text, text_b: str, layer: int) -> np.ndarray:
     """Mean |Δ| between every two heads' maps of one layer (H, H), cached: maps longer than
     CHANGE_MAX_CELLS tokens are pooled to that many cells a side first."""
 
@@ -224,7 +225,7 @@ def coref_values(run, example: CorefExample, criterion: str) -> tuple[ExampleSco
     return score, head_values(score.attention, run.attentions, score.located, example.answer_index, criterion)
 
 
-def strongest_head(run, text: str, criterion: str | None = None) -> tuple[int, int, str] | None:
+def strongest_head(run, text: Text, criterion: str | None = None) -> tuple[int, int, str] | None:
     """For an example the app offers with a known antecedent: the best head by ``criterion`` (the
     Coreference view's ranking) among those whose pronoun gives the answer more than the other candidates
     (coref.heads.best_head), and a sentence saying so with the numbers it was scored on; where no head

@@ -9,18 +9,11 @@ import streamlit as st
 
 from attention.models import FAMILIES
 
+from .actions import ask_for_model, choose_model, continue_text, go_back, submit, use_preset
 from .models import get_model, get_seq2seq, precision_caption
 from .page import plain
 from .sources import policy
-from .state import (
-    PRESETS,
-    ask_for_model,
-    choose_model,
-    continue_text,
-    go_back,
-    submit,
-    use_preset,
-)
+from .state import PRESETS
 from .url_values import (
     MAX_NEW_TOKENS,
     MAX_PATH,
@@ -30,6 +23,7 @@ from .url_values import (
     MAX_TOP_K,
     TEMPERATURES,
 )
+from .view_context import RunKey
 
 
 def sidebar():
@@ -192,11 +186,11 @@ def _sentence_form(compact: bool = False) -> None:
 BACK_CHARS = 60  # of the sentence named on the way back's button
 
 
-def way_back() -> None:
+def way_back(key: RunKey) -> None:
     """Where a sentence opened from elsewhere (an example of a coreference suite) came from, and a button back
-    to the person's own sentence; shown while the opened sentence is the one run."""
+    to the person's own sentence; shown while the opened sentence is the one run (`key`: not a continuation)."""
     opened = st.session_state.get("opened_from")
-    if not opened or st.session_state.submitted != (opened["text"], ""):
+    if not opened or (key.text, key.text_b) != (opened["text"], ""):
         st.session_state.pop("opened_from", None)  # another sentence was run: nothing to go back from
         return
     mine = opened["before"]["submitted"][0]

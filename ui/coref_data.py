@@ -138,9 +138,9 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
-def scoring_ahead() -> bool:
-    """Whether this run will score the suite picked with the model in use (not yet scored, not stopped)."""
-    suite, source = chosen_suite(), st.session_state.source
+def scoring_ahead(source: str) -> bool:
+    """Whether this run will score the suite picked with the model of `source` (not yet scored, not stopped)."""
+    suite = chosen_suite()
     return (
         suite is not None
         and not is_scored(source, suite)
@@ -151,12 +151,12 @@ def scoring_ahead() -> bool:
 SHIFT = 4  # elements above the view that may be gone since the last run: a link's notices (shown once) …
 
 
-def suite_area():
+def suite_area(source: str):
     """Where the Suite and Twins modes draw. The browser keeps the last run's elements, greyed, until this run
     draws over them or ends, and a container drawn where the last run's was keeps its contents too; so a
     suite about to be scored (GAP: a minute) is drawn after SHIFT empty elements, which take the place of
     the previous suite's results even where up to SHIFT - 1 elements above are gone since the last run."""
-    if scoring_ahead():
+    if scoring_ahead(source):
         for _ in range(SHIFT):
             st.empty()  # an element where a block was: the block and all its contents go
     return st.container()

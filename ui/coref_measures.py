@@ -24,9 +24,11 @@ from .page import plain, show_table, show_text
 from .state import COREF_SETS
 
 
-def measures(result: CorefResult, suite: Suite) -> None:
+def measures(result: CorefResult, suite: Suite, source: str) -> None:
+    """What the suite's scores with the model of `source` measure beyond head accuracy, where its examples
+    say more: GAP's held-out best head, Winogender's gender gaps, accuracy by split."""
     if suite.key in ("gapdev", "gapval"):
-        gap(result, suite)
+        gap(result, suite, source)
     elif is_winogender(suite):
         winogender(result)
     if len(splits(result)) >= 2:
@@ -81,11 +83,11 @@ def by_split(result: CorefResult) -> None:
 # ---- GAP ----------------------------------------------------------------------------------------------
 
 
-def gap(result: CorefResult, suite: Suite) -> None:
+def gap(result: CorefResult, suite: Suite, source: str) -> None:
     """The best head chosen on development and reported on validation, and GAP F1 on the split shown."""
     other_key = "gapval" if suite.key == "gapdev" else "gapdev"
     other = Suite(other_key, COREF_SETS[other_key], set_examples(other_key), other_key)
-    scored = scores_or_message(st.session_state.source, other, "this model")
+    scored = scores_or_message(source, other, "this model")
     if scored is None:
         return
     dev, val = (result, scored) if suite.key == "gapdev" else (scored, result)

@@ -9,8 +9,8 @@ import streamlit as st
 
 from attention.analysis.coref import CorefResult, ExampleScore
 
+from .actions import open_sentence
 from .page import show_table
-from .state import open_sentence
 
 SHOWN_CHARS = 200  # of an example's text in the table; the head view gets all of it (at most MAX_LINE_CHARS)
 TABLE_PX = 420  # the table's height: it scrolls (a suite has at most MAX_EXAMPLES rows)
@@ -54,10 +54,10 @@ def head_rows(result: CorefResult, layer: int, head: int) -> dict[str, list]:
 # ---- which head: the best by default, or the one opened last from a grid, a bar or the head boxes ---------
 
 
-def examples_head(result: CorefResult) -> tuple[int, int]:
+def examples_head(result: CorefResult, here: tuple[int, int]) -> tuple[int, int]:
     """The head whose examples are listed: the one picked in the box, the head opened since the list was
-    last drawn (a click on the grid or the bars, the head view's boxes), else the best head."""
-    here = (int(st.session_state.layer), int(st.session_state.head))
+    last drawn (`here`, the page's selected head, moved by a click on the grid or the bars or by the head
+    boxes), else the best head."""
     seen = st.session_state.get("coref_examples_at")
     if seen is not None and tuple(seen) != here:  # a head opened since: the list follows it
         st.session_state.coref_examples_head = here
@@ -74,10 +74,10 @@ def keep_pick() -> None:
     st.session_state.coref_examples_head = st.session_state.coref_examples_pick
 
 
-def head_picker(result: CorefResult) -> tuple[int, int]:
+def head_picker(result: CorefResult, here: tuple[int, int]) -> tuple[int, int]:
     ranked = result.ranked()
     accuracy = {(layer, head): a for layer, head, a in ranked}
-    st.session_state.coref_examples_pick = examples_head(result)
+    st.session_state.coref_examples_pick = examples_head(result, here)
     return st.selectbox(
         "Examples for head",
         [(layer, head) for layer, head, _ in ranked],
@@ -96,10 +96,11 @@ def open_example(result: CorefResult, layer: int, head: int, suite_name: str) ->
         open_sentence(d.example.text, layer, head, f"example{number} of {suite_name}")
 
 
-def examples_table(result: CorefResult, suite_name: str) -> None:
-    """The head picker and its examples; a row opens its sentence in the head view at that head."""
+def examples_table(result: CorefResult, suite_name: str, here: tuple[int, int]) -> None:
+    """The head picker (`here`: the page's selected layer and head) and its examples; a row opens its sentence in
+    the head view at that head."""
     st.subheader("Each example for one head")
-    layer, head = head_picker(result)
+    layer, head = head_picker(result, here)
     rows = head_rows(result, layer, head)
     right = sum(rows["right"])
     st.caption(

@@ -27,7 +27,7 @@ from attention.analysis.coref.heads import (
 from attention.analysis.coref.mentions import word_spans
 
 from .computations import coref_values
-from .page import is_causal, plain, show_table
+from .page import plain, show_table
 from .runs import get_run
 from .state import COREF_RANKS, PRESET_COREF
 
@@ -99,8 +99,9 @@ def prefill(text: str, words: list[str]) -> None:
     st.session_state.coref_answer = lower.index(answer) if answer in lower else (picked[0] if picked else None)
 
 
-def causal_note() -> None:
-    if is_causal():
+def causal_note(causal: bool) -> None:
+    """For a `causal` model, that its heads see no candidate after the pronoun."""
+    if causal:
         st.caption(
             "This model is causal: a head sees only the pronoun and the tokens before it, so a candidate "
             "after the pronoun gets no attention and these scores can only pick an earlier one."
@@ -167,9 +168,9 @@ def known_twin(text: str) -> str | None:
     )
 
 
-def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
+def twin_scores(run, text: str, source: str) -> tuple[ExampleScore, ExampleScore] | None:
     """The typed sentence's example (its pickers) and its twin's (a second box, pre-filled with the
-    example's twin), each scored on its own run; None (and why) until both can be."""
+    example's twin), each scored on its own run of the model of `source`; None (and why) until both can be."""
     picked = pick_example(run, text)
     if picked is None:
         return None
@@ -198,7 +199,7 @@ def twin_scores(run, text: str) -> tuple[ExampleScore, ExampleScore] | None:
     twin_example = CorefExample(twin, ex.pronoun, ex.candidates, twin_answer, ex.pronoun_occurrence)
     try:
         a, _ = coref_values(run, ex, "margin")
-        b, _ = coref_values(get_run(st.session_state.source, twin, ""), twin_example, "margin")
+        b, _ = coref_values(get_run(source, twin, ""), twin_example, "margin")
     except ExampleError as err:
         st.info(f"The twin cannot be scored: {plain(str(err))}. It needs the same pronoun and candidate words.")
         return None

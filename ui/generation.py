@@ -1,14 +1,13 @@
 """A causal model's continuation of the sentence (Continue): written by attention.generate with the settings
 in the link (ui/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
 so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation
-as the model wrote it: a WrittenText (ui/written.py), whose runs read the ids written, not the decoded text
+as the model wrote it: a Written (ui/written.py), whose runs read the ids written, not the decoded text
 read again by the tokenizer. The next-token view reads the model's LM head over the whole sequence
 (`position_logits`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +22,8 @@ from attention.search import LMHead
 
 from .models import get_model, get_seq2seq
 from .stores import MB, kept, store
-from .written import WrittenText, written_encoding
+from .view_context import RunKey
+from .written import Written, written_encoding
 
 SECOND_LEFT_OUT = "An encoder-decoder reads one sentence: the second, kept for an encoder, is left out."
 
@@ -64,10 +64,14 @@ class Settings:
 @dataclass(frozen=True)
 class Continuation:
     prompt: str
-    text: WrittenText  # the prompt and the continuation as one text, with the ids written: what every view runs on
-    ids: tuple[int, ...]  # the prompt's ids, then the new ones, as written
+    text: Written  # the prompt and the continuation as one text, with the ids written: what every view runs on
     prompt_len: int  # how many of `ids` are the prompt's
     ended: bool  # an end-of-sequence token came before n tokens
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """The prompt's ids, then the new ones, as written."""
+        return self.text.ids
 
 
 def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
@@ -95,7 +99,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
         new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
         text, prompt_len = prompt + new_text, len(ids) - n_new
         encoded = written_encoding(tokenizer, prompt, text, ids, prompt_len, model.config.max_position_embeddings)
-        return Continuation(prompt, WrittenText(text, encoded), tuple(ids), prompt_len, n_new < settings.n)
+        return Continuation(prompt, Written.of(text, encoded), prompt_len, n_new < settings.n)
 
     return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
 
@@ -140,57 +144,41 @@ def position_logits(source: str, ids: tuple[int, ...], position: int) -> np.ndar
     return logits.cpu().numpy()
 
 
-def continued(source: str, text: str, text_b: str) -> tuple[str, Continuation | None]:
-    """The text every view runs on: `text` itself, or, after Continue with a causal model, the prompt and the
-    model's continuation. What stopped a continuation, or changed it, goes to the page's notices."""
-    notices = st.session_state.setdefault("url_notices", [])
-    if not st.session_state.get("gen_on"):
-        return text, None
-    if not get_model(source)[0].config.causal:
-        notices.append("Continue writes with a causal decoder (GPT-2, Llama, …); this model reads text only.")
-        return text, None
-    if text_b:
-        notices.append("Continue writes after one sentence: empty the second box to continue the first.")
-        return text, None
-    try:
-        with st.spinner("Writing the continuation…"):
-            written = continuation(source, text, Settings.chosen())
-    except ValueError as err:
-        notices.append(f"No continuation: {err}.")
-        return text, None
-    return written.text, written
-
-
-@contextlib.contextmanager
-def views_read(text: str, written: Continuation | None):
-    """Within the block, the views read as the submitted sentence (they take it from
-    st.session_state.submitted) the prompt and its continuation, or, for an encoder-decoder, the first
-    sentence alone: the second box is an encoder's pair, kept for when one is loaded again. Outside it, the
-    sentence stays as the link writes it."""
-    submitted = st.session_state.submitted
+def run_key(source: str, text: str, text_b: str) -> tuple[RunKey, Continuation | None]:
+    """The input every view runs on (ui/view_context.py's RunKey), and the continuation it is, if any: after
+    Continue with a causal model, the prompt and the model's continuation as written; for an encoder-decoder,
+    the first sentence alone (the second box is an encoder's pair, kept for when one is loaded again); else the
+    sentence(s) as typed. What stopped a continuation, or left the second sentence out, goes to the page's notices.
+    The continuation is kept in session state (`continuation`) as the page's record of what it was drawn on."""
+    written = continued(source, text, text_b)
+    st.session_state.pop("continuation", None)
     if written is not None:
         st.session_state.continuation = written
-    else:
-        st.session_state.pop("continuation", None)
-        if not (submitted[1] and get_seq2seq(st.session_state.source)):
-            yield
-            return
-        said = (st.session_state.source, submitted[1])
+        return RunKey(source, written.text, ""), written
+    if text_b and get_seq2seq(source):
+        said = (source, text_b)
         if st.session_state.get("second_left_out") != said:  # once for this model and second sentence, not every run
             st.session_state.second_left_out = said
-            st.session_state.url_notices.append(SECOND_LEFT_OUT)
-    st.session_state.prompt = submitted  # what the link writes
-    st.session_state.submitted = (text, "")
-    try:
-        yield
-    finally:
-        st.session_state.submitted = submitted
-        del st.session_state.prompt
+            st.session_state.setdefault("url_notices", []).append(SECOND_LEFT_OUT)
+        text_b = ""
+    return RunKey(source, text, text_b), None
 
 
-def current() -> Continuation | None:
-    """The continuation the views are drawn on in this run (within `views_read`), else None."""
-    written = st.session_state.get("continuation")
-    if written is None or st.session_state.get("submitted", ("",))[0] != written.text:
+def continued(source: str, text: str, text_b: str) -> Continuation | None:
+    """After Continue with a causal model, `text` and the model's continuation; None where there is none
+    (what stopped one is said in the page's notices)."""
+    notices = st.session_state.setdefault("url_notices", [])
+    if not st.session_state.get("gen_on"):
         return None
-    return written
+    if not get_model(source)[0].config.causal:
+        notices.append("Continue writes with a causal decoder (GPT-2, Llama, …); this model reads text only.")
+        return None
+    if text_b:
+        notices.append("Continue writes after one sentence: empty the second box to continue the first.")
+        return None
+    try:
+        with st.spinner("Writing the continuation…"):
+            return continuation(source, text, Settings.chosen())
+    except ValueError as err:
+        notices.append(f"No continuation: {err}.")
+        return None

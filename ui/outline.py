@@ -4,7 +4,6 @@ controls, the figure on the first screen, everything else under it). app.main dr
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 import streamlit as st
@@ -16,6 +15,7 @@ from .present import controls as present_controls
 from .present import keys as present_keys
 from .present import link_control
 from .registry import by_label
+from .view_context import ViewContext
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
@@ -61,17 +61,18 @@ class Ordinary:
     def no_text(self) -> None:
         st.info(NO_TEXT)
 
-    def above(self, run, kinds: Collection[str], notices: list[str]) -> None:
-        selectors(run, kinds)
-        tokens_strip(run, self.strip_place)
+    def above(self, ctx: ViewContext, notices: list[str]) -> None:
+        run = ctx.run
+        selectors(run, ctx.model.kinds)
+        tokens_strip(run, self.strip_place, new_from(ctx))
         for notice in notices:  # shown once, after the link was read
             st.info(notice)
-        way_back()
+        way_back(ctx.key)
         special_only(run)
         if reads_encoder():
             st.caption(ENCODER_CAPTION)
 
-    def below(self, run, kinds: Collection[str], notices: list[str]) -> Any:
+    def below(self, ctx: ViewContext, notices: list[str]) -> Any:
         return None
 
 
@@ -92,21 +93,21 @@ class Presentation:
         st.toggle("Presentation mode", key="present")
         st.info(NO_TEXT)
 
-    def above(self, run, kinds: Collection[str], notices: list[str]) -> None:
-        special_only(run)
-        present_controls(run, kinds)
+    def above(self, ctx: ViewContext, notices: list[str]) -> None:
+        special_only(ctx.run)
+        present_controls(ctx.run, ctx.model.kinds)
 
-    def below(self, run, kinds: Collection[str], notices: list[str]) -> Any:
+    def below(self, ctx: ViewContext, notices: list[str]) -> Any:
         """What is not the figure; returns the place of the page's link (present.link_control), filled once
         the page has written it."""
         if reads_encoder():
             st.caption(ENCODER_CAPTION)
         for notice in notices:  # under the figure, never over it
             st.info(notice)
-        present_keys(run, kinds)
+        present_keys(ctx.run, ctx.model.kinds)
         link = link_control()
-        tokens_strip(run)
-        way_back()
+        tokens_strip(ctx.run, new_from=new_from(ctx))
+        way_back(ctx.key)
         input_form()
         st.toggle("Presentation mode", key="present")
         return link
@@ -117,3 +118,8 @@ def layout() -> Ordinary | Presentation:
     chosen = Presentation() if st.session_state.get("present") else Ordinary()
     st.html(chosen.css)
     return chosen
+
+
+def new_from(ctx: ViewContext) -> int | None:
+    """Where the model's own tokens start in the strip: a continuation's prompt length, else None."""
+    return ctx.continuation.prompt_len if ctx.continuation is not None else None

@@ -16,12 +16,11 @@ from viz._style import MODEBAR_BUTTONS, TITLE_GLYPH, cut_at_word, one_line_title
 from viz.tokens import COMPACT_ABOVE
 
 from . import preload, registry
-from .generation import current
 from .layout import expander_px, main_px, sidebar_px
-from .models import get_model
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .report import part_caption, report_facts
 from .state import offered, view_key
+from .view_context import ViewContext, drawn
 
 MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
@@ -97,11 +96,6 @@ def kept_checkbox(place, label: str, key: str, enabled: bool, why: str) -> bool:
     return place.checkbox(label, False, key=f"{key}_off", disabled=True, help=why)
 
 
-def is_causal() -> bool:
-    """Whether the model in use is a decoder: every token sees only itself and earlier tokens."""
-    return bool(get_model(st.session_state.source)[0].config.causal)
-
-
 def font_size() -> int:
     return 22 if st.session_state.get("present") else 14
 
@@ -156,13 +150,19 @@ def present_caption(fig, sentence: str | None = None) -> None:
     size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
     room = int(width / (size * TITLE_GLYPH))
     # the title's own words first: 60% of the line, or all of them while the sentence keeps its first word
-    first = len(((sentence or st.session_state.submitted[0]).split() or [""])[0]) + 1  # "The…"
+    first = len(((sentence or page_sentence()).split() or [""])[0]) + 1  # "The…"
     keep = max(int(0.6 * room), min(len(own), room - 3 - first))
     if fig.layout.title and fig.layout.title.text:
         fig.layout.title.font.size = size
     else:
         fig.update_layout(title=title_layout(".", round(size / 1.2)))
     _one_line(fig, cut_at_word(own, keep) + " · ", sentence)
+
+
+def page_sentence() -> str:
+    """The sentence the page draws (a continuation's prompt and what the model wrote), as a title names it."""
+    ctx = drawn()
+    return ctx.sentence if ctx is not None else st.session_state.submitted[0]
 
 
 def shown_width(fig) -> int:
@@ -182,7 +182,7 @@ def _one_line(fig, prefix: str, sentence: str | None = None) -> None:
         fig.update_layout(title=title_layout(".", font_size()))
     width = shown_width(fig)
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
-    text = st.session_state.submitted[0] if sentence is None else sentence
+    text = page_sentence() if sentence is None else sentence
     fig.layout.title.text = one_line_title(prefix, text, width, title_size(fig))
     fig.layout.meta = TITLED
 
@@ -211,11 +211,12 @@ def too_big_for_batch(run) -> bool:
     return True
 
 
-def tokens_strip(run, place=None) -> None:
+def tokens_strip(run, place=None, new_from: int | None = None) -> None:
     """The strip of the input's pieces, in ``place`` when given (the sidebar's, at its width), else across
     the page. A long input's strip (more than COMPACT_ABOVE pieces: a thousand pixels of boxes at 512)
     waits in a closed expander across the page, drawn only once it is opened. Either way the view's
-    figure is not pushed below it; the figure's axes and hovers name every token."""
+    figure is not pushed below it; the figure's axes and hovers name every token. Positions from `new_from` on (a
+    continuation's) are marked as the model's."""
     enc = run.encoded
     if enc.notice:
         st.warning(enc.notice)
@@ -233,9 +234,8 @@ def tokens_strip(run, place=None) -> None:
         box.header("Tokens")
     else:
         box, width = st.container(), main_px()
-    written = current()  # a continuation's tokens are marked
     with box:
-        show(strip_figure(enc, width, written.prompt_len if written else None), "tokens")
+        show(strip_figure(enc, width, new_from), "tokens")
 
 
 def strip_figure(enc, width: int, new_from: int | None = None):
@@ -264,12 +264,12 @@ def selectors(run, kinds: Collection[str]) -> None:
     right.selectbox("Head", range(heads), key="head")
 
 
-def report_button(model_name: str) -> None:
+def report_button(model_name: str, ctx: ViewContext) -> None:
     """Download what this run showed (the current view: figures, tables and text), with the sentence, the
     choices as the page shows them and the page's link written on it."""
-    text, text_b = st.session_state.submitted
+    text, text_b = ctx.sentence, ctx.text_b
     parts = [(part_caption(name, part), part) for name, part in st.session_state.get("page_figures", [])]
-    details = st.session_state.page_details = report_facts()  # kept beside page_figures: what the report says
+    details = st.session_state.page_details = report_facts(ctx)  # kept beside page_figures: what the report says
     link = page_link()  # the address as written by this run (write_url comes first)
 
     def build() -> str:  # on a click, in a thread of the server's: it builds figures, as a page run does

@@ -4,7 +4,11 @@ mode's "next view", the URL and the report read.
 A row names its view's drawing function by dotted path (``ui.views.masks.draw``), imported on first
 use, so this module imports nothing of the page and every part of it can import this one.
 
-Adding a view: write ``ui/views/<name>.py`` with a ``draw(run)`` function, and add its row here.
+Adding a view: write ``ui/views/<name>.py`` with a ``draw(ctx: ViewContext)`` function and add its row here. The
+dispatch builds the ViewContext (ui/view_context.py) once per page: the run and its key (source, text, text_b),
+the model's facts, the selected layer and head, presentation mode and the page-level settings. The view reads
+those from it, never from session state; its own widgets keep their keys, the Params its row `reads`
+(tests/test_view_contract.py checks both).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ KINDS = frozenset({"encoder", "causal", "seq2seq", "deberta"})
 class View:
     key: str  # in the URL: ?view=<key>
     label: str  # on the view selector, and session_state.view
-    draw: str  # "package.module.function": draws the view from the submitted sentence's run
+    draw: str  # "package.module.function": draws the view from the page's ViewContext
     heavy: bool  # may run a computation in the server's heavy slot (waits for it; stopped at its time limit)
     reads: tuple[str, ...] = ()  # the URL names of the Params (ui/state.py) that shape this view's page
     aliases: tuple[str, ...] = ()  # older URL keys that still open it

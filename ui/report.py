@@ -12,9 +12,9 @@ import streamlit as st
 
 from attention.analysis.coref.mentions import word_spans
 
-from .generation import Settings, current
-from .runs import get_run
+from .generation import Settings
 from .state import COREF_MODES, COREF_TWINS, NO_GROUPING, current_choices, view_key
+from .view_context import ViewContext
 
 # the coreference choices, kept as word indices, are shown as the words of the submitted sentence
 WORD_CHOICES = {"coref_pronoun": "pronoun", "coref_candidates": "candidates", "coref_answer": "answer"}
@@ -40,9 +40,10 @@ NAME_WORDS = {
 }
 
 
-def report_facts() -> list[tuple[str, str]]:
-    """The view and every choice that shaped it, as (name, value) rows for the report's header, each as
-    the page shows it; a choice that does not apply to this view, mode or model, or is left empty, is not said."""
+def report_facts(ctx: ViewContext) -> list[tuple[str, str]]:
+    """The view (drawn from `ctx`) and every choice that shaped it, as (name, value) rows for the report's header,
+    each as the page shows it; a choice that does not apply to this view, mode or model, or is left empty, is not
+    said."""
     said = st.session_state.get("page_shown", {})
     words: list[str] | None = None
     rows = []
@@ -53,10 +54,10 @@ def report_facts() -> list[tuple[str, str]]:
         if p.key in said:
             text = said[p.key]
         elif p.key in WORD_CHOICES:
-            words = sentence_words() if words is None else words
+            words = sentence_words(ctx) if words is None else words
             label, text = WORD_CHOICES[p.key], in_words(value, words)
         rows.append((label[0].upper() + label[1:], text))
-    if current() is not None:  # the views were drawn on a continuation: how it was written
+    if ctx.continuation is not None:  # the views were drawn on a continuation: how it was written
         rows.append(("Continued by the model", Settings.chosen().describe()))
     return rows
 
@@ -90,13 +91,12 @@ def shown(value) -> str:
     return str(value)
 
 
-def sentence_words() -> list[str]:
-    """The words of the submitted sentence (its first segment) as the tokenizer cuts them, as the
-    coreference view offers them."""
-    text, text_b = st.session_state.submitted
-    enc = get_run(st.session_state.source, text, text_b).encoded
+def sentence_words(ctx: ViewContext) -> list[str]:
+    """The words of the sentence drawn (its first segment) as the tokenizer cuts them, as the coreference view
+    offers them."""
+    enc = ctx.run.encoded
     word_ids = [w if s == 0 else None for w, s in zip(enc.word_ids, enc.sequence_ids)]  # a pair's B: other text
-    return [written for written, _ in word_spans(text, word_ids, enc.offsets)]
+    return [written for written, _ in word_spans(ctx.sentence, word_ids, enc.offsets)]
 
 
 def in_words(value, words: list[str]) -> str:

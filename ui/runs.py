@@ -1,7 +1,7 @@
 """The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
 than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
-through `big_run_loader` and kept in stores of their own. A continuation's text (a WrittenText, ui/written.py)
+through `big_run_loader` and kept in stores of their own. A continuation's text (a Written, ui/written.py)
 is never tokenized: every run of it reads the ids the model wrote (`encoded_input`, `padded_inputs`)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from attention.run import read_only, run_batch, run_encoded, stack_attentions
 
 from .models import get_model, get_seq2seq
 from .stores import MB, store
-from .written import WrittenText
+from .written import Text, Written
 
 SHORTER_TRACE = "Try a shorter input with this model; the head view and the overview read longer ones."
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
@@ -31,7 +31,7 @@ BIG_STORES = {
 }
 
 
-def get_run(source: str, text: str, text_b: str, causal: bool = False):
+def get_run(source: str, text: Text, text_b: str, causal: bool = False):
     """The run of one sentence (or pair): a SentenceRun holding every map, or, when every map together
     would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time."""
 
@@ -49,20 +49,20 @@ def get_run(source: str, text: str, text_b: str, causal: bool = False):
     )
 
 
-def token_bound(*texts: str) -> int:
+def token_bound(*texts: Text) -> int:
     """At most how many tokens `texts` make together: every token covers at least one byte of the
     UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens; a written
     text, its ids."""
-    return sum(len(t.ids) if isinstance(t, WrittenText) else len(t.encode()) for t in texts) + 4
+    return sum(len(t.ids) if isinstance(t, Written) else len(t.encode()) for t in texts) + 4
 
 
-def is_small_run(source: str, text: str, text_b: str = "") -> bool:
+def is_small_run(source: str, text: Text, text_b: str = "") -> bool:
     """Whether every map of this input, at the most tokens it can make, is within SMALL_RUN_BYTES."""
     c = get_model(source)[0].config
     return maps_bytes(c.num_hidden_layers, c.num_attention_heads, token_bound(text, text_b)) <= SMALL_RUN_BYTES
 
 
-def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head: int):
+def get_trace(source: str, texts: tuple[Text, ...], text_b: str, layer: int, head: int):
     """The recorded forward pass of one layer, for one sentence (or pair) or a padded batch. What it keeps is
     sized before the work (trace.kept_bytes): every head's maps where they fit in BIG_RUN_BYTES, else head
     `head`'s only (the walk, Query·Key and the shape flow show one head); past the bound even so, KeepsTooMuch,
@@ -86,7 +86,7 @@ def get_trace(source: str, texts: tuple[str, ...], text_b: str, layer: int, head
     return store("traces", 8, 200 * MB).get_or_compute((source, texts, text_b, layer, kept), compute)
 
 
-def get_batch(source: str, texts: tuple[str, ...]):
+def get_batch(source: str, texts: tuple[Text, ...]):
     def compute():
         model, tokenizer = get_model(source)
         (ids, mask, types), tokens = padded_inputs(tokenizer, texts, model.config.max_position_embeddings)
@@ -260,11 +260,11 @@ def _writing_loader(key: tuple, part: str, ids: tuple[tuple[int, ...], tuple[int
 # ---- a big run's pieces, on demand ------------------------------------------------------------------
 
 
-def encoded_input(source: str, text: str, text_b: str):
+def encoded_input(source: str, text: Text, text_b: str):
     """The model of `source` and one sentence's (or pair's) input to it: a written text's ids, else the
     tokenizer's reading of the text, within the model's positions."""
     model, tokenizer = get_model(source)
-    if isinstance(text, WrittenText):  # Continue writes after one sentence: there is no second
+    if isinstance(text, Written):  # Continue writes after one sentence: there is no second
         return model, text.encoded
     return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
 
@@ -272,13 +272,13 @@ def encoded_input(source: str, text: str, text_b: str):
 Inputs = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]  # input_ids, attention_mask, token_type_ids
 
 
-def padded_inputs(tokenizer, texts: tuple[str, ...], limit: int) -> tuple[Inputs, list[list[str]]]:
+def padded_inputs(tokenizer, texts: tuple[Text, ...], limit: int) -> tuple[Inputs, list[list[str]]]:
     """A padded batch of `texts` as the model reads it, (input_ids, attention_mask, token_type_ids) each
     (B, S), and each item's pieces: a written text's ids as written, any other text as the tokenizer reads
     it, within `limit` positions."""
     items = []
     for text in texts:
-        if isinstance(text, WrittenText):
+        if isinstance(text, Written):
             ids = list(text.ids)
             items.append({"input_ids": ids, "attention_mask": [1] * len(ids), "token_type_ids": [0] * len(ids)})
         else:

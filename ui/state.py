@@ -1,4 +1,5 @@
-"""Session state: examples, the URL in and out, and the widgets' callbacks.
+"""Session state: examples, the URL in and out, the selection kept within the model (the widgets' callbacks are
+in ui/actions.py).
 
 Every choice a person can make on the page is a `Param`: its session-state key (the widget's key),
 its name in the URL, its default and how it is written there (ui/url_values.py: each kind of value and
@@ -14,12 +15,11 @@ from typing import Any
 
 import streamlit as st
 
-from attention import ModelLoadError
 from attention.analysis.coref.heads import CRITERIA, DEFAULT_CRITERION
 from attention.analysis.stats import PATTERNS
 
 from . import registry
-from .models import get_model, get_seq2seq
+from .models import get_seq2seq
 from .url_values import (
     _FLAG,
     _LIST,
@@ -255,7 +255,7 @@ def current_choices() -> list[tuple[Param, Any]]:
 
 
 def write_url() -> None:
-    text, text_b = st.session_state.get("prompt") or st.session_state.submitted  # a continuation's prompt
+    text, text_b = st.session_state.submitted  # as typed: a continuation is written again from the link
     params = {
         p.name: p.write(value)
         for p, value in current_choices()
@@ -315,95 +315,3 @@ def layers_part() -> str:
     """Whose layers and heads the Layer and Head boxes list, in words: "this model", or its encoder or decoder."""
     part = layers_shown()
     return "this model" if part == "model" else f"this model's {part}"
-
-
-def use_preset() -> None:
-    st.session_state.head_mark = None  # marked in another sentence
-    text, text_b = PRESETS[st.session_state.preset]
-    st.session_state.text, st.session_state.text_b = text, text_b
-    st.session_state.submitted = (text, text_b)
-
-
-def submit() -> None:
-    """Run: the sentence as typed, without a continuation."""
-    st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
-    st.session_state.gen_on = False
-    st.session_state.head_mark = None  # marked in another sentence
-
-
-def continue_text() -> None:
-    """Continue: the sentence as typed, continued by the model (ui/generation.py)."""
-    submit()
-    st.session_state.gen_on = True
-
-
-def open_head(layer: int, head: int, mark: int | None = None) -> None:
-    """The head view at `layer` and `head`, with the token at position `mark` outlined in its map."""
-    st.session_state.layer, st.session_state.head = int(layer), int(head)
-    st.session_state.view = registry.named("head").label
-    st.session_state.head_mark = None if mark is None else min(max(int(mark), 0), MAX_MARKED_TOKEN)
-
-
-def clicked_data(data) -> list:
-    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
-    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
-    if isinstance(data, dict):
-        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
-    return list(data) if isinstance(data, (list, tuple)) else []
-
-
-def open_clicked_head(chart_key: str, text: str | None = None) -> None:
-    """Open the head clicked in a chart in the head view (on `text` when given)."""
-    for point in st.session_state[chart_key].selection.get("points", []):
-        data = clicked_data(point.get("customdata"))
-        if len(data) >= 2:
-            if text is None:
-                open_head(data[0], data[1])
-            else:
-                open_sentence(text, data[0], data[1])
-            return
-
-
-def open_sentence(text: str, layer: int, head: int, came_from: str | None = None) -> None:
-    """Open `text` in the head view at `layer`, `head`, as if typed and run. `came_from` (e.g. "example 12 of
-    the built-in suite") is said above the view with a button back to the sentence the person had before
-    (controls.way_back); that sentence is kept until they go back or run another."""
-    opened = st.session_state.get("opened_from")
-    if came_from is not None:
-        still = opened and st.session_state.submitted == (opened["text"], "")  # from one example to another
-        boxes = (st.session_state.text, st.session_state.text_b)
-        before = opened["before"] if opened and still else {"boxes": boxes, "submitted": st.session_state.submitted}
-        st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
-    open_head(layer, head)
-    st.session_state.text, st.session_state.text_b = text, ""
-    st.session_state.submitted = (text, "")
-
-
-def go_back() -> None:
-    """The way back from an opened example: the sentence the person had, run again."""
-    opened = st.session_state.pop("opened_from", None)
-    if opened:
-        st.session_state.text, st.session_state.text_b = opened["before"]["boxes"]
-        st.session_state.submitted = opened["before"]["submitted"]
-
-
-def ask_for_model() -> None:
-    st.session_state.pending_source = st.session_state.model_input.strip()
-
-
-def choose_model() -> None:
-    st.session_state.pending_source = st.session_state.model_choice
-
-
-def load_pending_model() -> None:
-    """Load the model asked for, with a spinner; on failure keep the one in use and say why."""
-    source = st.session_state.pop("pending_source", None)
-    if source is None:
-        return
-    try:
-        with st.spinner(f"Loading {source or 'the bundled model'}…"):
-            get_model(source)
-    except ModelLoadError as err:
-        st.session_state.model_error = str(err)
-        return
-    st.session_state.source, st.session_state.model_error = source, None

@@ -4,36 +4,35 @@ that merge otherwise); the views show the sequence the model wrote, so no run of
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 from attention.inputs import Encoded, encode
 
 
-class WrittenText(str):
-    """The text of a prompt and its continuation, carrying the encoding of the ids written (`encoded`):
-    every run of it (ui/runs.py) reads those instead of tokenizing the text. It is equal only to the same
-    text with the same ids, so a result kept for the text typed, or written with other ids, is never taken
-    for its own (the stores' keys hold it as they hold any text)."""
+@dataclass(frozen=True)
+class Written:
+    """The text of a prompt and its continuation with the ids the model wrote and their encoding (`encoded`):
+    every run of it (ui/runs.py) reads those instead of tokenizing the text. Not a str: it is equal only to a
+    Written of the same text and the same ids, so a result kept for the text typed, or written with other ids,
+    is never taken for its own (the stores' keys hold it as they hold any text)."""
 
-    encoded: Encoded
+    text: str
     ids: tuple[int, ...]
+    encoded: Encoded = field(compare=False, repr=False)  # of `ids`: equal ids, equal encodings
 
-    def __new__(cls, text: str, encoded: Encoded) -> WrittenText:
-        written = super().__new__(cls, text)
-        written.encoded, written.ids = encoded, tuple(encoded.input_ids[0].tolist())
-        return written
+    @classmethod
+    def of(cls, text: str, encoded: Encoded) -> Written:
+        return cls(text, tuple(encoded.input_ids[0].tolist()), encoded)
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, WrittenText) and str.__eq__(self, other) and self.ids == other.ids
 
-    def __ne__(self, other) -> bool:
-        return not self == other
+Text = str | Written  # what a run reads: a text the tokenizer reads, or a continuation's ids as written
 
-    def __hash__(self) -> int:
-        return hash((str(self), self.ids))
 
-    def __reduce__(self):
-        return WrittenText, (str(self), self.encoded)
+def text_of(text: Text) -> str:
+    """The characters of a text, a continuation's included."""
+    return text.text if isinstance(text, Written) else text
 
 
 def written_encoding(tokenizer, prompt: str, text: str, ids: list[int], prompt_len: int, positions: int) -> Encoded:

@@ -16,16 +16,18 @@ from ..coref_data import chosen_suite, is_scored, suite_scores
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, plain, show, show_table, show_text
 from ..state import ABLATION_MODES, PRESET_COREF
+from ..view_context import ViewContext
+from ..written import Text
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
+def draw(ctx: ViewContext) -> None:
+    run, source = ctx.run, ctx.source
     all_heads = [(layer, head) for layer in range(run.n_layers) for head in range(run.n_heads)]
-    st.session_state.setdefault("ablate_heads", [(st.session_state.layer, st.session_state.head)])
+    st.session_state.setdefault("ablate_heads", [(ctx.layer, ctx.head)])
     gone = [h for h in st.session_state.ablate_heads if h not in all_heads]
     if gone:  # chosen on a bigger model
         kept = [h for h in st.session_state.ablate_heads if h in all_heads]
-        st.session_state.ablate_heads = kept or [(st.session_state.layer, st.session_state.head)]
+        st.session_state.ablate_heads = kept or [(ctx.layer, ctx.head)]
         st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{layer} H{head}" for layer, head in gone))
     slot = figure_slot()  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
@@ -36,7 +38,7 @@ def draw(run) -> None:
         return
     word = next(word for word, label in ABLATION_MODES.items() if label == mode)
     with heavy_guard() as outcome:
-        result = get_ablation(st.session_state.source, run, text, text_b, tuple(sorted(heads)), word)
+        result = get_ablation(source, run, ctx.text, ctx.text_b, tuple(sorted(heads)), word)
     if not outcome.ok:
         return
     st.caption(
@@ -61,8 +63,8 @@ def draw(run) -> None:
         "ablation-embedding",
         st.write,
     )
-    coref_margin(run, result, text)
-    suite_accuracy(tuple(sorted(heads)), word)
+    coref_margin(run, result, ctx.text)
+    suite_accuracy(source, tuple(sorted(heads)), word)
     if result.predictions is not None:
         p = result.predictions
         show_text(f"Top predictions for [MASK] at position {p.position}:", "ablation-mask", st.write)
@@ -71,13 +73,13 @@ def draw(run) -> None:
             for k, (b, a) in enumerate(zip(p.before, p.after))
         ]
         show_table(rows, "Top predictions for [MASK], before and after", hide_index=True)
-    elif (reason := get_mlm_head(st.session_state.source)[1]) is not None:
+    elif (reason := get_mlm_head(source)[1]) is not None:
         st.caption(plain(reason))
     else:
         st.caption("Put [MASK] in the sentence to see the model's top predictions before and after ablation.")
 
 
-def coref_margin(run, result, text: str) -> None:
+def coref_margin(run, result, text: Text) -> None:
     """On an example the app offers with a known antecedent: the pronoun → answer margin before and after."""
     if text not in PRESET_COREF:
         return
@@ -108,10 +110,10 @@ def coref_margin(run, result, text: str) -> None:
     )
 
 
-def suite_accuracy(heads: tuple[tuple[int, int], ...], mode: str) -> None:
+def suite_accuracy(source: str, heads: tuple[tuple[int, int], ...], mode: str) -> None:
     """With a coreference suite scored for this model (the Coreference view's Suite mode): the suite scored again
     with the heads ablated, and the accuracy of the heads after the first ablated layer before and after."""
-    source, suite = st.session_state.source, chosen_suite()
+    suite = chosen_suite()
     if suite is None or not is_scored(source, suite):
         st.caption(
             "Score a coreference suite in the Coreference view (Suite mode) to see here how this ablation "

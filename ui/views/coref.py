@@ -15,6 +15,7 @@ from attention.analysis.coref.result_csv import csv_text, examples_csv_text, fil
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
 
+from ..actions import open_clicked_head
 from ..computations import coref_values
 from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref_groups import counts, grouped
@@ -30,7 +31,8 @@ from ..coref_sentence import (
 from ..layout import column_px, main_px, slots
 from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
-from ..state import COREF_MODES, COREF_TWINS, open_clicked_head
+from ..state import COREF_MODES, COREF_TWINS
+from ..view_context import ViewContext
 
 # the sentence's grid title for each ranking criterion (coref.heads.CRITERIA), the words filled in
 GRID_TITLES = {
@@ -41,7 +43,7 @@ GRID_TITLES = {
 # ---- the three modes -------------------------------------------------------------------------------
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
     slot = figure_slot()
     mode = st.segmented_control(
         "Coreference", list(COREF_MODES.values()), key="coref_mode", required=True, label_visibility="collapsed"
@@ -49,19 +51,19 @@ def draw(run) -> None:
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
     chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
     if chosen == "sentence":
-        this_sentence(run, slot)
+        this_sentence(ctx, slot)
     else:
-        with suite_area():  # a suite about to be scored clears the previous one's results
-            views[chosen](run)
+        with suite_area(ctx.source):  # a suite about to be scored clears the previous one's results
+            views[chosen](ctx)
 
 
-def this_sentence(run, slot=None) -> None:
+def this_sentence(ctx: ViewContext, slot=None) -> None:
     """``slot``: where the grid goes in presentation mode, above the pickers."""
-    text = st.session_state.submitted[0]
-    picked = pick_example(run, text)
+    run = ctx.run
+    picked = pick_example(run, ctx.sentence)
     if picked is None:
         return
-    causal_note()
+    causal_note(ctx.model.causal)
     words, p, answer = picked.words, picked.pronoun, st.session_state.coref_answer
     grid_col, side_col = st.columns([3, 2])
     with side_col:  # the grid is coloured by the criterion the table ranks by
@@ -74,7 +76,7 @@ def this_sentence(run, slot=None) -> None:
                 values,
                 GRID_TITLES[criterion].format(pronoun=words[p], answer=words[answer]),
                 kind=criterion,
-                highlight=(st.session_state.layer, st.session_state.head),
+                highlight=(ctx.layer, ctx.head),
                 font_size=font_size(),
                 **size,
             ),
@@ -92,20 +94,20 @@ def this_sentence(run, slot=None) -> None:
     ranked_table(run, score, criterion)  # under both: its six columns need the page's width
 
 
-def picked_and_scored():
-    """The suite picked and its scores with the model in use; None where either is missing."""
+def picked_and_scored(source: str):
+    """The suite picked and its scores with the model of `source`; None where either is missing."""
     suite = suite_picker()
     if suite is None:
         return None, None
-    return suite, scores_or_message(st.session_state.source, suite, "this model")
+    return suite, scores_or_message(source, suite, "this model")
 
 
-def suite(run) -> None:
-    suite, result = picked_and_scored()
+def suite(ctx: ViewContext) -> None:
+    suite, result = picked_and_scored(ctx.source)
     if result is None:
         return
     name, examples = suite.name, suite.examples
-    causal_note()
+    causal_note(ctx.model.causal)
     layer, head, best = result.ranked(1)[0]
     left_out = f" ({len(result.excluded)} left out: {plain(excluded_reasons(result))})" if result.excluded else ""
     show_text(
@@ -122,7 +124,7 @@ def suite(run) -> None:
                 result.accuracy,
                 "accuracy of each head",
                 kind="accuracy",
-                highlight=(st.session_state.layer, st.session_state.head),
+                highlight=(ctx.layer, ctx.head),
                 font_size=font_size(),
                 width=column_px([3, 2]),
                 notes=counts(result),  # "56 of 87, [0.53, 0.74]": right on how many, the exact 95% interval
@@ -148,11 +150,11 @@ def suite(run) -> None:
             selection_mode="points",
         )
     against_best(result)
-    examples_table(result, name)
-    downloads(result, suite)
+    examples_table(result, name, (ctx.layer, ctx.head))
+    downloads(result, suite, ctx.source)
     excluded_table(result)
-    measures(result, suite)
-    grouped(result, examples, get_model(st.session_state.source)[0].load_report.source, name)
+    measures(result, suite, ctx.source)
+    grouped(result, examples, get_model(ctx.source)[0].load_report.source, name)
     second_model(result, suite)
 
 
@@ -201,9 +203,9 @@ def baselines_note(result) -> str:
     )
 
 
-def downloads(result, suite) -> None:
+def downloads(result, suite, source: str) -> None:
     """Every head's accuracy, and every example's right/wrong per head, named by model and examples."""
-    model = get_model(st.session_state.source)[0].load_report.source
+    model = get_model(source)[0].load_report.source
     left, right = st.columns(2)
     left.download_button(
         "Download every head's accuracy (CSV)",
@@ -245,20 +247,20 @@ def excluded_table(result) -> None:
         )
 
 
-def minimal_pairs(run) -> None:
+def minimal_pairs(ctx: ViewContext) -> None:
     source = st.segmented_control(
         "Twins", list(COREF_TWINS.values()), key="coref_twins", required=True, label_visibility="collapsed"
     )
     if source == COREF_TWINS["sentence"]:
-        scored = twin_scores(run, st.session_state.submitted[0])
+        scored = twin_scores(ctx.run, ctx.sentence, ctx.source)
         if scored is not None:
             draw_twins(*scored)
     else:
-        suite_twins()
+        suite_twins(ctx.source)
 
 
-def suite_twins() -> None:
-    suite, result = picked_and_scored()
+def suite_twins(source: str) -> None:
+    suite, result = picked_and_scored(source)
     if result is None:
         return
     examples = suite.examples

@@ -16,12 +16,14 @@ from viz.cross import part_grid
 from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
 
+from ..actions import select
 from ..layout import expander_px, main_px
 from ..models import get_seq2seq
 from ..page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
 from ..runs import MAX_NEW_TOKENS, Writing, get_writing
 from ..state import CROSS_PARTS
 from ..stores import budget
+from ..view_context import ViewContext
 
 PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
 # the lines view's two columns: who reads (left) and who is read (right)
@@ -32,14 +34,14 @@ HEADINGS = {
 }
 
 
-def draw(run) -> None:
-    loaded = get_seq2seq(st.session_state.source)
+def draw(ctx: ViewContext) -> None:
+    loaded = get_seq2seq(ctx.source)
     assert loaded is not None, "the registry offers this view for encoder-decoders only (kinds)"
     model, tokenizer = loaded
     slot = figure_slot()
     try:
         with st.spinner("Writing…"):
-            writing = get_writing(st.session_state.source, st.session_state.submitted[0], st.session_state.target)
+            writing = get_writing(ctx.source, ctx.sentence, ctx.target)
     except ModelLoadError as err:  # a checkpoint without its LM head cannot write, but reads a given target
         st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
         return
@@ -49,7 +51,7 @@ def draw(run) -> None:
     kind = PART_KEYS.get(part or "", "cross")
     rows, cols = _tokens(writing, kind)
     maps = writing.maps[kind]
-    layer, head = _within(maps.shape[0], maps.shape[1])
+    layer, head = _within(ctx, maps.shape[0], maps.shape[1])
     written = tokenizer.decode(writing.decoder_ids[0].tolist(), skip_special_tokens=True)
     how = "given as the target" if writing.forced else f"written greedily (at most {MAX_NEW_TOKENS} new tokens)"
     show_text(f"Decoder, {how}: {plain(written)}", "written")
@@ -109,9 +111,9 @@ def _tokens(writing: Writing, kind: str) -> tuple[list[str], list[str]]:
     return writing.decoder_tokens, writing.decoder_tokens if kind == "decoder" else writing.encoder_tokens
 
 
-def _within(n_layers: int, n_heads: int) -> tuple[int, int]:
+def _within(ctx: ViewContext, n_layers: int, n_heads: int) -> tuple[int, int]:
     """The selected layer and head, within this part's (a decoder may have fewer layers than the encoder)."""
-    layer, head = st.session_state.layer, st.session_state.head
+    layer, head = ctx.layer, ctx.head
     shown = min(layer, n_layers - 1), min(head, n_heads - 1)
     if shown != (layer, head):
         st.caption(f"This part has {n_layers} layers × {n_heads} heads: showing layer {shown[0]}, head {shown[1]}.")
@@ -145,5 +147,5 @@ def _open_clicked() -> None:
     for point in st.session_state["cross_grid"].selection.get("points", []):
         data = point.get("customdata")
         if data is not None and len(data) >= 2:
-            st.session_state.layer, st.session_state.head = int(data[0]), int(data[1])
+            select(data[0], data[1])
             return

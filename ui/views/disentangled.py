@@ -11,13 +11,14 @@ from viz.disentangled import disentangled_figure
 from ..layout import main_px
 from ..page import font_size, show
 from ..runs import get_trace
+from ..view_context import ViewContext
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    layer, head = ctx.layer, ctx.head
     # a DeBERTa's only: the registry offers this view for no other model (ui/registry.py, kinds)
-    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
+    trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     terms = trace_terms(trace)
     st.caption(
         "DeBERTa adds to each score q_i·k_j (content to content) two terms read from relative positions: "

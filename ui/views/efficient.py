@@ -17,21 +17,21 @@ from viz.gqa import gqa_change_grid, gqa_groups_figure, head_change_matrix
 from viz.heatmap import grid_fits, head_heatmap
 from viz.overview import pool_map
 
+from ..actions import open_clicked_head
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
 from ..layout import column_px, main_px, slots
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import figure_slot, font_size, show
-from ..state import open_clicked_head
+from ..view_context import ViewContext
 
 FUSED_BENCH = Path(__file__).resolve().parents[2] / "data" / "fused_bench.json"
 
 
-def real_grouping(run, config) -> None:
+def real_grouping(ctx: ViewContext, config) -> None:
     """A grouped-query model's own grouping at the chosen layer: its heads laid out by the key/value
     head they read, and how alike the maps of heads sharing one are against heads of other groups."""
-    text, text_b = st.session_state.submitted
-    layer = st.session_state.layer
+    run, layer = ctx.run, ctx.layer
     kv_of, H, G = config.kv_head_of, run.n_heads, config.kv_heads
     st.subheader("Grouped-query attention: this model's own grouping")
     st.caption(
@@ -42,7 +42,7 @@ def real_grouping(run, config) -> None:
     )
     with st.spinner(f"Reading layer {layer}…"):
         maps = run.attentions[layer]  # (H, L, L): one layer, on demand for a big model
-        change = get_head_change(st.session_state.source, run, text, text_b, layer)
+        change = get_head_change(ctx.source, run, ctx.text, ctx.text_b, layer)
     fig = gqa_groups_figure(pool_map(maps, 32), kv_of, layer, font_size=font_size(), width=main_px())
     show(
         fig,
@@ -66,16 +66,15 @@ def real_grouping(run, config) -> None:
     show(head_change_matrix(change, kv_of, layer, font_size=font_size(), width=main_px()), f"gqa-pairs-l{layer}")
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
-    config = get_model(st.session_state.source)[0].config
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    config = get_model(ctx.source)[0].config
     kv_heads = config.kv_heads  # fewer than n_heads: already grouped
     if kv_heads < run.n_heads:
-        real_grouping(run, config)
+        real_grouping(ctx, config)
     options = [n for n in kv_head_options(run.n_heads, kv_heads) if n < kv_heads]
     heading = "What-if: fewer key/value heads" if kv_heads < run.n_heads else "Grouped-query attention (what-if)"
-    if not (st.session_state.get("present") and options and not is_big(run)):
+    if not (ctx.present and options and not is_big(run)):
         st.subheader(heading)  # presentation: said under the what-if's figure, which comes first
     if config.qkv_per_head:
         st.caption(f"No grouped-query what-if: {NOT_PER_HEAD}.")
@@ -92,12 +91,13 @@ def draw(run) -> None:
             + " The model's own grouping above reads one layer."
         )
     else:
-        what_if_grouping(run, options, text, text_b, layer, head, heading)
+        what_if_grouping(ctx, options, heading)
     fused_view()
 
 
-def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int, head: int, heading: str) -> None:
+def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None:
     """The model converted to fewer key/value heads (mean-pooled per group), against the original."""
+    run, source, text, text_b, layer, head = ctx.run, ctx.source, ctx.text, ctx.text_b, ctx.layer, ctx.head
     if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
         st.session_state.gqa_kv = options[len(options) // 2]
     slot = figure_slot()  # presentation: the grid first, on the first screen, and the heading under it
@@ -112,11 +112,11 @@ def what_if_grouping(run, options: list[int], text: str, text_b: str, layer: int
         "uptraining; no training here). Mean |Δ| of each head's map against the original:"
     )
     with st.spinner("Converting and running…"), heavy_guard() as outcome:
-        grouped = get_grouped_run(st.session_state.source, kv, text, text_b)
+        grouped = get_grouped_run(source, kv, text, text_b)
     if not outcome.ok:
         return
     with slot or st.container():
-        change = get_map_change(st.session_state.source, kv, text, text_b, run, grouped)
+        change = get_map_change(source, kv, text, text_b, run, grouped)
         show(gqa_change_grid(change, kv, font_size=font_size(), width=main_px()), f"gqa-{kv}")
     beside = grid_fits(run.tokens, font_size(), column_px(2))
     width = column_px(2) if beside else main_px()

@@ -15,14 +15,16 @@ from attention.analysis.qk_global import FolderError, collect, head_points, read
 from attention.analysis.texts import CorpusError, iter_texts
 from viz.global_qk import global_qk_figure, small_multiples
 
+from ..actions import clicked_data, open_sentence
 from ..layout import main_px
 from ..limits import heavy_guard
 from ..models import get_model
 from ..page import font_size, plain, show, shown_as
 from ..sources import FileRefused, bounded_lines, open_under, policy, server_path
-from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES, clicked_data, open_head
+from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES
 from ..stores import MB, store
 from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
+from ..view_context import ViewContext
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 CORPORA = {
@@ -53,8 +55,9 @@ def token_cap(method: str, n_heads: int) -> int:
     return min(GQK_MAX_TOKENS, LAID_OUT_TOKENS[method] // n_heads // GQK_TOKEN_STEP * GQK_TOKEN_STEP)
 
 
-def draw(run) -> None:
-    layer, head = st.session_state.layer, st.session_state.head
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    layer, head = ctx.layer, ctx.head
     st.caption(
         "Each token of many sentences as two points: its query and its key for the chosen head, laid out "
         "together after the keys are moved and both are scaled so that their means and mean lengths meet "
@@ -69,7 +72,7 @@ def draw(run) -> None:
     )
     shown_as("gqk_colour", GQK_COLOURS[colour])
     heads = (head,) if scope == SCOPES[0] else tuple(range(run.n_heads))
-    points = folder_points(layer, heads) if where == FOLDER else computed_points(where, layer, heads)
+    points = folder_points(layer, heads) if where == FOLDER else computed_points(ctx.source, where, layer, heads)
     if points is None:
         return
     frames, texts = points
@@ -78,18 +81,15 @@ def draw(run) -> None:
     else:
         fig = small_multiples(frames, colour, font_size=font_size(), width=main_px())
         st.caption("At most 4,000 tokens of each head are drawn here, the same tokens in every panel.")
-    show(fig, f"global-qk-l{layer}", key="gqk_chart", on_select=lambda: open_sentence(texts), selection_mode="points")
+    show(fig, f"global-qk-l{layer}", key="gqk_chart", on_select=lambda: open_clicked(texts), selection_mode="points")
 
 
-def open_sentence(texts: list[str]) -> None:
+def open_clicked(texts: list[str]) -> None:
     """The clicked point's sentence in the head view, at the point's layer and head, its token outlined."""
     for point in st.session_state.gqk_chart.selection.get("points", []):
         data = clicked_data(point.get("customdata"))
         if len(data) >= 4 and 0 <= int(data[0]) < len(texts):
-            open_head(data[2], data[3], mark=data[1])  # the clicked token outlined in its map
-            text = texts[int(data[0])]
-            st.session_state.text, st.session_state.text_b = text, ""
-            st.session_state.submitted = (text, "")
+            open_sentence(texts[int(data[0])], data[2], data[3], mark=data[1])  # the clicked token outlined
             return
 
 
@@ -150,7 +150,7 @@ def corpus_file(where: str) -> Path | None:
     return path
 
 
-def computed_points(where: str, layer: int, heads: tuple[int, ...]):
+def computed_points(source: str, where: str, layer: int, heads: tuple[int, ...]):
     """The chosen heads' points computed here (kept per model, corpus and choice); None until asked for."""
     path = corpus_file(where)
     if path is None:
@@ -177,7 +177,6 @@ def computed_points(where: str, layer: int, heads: tuple[int, ...]):
     else:  # a slider needs two ends
         tokens = st.session_state.gqk_tokens = cap
         left.caption(f"{cap:,} tokens of the corpus")
-    source = st.session_state.source
     key = (source, _stamp(path), layer, heads, tokens, method)
     kept = points_store().get(key)
     if kept is not None:

@@ -14,12 +14,13 @@ from viz.lines import TooManyLines
 from ..layout import FIGURE_MAX_PX, column_px, main_px
 from ..page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
 from ..state import DRAW_MODES
+from ..view_context import ViewContext
 
 SPEC = [3, 2]  # the map, and beside it a panel of its controls
 PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets it be, the panel in what is left
 
 
-def places(run) -> tuple:
+def places(ctx: ViewContext) -> tuple:
     """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
     where the column labels every token; else the map across the page first, as tall as the first screen
     lets it be, and its controls in a row under it (at 1280 px, from about 22 tokens: the page's width holds
@@ -28,12 +29,12 @@ def places(run) -> tuple:
     leaves on the right (every label up to about 18 tokens at 1280 × 720); the lines first, their controls
     in a row under them."""
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
-    if st.session_state.get("present"):
+    if ctx.present:
         if lines:
             return figure_slot(), st.container(), present_size(), False
         slot, panel = st.columns(PRESENT_SPEC)
         return slot, panel, {**present_size(), "width": column_px(PRESENT_SPEC)}, True
-    if not lines and labels_every_token(run.tokens, font_size(), column_px(SPEC)):
+    if not lines and labels_every_token(ctx.run.tokens, font_size(), column_px(SPEC)):
         slot, panel = st.columns(SPEC)
         return slot, panel, {"width": column_px(SPEC)}, True
     if not lines:  # a long sentence: the map keeps the first screen, its controls come after it
@@ -43,8 +44,9 @@ def places(run) -> tuple:
     return st.container(), panel, {"width": main_px()}, False
 
 
-def draw(run) -> None:
-    slot, panel, size, beside = places(run)
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    slot, panel, size, beside = places(ctx)
     a, b, c, d = [panel] * 4 if beside else panel.columns(4)
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
     hide = a.checkbox(
@@ -55,7 +57,7 @@ def draw(run) -> None:
     renormalize = kept_checkbox(b, "Renormalise rows", "renormalize", hide, "Applies when special tokens are hidden")
     merge = c.checkbox("Merge word pieces", key="merge_words", help="Each word one row and one column")
     mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
-    layer, head = st.session_state.layer, st.session_state.head
+    layer, head = ctx.layer, ctx.head
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
         fig = viz.head_heatmap(
@@ -86,7 +88,7 @@ def draw(run) -> None:
             slot.info(str(err))
             panel.caption(maps[0].note)
             return
-        if st.session_state.present:  # the rows close up to fit the first screen
+        if ctx.present:  # the rows close up to fit the first screen
             fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
             present_title(fig, layer, head)
         with slot:

@@ -11,20 +11,23 @@ from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 
 from ..layout import column_px, main_px, slots
-from ..page import font_size, is_causal, present_size, show, too_big_for_batch
+from ..page import font_size, present_size, show, too_big_for_batch
 from ..runs import get_batch, get_run
 from ..state import SHORT_SECOND
+from ..view_context import ViewContext
+from ..written import text_of
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    text, text_b = ctx.text, ctx.text_b
+    layer, head = ctx.layer, ctx.head
     texts = (text, text_b or SHORT_SECOND)
     fs, full = font_size(), main_px()
     fit = {k: v for k, v in present_size().items() if k != "width"}  # presentation: each map within a screen
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
-        batch = get_batch(st.session_state.source, texts)
+        batch = get_batch(ctx.source, texts)
         st.caption(
             "Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
             "every query from attending to padding."
@@ -44,9 +47,9 @@ def draw(run) -> None:
                 **fit,
             ),
             "padded-attention",
-            sentence=texts[short],
+            sentence=text_of(texts[short]),
         )
-    if is_causal():
+    if ctx.model.causal:
         st.subheader("The causal mask")
         st.caption(
             "This model is causal, as it was trained: each token sees only itself and earlier tokens. The "
@@ -58,7 +61,7 @@ def draw(run) -> None:
             "This model reads both directions. This runs the same weights with a causal mask, so each token "
             "sees only itself and earlier tokens — a what-if, not how the model was trained."
         )
-    causal = get_run(st.session_state.source, text, text_b, causal=True)
+    causal = get_run(ctx.source, text, text_b, causal=True)
     half = column_px(2)
     beside = grid_fits(run.tokens, fs, half, right=causal_legend_px(fs))
     width = half if beside else full
@@ -69,7 +72,7 @@ def draw(run) -> None:
         )
     left, right = slots(beside)
     with left:
-        named = "Causal mask" if is_causal() else "What-if: causal mask"
+        named = "Causal mask" if ctx.model.causal else "What-if: causal mask"
         mask = viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, title=named, width=width, **fit)
         show(mask, "causal-mask")
     with right:
@@ -77,7 +80,7 @@ def draw(run) -> None:
             viz.head_heatmap(
                 causal.attentions[layer, head],
                 causal.tokens,
-                title=f"{'Causal' if is_causal() else 'What-if: causal'}, layer {layer}, head {head}",
+                title=f"{'Causal' if ctx.model.causal else 'What-if: causal'}, layer {layer}, head {head}",
                 font_size=fs,
                 width=width,
                 **fit,

@@ -9,16 +9,18 @@ import streamlit as st
 
 from viz.next_token import entropy_bits, next_token_figure, softmax
 
-from ..generation import current, lm_head, position_logits
+from ..generation import Continuation, lm_head, position_logits
 from ..models import get_model
 from ..page import figure_slot, font_size, plain, present_size, show, show_text
 from ..url_values import TEMPERATURES
+from ..view_context import ViewContext
 
 TOP = 10  # candidates shown
 
 
-def draw(run) -> None:
-    source = st.session_state.source
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    source = ctx.source
     head, why = lm_head(source)
     if head is None:
         config = get_model(source)[0].config
@@ -29,8 +31,8 @@ def draw(run) -> None:
         )
         return
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
-    tokens = tokens_of(ids)
-    position = chosen_position(tokens)
+    tokens = tokens_of(source, ids)
+    position = chosen_position(tokens, ctx.continuation)
     slot = figure_slot()
     left, right = st.columns(2)
     left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: f"{i}: {tokens[i]}")
@@ -38,14 +40,14 @@ def draw(run) -> None:
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
     order = np.argsort(-probs, kind="stable")[:TOP]
-    candidates = tokens_of(order)
+    candidates = tokens_of(source, order)
     following = ids[position + 1] if position + 1 < len(ids) else None
     chosen = next((k for k, i in enumerate(order) if i == following), None) if following is not None else None
     if following is not None and chosen is None:  # the token that came next is not among the best: shown last
         order = np.append(order, following)
-        candidates.append(tokens_of([following])[0])
+        candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
-    explain(tokens, position, following, probs)
+    explain(tokens, position, following, probs, ctx.continuation)
     title = f"After position {position} ({tokens[position]}): the next token"
     fig = next_token_figure(
         candidates,
@@ -62,10 +64,10 @@ def draw(run) -> None:
         show(fig, f"next-token-{position}")
 
 
-def chosen_position(tokens: list[str]) -> int:
+def chosen_position(tokens: list[str], written: Continuation | None) -> int:
     """The position in session state, within the sequence: by default (or past its end, with a notice) the
-    prompt's last token, whose bars say what the model would write first."""
-    written = current()
+    prompt's last token (`written`'s, where the text is a continuation), whose bars say what the model would
+    write first."""
     default = (written.prompt_len if written else len(tokens)) - 1
     position = st.session_state.get("next_position")
     if position is None or not 0 <= position < len(tokens):
@@ -75,13 +77,12 @@ def chosen_position(tokens: list[str]) -> int:
     return position
 
 
-def tokens_of(ids) -> list[str]:
-    tokenizer = get_model(st.session_state.source)[1]
+def tokens_of(source: str, ids) -> list[str]:
+    tokenizer = get_model(source)[1]
     return tokenizer.convert_ids_to_tokens([int(i) for i in ids])
 
 
-def explain(tokens: list[str], position: int, following: int | None, probs) -> None:
-    written = current()
+def explain(tokens: list[str], position: int, following: int | None, probs, written: Continuation | None) -> None:
     by_model = written is not None and position + 1 >= written.prompt_len
     if following is None:
         came = "This is the sequence's last position: nothing follows it yet, the top bar is what greedy search writes."

@@ -8,13 +8,15 @@ import viz
 from attention.bigrun import is_big
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 
+from ..actions import open_clicked_head
 from ..computations import sentence_patterns
 from ..layout import main_px
 from ..page import figure_slot, font_size, present_size, show
-from ..state import STATS_OVER, open_clicked_head
+from ..state import STATS_OVER
+from ..view_context import ViewContext
 
 
-def pattern_labels(run) -> dict[tuple[int, int], str] | None:
+def pattern_labels(ctx: ViewContext) -> dict[tuple[int, int], str] | None:
     """Each head's pattern on this sentence, or over a corpus run (its folder, as Head stats opens it)."""
     of, folder = st.columns([2, 3])
     if of.radio("Patterns of", list(STATS_OVER.values()), key="stats_over", horizontal=True) == STATS_OVER["corpus"]:
@@ -24,20 +26,22 @@ def pattern_labels(run) -> dict[tuple[int, int], str] | None:
         from .corpus_stats import corpus_patterns, opened_run
 
         corpus = opened_run(folder)
-        return None if corpus is None else corpus_patterns(corpus, run.n_layers, run.n_heads)
-    patterns = sentence_patterns(st.session_state.source, run)[1]
-    return {(layer, head): str(patterns[layer, head]) for layer in range(run.n_layers) for head in range(run.n_heads)}
+        return None if corpus is None else corpus_patterns(corpus, ctx.model.n_layers, ctx.model.n_heads)
+    patterns = sentence_patterns(ctx.source, ctx.run)[1]
+    layers, heads = ctx.model.n_layers, ctx.model.n_heads
+    return {(layer, head): str(patterns[layer, head]) for layer in range(layers) for head in range(heads)}
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     slot = figure_slot()
     said, box = st.columns([3, 2], vertical_alignment="center")  # one row above the grid
     said.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
     if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
-        labels = pattern_labels(run)
+        labels = pattern_labels(ctx)
     size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
-    highlight = (st.session_state.layer, st.session_state.head)
+    highlight = (ctx.layer, ctx.head)
     if (
         labels
         and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) < LABEL_MIN_TILE_PX

@@ -11,19 +11,20 @@ from viz.query_key import query_key_figure
 from ..page import figure_slot, font_size, present_size, show
 from ..runs import get_trace
 from ..state import PRESET_COREF
+from ..view_context import ViewContext
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    layer, head = ctx.layer, ctx.head
     options = list(range(len(run.tokens)))
     st.session_state.setdefault("qk_query", 0)
     if st.session_state.qk_query not in options:
         st.session_state.qk_query = 0
-    open_on_pronoun(run, text)
+    open_on_pronoun(run, ctx.sentence)
     slot = figure_slot()
     query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
-    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
+    trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     qk = query_key(trace, head, query)
     st.caption(
         f"Layer {layer}, head {head}, from the recorded forward pass: the query vector of the chosen token, "

@@ -12,17 +12,19 @@ from ..computations import flow_into, rollout_at
 from ..layout import main_px
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, present_size, progress_bar, show
+from ..view_context import ViewContext
 
 
-def draw(run) -> None:
-    layer, T = st.session_state.layer, len(run.tokens)
-    text, text_b = st.session_state.submitted
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    layer, T = ctx.layer, len(run.tokens)
+    source, text, text_b = ctx.source, ctx.text, ctx.text_b
     slot = figure_slot()
     choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
     raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
     labels = run.tokens
     if choice == "Rollout":
-        derived = rollout_at(st.session_state.source, run, text, text_b, layer)
+        derived = rollout_at(source, run, text, text_b, layer)
         title = f"Rollout through layer {layer}"
         st.caption(
             "Rollout (Abnar & Zuidema 2020): each layer's head-averaged attention, with half the weight on "
@@ -37,12 +39,12 @@ def draw(run) -> None:
                 f"positions: about 7 s at {FLOW_MAX_TOKENS} tokens here, and the time grows faster than T², "
                 f"to minutes at this length. Rollout is shown instead."
             )
-            derived = rollout_at(st.session_state.source, run, text, text_b, layer)
+            derived = rollout_at(source, run, text, text_b, layer)
             title = f"Rollout through layer {layer}"
         else:
             bar, update = progress_bar(f"Solving {T * T} max-flow problems…")
             with heavy_guard() as outcome:
-                derived = flow_into(st.session_state.source, run, text, text_b, layer, update)
+                derived = flow_into(source, run, text, text_b, layer, update)
             bar.empty()
             if not outcome.ok:
                 return

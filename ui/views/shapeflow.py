@@ -12,11 +12,13 @@ from attention.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
 from viz.tensor_map import bar_under, cell_px, clickable_cells
 
+from ..actions import select
 from ..layout import column_px
 from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..runs import get_batch, get_trace
 from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
+from ..view_context import ViewContext
 
 # the diagram, and the panel of the tensor and the head's map beside it: on an ordinary page the diagram at its
 # narrowest (viz.shapeflow.min_width, 395 px at 1280) so that the map beside it labels each of 16 tokens
@@ -32,24 +34,23 @@ MAP_STEPS = ("probs",)  # the head's map itself: the panel shows it once
 HOLDING = 0  # shapeflow_stage after a click: the stage that holds the step clicked (the link's are 1-based)
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     slot = figure_slot()
-    present = bool(st.session_state.get("present"))
+    present = ctx.present
     first, stage_row, heads = st.columns([2, 3, 2], vertical_alignment="center")
-    text, text_b = st.session_state.submitted
+    text, text_b = ctx.text, ctx.text_b
     padded = first.checkbox(
         "Padded batch", key="shapeflow_padded", help=f"Trace a padded batch: this sentence and “{SHORT_SECOND}”."
     )
     if padded and too_big_for_batch(run):
         padded = False
     texts = (text, SHORT_SECOND) if padded else (text,)
-    trace = get_trace(
-        st.session_state.source, texts, "" if padded else text_b, st.session_state.layer, st.session_state.head
-    )
+    trace = get_trace(ctx.source, texts, "" if padded else text_b, ctx.layer, ctx.head)
     step = st.session_state.get("shapeflow_step", SHAPEFLOW_DEFAULT_STEP)
     if step not in trace.names:
         step = SHAPEFLOW_DEFAULT_STEP
-    tokens = run.tokens if not padded else get_batch(st.session_state.source, texts).tokens[0]
+    tokens = run.tokens if not padded else get_batch(ctx.source, texts).tokens[0]
     fs, width = BOX_PX[present], column_px(SPEC[present], 0)
     height = figure_height() if present else FLOW_PX
     stages = flow_stages(trace, fs, width, height)
@@ -57,8 +58,8 @@ def draw(run) -> None:
     with stage_row:
         stage_controls(stages, stage)
     with heads:
-        head_control(run.n_heads)
-    head = st.session_state.head
+        head_control(ctx.model.n_heads, ctx.head)
+    head = ctx.head
     with slot or st.container():
         left, right = st.columns(SPEC[present])
         with left:
@@ -127,16 +128,16 @@ def go_to(stage: int, step: str) -> None:
     st.session_state.shapeflow_stage, st.session_state.shapeflow_step = stage + 1, step
 
 
-def head_control(n_heads: int) -> None:
-    """The head whose tensors and map are shown: the same head as the sidebar's and the keys'."""
-    st.session_state.shapeflow_head = st.session_state.head
+def head_control(n_heads: int, head: int) -> None:
+    """The head whose tensors and map are shown (`head`): the same head as the sidebar's and the keys'."""
+    st.session_state.shapeflow_head = head
     st.selectbox(
         "Head",
         range(n_heads),
         key="shapeflow_head",
         format_func=lambda h: f"Head {h}",
         label_visibility="collapsed",
-        on_change=lambda: setattr(st.session_state, "head", st.session_state.shapeflow_head),
+        on_change=lambda: select(head=st.session_state.shapeflow_head),
     )
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from viz.stats import head_scatter, stats_frame
 
+from ..actions import open_clicked_head, open_head
 from ..computations import (
     COMPARE_MAX_TOKENS,
     comparison_sentences,
@@ -17,24 +18,26 @@ from ..computations import (
 )
 from ..limits import heavy_guard
 from ..page import figure_slot, font_size, present_size, progress_bar, show, show_table, show_text
-from ..state import STATS_OVER, open_clicked_head, open_head
+from ..state import STATS_OVER
+from ..view_context import ViewContext
 from .corpus_stats import draw_corpus
 
 
-def open_selected_row(frame_key: str, frame) -> None:
-    rows = st.session_state[frame_key].selection.get("rows", [])
+def open_selected_row(frame) -> None:
+    rows = st.session_state.stats_table.selection.get("rows", [])
     if rows:
         open_head(frame.iloc[rows[0]]["layer"], frame.iloc[rows[0]]["head"])
 
 
-def draw(run) -> None:
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
     slot = figure_slot()  # presentation: the map of the heads first, on the first screen; the table under it
     places = st.columns([2, 3, 2])  # one row: the choice, and a corpus run's folder and measure
     over = places[0].radio("Statistics of", list(STATS_OVER.values()), key="stats_over")
     if over == STATS_OVER["corpus"]:
         draw_corpus(places[1], places[2], slot)
         return
-    stats, labels = sentence_patterns(st.session_state.source, run)
+    stats, labels = sentence_patterns(ctx.source, run)
     st.caption(
         "Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
         "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
@@ -51,15 +54,14 @@ def draw(run) -> None:
         "Each head on this sentence",
         hide_index=True,
         key="stats_table",
-        on_select=lambda: open_selected_row("stats_table", frame),
+        on_select=lambda: open_selected_row(frame),
         selection_mode="single-row",
         height=min(36 * (len(frame) + 1), 420),
     )
 
     if slot is None:
         st.subheader("Heads compared across sentences")
-    text, text_b = st.session_state.submitted
-    pairs = comparison_sentences(text, text_b, len(run.tokens))
+    pairs = comparison_sentences(ctx.text, ctx.text_b, len(run.tokens))
     over = (
         f"this sentence and the {len(pairs) - 1} examples"
         if len(run.tokens) <= COMPARE_MAX_TOKENS
@@ -73,7 +75,7 @@ def draw(run) -> None:
     )
     bar, update = progress_bar("Comparing heads…")
     with heavy_guard() as outcome:
-        _, embedding = head_map_embedding(st.session_state.source, pairs, update)
+        _, embedding = head_map_embedding(ctx.source, pairs, update)
     bar.empty()
     if not outcome.ok:
         return

@@ -22,10 +22,11 @@ from viz.shapeflow import tensor_heatmap
 
 from ..computations import strongest_head
 from ..layout import main_px
-from ..models import get_seq2seq
-from ..page import axis_labels, font_size, is_causal, plain, show, show_text, shown_as, strip_figure
+from ..page import axis_labels, font_size, plain, show, show_text, shown_as, strip_figure
 from ..present import MIN_PRESENT_LABEL_PX, figure_height
 from ..runs import Writing, get_trace, get_writing
+from ..view_context import ViewContext
+from ..written import Text
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 CROSS = "Cross-attention"  # the encoder-decoder's extra step
@@ -168,20 +169,20 @@ def step_to(delta: int, count: int) -> None:
     st.session_state.walk_step = min(max(int(st.session_state.get("walk_step", 0)) + delta, 0), count - 1)
 
 
-def draw(run) -> None:
-    text, text_b = st.session_state.submitted
-    layer, head = st.session_state.layer, st.session_state.head
-    trace = get_trace(st.session_state.source, (text,), text_b, layer, head)
-    steps = steps_of(trace, is_causal(), cross=get_seq2seq(st.session_state.source) is not None)
+def draw(ctx: ViewContext) -> None:
+    run = ctx.run
+    layer, head = ctx.layer, ctx.head
+    trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
+    steps = steps_of(trace, ctx.model.causal, cross=ctx.model.seq2seq)
     index = min(max(int(st.session_state.get("walk_step", 0)), 0), len(steps) - 1)
     st.session_state.walk_step = index
     step = steps[index]
-    learned = learned_head(run, text, layer, head) if step.title == LEARNED else None
+    learned = learned_head(run, ctx.text, layer, head) if step.title == LEARNED else None
     heading = f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {layer}, head {head}"
     if learned is not None and learned[:2] != (layer, head):  # the head drawn, and that it is not the chosen one
         heading = f"**Step {index + 1} of {len(steps)}: {step.title}** — layer {learned[0]}, head {learned[1]}"
         heading += f" ({learned[3]}; you chose layer {layer}, head {head})"
-    present = bool(st.session_state.get("present"))
+    present = ctx.present
     if present:  # one line above the figure; the buttons and the sentence that says what it is under it
         st.markdown(heading)
         slot, budget = st.container(), figure_height(HEADING_PX)
@@ -214,7 +215,7 @@ def draw(run) -> None:
     )
     writing = None
     if step.title == CROSS:
-        writing = _writing(text)
+        writing = _writing(ctx)
         if writing is None:
             return
         facts.update(_cross_facts(writing, layer, head))
@@ -254,7 +255,7 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], he
             )
 
 
-def learned_head(run, text: str, layer: int, head: int) -> tuple[int, int, str, str]:
+def learned_head(run, text: Text, layer: int, head: int) -> tuple[int, int, str, str]:
     """The last step's head: (layer, head, why, what it is in a few words). On an example with a pronoun, the
     head strongest_head finds; else the chosen one."""
     found = strongest_head(run, text, st.session_state.get("coref_rank"))
@@ -288,13 +289,13 @@ def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int |
         st.caption(why)
 
 
-def _writing(text: str) -> Writing | None:
-    """The encoder-decoder's decoder pass over `text` (the typed target forced, else written), as the
+def _writing(ctx: ViewContext) -> Writing | None:
+    """The encoder-decoder's decoder pass over the text (the typed target forced, else written), as the
     Cross-attention view reads it; None, with a notice, for a checkpoint that cannot write or a pass of which
     even one layer's maps would pass the big-run bound (past it otherwise, its maps are read a layer at a time)."""
     try:
         with st.spinner("Writing…"):
-            writing = get_writing(st.session_state.source, text, st.session_state.get("target", ""))
+            writing = get_writing(ctx.source, ctx.sentence, ctx.target)
     except ModelLoadError as err:
         st.info(f"This checkpoint cannot write: {plain(str(err))}. Type a target to give its decoder.")
         return None

@@ -1,0 +1,116 @@
+"""The widgets' callbacks and the actions that change what the page shows: a sentence run, continued or opened
+from an example, a head opened from a click, a model asked for. Each writes session state before the next run
+reads it (ui/state.py keeps the choices and the URL)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention import ModelLoadError
+
+from . import registry
+from .models import get_model
+from .state import PRESETS
+from .url_values import MAX_MARKED_TOKEN
+
+
+def use_preset() -> None:
+    st.session_state.head_mark = None  # marked in another sentence
+    text, text_b = PRESETS[st.session_state.preset]
+    st.session_state.text, st.session_state.text_b = text, text_b
+    st.session_state.submitted = (text, text_b)
+
+
+def submit() -> None:
+    """Run: the sentence as typed, without a continuation."""
+    st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
+    st.session_state.gen_on = False
+    st.session_state.head_mark = None  # marked in another sentence
+
+
+def continue_text() -> None:
+    """Continue: the sentence as typed, continued by the model (ui/generation.py)."""
+    submit()
+    st.session_state.gen_on = True
+
+
+def select(layer: int | None = None, head: int | None = None) -> None:
+    """Select `layer` and `head` (either kept where None) for the next run, as the Layer and Head boxes do: a
+    view's own control or click moves the page's selection through here, never by writing it itself."""
+    if layer is not None:
+        st.session_state.layer = int(layer)
+    if head is not None:
+        st.session_state.head = int(head)
+
+
+def open_head(layer: int, head: int, mark: int | None = None) -> None:
+    """The head view at `layer` and `head`, with the token at position `mark` outlined in its map."""
+    select(layer, head)
+    st.session_state.view = registry.named("head").label
+    st.session_state.head_mark = None if mark is None else min(max(int(mark), 0), MAX_MARKED_TOKEN)
+
+
+def clicked_data(data) -> list:
+    """A clicked point's customdata as a list. Numeric customdata reaches the browser as a typed array,
+    which comes back as {"0": text, "1": position, ...}; a list comes back as a list."""
+    if isinstance(data, dict):
+        return [data.get(str(i)) for i in range(len(data))] if all(str(i) in data for i in range(len(data))) else []
+    return list(data) if isinstance(data, (list, tuple)) else []
+
+
+def open_clicked_head(chart_key: str, text: str | None = None) -> None:
+    """Open the head clicked in a chart in the head view (on `text` when given)."""
+    for point in st.session_state[chart_key].selection.get("points", []):
+        data = clicked_data(point.get("customdata"))
+        if len(data) >= 2:
+            if text is None:
+                open_head(data[0], data[1])
+            else:
+                open_sentence(text, data[0], data[1])
+            return
+
+
+def open_sentence(text: str, layer: int, head: int, came_from: str | None = None, mark: int | None = None) -> None:
+    """Open `text` in the head view at `layer`, `head` (its token at position `mark` outlined), as if typed and
+    run. `came_from` (e.g. "example 12 of
+    the built-in suite") is said above the view with a button back to the sentence the person had before
+    (controls.way_back); that sentence is kept until they go back or run another."""
+    opened = st.session_state.get("opened_from")
+    if came_from is not None:
+        still = opened and st.session_state.submitted == (opened["text"], "")  # from one example to another
+        boxes = (st.session_state.text, st.session_state.text_b)
+        before = opened["before"] if opened and still else {"boxes": boxes, "submitted": st.session_state.submitted}
+        st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
+    open_head(layer, head, mark)
+    st.session_state.text, st.session_state.text_b = text, ""
+    st.session_state.submitted = (text, "")
+
+
+def go_back() -> None:
+    """The way back from an opened example: the sentence the person had, run again."""
+    opened = st.session_state.pop("opened_from", None)
+    if opened:
+        st.session_state.text, st.session_state.text_b = opened["before"]["boxes"]
+        st.session_state.submitted = opened["before"]["submitted"]
+
+
+def ask_for_model() -> None:
+    st.session_state.pending_source = st.session_state.model_input.strip()
+
+
+def choose_model() -> None:
+    st.session_state.pending_source = st.session_state.model_choice
+
+
+def load_pending_model() -> None:
+    """Load the model asked for, with a spinner; on failure keep the one in use and say why."""
+    source = st.session_state.pop("pending_source", None)
+    if source is None:
+        return
+    try:
+        with st.spinner(f"Loading {source or 'the bundled model'}…"):
+            get_model(source)
+    except ModelLoadError as err:
+        st.session_state.model_error = str(err)
+        return
+    st.session_state.source, st.session_state.model_error = source, None
