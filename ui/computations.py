@@ -37,8 +37,8 @@ from attention.analysis.stats import (
 )
 from attention.bigrun import is_big
 from attention.mlm import MaskedLMHead, load_mlm_head
+from attention.pooling import pool_map
 from attention.run import run_encoded
-from viz.overview import pool_map
 
 from .limits import deadline_check
 from .models import get_model

@@ -1,6 +1,6 @@
 """All layers × heads as small thumbnails in one light, clickable figure."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -269,13 +269,3 @@ def _outline(highlight: tuple[int, int], step: int, cells: int) -> dict:
         y1=layer * step + cells,
         line=dict(color=HIGHLIGHT, width=3),
     )
-
-
-def __getattr__(name: str) -> Callable[[np.ndarray, int], np.ndarray]:
-    """`viz.overview.pool_map`, where ui/ still imports it from: attention.pooling's, imported on first use
-    (`import viz` imports no torch). Nothing else is looked up here."""
-    if name == "pool_map":
-        from attention.pooling import pool_map
-
-        return pool_map
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,10 +12,10 @@ import streamlit as st
 from attention.aggregate import group_means
 from attention.analysis.gqa import NOT_PER_HEAD, kv_head_options
 from attention.bigrun import NeedsSmallerInput, is_big
+from attention.pooling import pool_map
 from viz.fused import fused_panel
 from viz.gqa import gqa_change_grid, gqa_groups_figure, head_change_matrix
 from viz.heatmap import grid_fits, head_heatmap
-from viz.overview import pool_map
 
 from ..actions import open_clicked_head
 from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
