@@ -200,6 +200,8 @@ class ModelConfig:
             raise ConfigError(f"query_pre_attn_scalar must be positive, not {self.query_pre_attn_scalar}")
         if self.position_embedding_type == "disentangled" and set(self.pos_att_type.split("|")) - {"c2p", "p2c", ""}:
             raise ConfigError(f"pos_att_type '{self.pos_att_type}' is not supported: c2p and p2c only")
+        if self.parallel_residual and not self.pre_norm:
+            raise ConfigError("a parallel residual reads the normed input: it needs pre_norm")
         if self.one_block_norm and not self.parallel_residual:
             raise ConfigError("one norm for attention and feed-forward needs a parallel residual")
         if any(

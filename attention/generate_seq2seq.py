@@ -107,7 +107,7 @@ class CrossKeys:
         attention."""
         layer, attention = self.layer, self.attention
         B, L, _ = x.shape
-        query = layer.cross_attention_norm(x) if layer.pre_norm else x  # (1, L, D)
+        query = layer.residual.input(x, layer.cross_attention_norm)  # (1, L, D)
         q = attention.split_heads(attention.q_proj(query), attention.num_heads, "q", no_record)  # (1, H, L, d)
         group = attention.num_heads // attention.num_kv_heads  # the kernel shares each k/v head with its group
         probs = None

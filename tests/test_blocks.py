@@ -109,7 +109,7 @@ def test_undeclared_options_are_refused(change, message):
 
 
 def test_embedding_tables_are_random_on_the_cpu_and_left_empty_on_meta():
-    from attention.models.blocks import embedding_table
+    from attention.models.parts import embedding_table
 
     torch.manual_seed(0)
     table = embedding_table(50, 16, padding_idx=3)

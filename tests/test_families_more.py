@@ -12,6 +12,7 @@ import torch
 from families import PARITY_KINDS, case_loader, make_more, parity
 
 from attention import ModelLoadError, encode, load_model
+from attention.models.residuals import Parallel
 from attention.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow
 
@@ -69,7 +70,7 @@ def test_gpt_neox_reads_its_fused_projection_per_head_and_turns_a_share_of_each_
     model, tokenizer, _ = load(case)
     c = model.config
     assert (c.rotary_fraction, c.rotary_dim, c.head_size, c.qkv_per_head) == (0.5, 4, 8, True)
-    assert all(layer.parallel_residual == (case == "gpt_neox") for layer in model.layers)
+    assert all(isinstance(layer.residual, Parallel) == (case == "gpt_neox") for layer in model.layers)
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
     assert "q_proj" not in trace and trace.names[:3] == ["block_input", "input", "qkv_proj"]

@@ -327,7 +327,7 @@ def test_an_embedding_projection_is_drawn_before_layer_0(tmp_path):
     trace = trace_layer(model, ids, layer=0)
     assert trace.names[:3] == ["embedding", "embed_proj", "input"]
     assert trace.step("embedding").dims == ("B", "L", "E") and trace.step("embed_proj").dims == ("B", "L", "D")
-    assert trace.step("embed_proj").where.startswith("attention/models/blocks.py:")
+    assert trace.step("embed_proj").where.startswith("attention/models/embeddings.py:")
     torch.testing.assert_close(trace.step("embed_proj").tensor, trace.step("input").tensor)
     with torch.no_grad():
         hidden = model(ids).hidden_states[0]

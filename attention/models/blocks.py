@@ -24,6 +24,7 @@ from ..request import EVERY_MAP, EXPLICIT, Call, MapRequest
 from .embeddings import Embeddings
 from .parts import ACTIVATIONS, make_norm
 from .positions import band
+from .residuals import residual_part
 
 if TYPE_CHECKING:
     from ..loading import LoadReport
@@ -39,10 +40,9 @@ class ModelOutput(NamedTuple):
 class Block(nn.Module):
     """Attention, then a feed-forward block, each with a residual and a norm.
 
-    attention_norm is the attention sub-block's norm, output_norm the feed-forward one's: after
-    the residual (post-norm, BERT), on the sub-block's input (pre-norm, GPT-2) or on its output
-    before the residual adds it (norm_after_sublayer, OLMo2); both, pre-norm and norm_after_sublayer (Gemma2),
-    add attention_post_norm and output_post_norm on the outputs. With one_block_norm (Phi) there is no
+    attention_norm is the attention sub-block's norm, output_norm the feed-forward one's; where they sit around
+    the residuals is the block's residual part (residuals.py: post-norm, pre-norm, sandwich with
+    attention_post_norm and output_post_norm, norm after, parallel). With one_block_norm there is no
     output_norm: the parallel feed-forward reads attention_norm(x) too. A decoder block of an encoder-decoder
     (config.cross_attention) has a third sub-block between the two, the same attention reading the
     encoder's output, with its own norm: cross_attention, cross_attention_norm.
@@ -51,9 +51,7 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         D, F_ = config.hidden_size, config.intermediate_size
-        self.pre_norm = config.pre_norm
-        self.parallel_residual = config.parallel_residual
-        self.norm_after_sublayer = config.norm_after_sublayer
+        self.residual = residual_part(config)  # where the norms sit around the residuals
         self.attention = self.make_attention(config)
         self.attention_norm = make_norm(config, D)
         if config.cross_attention:
@@ -68,7 +66,7 @@ class Block(nn.Module):
         self.output = nn.Linear(F_, D, bias=config.mlp_bias)
         if not config.one_block_norm:
             self.output_norm = make_norm(config, D)
-        if config.pre_norm and config.norm_after_sublayer:  # Gemma2: a norm after each sub-block as well
+        if self.residual.post_norms:  # a norm after each sub-block as well
             self.attention_post_norm = make_norm(config, D)
             self.output_post_norm = make_norm(config, D)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -104,13 +102,9 @@ class Block(nn.Module):
         make two per layer)."""
         return self.dropout(x) if self.training else x
 
-    def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        """A sub-block's residual: x + out, then its norm in a post-norm block (pre-norm normed its input);
-        with norm_after_sublayer (OLMo2), x + norm(out)."""
-        if self.norm_after_sublayer:
-            return x + self.drop(norm(out))  # (B, L, D)
-        x = x + self.drop(out)  # (B, L, D)
-        return x if self.pre_norm else norm(x)
+    def add(self, x: torch.Tensor, out: torch.Tensor, norm: nn.Module, post: nn.Module | None = None):
+        """A sub-block's residual, as the block's residual part joins them: (B, L, D)."""
+        return self.residual.add(self, x, out, norm, post)
 
     def forward(
         self,
@@ -127,10 +121,7 @@ class Block(nn.Module):
         out, probs = self.attend(x, mask, rotary, cache, call)
         if out is None:
             return None, probs
-        if self.parallel_residual:  # GPT-NeoX: the feed-forward block reads x too, not x + attention
-            norm = getattr(self, "output_norm", self.attention_norm)  # Phi: one norm for both
-            return out + self.drop(self.feed_forward(norm(x))), probs
-        return self.feed(out), probs
+        return self.residual.after_attention(self, x, out), probs
 
     def attend(
         self,
@@ -141,21 +132,20 @@ class Block(nn.Module):
         call: Call = EXPLICIT,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The self-attention sub-block, as forward takes its arguments: (x, probs); x is None for a map alone."""
-        if self.pre_norm:
+        if self.residual.reads_normed:
             call.record("block_input", x)  # (B, L, D), before the norm: the attention's input is attention_norm(x)
-        attended, probs = self.attention(
-            self.attention_norm(x) if self.pre_norm else x, attention_mask=mask, rotary=rotary, cache=cache, call=call
-        )  # (B, L, D), (B, H, L or P, L)
-        if attended is None:
+        query = self.residual.input(x, self.attention_norm)  # (B, L, D)
+        attended, probs = self.attention(query, attention_mask=mask, rotary=rotary, cache=cache, call=call)
+        if attended is None:  # (B, L, D), (B, H, L or P, L)
             return None, probs
-        return self.add(x, attended, getattr(self, "attention_post_norm", self.attention_norm)), probs
+        return self.add(x, attended, self.attention_norm, getattr(self, "attention_post_norm", None)), probs
 
     def cross_attend(
         self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The cross-attention sub-block: x (B, L, D) queries the encoder's output `memory` (B, S, D),
         whose padding `memory_mask` (B, 1, 1, S) hides. Returns (x, probs (B, H, L, S))."""
-        query = self.cross_attention_norm(x) if self.pre_norm else x  # (B, L, D)
+        query = self.residual.input(x, self.cross_attention_norm)  # (B, L, D)
         attended, probs = self.cross_attention(
             query, memory, memory, attention_mask=memory_mask
         )  # (B, L, D), (B, H, L, S)
@@ -164,8 +154,8 @@ class Block(nn.Module):
 
     def feed(self, x: torch.Tensor) -> torch.Tensor:
         """The feed-forward sub-block: (B, L, D) -> (B, L, D)."""
-        out = self.feed_forward(self.output_norm(x) if self.pre_norm else x)  # (B, L, D)
-        return self.add(x, out, getattr(self, "output_post_norm", self.output_norm))
+        out = self.feed_forward(self.residual.input(x, self.output_norm))  # (B, L, D)
+        return self.add(x, out, self.output_norm, getattr(self, "output_post_norm", None))
 
 
 def gated(activated: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
