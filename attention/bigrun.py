@@ -198,7 +198,7 @@ class PooledRun:
 
 def pooled_run(model, enc, causal: bool, load: Loader, tiles: Callable) -> PooledRun:
     """One forward pass of `enc` that pools each layer's maps as they come and lets them go:
-    tiles(maps, POOL_CELLS) gives a layer's (pooled, strongest), e.g. viz.overview.head_tiles."""
+    tiles(maps, POOL_CELLS) gives a layer's (pooled, strongest), e.g. pooling.head_tiles."""
     c = model.config
     n_layers, H, L = c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)
     keep_means = n_layers * L * L * 4 <= HEAD_MEANS_BYTES

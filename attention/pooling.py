@@ -1,6 +1,6 @@
-"""Attention maps made smaller for a look at many at once: each map mean-pooled to at most a number of cells a side
-(numpy only, no torch). A big run keeps its maps this way (attention/seq2seq_maps.py), and viz draws them
-(viz/overview.py, viz/cross.py, viz/model_view.py)."""
+"""Attention maps made smaller for a look at many at once: each map mean-pooled to at most a number of cells a side,
+and each map's strongest entry (numpy only, no torch). A big run keeps its maps this way (attention/bigrun.py,
+attention/seq2seq_maps.py), and viz draws them (viz/overview.py, viz/cross.py, viz/model_view.py)."""
 
 from typing import Any
 
@@ -46,3 +46,19 @@ def _pool_axis(x: np.ndarray, axis: int, max_cells: int) -> np.ndarray:
     for i, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
         np.add.reduce(x[(*lead, slice(a, b))], axis=axis, out=block_sums[(*lead, i)])
     return block_sums / sizes
+
+
+def head_tiles(maps: np.ndarray, max_cells: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """What the overview keeps of ``maps [..., L, L]``: each map mean-pooled to at most ``max_cells``
+    a side (float32), and its strongest entry as ``[query, key, weight]`` (``[..., 3]``, float64).
+
+    A big model's run keeps only these, layer by layer, instead of every full map.
+    """
+    maps = np.asarray(maps)
+    n_tokens = maps.shape[-1]
+    flat = maps.reshape(*maps.shape[:-2], n_tokens * maps.shape[-2])
+    best = flat.argmax(axis=-1)
+    weight = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+    query, key = np.divmod(best, n_tokens)
+    strongest = np.stack([query, key, weight], axis=-1).astype(np.float64)
+    return pool_map(maps, max_cells).astype(np.float32), strongest

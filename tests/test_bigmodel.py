@@ -13,11 +13,11 @@ from families import make_family
 from attention import bigrun, load_model
 from attention.analysis.stats import head_stats, punctuation_mask
 from attention.inputs import encode
-from attention.pooling import pool_map
+from attention.pooling import head_tiles, pool_map
 from attention.run import run_sentence
 from ui import runs
 from ui.runs import big_run_loader
-from viz.overview import head_tiles, overview_figure, overview_grid
+from viz.overview import overview_figure, overview_grid
 
 TEXT = "The animal didn't cross the street because it was too tired."
 

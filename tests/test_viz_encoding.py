@@ -7,8 +7,8 @@ import json
 import numpy as np
 
 import viz
-from attention.pooling import pool_map
-from viz.overview import head_tiles, overview_figure
+from attention.pooling import head_tiles, pool_map
+from viz.overview import overview_figure
 
 N = 512
 TOKENS = [f"tok{i % 40}" for i in range(N)]

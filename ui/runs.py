@@ -15,6 +15,7 @@ import torch
 from attention import bigrun, trace
 from attention.bigrun import BIG_RUN_BYTES, maps_bytes
 from attention.inputs import encode, within_positions
+from attention.pooling import head_tiles
 from attention.run import read_only, run_batch, run_encoded, stack_attentions
 
 from .models import get_model, get_seq2seq
@@ -36,8 +37,6 @@ def get_run(source: str, text: Text, text_b: str, causal: bool = False):
     would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time."""
 
     def compute():
-        from viz.overview import head_tiles
-
         model, enc = encoded_input(source, text, text_b)
         c = model.config
         if maps_bytes(c.num_hidden_layers, c.num_attention_heads, len(enc.tokens)) > BIG_RUN_BYTES:

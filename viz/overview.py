@@ -28,24 +28,6 @@ def tile_maps(maps: np.ndarray) -> np.ndarray:
     return grid[:-1, :-1]
 
 
-def head_tiles(maps: np.ndarray, max_cells: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """What the overview keeps of ``maps [..., L, L]``: each map mean-pooled to at most ``max_cells``
-    a side (float32), and its strongest entry as ``[query, key, weight]`` (``[..., 3]``, float64).
-
-    A big model's run keeps only these, layer by layer, instead of every full map.
-    """
-    from attention.pooling import pool_map  # here: `import viz` imports no torch
-
-    maps = np.asarray(maps)
-    n_tokens = maps.shape[-1]
-    flat = maps.reshape(*maps.shape[:-2], n_tokens * maps.shape[-2])
-    best = flat.argmax(axis=-1)
-    weight = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
-    query, key = np.divmod(best, n_tokens)
-    strongest = np.stack([query, key, weight], axis=-1).astype(np.float64)
-    return pool_map(maps, max_cells).astype(np.float32), strongest
-
-
 def overview_grid(
     attentions: np.ndarray,
     tokens: Sequence[str] | None = None,
@@ -79,6 +61,8 @@ def overview_grid(
         raise ValueError(f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}")
     n_layers, n_heads, n_tokens, _ = attentions.shape
     tile_px = tile_px_for(n_layers, n_heads, title, width, height)
+    from attention.pooling import head_tiles  # here: `import viz` imports no torch
+
     pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
     return overview_figure(
         pooled,
