@@ -4,12 +4,12 @@ checkpoints."""
 
 from .config import BertConfig, ConfigError, ModelConfig
 from .convert import map_state_dict
-from .dot_product import scaled_dot_product_attention
+from .core.dot_product import scaled_dot_product_attention
+from .core.mha import MultiHeadAttention
 from .errors import ModelLoadError
 from .generate import Generation, generate, load_lm_head
 from .inputs import Encoded, encode
 from .loading import LoadReport, load_bert, load_model
-from .mha import MultiHeadAttention
 from .models import FAMILIES, EncoderDecoder, ModelOutput, Seq2SeqOutput, Transformer
 from .models.bert import BertModel, BertOutput
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .dot_product import reused_scores
+from .core.dot_product import reused_scores
+from .core.request import MapRequest
 from .inputs import on_model_device
-from .request import MapRequest
 from .run import read_only
 
 MB = 1024 * 1024

@@ -27,10 +27,10 @@ import torch
 from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
+from .core.mha import KeyValueCache
 from .errors import ModelLoadError
 from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq, load_seq2seq_head
 from .inputs import on_model_device, within_positions
-from .mha import KeyValueCache
 from .models import FAMILIES, EncoderDecoder, Transformer
 from .models.decoding import decode
 from .processors import settings_of

@@ -32,14 +32,14 @@ import torch.nn.functional as F
 from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .checkpoint import read_checkpoint
 from .config import read_json
-from .dot_product import no_record, scaled_dot_product_attention
+from .core.dot_product import no_record, scaled_dot_product_attention
+from .core.mha import KeyValueCache, MultiHeadAttention
+from .core.request import MapRequest
 from .errors import ModelLoadError
-from .mha import KeyValueCache, MultiHeadAttention
 from .models import EncoderDecoder
 from .models.blocks import Block
 from .models.decoding import decode_masks, step_call
 from .processors import Settings, settings_of
-from .request import MapRequest
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias

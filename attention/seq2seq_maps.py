@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 from .bigrun import POOL_CELLS, first_item, layer_hooks, maps_bytes
-from .dot_product import reused_scores
+from .core.dot_product import reused_scores
+from .core.request import MapRequest
 from .models import EncoderDecoder
 from .pooling import pool_map
-from .request import MapRequest
 from .run import read_only
 
 PARTS = ("cross", "decoder", "encoder")  # the Cross-attention view's parts, as ui/state.py's CROSS_PARTS

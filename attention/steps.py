@@ -107,7 +107,7 @@ def dims_of(name: str, shape: tuple[int, ...] | None, sizes: dict[str, int]) -> 
     return dims
 
 
-# the module of each step that multiplies by a weight and may add a bias (attention/mha.py's names)
+# the module of each step that multiplies by a weight and may add a bias (attention/core/mha.py's names)
 PROJECTIONS = {"qkv_proj": "qkv_proj", "q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output": "o_proj"}
 
 

@@ -19,13 +19,13 @@ from types import FrameType
 import numpy as np
 import torch
 
-from . import by_head
 from .bigrun import layer_hooks
-from .by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
-from .dot_product import Recorded
+from .core import by_head
+from .core.by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
+from .core.dot_product import Recorded
+from .core.request import Call, MapRequest
 from .inputs import on_model_device
 from .models import FAMILIES, Family
-from .request import Call, MapRequest
 from .source_lines import relative_path, source_of
 from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width
 

@@ -35,8 +35,8 @@ from forward import DECODERS, family_pair, interleaved_medians  # noqa: E402
 from fused import _reset_peak, _status_mb  # noqa: E402
 
 from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
+from attention.core.request import MapRequest  # noqa: E402
 from attention.models import FAMILIES, Transformer  # noqa: E402
-from attention.request import MapRequest  # noqa: E402
 
 SHAPE = dict(
     vocab_size=1000,

@@ -3,7 +3,7 @@
     python bench/fused.py [--quick] [--lengths 128 256 ...] [--repeats 30] [--budget 20] [--threads 2]
                           [--out data/fused_bench.json]
 
-Compares `attention.dot_product.scaled_dot_product_attention`, which builds every attention probability
+Compares `attention.core.dot_product.scaled_dot_product_attention`, which builds every attention probability
 because the views show them, with `torch.nn.functional.scaled_dot_product_attention`, which on CPU
 runs a fused (flash-style) kernel that never holds the full (L, S) matrix. Inputs are random
 q, k, v of shape (B=1, H=12, L, d=32), the shape of the default model's heads, without a mask.
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from attention.dot_product import scaled_dot_product_attention  # noqa: E402
+from attention.core.dot_product import scaled_dot_product_attention  # noqa: E402
 from bench.forward import interleaved_medians  # noqa: E402
 
 B, H, D_HEAD = 1, 12, 32

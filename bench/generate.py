@@ -352,7 +352,7 @@ def parts(folders: dict[str, Path]) -> str:
     from safetensors.torch import load_file
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from attention.rotary import rotary_angles, rotate
+    from attention.core.rotary import rotary_angles, rotate
     from attention.search import by_columns
 
     own = load_file(str(folders["llama-gqa"] / "model.safetensors"))["lm_head.weight"]  # (V, E)

@@ -2,7 +2,7 @@
 the chosen head's maps only (trace.kept_bytes, sized first), but the traced layer and those before it still made
 every head's (B, H, L, L) scores and probabilities to compute their output: at 2,001 tokens on 8 layers × 8 heads
 190 MiB at the peak against the 96 MiB bound. They now go one head at a time, a few query rows at a time but for the
-kept head's map (attention/by_head.py), with the same kernels on the same rows: the same numbers, to the bit."""
+kept head's map (attention/core/by_head.py), with the same kernels on the same rows: the same numbers, to the bit."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from attention.analysis.ablation import ablate
 from attention.analysis.gqa import kv_head_options, to_grouped
 from attention.analysis.query_key import query_key
 from attention.config import ModelConfig
-from attention.request import MapRequest
-from attention.rotary import inverse_frequencies
+from attention.core.request import MapRequest
+from attention.core.rotary import inverse_frequencies
 from attention.run import run_padded_batch, run_sentence
 from attention.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow

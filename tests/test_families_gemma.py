@@ -11,8 +11,8 @@ from families import PARITY_KINDS, case_loader, make_more, parity, reference
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_model
+from attention.core.request import MapRequest
 from attention.models.parts import OffsetRMSNorm
-from attention.request import MapRequest
 from attention.trace import trace_layer
 from viz.shapeflow import shape_flow
 

@@ -10,10 +10,10 @@ import torch
 from families import DECODERS, make_family, make_more
 
 from attention import generate, load_lm_head, load_model
+from attention.core.mha import KeyValueCache
+from attention.core.request import MapRequest
 from attention.generate import lm_head
-from attention.mha import KeyValueCache
 from attention.models.decoding import decode, decode_masks
-from attention.request import MapRequest
 from attention.search import BufferedCache
 
 PROMPT = "The animal didn't cross the street because"
@@ -137,8 +137,8 @@ def test_decode_takes_the_new_positions_rows_only(built):
     that keeps only maps can keep no hidden state, with the same maps."""
     import dataclasses
 
+    from attention.core.rotary import angles_for
     from attention.models.positions import relative_buckets
-    from attention.rotary import angles_for
 
     _, model, _ = built("mistral")  # rotary, sliding_window 5
     dynamic = dataclasses.replace(model.config, rope_type="dynamic", rope_factor=2.0, max_position_embeddings=6)
@@ -283,7 +283,7 @@ def test_lm_head_read_from_checkpoint(built):
 def test_rotation_is_the_rotate_half_formula_to_the_bit():
     """rotary_angles gives the sines signed (first half negated), and rotate turns x by one roll of its halves:
     x·cos + rotate_half(x)·sin exactly, rotate_half(x1, x2) = (-x2, x1), as transformers' Llama writes it."""
-    from attention.rotary import rotary_angles, rotate
+    from attention.core.rotary import rotary_angles, rotate
 
     inv_freq = 1.0 / 10000 ** (torch.arange(0, 16, 2).float() / 16)
     cos, sin = rotary_angles(torch.arange(5), inv_freq)  # (1, 5, 16) each

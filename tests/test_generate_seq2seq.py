@@ -13,9 +13,9 @@ from test_generate import assert_causal_rows
 
 from attention import generate, load_model
 from attention.checkpoint import read_checkpoint
+from attention.core.mha import KeyValueCache
 from attention.errors import ModelLoadError
 from attention.generate_seq2seq import CrossKeys, decode_step, load_seq2seq_head
-from attention.mha import KeyValueCache
 
 TEXT = "The animal didn't cross the street because it was too tired"
 N_NEW = 12

@@ -1,13 +1,13 @@
-"""The named attention implementations (attention/implementations.py) and the requests that choose them
-(attention/request.py): each name gives the explicit steps' numbers, and a forward pass's request picks a layer's
+"""The named attention implementations (attention/core/implementations.py) and the requests that choose them
+(attention/core/request.py): each name gives the explicit steps' numbers, and a forward pass's request picks a layer's
 implementation by name, in one place."""
 
 import pytest
 import torch
 
-from attention.implementations import IMPLEMENTATIONS
-from attention.mha import KeyValueCache, MultiHeadAttention
-from attention.request import Call, MapRequest
+from attention.core.implementations import IMPLEMENTATIONS
+from attention.core.mha import KeyValueCache, MultiHeadAttention
+from attention.core.request import Call, MapRequest
 
 D, H, G, L = 32, 4, 2, 6
 

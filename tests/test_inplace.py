@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 import attention.models.disentangled as disentangled
 from attention import Transformer
-from attention.dot_product import attention_probs
-from attention.masks import build_mask, may_empty_rows
+from attention.core.dot_product import attention_probs
+from attention.core.masks import build_mask, may_empty_rows
 from attention.models import FAMILIES
 from attention.models.blocks import gated
 

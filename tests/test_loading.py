@@ -255,7 +255,7 @@ def test_built_model_has_no_transformers_classes():
     import attention
 
     for module in (
-        attention.mha,
+        attention.core.mha,
         attention.bert,
         attention.config,
         attention.loading,

@@ -8,8 +8,8 @@ from families import make_family, reference
 
 import attention.loading as loading
 from attention import ModelLoadError, load_model
+from attention.core.request import MapRequest
 from attention.inputs import on_model_device
-from attention.request import MapRequest
 from attention.run import run_padded_batch
 from attention.trace import trace_layer
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 from families import make_family
 
-import attention.implementations as implementations
-import attention.mha as mha
+import attention.core.implementations as implementations
+import attention.core.mha as mha
 from attention import load_model
-from attention.request import MapRequest
+from attention.core.request import MapRequest
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 CASES = {  # name -> (family, overrides, padding side, causal what-if)

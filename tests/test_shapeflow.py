@@ -74,9 +74,9 @@ def test_each_box_shows_the_real_numbers_of_this_input(minilm, trace16):
 
 def test_each_box_hovers_its_code_and_whole_path_lineno_in_monospace(trace16):
     fig = shape_flow(trace16)
-    lines = (ROOT / "attention" / "dot_product.py").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "attention" / "core" / "dot_product.py").read_text(encoding="utf-8").splitlines()
     matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
-    assert f"attention/dot_product.py:{matmul}" in box_text(fig, "scores")
+    assert f"attention/core/dot_product.py:{matmul}" in box_text(fig, "scores")
     assert "torch.matmul(q, k.transpose(-2, -1), out=reused)" in squeeze(box_text(fig, "scores")).replace(",", ", ")
     for step in trace16.steps:
         text = box_text(fig, step.name)

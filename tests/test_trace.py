@@ -54,7 +54,7 @@ def padded(minilm):
     return run(model, tok([SENTENCE, SHORT], padding=True, return_tensors="pt"), layer=0)
 
 
-def source(path: str = "attention/dot_product.py") -> list[str]:
+def source(path: str = "attention/core/dot_product.py") -> list[str]:
     """The lines of a file of ours, by its path as a trace names it (the attention's steps by default)."""
     return (ROOT / path).read_text(encoding="utf-8").splitlines()
 
@@ -106,11 +106,13 @@ def test_each_step_carries_the_line_of_code_that_made_it(single):
     lines = source()
     scores = trace.step("scores")
     matmul = next(i for i, line in enumerate(lines, 1) if "torch.matmul(q, k.transpose" in line)
-    assert scores.path == "attention/dot_product.py" and scores.lineno == matmul
+    assert scores.path == "attention/core/dot_product.py" and scores.lineno == matmul
     assert "torch.matmul(q, k.transpose" in scores.code
-    assert f"attention/dot_product.py:{matmul}" in scores.where
-    assert trace.step("q_proj").path == "attention/qkv.py"  # the projections and heads: the family's projection part
-    assert trace.step("merged").path == "attention/mha.py"  # merging the heads: multi-head attention's own
+    assert f"attention/core/dot_product.py:{matmul}" in scores.where
+    assert (
+        trace.step("q_proj").path == "attention/core/qkv.py"
+    )  # the projections and heads: the family's projection part
+    assert trace.step("merged").path == "attention/core/mha.py"  # merging the heads: multi-head attention's own
     assert "torch.softmax(scores" in trace.step("probs").code  # not the bare `record("probs", probs)`
     assert trace.step("q_heads").lineno == trace.step("v_heads").lineno  # split_heads serves Q, K and V
     assert "q_proj" in trace.step("q_proj").code and "o_proj" in trace.step("output").code

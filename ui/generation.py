@@ -15,9 +15,9 @@ import streamlit as st
 import torch
 
 from attention import ModelLoadError
+from attention.core.request import MapRequest
 from attention.generate import generate
 from attention.generate import lm_head as kept_lm_head
-from attention.request import MapRequest
 from attention.search import LMHead
 
 from .models import get_model, get_seq2seq

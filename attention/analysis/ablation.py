@@ -16,10 +16,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.request import MapRequest
 from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
-from ..request import MapRequest
 from ..run import read_only
 from .coref import CorefExample, CorefResult, score_example, score_heads
 

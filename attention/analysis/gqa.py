@@ -20,7 +20,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..mha import MultiHeadAttention
+from ..core.mha import MultiHeadAttention
 from ..models import Transformer
 from ..models.blocks import Block
 

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..core.request import MapRequest
 from ..inputs import on_model_device, within_positions
-from ..request import MapRequest
 from .points_table import MAX_ROWS, TableError, TooManyRows, read_table
 from .qk_project import joint_plane
 

@@ -1,5 +1,5 @@
 """One file per model family, each a tensor-name map and what the family declares differently;
-all of them build the one model in blocks.py from the one attention in attention/mha.py (an
+all of them build the one model in blocks.py from the one attention in attention/core/mha.py (an
 encoder-decoder, seq2seq.py, is two stacks of it)."""
 
 from __future__ import annotations

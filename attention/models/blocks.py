@@ -3,7 +3,7 @@
 Module names follow BERT's (embeddings.word_embeddings, attention, intermediate, output, ...),
 so the families' tensor-name maps stay short. What a family does differently is read from its
 ModelConfig (attention/config.py), never from a copy of this code. The attention's Q·K·V projection and Q/K norm
-are parts chosen when it is built (attention/qkv.py), and so is how positions enter (position_parts.py: a table,
+are parts chosen when it is built (attention/core/qkv.py), and so is how positions enter (position_parts.py: a table,
 sines, rotary angles, a bias on the scores, DeBERTa's terms); the blocks read the rest: token types or none, an
 embedding projection, norms after (BERT) or before (GPT-2) each sub-block, a final norm, causal or not, bias or
 none, LayerNorm or RMSNorm, a plain or gated feed-forward block, a sliding window, and cross-attention to an
@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..masks import build_mask, head_mask_tensor, query_rows
-from ..mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
-from ..request import EVERY_MAP, EXPLICIT, Call, MapRequest
+from ..core.masks import build_mask, head_mask_tensor, query_rows
+from ..core.mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
+from ..core.request import EVERY_MAP, EXPLICIT, Call, MapRequest
 from .embeddings import Embeddings
 from .parts import ACTIVATIONS, make_norm
 from .positions import band

@@ -1,5 +1,5 @@
 """A causal decoder writing token by token (attention.generate): each call runs only the new positions through
-the layers, after the keys and values of the positions before them, kept per layer in a KeyValueCache (mha.py).
+the layers, after the keys and values of the positions before them, kept per layer in a KeyValueCache (core/mha.py).
 The same numbers as the last rows of a forward over the whole sequence (blocks.Transformer.forward).
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from ..config import ModelConfig
-from ..masks import build_mask
-from ..mha import KeyValueCache
-from ..request import EXPLICIT, FUSED, Call
+from ..core.masks import build_mask
+from ..core.mha import KeyValueCache
+from ..core.request import EXPLICIT, FUSED, Call
 from .blocks import ModelOutput, Transformer
 
 BY_GROUP = Call("by_group")

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..mha import MultiHeadAttention, Recorder
+from ..core.mha import MultiHeadAttention, Recorder
 from .positions import log_buckets
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class Disentangled:
     def __call__(
         self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, record: Recorder, head: int | None = None
     ) -> torch.Tensor:
-        """`head`: q and k are that one head's, (B, 1, L, d) (attention/by_head.py), and so is what is returned."""
+        """`head`: q and k are that one head's, (B, 1, L, d) (attention/core/by_head.py), and so is what is returned."""
         B, H, L, _ = q.shape
         heads = slice(None) if head is None else slice(head, head + 1)  # the table's heads these q and k meet
         if k.size(2) != L:

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..dot_product import Recorder, no_record
+from ..core.dot_product import Recorder, no_record
 from .parts import embedding_table, make_norm
 from .position_parts import POSITION_PARTS
 

@@ -4,7 +4,7 @@ of each head's coordinates, and one fused Q·K·V projection laid out per head.
 rotary_pct (transformers 5: rope_parameters' partial_rotary_factor; 0.25 by default) is the share of
 each head's d that rotary turns, the first coordinates; the rest pass unchanged. query_key_value's
 output holds, for each head in turn, its q, k and v (d columns each), not GPT-2's [Q K V]; the
-attention reads it as such a view (mha.py's qkv_per_head), so the shape flow shows the real layout.
+attention reads it as such a view (core/qkv.py's per_head projection), so the shape flow shows the real layout.
 With use_parallel_residual (the default) attention and feed-forward both read the block's input:
 x + attention(norm(x)) + feed_forward(norm'(x)). Biases everywhere unless attention_bias is false
 (then none on query_key_value and dense).

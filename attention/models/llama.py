@@ -1,6 +1,6 @@
 """Llama: a causal decoder of pre-norm blocks with rotary positions, RMSNorm and a gated SiLU MLP.
 
-No position table and no token types: q and k are turned by their positions (attention/rotary.py).
+No position table and no token types: q and k are turned by their positions (attention/core/rotary.py).
 Grouped-query attention with num_key_value_heads, no biases unless attention_bias / mlp_bias say
 so, a final norm. Tensor names: embed_tokens, self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
 input_layernorm, post_attention_layernorm, norm; a causal LM keeps them under "model.", with an

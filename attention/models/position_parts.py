@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..rotary import angles_for
+from ..core.rotary import angles_for
 from . import disentangled
 from .parts import embedding_table
 from .positions import position_ids, relative_buckets, sinusoids

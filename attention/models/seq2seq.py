@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..mha import build_mask
+from ..core.mha import build_mask
 from .blocks import Block, Transformer
 
 if TYPE_CHECKING:

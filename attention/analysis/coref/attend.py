@@ -9,9 +9,9 @@ from typing import cast
 import numpy as np
 import torch
 
+from ...core.masks import pick_rows
+from ...core.request import MapRequest
 from ...inputs import on_model_device
-from ...masks import pick_rows
-from ...request import MapRequest
 from .mentions import Located
 
 

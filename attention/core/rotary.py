@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .config import ModelConfig
+from ..config import ModelConfig
 
 
 def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torch.Tensor:

@@ -14,7 +14,7 @@ reads v (map_only does not, so a separate value projection is skipped).
     rows       the outputs fused, and the map of the call's rows only
     map_only   the map (or its rows) and nothing else
     by_group   one new query of a written sequence: each K/V head's group of query heads as rows of one matrix
-    by_head    every step, one head at a time: no (B, H, L, S) map made whole (attention/by_head.py)
+    by_head    every step, one head at a time: no (B, H, L, S) map made whole (attention/core/by_head.py)
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def by_group(
 def by_head(
     attention: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask, call: Call
 ) -> Result:
-    """The explicit steps one head at a time (attention/by_head.py): the recorded head's map kept, (B, 1, L, S)."""
+    """The explicit steps one head at a time (attention/core/by_head.py): the recorded head's map kept, (B, 1, L, S)."""
     assert v is not None
     heads, probs = one_head.attend(attention, q, k, v, mask, call)
     return heads, probs if call.rows is None or probs is None else pick_rows(probs, call.rows)

@@ -2,7 +2,7 @@
 
 `MapRequest` is the whole pass's: which layers' maps to keep, which query rows of them, whether to stop at the
 last kept map, whether to keep hidden states, and whether to make maps one head at a time. `Call` is one
-attention call's: the named implementation that turns its scores into outputs (attention/implementations.py),
+attention call's: the named implementation that turns its scores into outputs (attention/core/implementations.py),
 the rows of its map to keep, a recorder of its steps and the heads it ablates. `MapRequest.call` is the one
 place that chooses a layer's implementation by name from what was asked; the attention never infers it.
 """
@@ -49,7 +49,7 @@ class MapRequest:
     output computed fused (the same numbers as those rows of the full map). `stop`: only the maps are wanted, the
     last kept layer stops at its map and no layer after it runs. `keep_hidden`: every layer's hidden states kept
     (False: only the one the next layer reads). `head`: each kept layer makes its maps one head at a time, none
-    made whole, and a recorded layer records this head's (attention/by_head.py)."""
+    made whole, and a recorded layer records this head's (attention/core/by_head.py)."""
 
     layers: Collection[int] | None = None
     rows: torch.Tensor | None = None

@@ -1,6 +1,6 @@
 """Scaled dot-product attention in the paper's steps: each query's similarity with every key, scaled; the mask;
-the softmax over the keys; the weighted sum of the values. attention/mha.py builds multi-head attention on it
-(projections, heads, positions, shared key/value heads); attention/by_head.py runs it one head at a time.
+the softmax over the keys; the weighted sum of the values. attention/core/mha.py builds multi-head attention on it
+(projections, heads, positions, shared key/value heads); attention/core/by_head.py runs it one head at a time.
 
 Shapes: B batch, H heads, L query length, S key/value length, d head width; maps are (B, H, L, S).
 Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged. By default
