@@ -138,7 +138,7 @@ def view_context(run, key, kinds: frozenset[str], written):
 
 
 def draw_view(ctx) -> None:
-    from attention.bigrun import NeedsSmallerInput
+    from attention.runs.bigrun import NeedsSmallerInput
     from ui import registry
 
     view = registry.by_label(st.session_state.view)
@@ -161,7 +161,7 @@ if __name__ == "__main__":
                 "sentence, or reload the page."
             )
         except BaseException as err:  # a tokenizer's panic is not an Exception: uncaught, the page spun forever
-            from attention.tokenizer import panicked
+            from attention.load.tokenizer import panicked
             from ui.page import plain
 
             if not panicked(err):  # Streamlit's own stop and rerun, an interrupt

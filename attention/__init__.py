@@ -3,15 +3,15 @@ Qwen2, and the encoder-decoders BART, mBART, Marian and T5) written out in plain
 checkpoints."""
 
 from .config import BertConfig, ConfigError, ModelConfig
-from .convert import map_state_dict
 from .core.dot_product import scaled_dot_product_attention
 from .core.mha import MultiHeadAttention
 from .errors import ModelLoadError
-from .generate import Generation, generate, load_lm_head
-from .inputs import Encoded, encode
-from .loading import LoadReport, load_bert, load_model
+from .load.convert import map_state_dict
+from .load.loading import LoadReport, load_bert, load_model
 from .models import FAMILIES, EncoderDecoder, ModelOutput, Seq2SeqOutput, Transformer
 from .models.bert import BertModel, BertOutput
+from .runs.inputs import Encoded, encode
+from .writing.generate import Generation, generate, load_lm_head
 
 __all__ = [
     "FAMILIES",

@@ -18,14 +18,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import read_checkpoint
 from .config import ModelConfig
-from .convert import check_tensors
 from .errors import ModelLoadError
-from .inputs import on_model_device
+from .load.checkpoint import read_checkpoint
+from .load.convert import check_tensors
 from .models import FAMILIES, Transformer
 from .models.blocks import ACTIVATIONS
 from .models.family import MaskedLMNames
+from .runs.inputs import on_model_device
 
 _OLD_NAMES = {"gamma": "weight", "beta": "bias"}  # LayerNorm names of the original TensorFlow checkpoints
 

@@ -38,8 +38,8 @@ from attention.analysis.stats import (
     pattern_labels,  # noqa: E402
     punctuation_mask,
 )
-from attention.run import run_sentence  # noqa: E402
-from attention.trace import trace_layer  # noqa: E402
+from attention.runs.run import run_sentence  # noqa: E402
+from attention.tracing.trace import trace_layer  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402
 from ui.state import PRESETS  # noqa: E402
 from viz.ablation import ablation_figure  # noqa: E402

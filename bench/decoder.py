@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forward import DECODERS, family_pair, interleaved_medians  # noqa: E402
 from fused import _reset_peak, _status_mb  # noqa: E402
 
-from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.core.request import MapRequest  # noqa: E402
+from attention.load.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES, Transformer  # noqa: E402
 
 SHAPE = dict(

@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attention import Transformer, encode, load_bert  # noqa: E402
-from attention.convert import convert_checkpoint, copy_weights  # noqa: E402
+from attention.load.convert import convert_checkpoint, copy_weights  # noqa: E402
 from attention.models import FAMILIES  # noqa: E402
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}

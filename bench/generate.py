@@ -21,7 +21,7 @@ Memory: each (model, side) in `--memory-runs` other fresh processes, the run of 
 figure moves by a few tenths of a MB with where the allocator happens to place things: a tiny BART's 1.1-2.0 MB
 over six runs). After the model is loaded and every weight read once
 (transformers maps a checkpoint's file lazily; our LM head, which theirs holds as a weight, is read once per
-model from the checkpoint by attention.generate.lm_head, so it is read there with the weights), the side writes
+model from the checkpoint by attention.writing.generate.lm_head, so it is read there with the weights), the side writes
 2 tokens with the same settings as a warm-up, so that the code of every kernel its call runs is paged in; the
 memory the allocator kept from it is handed back (glibc's malloc_trim). Then the kernel's high-water mark of
 the resident set is reset to the current resident size (writing 5 to /proc/self/clear_refs), that size is the
@@ -126,7 +126,7 @@ def writer(which: str, folder: Path, prompt: list[int]):
     and returns the ids."""
     if which == "ours":
         from attention import generate, load_model
-        from attention.generate import lm_head
+        from attention.writing.generate import lm_head
 
         model, _ = load_model(folder)
         tokenizer = FixedPrompt(prompt)
@@ -330,10 +330,10 @@ def per_call_us(call, calls: int = 20, repeats: int = 25) -> float:
 
 def head_us(weight: torch.Tensor) -> tuple[float, float]:
     """µs for one hidden state's logits from the head `weight` (V, E) as stored (V, E) and laid out by columns
-    (attention.search.by_columns), each read from memory: 8 copies used in turn (over 100 MB), as a writing step
+    (attention.writing.search.by_columns), each read from memory: 8 copies used in turn (over 100 MB), as a writing step
     reads its head after the layers' weights have passed through the caches (one matrix called again and again
     stays in them)."""
-    from attention.search import by_columns
+    from attention.writing.search import by_columns
 
     hidden = torch.randn(1, weight.size(1))
     times = []
@@ -353,7 +353,7 @@ def parts(folders: dict[str, Path]) -> str:
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from attention.core.rotary import rotary_angles, rotate
-    from attention.search import by_columns
+    from attention.writing.search import by_columns
 
     own = load_file(str(folders["llama-gqa"] / "model.safetensors"))["lm_head.weight"]  # (V, E)
     table = load_file(str(folders["gpt2-small"] / "model.safetensors"))["transformer.wte.weight"]  # (V, E)

@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui.priority as priority  # noqa: E402
 from attention import load_model  # noqa: E402
-from attention.run import run_padded_batch, run_sentence  # noqa: E402
+from attention.runs.run import run_padded_batch, run_sentence  # noqa: E402
 
 LONG_TEXT = "walrus " * 510  # 512 positions with [CLS] and [SEP], the bundled model's limit
 

@@ -253,7 +253,7 @@ def test_predict_masked_with_ablated_heads_matches_transformers(tiny_mlm_dir):
 def test_the_mlm_head_reads_only_its_own_tensors_and_allocates_no_decoder(tiny_mlm_dir, monkeypatch):
     """The head's few tensors are read from the checkpoint, not the model's weights again; its decoder weight
     is the embeddings' from the start (a vocabulary-sized matrix made and thrown away would cost V x E)."""
-    from attention.checkpoint import SafetensorsWeights
+    from attention.load.checkpoint import SafetensorsWeights
 
     model, _ = load_bert(tiny_mlm_dir)
     read, get = [], SafetensorsWeights.__getitem__

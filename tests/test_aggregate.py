@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from attention.aggregate import drop_special, merge_labels, merge_word_pieces, word_groups
+from attention.runs.aggregate import drop_special, merge_labels, merge_word_pieces, word_groups
 
 # [CLS] em ##bed ##ding is [SEP]: "embedding" is one word split into 3 pieces.
 TOKENS = ["[CLS]", "em", "##bed", "##ding", "is", "[SEP]"]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from families import write_bpe_tokenizer
 
-from attention.aggregate import merge_labels, merge_word_pieces, written_words
-from attention.inputs import encode
+from attention.runs.aggregate import merge_labels, merge_word_pieces, written_words
+from attention.runs.inputs import encode
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 

@@ -295,7 +295,7 @@ def test_mds_puts_points_on_a_line_on_one_axis():
 
 
 def test_rollout_on_the_default_model(minilm):
-    from attention.run import run_sentence
+    from attention.runs.run import run_sentence
 
     model, tokenizer = minilm
     run = run_sentence(model, tokenizer, DEFAULT_SENTENCE)
@@ -322,7 +322,7 @@ def test_flow_on_the_default_model_starts_at_the_first_layer(minilm):
 
 
 def test_head_patterns_on_the_default_sentence(minilm):
-    from attention.run import run_sentence
+    from attention.runs.run import run_sentence
 
     model, tokenizer = minilm
     run = run_sentence(model, tokenizer, DEFAULT_SENTENCE)

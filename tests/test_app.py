@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from attention.run import run_sentence
+from attention.runs.run import run_sentence
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 

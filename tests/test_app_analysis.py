@@ -12,8 +12,8 @@ from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.query_key import query_key
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
-from attention.run import run_sentence
-from attention.trace import trace_layer
+from attention.runs.run import run_sentence
+from attention.tracing.trace import trace_layer
 from ui.workers import flow_workers
 
 

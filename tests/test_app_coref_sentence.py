@@ -14,7 +14,7 @@ from test_app import SENTENCE, head_figure, no_errors, start
 
 from attention.analysis.coref import CorefExample, flipping_heads, score_example
 from attention.analysis.coref.heads import MIN_SEPARATION, column_means, head_values, ranked
-from attention.run import run_sentence
+from attention.runs.run import run_sentence
 
 WIDE = "The animal didn't cross the street because it was too wide."
 

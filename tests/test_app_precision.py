@@ -23,7 +23,7 @@ import ui.models as cache
 from attention import ModelLoadError, load_model
 from attention.analysis.ablation import ablate
 from attention.mlm import load_mlm_head
-from attention.run import run_sentence
+from attention.runs.run import run_sentence
 from ui import registry
 from ui.stores import forget_everything
 
@@ -189,7 +189,7 @@ def test_the_device_and_dtype_reach_load_model(monkeypatch):
 
 
 def test_the_caption_names_the_device_and_dtype_unless_cpu_float32():
-    from attention.loading import LoadReport
+    from attention.load.loading import LoadReport
 
     def report(device, dtype):
         return LoadReport("x", "x", "model.safetensors", (), device=device, dtype=dtype)

@@ -14,8 +14,8 @@ from test_app import SENTENCE, decode, head_figure, no_errors, start
 from test_app_families import every_view_draws
 
 from attention import generate, load_model
-from attention.generate_seq2seq import generate_seq2seq
-from attention.inputs import encode
+from attention.runs.inputs import encode
+from attention.writing.generate_seq2seq import generate_seq2seq
 from ui.runs import MAX_NEW_TOKENS
 from ui.url_values import MAX_TARGET_CHARS
 from viz._text import escape_all, position_labels

@@ -1,4 +1,4 @@
-"""Big-model runs (attention/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES,
+"""Big-model runs (attention/runs/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES,
 the run keeps pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on
 demand."""
 
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from families import make_family
 
-from attention import bigrun, load_model
+from attention import load_model
 from attention.analysis.stats import head_stats, punctuation_mask
-from attention.inputs import encode
-from attention.pooling import head_tiles, pool_map
-from attention.run import run_sentence
+from attention.runs import bigrun
+from attention.runs.inputs import encode
+from attention.runs.pooling import head_tiles, pool_map
+from attention.runs.run import run_sentence
 from ui import runs
 from ui.runs import big_run_loader
 from viz.overview import overview_figure, overview_grid
@@ -180,7 +181,7 @@ def titled(at, start: str) -> dict:
 def test_gqa_view_shows_the_models_own_grouping(llama):
     from test_app import decode, no_errors, start
 
-    from attention.aggregate import pairwise_change
+    from attention.runs.aggregate import pairwise_change
 
     folder, _, _, full = llama
     at = start(model=str(folder), s=TEXT, view="efficient", layer="1", head="0")

@@ -17,9 +17,9 @@ from test_app_seq2seq import figure
 from test_bound_writing import BART_BASE
 
 from attention import load_model
-from attention.bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, maps_bytes
-from attention.inputs import encode
-from attention.pooling import pool_map
+from attention.runs.bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, maps_bytes
+from attention.runs.inputs import encode
+from attention.runs.pooling import pool_map
 from ui.url_values import MAX_TARGET_CHARS
 
 TEXT = "zq" * 500  # 1,000 characters: 1,002 source tokens of the tiny byte-level BPE
@@ -35,7 +35,7 @@ def bart(tmp_path_factory):
 
 
 SETUP = """
-from attention.bigrun import KeepsTooMuch
+from attention.runs.bigrun import KeepsTooMuch
 from ui.runs import get_writing
 from ui.stores import size_of
 source = {source!r}
@@ -144,7 +144,7 @@ def test_the_page_shows_the_pooled_grid_and_the_chosen_layer(bart):
 def test_the_forced_pass_hands_each_map_in_order_and_stops_after_the_one_asked_for(tmp_path):
     """forced_maps runs the model's own decoder pass (EncoderDecoder.decode with on_map): every layer's maps in
     the order they are made, each the full pass's, and nothing made after `until`."""
-    from attention.seq2seq_maps import forced_maps
+    from attention.runs.seq2seq_maps import forced_maps
 
     model, tokenizer = load_model(make_seq2seq(tmp_path / "bart", "bart"))
     ids, decoder_ids = encode(tokenizer, "zq zq qz").input_ids, torch.tensor([[2, 9, 14, 5]])

@@ -15,7 +15,7 @@ from peak import peak_bytes
 from test_app import decode, no_errors, start
 
 import viz
-from attention.bigrun import BIG_RUN_BYTES
+from attention.runs.bigrun import BIG_RUN_BYTES
 from viz.lines import MAX_LINES, MESSAGE_BYTES, TooManyLines, figure_bytes, strongest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,14 +12,14 @@ from families import make_family, make_more
 from peak import peak_bytes
 
 from attention import load_model
-from attention.bigrun import BIG_RUN_BYTES, maps_bytes
-from attention.trace import MAP_STEPS, trace_layer
+from attention.runs.bigrun import BIG_RUN_BYTES, maps_bytes
+from attention.tracing.trace import MAP_STEPS, trace_layer
 
 MiB = 2**20
 SETUP = """
 import torch
 from attention import load_model
-from attention.trace import trace_layer, kept_bytes
+from attention.tracing.trace import trace_layer, kept_bytes
 model, tok = load_model({folder!r})
 ids = torch.tensor([list(range(3, 300)) * 6 + list(range(3, 222))])  # 2,001 tokens
 trace_layer(model, ids[:, :20], layer=3, head=5)  # warmed

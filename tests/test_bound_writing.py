@@ -11,8 +11,8 @@ from families import make_family, make_seq2seq
 from peak import peak_bytes
 
 from attention import generate, load_model
-from attention.bigrun import BIG_RUN_BYTES, KeepsTooMuch, maps_bytes
-from attention.generate_seq2seq import kept_bytes
+from attention.runs.bigrun import BIG_RUN_BYTES, KeepsTooMuch, maps_bytes
+from attention.writing.generate_seq2seq import kept_bytes
 
 PROMPT = "zq" * 1000  # 2,000 tokens of the tiny byte-level BPE
 SHAPE = dict(n_layer=8, n_head=8, n_embd=64, n_positions=2048)
@@ -110,7 +110,9 @@ result["head"] = trace.head
 result["shape"] = list(trace.step("probs").shape)
 """
     setup = (
-        SETUP + "from ui.runs import get_trace\nfrom ui.stores import size_of\nfrom attention.trace import kept_bytes\n"
+        SETUP
+        + "from ui.runs import get_trace\nfrom ui.stores import size_of\n"
+        + "from attention.tracing.trace import kept_bytes\n"
     )
     measured = peak_bytes(setup.format(source=str(decoder)), work)
     one_layer = maps_bytes(1, 8, 2001)  # the traced layer's map, (H, L, L): the pass's own buffer of it

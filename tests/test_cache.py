@@ -10,7 +10,7 @@ from ui.stores import BoundedStore, size_of
 
 
 def test_size_of_counts_arrays_and_tensors_inside_results(minilm):
-    from attention.run import run_sentence
+    from attention.runs.run import run_sentence
 
     model, tokenizer = minilm
     run = run_sentence(model, tokenizer, "The cat sat on the mat.")

@@ -144,7 +144,7 @@ def test_size_caps_name_their_limits(monkeypatch, minilm):
     from test_app_coref import span_lines
 
     import ui.coref_data as coref_data
-    from attention.inputs import encode
+    from attention.runs.inputs import encode
 
     class Upload:
         name, size = "big.jsonl", 3 * 1024 * 1024

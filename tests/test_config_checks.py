@@ -68,7 +68,7 @@ def test_a_huge_config_beside_tiny_weights_is_refused_at_once_in_3_gb(tmp_path, 
 
 
 def test_the_weights_are_checked_from_their_headers_before_they_are_read(tmp_path, monkeypatch):
-    from attention.checkpoint import SafetensorsWeights
+    from attention.load.checkpoint import SafetensorsWeights
 
     folder = edited(make_tiny(tmp_path / "tiny"), hidden_size=64, num_attention_heads=4)
 

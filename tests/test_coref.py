@@ -231,7 +231,7 @@ def test_the_built_in_suite(suite):
 
 def test_batched_scores_equal_one_by_one(minilm, suite):
     from attention.analysis.coref import score_example as one
-    from attention.run import run_sentence
+    from attention.runs.run import run_sentence
 
     model, tokenizer = minilm
     subset = suite[:7]

@@ -22,10 +22,10 @@ from attention.analysis.coref import load_examples, score_heads
 from attention.analysis.gqa import map_change, to_grouped
 from attention.analysis.query_key import query_key
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
-from attention.inputs import on_model_device
 from attention.mlm import load_mlm_head, predict_masked
-from attention.run import run_padded_batch, run_sentence, stack_attentions
-from attention.trace import head_matrix, trace_layer
+from attention.runs.inputs import on_model_device
+from attention.runs.run import run_padded_batch, run_sentence, stack_attentions
+from attention.tracing.trace import head_matrix, trace_layer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
 
@@ -311,9 +311,10 @@ def test_grouped_query_conversion_of_a_gpu_model(folders, family):
 
 
 def test_a_big_runs_layer_by_layer_maps_from_a_gpu_model(folders):
-    """attention/bigrun.py's forward_maps (PooledRun, LayerMaps): each layer's maps leave the GPU as float32 numpy."""
+    """attention/runs/bigrun.py's forward_maps (PooledRun, LayerMaps): each layer's maps leave the GPU as float32
+    numpy."""
     pytest.importorskip("plotly")
-    from attention import bigrun
+    from attention.runs import bigrun
     from viz.overview import head_tiles
 
     gpu, tokenizer = load_model(folders["llama"], device="cuda", dtype="bfloat16")

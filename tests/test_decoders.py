@@ -15,8 +15,8 @@ from attention.analysis.query_key import query_key
 from attention.config import ModelConfig
 from attention.core.request import MapRequest
 from attention.core.rotary import inverse_frequencies
-from attention.run import run_padded_batch, run_sentence
-from attention.trace import head_matrix, trace_layer
+from attention.runs.run import run_padded_batch, run_sentence
+from attention.tracing.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]

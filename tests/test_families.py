@@ -12,8 +12,8 @@ from attention import ModelLoadError, encode, load_bert, load_model
 from attention.analysis.ablation import ablate
 from attention.analysis.gqa import to_grouped
 from attention.mlm import MaskedLMHead, load_mlm_head
-from attention.run import run_padded_batch, run_sentence
-from attention.trace import head_matrix, trace_layer
+from attention.runs.run import run_padded_batch, run_sentence
+from attention.tracing.trace import head_matrix, trace_layer
 
 HIDDEN_TOL = dict(atol=1e-5, rtol=0)
 ATTN_TOL = dict(atol=1e-6, rtol=0)

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 from attention import ModelLoadError, encode, load_model
 from attention.core.request import MapRequest
 from attention.models.parts import OffsetRMSNorm
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from viz.shapeflow import shape_flow
 
 CASES = {  # id -> (family, config overrides)

@@ -13,7 +13,7 @@ from families import PARITY_KINDS, case_loader, make_more, parity
 
 from attention import ModelLoadError, encode, load_model
 from attention.models.residuals import Parallel
-from attention.trace import head_matrix, trace_layer
+from attention.tracing.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow
 
 CASES = {  # id -> (family, config overrides)

@@ -12,7 +12,7 @@ from families import PARITY_KINDS, case_loader, make_more, parity
 from attention import ModelLoadError, encode, load_model
 from attention.analysis.terms import layer_terms
 from attention.models.positions import log_buckets
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from viz.shapeflow import shape_flow
 
 CASES = {  # id -> (family, config overrides)

@@ -12,9 +12,9 @@ from families import DECODERS, make_family, make_more
 from attention import generate, load_lm_head, load_model
 from attention.core.mha import KeyValueCache
 from attention.core.request import MapRequest
-from attention.generate import lm_head
 from attention.models.decoding import decode, decode_masks
-from attention.search import BufferedCache
+from attention.writing.generate import lm_head
+from attention.writing.search import BufferedCache
 
 PROMPT = "The animal didn't cross the street because"
 N_NEW = 12
@@ -170,7 +170,7 @@ def test_lm_head_read_once_per_model(tmp_path, monkeypatch):
     def unread(*args, **kwargs):
         raise AssertionError("the checkpoint was read again")
 
-    monkeypatch.setattr(importlib.import_module("attention.generate"), "read_checkpoint", unread)
+    monkeypatch.setattr(importlib.import_module("attention.writing.generate"), "read_checkpoint", unread)
     assert torch.equal(generate(model, tokenizer, PROMPT, max_new_tokens=3).ids, first.ids)
     assert lm_head(model) is head
 

@@ -12,10 +12,10 @@ from families import SEQ2SEQ_CONFIGS, make_seq2seq
 from test_generate import assert_causal_rows
 
 from attention import generate, load_model
-from attention.checkpoint import read_checkpoint
 from attention.core.mha import KeyValueCache
 from attention.errors import ModelLoadError
-from attention.generate_seq2seq import CrossKeys, decode_step, load_seq2seq_head
+from attention.load.checkpoint import read_checkpoint
+from attention.writing.generate_seq2seq import CrossKeys, decode_step, load_seq2seq_head
 
 TEXT = "The animal didn't cross the street because it was too tired"
 N_NEW = 12

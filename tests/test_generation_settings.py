@@ -7,12 +7,12 @@ import pytest
 import torch
 from families import make_family, make_seq2seq
 
-import attention.processors
+import attention.writing.processors
 from attention import generate, load_model
 from attention.config import ModelConfig
 from attention.errors import ModelLoadError
 from attention.models import build_model
-from attention.processors import Settings, settings_of
+from attention.writing.processors import Settings, settings_of
 
 PROMPT = "The animal didn't cross the street because"
 N_NEW = 8
@@ -27,13 +27,13 @@ def edit(folder, **values):
 def reads(monkeypatch):
     """The JSON files processors.py reads, by name, from here on."""
     seen: list[str] = []
-    read = attention.processors.read_json
+    read = attention.writing.processors.read_json
 
     def counted(path):
         seen.append(str(path).rsplit("/", 1)[-1])
         return read(path)
 
-    monkeypatch.setattr(attention.processors, "read_json", counted)
+    monkeypatch.setattr(attention.writing.processors, "read_json", counted)
     return seen
 
 

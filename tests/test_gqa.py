@@ -11,7 +11,7 @@ import torch
 
 from attention import encode
 from attention.analysis.gqa import kv_head_options, map_change, to_grouped
-from attention.run import stack_attentions
+from attention.runs.run import stack_attentions
 from viz.fused import fused_panel
 from viz.gqa import gqa_change_grid
 

@@ -237,7 +237,7 @@ def test_encoding_5mb_of_text_is_quick_and_says_it_was_cut():
         """
 import json, resource, time
 from attention import load_model
-from attention.inputs import encode
+from attention.runs.inputs import encode
 _, tokenizer = load_model()
 text = ("The animal didn't cross the street because it was too tired. " * 90_000)[:5_000_000]
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -257,7 +257,7 @@ print(json.dumps({"seconds": time.perf_counter() - began, "tokens": len(enc.toke
 
 
 def test_a_cut_that_leaves_fewer_tokens_than_positions_is_said_in_characters(minilm):
-    from attention.inputs import CHARS_PER_POSITION, encode
+    from attention.runs.inputs import CHARS_PER_POSITION, encode
 
     _, tokenizer = minilm
     enc = encode(tokenizer, "it" + " " * 40_000 + "animal", None, max_length=512)  # spaces make no tokens
@@ -293,8 +293,8 @@ class Reading:
 def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm, monkeypatch):
     """The 5 MB text reaches no tokenizer whole (which would take 10 s and more): each reads at most 64 characters
     per position. What the tokenizer is given is counted, not timed, so a busy machine cannot fail it."""
-    from attention.inputs import CHARS_PER_POSITION
-    from attention.run import run_padded_batch
+    from attention.runs.inputs import CHARS_PER_POSITION
+    from attention.runs.run import run_padded_batch
     from ui.models import get_model
     from ui.runs import get_trace
 

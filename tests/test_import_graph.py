@@ -124,11 +124,11 @@ def test_no_module_of_attention_imports_viz_or_ui():
         if target.split(".")[0] in ("viz", "ui")
     }
     assert wrong == set()
-    assert "attention.pooling" in edges["attention.seq2seq_maps"]  # the pooling attention uses is its own
+    assert "attention.runs.pooling" in edges["attention.runs.seq2seq_maps"]  # the pooling attention uses is its own
 
 
 def test_viz_imports_no_torch_and_its_pooling_is_attentions():
-    """viz reads attention.pooling on first use only (`import attention` imports torch, seconds on a busy
+    """viz reads attention.runs.pooling on first use only (`import attention` imports torch, seconds on a busy
     machine, and the first page's "Loading" figure is drawn by viz before it); no copy of it stays in viz."""
     script = "import sys, viz, viz.overview; print('torch' in sys.modules); print(hasattr(viz.overview, 'pool_map'))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)

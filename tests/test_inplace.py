@@ -117,7 +117,7 @@ def test_a_grouped_query_writing_step_reads_each_shared_key_without_copying_it(t
 
     from attention import load_model
     from attention.models.decoding import decode
-    from attention.search import BufferedCache
+    from attention.writing.search import BufferedCache
 
     folder = make_family(tmp_path / "llama", "llama", num_attention_heads=4, num_key_value_heads=2)
     model, _ = load_model(str(folder))

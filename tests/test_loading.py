@@ -258,10 +258,10 @@ def test_built_model_has_no_transformers_classes():
         attention.core.mha,
         attention.bert,
         attention.config,
-        attention.loading,
-        attention.checkpoint,
-        attention.convert,
-        attention.sources,
+        attention.load.loading,
+        attention.load.checkpoint,
+        attention.load.convert,
+        attention.load.sources,
     ):
         source = inspect.getsource(module)
         assert "from transformers import Bert" not in source and "modeling_bert" not in source

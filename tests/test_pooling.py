@@ -1,4 +1,4 @@
-"""attention.pooling: maps mean-pooled block by block, as a big run keeps them and the overview draws them."""
+"""attention.runs.pooling: maps mean-pooled block by block, as a big run keeps them and the overview draws them."""
 
 import itertools
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_viz import random_maps
 
-from attention.pooling import pool_map
+from attention.runs.pooling import pool_map
 
 
 def test_pool_map_averages_blocks():

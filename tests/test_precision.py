@@ -6,12 +6,12 @@ import pytest
 import torch
 from families import make_family, reference
 
-import attention.loading as loading
+import attention.load.loading as loading
 from attention import ModelLoadError, load_model
 from attention.core.request import MapRequest
-from attention.inputs import on_model_device
-from attention.run import run_padded_batch
-from attention.trace import trace_layer
+from attention.runs.inputs import on_model_device
+from attention.runs.run import run_padded_batch
+from attention.tracing.trace import trace_layer
 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 # bfloat16 keeps 8 bits of mantissa: a rounding step is 2^-8 of a value. Our hidden states match transformers'

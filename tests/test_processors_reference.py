@@ -1,5 +1,5 @@
 """The scores a token is chosen from are transformers' own: repetition penalty, temperature, top-k and top-p
-(attention/processors.py) against transformers' logits processors, built by its generate's own code in its own
+(attention/writing/processors.py) against transformers' logits processors, built by its generate's own code in its own
 order, on fixed logits at several temperatures and top-p values, and by hand on a case small enough to count; the
 top probabilities a sampled writing keeps (attention.generate's top_probs) against softmax(logits / T) after the
 same processors, from transformers' model's logits; and the Next token view's tempered bars against
@@ -18,7 +18,7 @@ import torch
 from families import make_family
 
 from attention import generate, load_model
-from attention.processors import Settings, process
+from attention.writing.processors import Settings, process
 from viz.next_token import softmax
 
 PROMPT = "The animal didn't cross the street because"

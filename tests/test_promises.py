@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from attention import load_model
 from attention.analysis.coref import NO_ANSWER, group, parse_examples, score_example, score_heads
-from attention.run import run_sentence
+from attention.runs.run import run_sentence
 
 INV_FREQ = "model.layers.{}.self_attn.rotary_emb.inv_freq"
 

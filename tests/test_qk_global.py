@@ -19,7 +19,7 @@ from attention.analysis import qk_global
 from attention.analysis.qk_global import COLUMNS, collect, context, head_points, main, read_folder, write_folder
 from attention.analysis.qk_project import joint_plane, normalise, project
 from attention.analysis.texts import read_texts
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from ui import settings, stores
 from ui.limits import too_long_message
 from ui.slots import TooLong

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attention import BertConfig, BertModel, MultiHeadAttention
-from attention.trace import Trace, head_matrix, trace_layer
+from attention.tracing.trace import Trace, head_matrix, trace_layer
 from viz._style import HIGHLIGHT
 from viz.shapeflow import shape_flow, tensor_heatmap
 

@@ -8,7 +8,7 @@ from families import make_more
 from test_shapeflow import box_text
 
 from attention import load_model
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from viz.shapeflow import shape_flow
 
 SENTENCE = "The cat sat on the mat and it was warm."

@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_shapeflow import box_text, rect
 
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from viz.shapeflow import shape_flow
 
 
@@ -199,7 +199,7 @@ def test_a_cross_attention_layer_reads_q_from_the_decoder_and_k_v_from_the_encod
         assert any(x.ay == pytest.approx(start.y1) and x.y == pytest.approx(box.y0) for x in arrows), part
     with torch.no_grad():
         out = model(ids, decoder_input_ids=decoder)
-    from attention.trace import trace_cross_attention
+    from attention.tracing.trace import trace_cross_attention
 
     trace = trace_cross_attention(model, ids, decoder, layer=1)
     torch.testing.assert_close(trace.tensor("probs"), out.cross_attentions[1])

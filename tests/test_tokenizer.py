@@ -15,8 +15,8 @@ from conftest import ROOT, write_tiny_tokenizer
 from families import write_bpe_tokenizer
 
 from attention import encode, load_model
-from attention.sources import default_model_dir
-from attention.tokenizer import FirstUseTokenizer, load_tokenizer
+from attention.load.sources import default_model_dir
+from attention.load.tokenizer import FirstUseTokenizer, load_tokenizer
 
 KINDS = ("bundled", "wordpiece", "roberta", "gpt2", "llama")
 # (text, pair, max_length): pairs cut from the longer side first and from both, and texts holding special tokens

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attention import BertConfig, BertModel, MultiHeadAttention, load_model
-from attention.trace import head_matrix, trace_layer
+from attention.tracing.trace import head_matrix, trace_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -252,7 +252,7 @@ def test_a_trace_of_one_head_keeps_that_heads_maps_and_every_steps_shape(minilm,
     """Past the bound (ui/runs.get_trace) a trace keeps the chosen head's maps only: the same numbers for that
     head, the full shapes for the diagram, and a clear error for another head; kept_bytes sizes both before."""
     from attention.analysis.query_key import query_key
-    from attention.trace import MAP_STEPS, kept_bytes
+    from attention.tracing.trace import MAP_STEPS, kept_bytes
 
     model, tok = minilm
     full, _ = padded
@@ -280,8 +280,8 @@ def test_a_trace_of_one_head_keeps_that_heads_maps_and_every_steps_shape(minilm,
 
 
 def test_the_apps_trace_is_sized_before_the_work_one_head_past_the_bound_refused_past_it_even_so(monkeypatch):
-    from attention import trace
-    from attention.bigrun import KeepsTooMuch
+    from attention.runs.bigrun import KeepsTooMuch
+    from attention.tracing import trace
     from ui import runs
     from ui.models import get_model
 
@@ -304,7 +304,7 @@ def test_the_views_on_a_trace_of_one_head_draw_the_chosen_head_and_follow_a_chan
     head's maps are traced, drawn, and traced again for another head when the head changes."""
     from test_app import figures, no_errors, start, titles
 
-    from attention import trace
+    from attention.tracing import trace
     from ui import runs
     from ui.models import get_model
 

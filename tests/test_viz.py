@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import pytest
 
 import viz
-from attention.pooling import pool_map
+from attention.runs.pooling import pool_map
 from viz.lines import bin_opacity, opacity_bins
 from viz.overview import tile_maps
 

@@ -10,7 +10,7 @@ import torch
 from attention import BertConfig, BertModel
 from attention.analysis.query_key import QueryKey, query_key
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from viz.ablation import ablation_figure
 from viz.query_key import query_key_figure
 from viz.rollout import attention_pair

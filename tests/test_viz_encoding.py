@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 import viz
-from attention.pooling import head_tiles, pool_map
+from attention.runs.pooling import head_tiles, pool_map
 from viz.overview import overview_figure
 
 N = 512

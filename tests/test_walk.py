@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_app import SENTENCE, decode, no_errors, start
 
-from attention.run import run_sentence
-from attention.trace import head_matrix, trace_layer
+from attention.runs.run import run_sentence
+from attention.tracing.trace import head_matrix, trace_layer
 
 
 def step_title(at) -> str:

@@ -14,7 +14,7 @@ from test_app_seq2seq import written
 from test_walk import step_title
 
 from attention import load_model
-from attention.trace import trace_layer
+from attention.tracing.trace import trace_layer
 from ui.present import figure_height
 from ui.views.walk import CROSS, HEADING_PX, steps_of
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from attention.inputs import Encoded
+from attention.runs.inputs import Encoded
 from ui.view_context import RunKey
 from ui.written import Written, text_of
 

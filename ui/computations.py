@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from attention import ModelLoadError
-from attention.aggregate import pairwise_change
 from attention.analysis.ablation import ablate, score_ablated
 from attention.analysis.coref import (
     CorefExample,
@@ -35,10 +34,11 @@ from attention.analysis.stats import (
     pattern_labels,
     punctuation_mask,
 )
-from attention.bigrun import is_big
 from attention.mlm import MaskedLMHead, load_mlm_head
-from attention.pooling import pool_map
-from attention.run import run_encoded
+from attention.runs.aggregate import pairwise_change
+from attention.runs.bigrun import is_big
+from attention.runs.pooling import pool_map
+from attention.runs.run import run_encoded
 
 from .limits import deadline_check
 from .models import get_model

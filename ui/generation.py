@@ -16,9 +16,9 @@ import torch
 
 from attention import ModelLoadError
 from attention.core.request import MapRequest
-from attention.generate import generate
-from attention.generate import lm_head as kept_lm_head
-from attention.search import LMHead
+from attention.writing.generate import generate
+from attention.writing.generate import lm_head as kept_lm_head
+from attention.writing.search import LMHead
 
 from .models import get_model, get_seq2seq
 from .stores import MB, kept, store

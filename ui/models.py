@@ -10,9 +10,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention import ModelLoadError, load_model
-from attention.loading import DeviceUnavailable, read_config, resolve_device
+from attention.load.loading import DeviceUnavailable, read_config, resolve_device
+from attention.load.sources import resolve_source
 from attention.models import EncoderDecoder
-from attention.sources import resolve_source
 
 from .settings import DEVICE, DTYPE
 from .sources import policy

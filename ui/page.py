@@ -11,7 +11,7 @@ from typing import Any, Literal
 import streamlit as st
 
 import viz
-from attention.bigrun import NeedsSmallerInput, is_big
+from attention.runs.bigrun import NeedsSmallerInput, is_big
 from viz._style import MODEBAR_BUTTONS, TITLE_GLYPH, cut_at_word, one_line_title, title_layout, title_room
 from viz.tokens import COMPACT_ABOVE
 

@@ -2,7 +2,7 @@
 and (when the server starts) the bundled model and the default sentence's run; then what no first page
 needs (LATER_MODULES: pandas for tables, scipy, the views using them). transformers is not among them: the
 bundled model's tokenizer builds its transformers part when a view first asks for more than `encode`
-(attention/tokenizer.py), which no page of one sentence does; imported here, it held up the runs arriving
+(attention/load/tokenizer.py), which no page of one sentence does; imported here, it held up the runs arriving
 meanwhile (a first 252-token run took 1.7 s, not 0.3-0.5).
 
 Two sessions opening their first views at once would otherwise import a module from two script threads

@@ -1,6 +1,6 @@
 """The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
-than BIG_RUN_BYTES is a PooledRun (attention/bigrun.py), whose full maps are read one layer at a time
+than BIG_RUN_BYTES is a PooledRun (attention/runs/bigrun.py), whose full maps are read one layer at a time
 through `big_run_loader` and kept in stores of their own. A continuation's text (a Written, ui/written.py)
 is never tokenized: every run of it reads the ids the model wrote (`encoded_input`, `padded_inputs`)."""
 
@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from attention import bigrun, trace
-from attention.bigrun import BIG_RUN_BYTES, maps_bytes
-from attention.inputs import encode, within_positions
-from attention.pooling import head_tiles
-from attention.run import read_only, run_batch, run_encoded, stack_attentions
+from attention.runs import bigrun
+from attention.runs.bigrun import BIG_RUN_BYTES, maps_bytes
+from attention.runs.inputs import encode, within_positions
+from attention.runs.pooling import head_tiles
+from attention.runs.run import read_only, run_batch, run_encoded, stack_attentions
+from attention.tracing import trace
 
 from .models import get_model, get_seq2seq
 from .stores import MB, store
@@ -24,7 +25,7 @@ from .written import Text, Written
 
 SHORTER_TRACE = "Try a shorter input with this model; the head view and the overview read longer ones."
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot
-# where a big run's pieces are kept: (store name, entries, bytes) per function of attention/bigrun.py
+# where a big run's pieces are kept: (store name, entries, bytes) per function of attention/runs/bigrun.py
 BIG_STORES = {
     bigrun.layer_maps: ("layer-maps", 4, 300 * MB),
     bigrun.pooled_stats: ("run-stats", 32, 16 * MB),
@@ -134,9 +135,9 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
     bigrun.LayerTooBig (which the page shows in place of the view)."""
 
     def compute():
-        from attention.generate_seq2seq import generate_seq2seq, kept_bytes, start_token
-        from attention.inputs import on_model_device
-        from attention.processors import settings_of
+        from attention.runs.inputs import on_model_device
+        from attention.writing.generate_seq2seq import generate_seq2seq, kept_bytes, start_token
+        from attention.writing.processors import settings_of
 
         loaded = get_seq2seq(source)
         assert loaded is not None, "get_writing reads an encoder-decoder"
@@ -184,7 +185,7 @@ def get_writing(source: str, text: str, target: str = "") -> Writing:
 
 def _one_layer_within(model, n_source: int, n_target: int) -> None:
     """Raise bigrun.LayerTooBig, before the work, when one layer's maps of any part are more than BIG_RUN_BYTES."""
-    from attention.seq2seq_maps import PARTS, one_layer_bytes
+    from attention.runs.seq2seq_maps import PARTS, one_layer_bytes
 
     largest = max(one_layer_bytes(model, part, n_source, n_target) for part in PARTS)
     if largest > BIG_RUN_BYTES:
@@ -209,7 +210,7 @@ def _writing(encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, maps, for
 def _pooled_writing(model, key, encoder_ids, encoder_tokens, decoder_ids, decoder_tokens, forced, notice, beams=1):
     """A writing past BIG_RUN_BYTES: one pass over its ids keeping each part's pooled maps, and each part's maps
     as a bigrun.LayerMaps whose layers `_writing_loader` reads (one layer of one part per pass)."""
-    from attention.seq2seq_maps import PARTS, part_shape, pooled_parts
+    from attention.runs.seq2seq_maps import PARTS, part_shape, pooled_parts
 
     pooled = pooled_parts(model, encoder_ids, decoder_ids)
     S, T = encoder_ids.size(1), decoder_ids.size(1)
@@ -242,8 +243,8 @@ def _writing_loader(key: tuple, part: str, ids: tuple[tuple[int, ...], tuple[int
             raise bigrun.NeedsSmallerInput(*sizes)
 
         def run():
-            from attention.inputs import on_model_device
-            from attention.seq2seq_maps import part_layer
+            from attention.runs.inputs import on_model_device
+            from attention.runs.seq2seq_maps import part_layer
 
             loaded = get_seq2seq(key[0])
             assert loaded is not None
@@ -291,7 +292,7 @@ def padded_inputs(tokenizer, texts: tuple[Text, ...], limit: int) -> tuple[Input
 
 def big_run_loader(key: tuple):
     """The loader of the big run of `key` (source, text, text_b, causal): load(compute, *args) runs one of
-    attention/bigrun.py's functions on that input, in a slot, and keeps its result in the function's store."""
+    attention/runs/bigrun.py's functions on that input, in a slot, and keeps its result in the function's store."""
     source, text, text_b, causal = key
 
     def load(compute, *args):

@@ -42,7 +42,7 @@ OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
 REFUSED = "this server loads only the models in its list: pick one there"
 DATA = Path(__file__).resolve().parents[1] / "data"
 NEVER_READ = (Path("/proc"), Path("/sys"), Path("/dev"))  # the kernel's and devices' files, whatever is listed
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # attention/sources.py's: anything else is a path
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # attention/load/sources.py's: anything else is a path
 
 
 class FileRefused(ValueError):

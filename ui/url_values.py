@@ -11,7 +11,7 @@ from typing import Any
 
 # ---- the bounds on what a link or a widget asks for: every value that sizes work meets one of these ----
 # (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
-# positions by attention.inputs.encode, and an uploaded suite's lines by attention.analysis.coref.examples)
+# positions by attention.runs.inputs.encode, and an uploaded suite's lines by attention.analysis.coref.examples)
 MAX_URL_TEXT = 20_000  # a sentence's characters: longer ones are not carried in (or restored from) the URL
 MAX_TEXT_CHARS = 50_000  # the most the sentence boxes take (Streamlit cuts a longer value on the server too)
 MAX_LIST_ITEMS = 64  # the distinct items of a list in a link (heads, ablated heads, candidates): the first kept

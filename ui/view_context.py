@@ -61,7 +61,7 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class ViewContext:
-    run: Any  # attention.run.SentenceRun, or attention.bigrun.PooledRun past its bound
+    run: Any  # attention.runs.run.SentenceRun, or attention.runs.bigrun.PooledRun past its bound
     key: RunKey  # what `run` was computed for
     model: ModelFacts
     layer: int  # the selected layer and head (within the model: clamped before the context is built)

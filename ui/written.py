@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attention.inputs import Encoded, encode
+from attention.runs.inputs import Encoded, encode
 
 
 @dataclass(frozen=True)

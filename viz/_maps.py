@@ -15,7 +15,7 @@ def layer_maps(attentions, batch: int = 0) -> np.ndarray:
 
     ``attentions`` is what a model returns as ``outputs.attentions`` — a tuple (or list) with one
     (batch, H, L, S) tensor per layer, from transformers or from ``attention`` — or an array laid
-    out (n_layers, H, L, S) as ``attention.run`` keeps it, or (n_layers, batch, H, L, S). An object
+    out (n_layers, H, L, S) as ``attention.runs.run`` keeps it, or (n_layers, batch, H, L, S). An object
     with an ``attentions`` attribute (a model output, a ``SentenceRun``) stands for that attribute.
     ``batch`` picks the sequence where there is a batch axis.
     """

@@ -25,12 +25,12 @@ def part_grid(
     max_cells: int = 32,
 ) -> go.Figure:
     """Every head of ``maps [n_layers, n_heads, L_query, L_key]`` (L_query need not be L_key) as a tile:
-    layers are rows ("L0" ...), heads columns ("H0" ...), each map mean-pooled (attention.pooling.pool_map) to at most
-    ``max_cells`` a side, fewer on small tiles, its cells square. A transparent marker at each tile's centre
+    layers are rows ("L0" ...), heads columns ("H0" ...), each map mean-pooled (attention.runs.pooling.pool_map) to at
+    most ``max_cells`` a side, fewer on small tiles, its cells square. A transparent marker at each tile's centre
     carries ``customdata=[layer, head]`` for a click; ``highlight`` is outlined. Within ``width`` px. Colour
     runs from 0 to 1 whatever the maps' largest weight, so spread-out attention reads as pale.
     ``title`` is plotly markup and is not escaped."""
-    from attention.pooling import pool_map  # here: `import viz` imports no torch
+    from attention.runs.pooling import pool_map  # here: `import viz` imports no torch
 
     maps = np.asarray(maps)
     if maps.ndim != 4:

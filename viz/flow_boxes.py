@@ -100,7 +100,7 @@ def wrap(text: str, n: int) -> list[str]:
 
 def legend(trace, width: float, fs: int, head: int | None, stage: str) -> tuple[dict, int]:
     """The layer, the head, the stage and the sizes every letter stands for, for this input."""
-    from attention.steps import LETTERS  # here, not at the top: `import viz` imports no torch
+    from attention.tracing.steps import LETTERS  # here, not at the top: `import viz` imports no torch
 
     sizes = trace.sizes()
     if sizes["G"] == sizes["H"]:

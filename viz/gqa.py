@@ -167,7 +167,7 @@ def gqa_groups_figure(
     pooled: np.ndarray, kv_head_of, layer: int, tokens=None, font_size: int = 12, width: int | None = None
 ) -> go.Figure:
     """One layer's heads laid out by the key/value head they read: a row per key/value head ("K/V 0", ...),
-    its query heads across, each tile a head's map ``pooled [H, C, C]`` (pool it first: attention.pooling.pool_map)
+    its query heads across, each tile a head's map ``pooled [H, C, C]`` (pool it first: attention.runs.pooling.pool_map)
     named "H5" on top. A transparent marker per tile carries ``customdata=[layer, head]`` for clicks.
     With ``width`` (px) the tiles shrink to fit it."""
     pooled = np.asarray(pooled, dtype=np.float32)

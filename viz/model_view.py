@@ -1,7 +1,7 @@
 """bertviz's model view as one self-contained plotly figure: every layer × head at once, as thumbnails.
 
 Rows are layers, columns heads; a seq2seq model's encoder, decoder and cross attention are grids one
-above the other. Each map is mean-pooled to at most ``max_cells`` a side (attention.pooling.pool_map) and a grid is
+above the other. Each map is mean-pooled to at most ``max_cells`` a side (attention.runs.pooling.pool_map) and a grid is
 one heatmap trace. A sentence pair's filter ("A → B" …) is a menu in the figure: each block has its
 own trace, tiles padded to the same size so the axes never move, and the menu restyles ``visible``.
 """
@@ -121,7 +121,7 @@ def _cells(panel: Panel, max_cells: int) -> tuple[int, int]:
 def _grid(panel: Panel, layers: list[int], heads: list[int], rows: slice, cols: slice, max_cells: int) -> np.ndarray:
     """One block of every chosen map, pooled, each in a tile padded with NaN to the panel's tile size,
     tiles one NaN row and column apart: layers down, heads across."""
-    from attention.pooling import pool_map  # here: `import viz` imports no torch
+    from attention.runs.pooling import pool_map  # here: `import viz` imports no torch
 
     c_q, c_k = _cells(panel, max_cells)
     tiles = np.full((len(layers), len(heads), c_q + 1, c_k + 1), np.nan, dtype=np.float32)

@@ -44,7 +44,7 @@ def overview_grid(
     """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
 
     Rows are layers ("L0", "L1", ...), columns heads ("H0", ...). Each map
-    is mean-pooled to at most ``max_cells`` square (see attention.pooling.pool_map), fewer
+    is mean-pooled to at most ``max_cells`` square (see attention.runs.pooling.pool_map), fewer
     when the tiles are small (about 2.5 px a cell), and all tiles form a
     single heatmap trace. A transparent marker at each tile centre carries
     ``customdata=[layer, head]`` for click selection; its hover names the
@@ -61,7 +61,7 @@ def overview_grid(
         raise ValueError(f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}")
     n_layers, n_heads, n_tokens, _ = attentions.shape
     tile_px = tile_px_for(n_layers, n_heads, title, width, height)
-    from attention.pooling import head_tiles  # here: `import viz` imports no torch
+    from attention.runs.pooling import head_tiles  # here: `import viz` imports no torch
 
     pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
     return overview_figure(
@@ -97,7 +97,7 @@ def overview_figure(
     """The overview from what ``head_tiles`` keeps: ``pooled [n_layers, n_heads, C, C]`` maps of
     ``n_tokens`` positions and ``strongest [n_layers, n_heads, 3]``; as ``overview_grid``, whose
     figure it draws. Tiles smaller than ``C`` × 2.5 px are pooled further (a mean of block means)."""
-    from attention.pooling import pool_map  # here: `import viz` imports no torch
+    from attention.runs.pooling import pool_map  # here: `import viz` imports no torch
 
     pooled, strongest = np.asarray(pooled), np.asarray(strongest)
     if pooled.ndim != 4 or pooled.shape[2] != pooled.shape[3] or strongest.shape != (*pooled.shape[:2], 3):

@@ -129,7 +129,7 @@ def cross_attention_flow(
     """The shape flow of decoder layer ``layer``'s cross-attention in an encoder-decoder (our
     ``EncoderDecoder``): Q from the decoder's states, K and V from the encoder's output; ``kwargs`` go to
     ``shape_flow``. For a notebook; the page does not load encoder-decoders yet."""
-    from attention.trace import trace_cross_attention  # here: `import viz` imports no torch
+    from attention.tracing.trace import trace_cross_attention  # here: `import viz` imports no torch
 
     trace = trace_cross_attention(model, input_ids, decoder_input_ids, layer, attention_mask, decoder_attention_mask)
     return shape_flow(trace, **kwargs)

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from ..core.request import MapRequest
-from ..inputs import on_model_device
 from ..mlm import MaskedLMHead, check_top_k, mask_probabilities, top_tokens
 from ..models import Transformer
-from ..run import read_only
+from ..runs.inputs import on_model_device
+from ..runs.run import read_only
 from .coref import CorefExample, CorefResult, score_example, score_heads
 
 

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..core.request import MapRequest
-from ..inputs import on_model_device, within_positions
+from ..runs.inputs import on_model_device, within_positions
 from .points_table import MAX_ROWS, TableError, TooManyRows, read_table
 from .qk_project import joint_plane
 
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     from ..errors import ModelLoadError
-    from ..loading import load_model
+    from ..load.loading import load_model
     from .runs import RUN, RunError, check_folder, fail, fingerprint, write_json
     from .texts import CorpusError, iter_texts
 

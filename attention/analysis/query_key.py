@@ -2,7 +2,7 @@
 
 A head's score for query i and key j is Σ_c q_i[c] · k_j[c] · scaling. `query_key` takes q, k,
 the scaled scores and the probabilities of one head and one query from a recorded forward pass
-(attention/trace.py), and lays out the elementwise products q_i * k_j whose row sums, scaled,
+(attention/tracing/trace.py), and lays out the elementwise products q_i * k_j whose row sums, scaled,
 are those scores. Nothing is recomputed by a second model: every vector is the one the model used.
 
 Letters as in trace.py: S key length, d head width.
@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..trace import Trace
+from ..tracing.trace import Trace
 
 
 class QueryKey(NamedTuple):

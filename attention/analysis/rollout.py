@@ -2,7 +2,7 @@
 how much each input token reaches each position after several layers, by rollout or by max-flow.
 
 Maps are [batch, head, query_pos, key_pos] tensors as the model returns them, or one sentence's
-(n_layers, H, L, L) numpy array as attention/run.py keeps it.
+(n_layers, H, L, L) numpy array as attention/runs/run.py keeps it.
 """
 
 from __future__ import annotations

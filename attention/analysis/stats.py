@@ -3,7 +3,7 @@
 BERT"), and Jensen-Shannon distances between heads over a set of sentences with a 2-D map of the heads
 by classical multidimensional scaling (Clark et al. 2019, "What Does BERT Look At?", fig. 6).
 
-Maps are one sentence's (n_layers, H, L, L) numpy array as attention/run.py keeps it.
+Maps are one sentence's (n_layers, H, L, L) numpy array as attention/runs/run.py keeps it.
 """
 
 from __future__ import annotations

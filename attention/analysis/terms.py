@@ -1,5 +1,5 @@
 """DeBERTa's scores term by term: content to content, content to position and position to content, read from a
-traced layer (attention/trace.py); the layer records "c2p" and "p2c" beside the content-only "scores"
+traced layer (attention/tracing/trace.py); the layer records "c2p" and "p2c" beside the content-only "scores"
 (attention/models/disentangled.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 
 from ..models.blocks import Transformer
-from ..trace import trace_layer
+from ..tracing.trace import trace_layer
 
 
 class Terms(NamedTuple):
@@ -24,7 +24,7 @@ class Terms(NamedTuple):
 
 
 def trace_terms(trace) -> Terms:
-    """A DeBERTa layer's terms from its recorded forward pass (attention/trace.py's Trace): the content-only
+    """A DeBERTa layer's terms from its recorded forward pass (attention/tracing/trace.py's Trace): the content-only
     "scores", "c2p" and "p2c" as recorded; ValueError for a trace of a model without them."""
     if "c2p" not in trace and "p2c" not in trace:
         raise ValueError("this model has no disentangled attention: only DeBERTa's scores have position terms")

@@ -1,4 +1,4 @@
-"""A layer's attention one head at a time, for a trace that keeps one head's maps (attention/trace.py, past the
+"""A layer's attention one head at a time, for a trace that keeps one head's maps (attention/tracing/trace.py, past the
 big-run bound): each head's scores and probabilities, (B, 1, L, S), are made, used and let go before the next
 head's, so no (B, H, L, S) map is ever made whole; the kept head's are recorded as the whole layer's would be.
 

@@ -4,7 +4,7 @@ the softmax over the keys; the weighted sum of the values. attention/core/mha.py
 
 Shapes: B batch, H heads, L query length, S key/value length, d head width; maps are (B, H, L, S).
 Each step passes its result through `record(name, tensor)`, which returns the tensor unchanged. By default
-nothing is kept; attention/trace.py passes a recorder that keeps the tensor and the line of code that made
+nothing is kept; attention/tracing/trace.py passes a recorder that keeps the tensor and the line of code that made
 it, so the shape-flow diagram shows the real forward pass. The masks it reads (the scores' mask, a head mask
 that ablates heads after the softmax) are built and applied by masks.py.
 """

@@ -9,7 +9,7 @@ Shapes use one set of letters throughout:
 Attention maps are always laid out as [batch, head, query_pos, key_pos] = (B, H, L, S).
 
 Each step passes its result through `record(name, tensor)` (dot_product.py), which returns the tensor unchanged;
-attention/trace.py passes a recorder that keeps the tensor and the line of code that made it, so the shape-flow
+attention/tracing/trace.py passes a recorder that keeps the tensor and the line of code that made it, so the shape-flow
 diagram shows the real forward pass.
 """
 

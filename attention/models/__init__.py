@@ -5,7 +5,7 @@ encoder-decoder, seq2seq.py, is two stacks of it)."""
 from __future__ import annotations
 
 from ..config import ModelConfig
-from ..processors import attach
+from ..writing.processors import attach
 from . import (
     bart,
     bert,

@@ -27,7 +27,7 @@ from .positions import band
 from .residuals import residual_part
 
 if TYPE_CHECKING:
-    from ..loading import LoadReport
+    from ..load.loading import LoadReport
 
 
 class ModelOutput(NamedTuple):

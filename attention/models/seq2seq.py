@@ -20,7 +20,7 @@ from ..core.mha import build_mask
 from .blocks import Block, Transformer
 
 if TYPE_CHECKING:
-    from ..loading import LoadReport
+    from ..load.loading import LoadReport
 
 # on_map(part, layer, maps): a decoder layer's "decoder" self-attention (B, H, L, L), then its "cross" (B, H, L, S)
 OnDecoderMap = Callable[[str, int, torch.Tensor], None]

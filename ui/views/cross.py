@@ -10,8 +10,8 @@ import torch
 
 import viz
 from attention import ModelLoadError
-from attention.bigrun import BIG_RUN_BYTES, MB
-from attention.inputs import on_model_device
+from attention.runs.bigrun import BIG_RUN_BYTES, MB
+from attention.runs.inputs import on_model_device
 from viz.cross import part_grid
 from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
@@ -95,7 +95,7 @@ def draw(ctx: ViewContext) -> None:
     cross = writing.maps["cross"]
     flow_layer, flow_head = min(layer, cross.shape[0] - 1), min(head, cross.shape[1] - 1)
     with st.expander(f"Shape flow of layer {flow_layer}'s cross-attention"):
-        if writing.is_big:  # the flow's pass keeps every map (attention.trace.trace_cross_attention)
+        if writing.is_big:  # the flow's pass keeps every map (attention.tracing.trace.trace_cross_attention)
             st.info(
                 f"The shape flow makes every map of one pass, more than the {BIG_RUN_BYTES // MB} MB this server "
                 "holds for one run at this sentence and target: try a shorter one to see it."

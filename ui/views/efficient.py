@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from attention.aggregate import group_means
 from attention.analysis.gqa import NOT_PER_HEAD, kv_head_options
-from attention.bigrun import NeedsSmallerInput, is_big
-from attention.pooling import pool_map
+from attention.runs.aggregate import group_means
+from attention.runs.bigrun import NeedsSmallerInput, is_big
+from attention.runs.pooling import pool_map
 from viz.fused import fused_panel
 from viz.gqa import gqa_change_grid, gqa_groups_figure, head_change_matrix
 from viz.heatmap import grid_fits, head_heatmap

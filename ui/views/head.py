@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 import viz
-from attention.run import head_map
+from attention.runs.run import head_map
 from viz.heatmap import labels_every_token, mark_token
 from viz.lines import TooManyLines
 

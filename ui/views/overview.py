@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
-from attention.bigrun import is_big
+from attention.runs.bigrun import is_big
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 
 from ..actions import open_clicked_head

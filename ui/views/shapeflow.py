@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz
-from attention.trace import head_matrix
+from attention.tracing.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
 from viz.tensor_map import bar_under, cell_px, clickable_cells
 

@@ -3,7 +3,7 @@ sentence, for the chosen layer and head — tokens, the layer's input, Q/K/V, he
 softmax, weighted sum, concatenation, output projection, and what one head learned. An encoder-decoder's
 walk has one more step before the last: its decoder's cross-attention over the encoder's output.
 
-The steps come from the recorded forward pass (attention/trace.py), so a model shows the steps it
+The steps come from the recorded forward pass (attention/tracing/trace.py), so a model shows the steps it
 really takes: a fused QKV projection, K/V shared by groups of heads, a causal mask. Each step has
 its own link (?view=walk&walk=N); the arrow keys and the two buttons move between steps.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attention import ModelLoadError
-from attention.bigrun import KeepsTooMuch
-from attention.trace import head_matrix
+from attention.runs.bigrun import KeepsTooMuch
+from attention.tracing.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
@@ -161,7 +161,7 @@ def steps_of(trace, causal: bool, cross: bool = False) -> list[Step]:
 
 
 def _words(trace, name: str) -> str:
-    """The step's operation as the shape flow words it (attention/steps.py), kept literal in a format string."""
+    """The step's operation as the shape flow words it (attention/tracing/steps.py), kept literal in a format string."""
     return " ".join(trace.step(name).op.split()).replace("{", "{{").replace("}", "}}")
 
 

@@ -11,7 +11,7 @@ import torch
 
 from ...core.masks import pick_rows
 from ...core.request import MapRequest
-from ...inputs import on_model_device
+from ...runs.inputs import on_model_device
 from .mentions import Located
 
 

@@ -131,7 +131,7 @@ def load_scorable(source: str | None):
     an encoder (BERT, RoBERTa ...) or a causal decoder (GPT-2, Llama ...), whose pronoun sees only the
     candidates before it. An encoder-decoder is refused with a ModelLoadError."""
     from ...errors import ModelLoadError
-    from ...loading import load_model
+    from ...load.loading import load_model
 
     model, tokenizer = load_model(source)
     if model.config.is_encoder_decoder:

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ...errors import ModelLoadError
-from ...sources import DEFAULT_PACKAGE
+from ...load.sources import DEFAULT_PACKAGE
 from ..runs import RUN, OneLineParser, RunError, check_folder, fail, fingerprint, positive, read_run, write_json
 from ..stats import PATTERNS
 from ..texts import CorpusError, iter_numbered, iter_texts

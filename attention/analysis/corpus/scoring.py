@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...bigrun import layer_hooks
-from ...inputs import Encoded, encode, on_model_device, within_positions
+from ...runs.bigrun import layer_hooks
+from ...runs.inputs import Encoded, encode, on_model_device, within_positions
 from ..stats import PATTERNS, pattern_labels, punctuation_mask
 from ..stats import head_stats as text_head_stats
 

@@ -24,15 +24,15 @@ from pathlib import Path
 
 import torch
 
-from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
-from .checkpoint import read_checkpoint
-from .config import read_json
-from .core.mha import KeyValueCache
-from .errors import ModelLoadError
+from ..config import read_json
+from ..core.mha import KeyValueCache
+from ..errors import ModelLoadError
+from ..load.checkpoint import read_checkpoint
+from ..models import FAMILIES, EncoderDecoder, Transformer
+from ..models.decoding import decode
+from ..runs.bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
+from ..runs.inputs import on_model_device, within_positions
 from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq, load_seq2seq_head
-from .inputs import on_model_device, within_positions
-from .models import FAMILIES, EncoderDecoder, Transformer
-from .models.decoding import decode
 from .processors import settings_of
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
 

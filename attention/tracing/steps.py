@@ -1,5 +1,5 @@
 """The words of the shape-flow diagram and the guided walk: each recorded step's title, the letters of
-its axes and its operation in words. attention/trace.py gives every recorded step these.
+its axes and its operation in words. attention/tracing/trace.py gives every recorded step these.
 
 Letters: B batch, L query length, S key/value length, D model width, H query heads,
 G key/value heads, d head width, E embedding width (where a projection from it is recorded).

@@ -18,8 +18,8 @@ from typing import TypeVar
 import torch
 from safetensors import SafetensorError, safe_open
 
+from ..errors import ModelLoadError
 from .checkpoint_sizes import WeightBudget, measure
-from .errors import ModelLoadError
 
 BIN_REFUSED = "this server loads safetensors weights only, and this checkpoint has only pytorch_model.bin"
 # (index of shards, single file, is it safetensors), in the order they are looked for

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .config import ConfigError, ModelConfig, read_json
+from ..config import ConfigError, ModelConfig, read_json
 
 
 def _ids(value) -> tuple[int, ...]:

@@ -11,8 +11,8 @@ from itertools import chain
 
 import torch
 
-from .errors import ModelLoadError
-from .models import FAMILIES, Family
+from ..errors import ModelLoadError
+from ..models import FAMILIES, Family
 
 LAYERS_HINT = " (does num_hidden_layers in config.json match the weights?)"
 _OLD_NORM_NAMES = re.compile(r"LayerNorm\.(gamma|beta)$")  # the original TensorFlow checkpoints' names

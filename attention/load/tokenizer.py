@@ -2,7 +2,7 @@
 bundled model the same, built at its first use (`FirstUseTokenizer`).
 
 A fast tokenizer wraps a `tokenizers` tokenizer, its `backend_tokenizer`, and `tokenizer(text)` runs it;
-`attention.inputs.encode` runs it directly. The bundled model's backend is read from its tokenizer.json
+`attention.runs.inputs.encode` runs it directly. The bundled model's backend is read from its tokenizer.json
 at once, and the rest of transformers' tokenizer only when something other than `encode` asks for it:
 importing transformers takes 0.6-0.7 s here (`python -X importtime -c "from transformers import
 AutoTokenizer"`), a fifth of the cold start bench/render.py measures. tests/test_tokenizer.py checks that
@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .config import read_json
-from .errors import ModelLoadError
+from ..config import read_json
+from ..errors import ModelLoadError
 
 
 def load_tokenizer(folder: Path, vocab_size: int):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 try:  # what torch.load(weights_only=True) reads a legacy file's pickles with
     from torch._weights_only_unpickler import Unpickler as _WeightsUnpickler

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..core.dot_product import reused_scores
+from ..core.request import MapRequest
+from ..models import EncoderDecoder
 from .bigrun import POOL_CELLS, first_item, layer_hooks, maps_bytes
-from .core.dot_product import reused_scores
-from .core.request import MapRequest
-from .models import EncoderDecoder
 from .pooling import pool_map
 from .run import read_only
 

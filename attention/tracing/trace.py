@@ -4,7 +4,7 @@
 in mha.py keeps a detached CPU clone of its tensor (the softmax later overwrites the scores buffer
 in place, so a reference alone would show probabilities as "scores") and the line that called it.
 The shape-flow diagram is drawn from this record only, so it cannot drift from the code. Each step's
-title, axis letters and operation in words come from attention/steps.py.
+title, axis letters and operation in words come from attention/tracing/steps.py.
 
 Letters: B batch, L query length, S key/value length, D model width, H query heads,
 G key/value heads, d head width.
@@ -19,13 +19,13 @@ from types import FrameType
 import numpy as np
 import torch
 
-from .bigrun import layer_hooks
-from .core import by_head
-from .core.by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
-from .core.dot_product import Recorded
-from .core.request import Call, MapRequest
-from .inputs import on_model_device
-from .models import FAMILIES, Family
+from ..core import by_head
+from ..core.by_head import MAP_STEPS  # the steps whose tensor is a map, (B, H, L, S): one head's kept past the bound
+from ..core.dot_product import Recorded
+from ..core.request import Call, MapRequest
+from ..models import FAMILIES, Family
+from ..runs.bigrun import layer_hooks
+from ..runs.inputs import on_model_device
 from .source_lines import relative_path, source_of
 from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width
 

@@ -1,6 +1,6 @@
 """Attention maps made smaller for a look at many at once: each map mean-pooled to at most a number of cells a side,
-and each map's strongest entry (numpy only, no torch). A big run keeps its maps this way (attention/bigrun.py,
-attention/seq2seq_maps.py), and viz draws them (viz/overview.py, viz/cross.py, viz/model_view.py)."""
+and each map's strongest entry (numpy only, no torch). A big run keeps its maps this way (attention/runs/bigrun.py,
+attention/runs/seq2seq_maps.py), and viz draws them (viz/overview.py, viz/cross.py, viz/model_view.py)."""
 
 from typing import Any
 

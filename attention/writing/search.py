@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.mha import KeyValueCache
+from ..core.mha import KeyValueCache
 from .processors import Settings, process
 
 

@@ -29,16 +29,16 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
-from .checkpoint import read_checkpoint
-from .config import read_json
-from .core.dot_product import no_record, scaled_dot_product_attention
-from .core.mha import KeyValueCache, MultiHeadAttention
-from .core.request import MapRequest
-from .errors import ModelLoadError
-from .models import EncoderDecoder
-from .models.blocks import Block
-from .models.decoding import decode_masks, step_call
+from ..config import read_json
+from ..core.dot_product import no_record, scaled_dot_product_attention
+from ..core.mha import KeyValueCache, MultiHeadAttention
+from ..core.request import MapRequest
+from ..errors import ModelLoadError
+from ..load.checkpoint import read_checkpoint
+from ..models import EncoderDecoder
+from ..models.blocks import Block
+from ..models.decoding import decode_masks, step_call
+from ..runs.bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .processors import Settings, settings_of
 from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
 
@@ -194,7 +194,7 @@ def generate_seq2seq(
 ) -> Seq2SeqGeneration:
     """attention.generate for an encoder-decoder, from the source's ids (1, S) on the model's device, within the
     encoder's positions (attention.generate tokenizes a text as tokenizer(text) does; the page passes the ids every
-    view reads, attention.encode's); the options are checked by attention.generate. See the module's docstring.
+    view reads, attention.encode's); the options are checked by attention.writing.generate. See the module's docstring.
     The maps kept are sized before the work (`kept_bytes`): past `maps_bound`, bigrun.KeepsTooMuch;
     `keep_maps=False` writes the same tokens with no map made, its three maps' fields ()."""
     settings = settings_of(model)

@@ -1,4 +1,4 @@
-"""The line of code behind each step of a trace (attention/trace.py): the statement that made a recorded tensor,
+"""The line of code behind each step of a trace (attention/tracing/trace.py): the statement that made a recorded tensor,
 found in the source file's syntax tree, with the statement computing it just before when it is recorded after."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import linecache
 from functools import lru_cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: paths read as attention/core/mha.py
 
 
 def relative_path(filename: str) -> str:

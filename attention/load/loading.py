@@ -20,13 +20,13 @@ from pathlib import Path
 
 import torch
 
+from ..config import ConfigError, ModelConfig, read_json
+from ..errors import ModelLoadError
+from ..models import FAMILIES, Family, build_model
+from ..writing.processors import attach
 from .checkpoint import read_checkpoint
 from .checkpoint_sizes import WeightBudget
-from .config import ConfigError, ModelConfig, read_json
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
-from .errors import ModelLoadError
-from .models import FAMILIES, Family, build_model
-from .processors import attach
 from .sources import DEFAULT_NAME, resolve_source
 from .tokenizer import FirstUseTokenizer, load_tokenizer
 
@@ -70,7 +70,7 @@ def load_model(
     (an EncoderDecoder, whose forward takes decoder_input_ids too and returns a Seq2SeqOutput). The
     folder may hold the base model or a task model (masked LM, classifier, LM head ...): the
     task head's tensors are listed in `load_report.ignored_keys`. The tokenizer is the folder's own,
-    transformers' fast tokenizer (the bundled model's is built at its first use: attention/tokenizer.py).
+    transformers' fast tokenizer (the bundled model's is built at its first use: attention/load/tokenizer.py).
     Every failure is a ModelLoadError with one clear sentence. The model is in eval mode, without
     gradients, and carries a `load_report` saying what was loaded and which tensors were ignored.
     `downloads` False loads a hub id only from the local cache; `bin_files` False refuses
@@ -183,7 +183,7 @@ def _load(
         attach(model, folder)
     except ConfigError as err:
         raise ModelLoadError(str(err)) from None
-    # the bundled model's tokenizer is built at its first use (attention/tokenizer.py)
+    # the bundled model's tokenizer is built at its first use (attention/load/tokenizer.py)
     tokenizer = (FirstUseTokenizer if source is None else load_tokenizer)(folder, config.vocab_size)
     model.load_report = LoadReport(
         DEFAULT_NAME if source is None else str(source),
