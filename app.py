@@ -121,7 +121,8 @@ def choose_view(run, text) -> frozenset[str]:
 
 def view_context(run, key, kinds: frozenset[str], written):
     """What every view draws from (ui/view_context.py), read once from the page's state: the run of `key` (the
-    continuation `written`, if any), the model, the selected layer and head, presentation mode."""
+    continuation `written`, if any), the model, the selected layer and head, presentation mode, the view."""
+    from ui import registry
     from ui.view_context import ModelFacts, ViewContext
 
     s = st.session_state
@@ -134,6 +135,7 @@ def view_context(run, key, kinds: frozenset[str], written):
         present=bool(s.get("present")),
         target=s.get("target") or "",
         continuation=written,
+        view=registry.by_label(s.view).key,
     )
 
 
@@ -141,7 +143,7 @@ def draw_view(ctx) -> None:
     from attention.runs.bigrun import NeedsSmallerInput
     from ui import registry
 
-    view = registry.by_label(st.session_state.view)
+    view = registry.by_key(ctx.view) or registry.DEFAULT  # the view the context was built for
     try:
         if view.later:  # pandas or scipy first, imported once for the process (not beside a figure being built)
             preload.later()

@@ -113,13 +113,12 @@ def test_every_view_draws_from_a_context():
 
 
 def test_the_page_finds_the_context_drawn_only_while_it_draws_and_in_its_own_thread():
-    """A presentation title names the sentence drawn (a continuation's text, not the prompt typed): the page's
-    helpers find the context within `drawing`, in the page run's thread only."""
+    """A figure's presentation title (ui.page.show) names what the page draws: the page's helpers find the
+    context within `drawing`, in the page run's thread only."""
     import threading
 
     from test_written import encoded
 
-    from ui.page import page_sentence
     from ui.view_context import ModelFacts, RunKey, ViewContext, drawing, drawn
     from ui.written import Written
 
@@ -128,8 +127,107 @@ def test_the_page_finds_the_context_drawn_only_while_it_draws_and_in_its_own_thr
     seen = []
     assert drawn() is None
     with drawing(ctx):
-        assert drawn() is ctx and page_sentence() == "The cat sat and purred"
+        assert drawn() is ctx and drawn().sentence == "The cat sat and purred"
         other = threading.Thread(target=lambda: seen.append(drawn()))
         other.start()
         other.join()
     assert drawn() is None and seen == [None]
+
+
+def test_a_presentation_title_says_the_contexts_head_and_sentence():
+    """present_caption and present_title title a figure from the context they are given: its layer, head, view,
+    sentence (a continuation's text) and presentation mode."""
+    import plotly.graph_objects as go
+    from test_written import encoded
+
+    from ui.page import present_caption, present_title
+    from ui.view_context import ModelFacts, RunKey, ViewContext
+    from ui.written import Written
+
+    written = Written.of("The cat sat and purred", encoded([1, 2, 3]))
+    facts = ModelFacts(frozenset({"causal"}), 2, 4)
+    ctx = ViewContext(None, RunKey("", written), facts, 1, 3, True, view="qk")
+    fig = go.Figure(layout={"title": {"text": "Query · key scores"}})
+    present_caption(fig, ctx)
+    assert fig.layout.title.text.startswith("L1 H3 · Query") and "The cat sat and purred" in fig.layout.title.text
+    other = go.Figure(layout={"title": {"text": "Query · key scores"}})
+    present_caption(other, dataclasses.replace(ctx, view="overview"))  # a view of every head: none named
+    assert "L1 H3" not in other.layout.title.text and "The cat sat" in other.layout.title.text
+    plain = go.Figure(layout={"title": {"text": "Query · key scores"}})
+    present_caption(plain, dataclasses.replace(ctx, present=False))
+    present_title(plain, dataclasses.replace(ctx, present=False))
+    assert plain.layout.title.text == "Query · key scores"
+    present_title(plain, dataclasses.replace(ctx, layer=0, head=2))
+    assert plain.layout.title.text.startswith("L0 H2 · The cat sat")
+
+
+# ---- the page's helpers that views call: what they size for is handed to them, never read from session state --
+
+UI_DIR = VIEWS_DIR.parent
+HELPER_MODULES = ("page", "layout")
+
+
+def helper_functions(sources: dict[str, str]) -> dict[str, ast.FunctionDef]:
+    """The module-level functions of ui/page.py and ui/layout.py (`sources`: module name → source), by name."""
+    functions: dict[str, ast.FunctionDef] = {}
+    for source in sources.values():
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                assert node.name not in functions, f"{node.name} is defined in two helper modules"
+                functions[node.name] = node
+    return functions
+
+
+def called_by_views() -> set[str]:
+    """The names the views import from ui/page.py and ui/layout.py."""
+    names = set()
+    for module in MODULES:
+        for node in ast.walk(ast.parse((VIEWS_DIR / f"{module}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module in HELPER_MODULES:
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+def helpers_reading_shared(sources: dict[str, str]) -> dict[str, set[str]]:
+    """The helpers views call, and every helper of the two modules those call in turn (by name: a call, or a
+    function handed on), that read a shared value from session state: name → the shared keys it reads."""
+    functions = helper_functions(sources)
+    reached, todo = set(), [name for name in called_by_views() if name in functions]
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions]
+    read = {name: session_keys(functions[name]) & SHARED for name in reached}
+    return {name: keys for name, keys in read.items() if keys}
+
+
+def helper_sources() -> dict[str, str]:
+    return {module: (UI_DIR / f"{module}.py").read_text() for module in HELPER_MODULES}
+
+
+def test_the_page_helpers_views_call_read_no_shared_value_from_session_state():
+    sources = helper_sources()
+    reached = {"show", "present_caption", "font_size", "main_px", "column_px", "rem_px", "present_size"}
+    assert reached <= set(helper_functions(sources)) and {"show", "font_size", "main_px"} <= called_by_views()
+    found = helpers_reading_shared(sources)
+    assert not found, f"page helpers that views call read shared values from session state: {found}"
+
+
+@pytest.mark.parametrize(
+    "module, function, line",
+    [
+        ("page", "figure_slot", 'st.session_state.get("present")'),  # called by views
+        ("page", "present_caption", "st.session_state.layer"),  # reached through show
+        ("layout", "rem_px", 'st.session_state["present"]'),  # reached through main_px
+        ("page", "_one_line", 'st.session_state.get("view")'),  # reached through present_caption
+    ],
+)
+def test_the_helpers_check_finds_a_read_planted_in_a_helper(module, function, line):
+    sources = helper_sources()
+    head = f"def {function}("
+    start = sources[module].index(head)
+    body = sources[module].index(":\n", start) + 2  # after the signature's line
+    sources[module] = sources[module][:body] + f"    _planted = {line}\n" + sources[module][body:]
+    assert function in helpers_reading_shared(sources)

@@ -89,21 +89,22 @@ def counts(result: CorefResult) -> np.ndarray:
 
 def draw_grids(
     items: list[tuple[np.ndarray, str, str, str]],
+    present: bool,
     static: tuple[str, ...] = (),
     notes: dict[str, np.ndarray] | None = None,
 ) -> None:
     """(values, title, kind, name) grids, two side by side where they fit, else one under the other. A
     click on a head opens it, except on the grids named in `static` (another model's heads); `notes` (by
-    grid name) follow each head's value in its hover."""
+    grid name) follow each head's value in its hover. Sized for presentation mode where `present`."""
     notes = notes or {}
-    half = column_px(2)
+    half, size = column_px(present, 2), font_size(present)
     for start in range(0, len(items), 2):
         row = items[start : start + 2]
-        figs = [head_grid(v, t, kind=k, font_size=font_size(), width=half, notes=notes.get(n)) for v, t, k, n in row]
+        figs = [head_grid(v, t, kind=k, font_size=size, width=half, notes=notes.get(n)) for v, t, k, n in row]
         beside = len(row) == 2 and all(f.layout.width <= half for f in figs)
         if not beside:
             figs = [
-                head_grid(v, t, kind=k, font_size=font_size(), width=main_px(), notes=notes.get(n))
+                head_grid(v, t, kind=k, font_size=size, width=main_px(present), notes=notes.get(n))
                 for v, t, k, n in row
             ]
         for col, fig, (_, _, _, name) in zip(slots(beside, len(row)), figs, row):
@@ -114,8 +115,9 @@ def draw_grids(
                     show(fig, name, key=name, on_select=lambda n=name: open_clicked_head(n), selection_mode="points")
 
 
-def grouped(result: CorefResult, examples, model: str, suite: str) -> None:
-    """The group-by selector and what it shows; the CSV's file name names the field, `model` and `suite`."""
+def grouped(result: CorefResult, examples, model: str, suite: str, present: bool) -> None:
+    """The group-by selector and what it shows; the CSV's file name names the field, `model` and `suite`. Sized
+    for presentation mode where `present`."""
     fields = suite_fields(examples)
     options = [NO_GROUPING] + fields
     if st.session_state.get("coref_by") not in options:  # from a link, or another suite's field
@@ -168,13 +170,14 @@ def grouped(result: CorefResult, examples, model: str, suite: str) -> None:
             )
             for i, n in enumerate(shown)
         ],
+        present,
         notes={f"coref-group-{i}": notes[n] for i, n in enumerate(shown)},
     )
     if a == b:
         st.info("Pick two different groups to see their difference.")
         return
     ga, gb = groups[names[a]], groups[names[b]]
-    draw_grids([(ga.accuracy - gb.accuracy, f"accuracy {a} − {b}", "difference", "coref-group-difference")])
+    draw_grids([(ga.accuracy - gb.accuracy, f"accuracy {a} − {b}", "difference", "coref-group-difference")], present)
     st.caption(plain(difference_note(result, by, names[a], names[b], fields, a, b, (notes[a], notes[b]))))
 
 

@@ -24,13 +24,14 @@ from .page import plain, show_table, show_text
 from .state import COREF_SETS
 
 
-def measures(result: CorefResult, suite: Suite, source: str) -> None:
+def measures(result: CorefResult, suite: Suite, source: str, present: bool) -> None:
     """What the suite's scores with the model of `source` measure beyond head accuracy, where its examples
-    say more: GAP's held-out best head, Winogender's gender gaps, accuracy by split."""
+    say more: GAP's held-out best head, Winogender's gender gaps, accuracy by split. Sized for presentation
+    mode where `present`."""
     if suite.key in ("gapdev", "gapval"):
         gap(result, suite, source)
     elif is_winogender(suite):
-        winogender(result)
+        winogender(result, present)
     if len(splits(result)) >= 2:
         by_split(result)
 
@@ -144,7 +145,7 @@ def is_winogender(suite: Suite) -> bool:
     )
 
 
-def winogender(result: CorefResult) -> None:
+def winogender(result: CorefResult, present: bool) -> None:
     bias = winogender_bias(result)
     st.subheader("Winogender: male against female pronouns")
     draw_grids(
@@ -156,7 +157,8 @@ def winogender(result: CorefResult) -> None:
                 "correlation",
                 "coref-gender-r",
             ),
-        ]
+        ],
+        present,
     )
     finite = np.where(np.isfinite(bias.correlation), bias.correlation, 0)
     layer, head = np.unravel_index(int(np.argmax(np.abs(finite))), finite.shape)
@@ -191,7 +193,7 @@ def load_second() -> None:
     st.session_state.coref_compare, st.session_state.coref_compare_error = source, None
 
 
-def second_model(result: CorefResult, suite: Suite) -> None:
+def second_model(result: CorefResult, suite: Suite, present: bool) -> None:
     st.subheader("Model against model")
     if "coref_compare_input" not in st.session_state:
         st.session_state.coref_compare_input = st.session_state.get("coref_compare", "")
@@ -221,6 +223,7 @@ def second_model(result: CorefResult, suite: Suite) -> None:
             (result.accuracy, "accuracy, the model in use", "accuracy", "coref-model-a"),
             (other.accuracy, "accuracy, the second model", "accuracy", "coref-model-b"),
         ],
+        present,
         static=("coref-model-b",),
     )
     c = compare_models(result, other)

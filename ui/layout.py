@@ -21,14 +21,16 @@ ROUNDING_PX = 4  # columns come out a pixel or two off their share
 FIGURE_MAX_PX = 740
 
 
-def rem_px() -> int:
-    return 22 if st.session_state.get("present") else 16
+def rem_px(present: bool) -> int:
+    """The root font's size: larger in presentation mode (`present`)."""
+    return 22 if present else 16
 
 
-def main_px() -> int:
-    """Width of the main column, where a figure drawn across the page goes."""
-    sidebar = 0 if st.session_state.get("present") else SIDEBAR_PX
-    return PAGE_PX - sidebar - 2 * PADDING_REM * rem_px() - SCROLLBAR_PX
+def main_px(present: bool) -> int:
+    """Width of the main column, where a figure drawn across the page goes (no sidebar beside it in
+    presentation mode, `present`)."""
+    sidebar = 0 if present else SIDEBAR_PX
+    return PAGE_PX - sidebar - 2 * PADDING_REM * rem_px(present) - SCROLLBAR_PX
 
 
 def sidebar_px() -> int:
@@ -36,15 +38,15 @@ def sidebar_px() -> int:
     return SIDEBAR_PX - 2 * SIDEBAR_INSET_PX
 
 
-def expander_px() -> int:
+def expander_px(present: bool) -> int:
     """Width inside an expander across the main column: 1 rem of padding and a 1 px border each side."""
-    return main_px() - 2 * (rem_px() + 1)
+    return main_px(present) - 2 * (rem_px(present) + 1)
 
 
-def column_px(spec: int | list[int], index: int = 0) -> int:
+def column_px(present: bool, spec: int | list[int], index: int = 0) -> int:
     """Width of column ``index`` of ``st.columns(spec)`` in the main column."""
     weights = [1] * spec if isinstance(spec, int) else list(spec)
-    room = main_px() - rem_px() * (len(weights) - 1)
+    room = main_px(present) - rem_px(present) * (len(weights) - 1)
     return int(room * weights[index] / sum(weights)) - ROUNDING_PX
 
 

@@ -64,7 +64,7 @@ class Ordinary:
     def above(self, ctx: ViewContext, notices: list[str]) -> None:
         run = ctx.run
         selectors(run, ctx.model.kinds)
-        tokens_strip(run, self.strip_place, new_from(ctx))
+        tokens_strip(run, ctx.present, self.strip_place, new_from(ctx))
         for notice in notices:  # shown once, after the link was read
             st.info(notice)
         way_back(ctx.key)
@@ -106,7 +106,7 @@ class Presentation:
             st.info(notice)
         present_keys(ctx.run, ctx.model.kinds)
         link = link_control()
-        tokens_strip(ctx.run, new_from=new_from(ctx))
+        tokens_strip(ctx.run, ctx.present, new_from=new_from(ctx))
         way_back(ctx.key)
         input_form()
         st.toggle("Presentation mode", key="present")

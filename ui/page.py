@@ -39,9 +39,11 @@ def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
     width when it sets one (square heatmap cells), else across the column. In presentation mode its
     title says what it shows and of which sentence (``present_caption``: ``sentence``, by default the
-    first typed), so the PNG does too."""
-    if name not in UNTITLED:
-        present_caption(fig, sentence)
+    drawn one), so the PNG does too. What the page draws (presentation mode, the view, its layer and head) is
+    the context of the page being drawn (ui/view_context.py's ``drawn``)."""
+    ctx = drawn()
+    if ctx is not None and name not in UNTITLED:
+        present_caption(fig, ctx, sentence)
     config: dict[str, Any] = {
         "displaylogo": False,
         "modeBarButtons": MODEBAR_BUTTONS,  # one button: the title keeps clear of it (viz._style.title_room)
@@ -96,32 +98,34 @@ def kept_checkbox(place, label: str, key: str, enabled: bool, why: str) -> bool:
     return place.checkbox(label, False, key=f"{key}_off", disabled=True, help=why)
 
 
-def font_size() -> int:
-    return 22 if st.session_state.get("present") else 14
+def font_size(present: bool) -> int:
+    """The figures' type: larger in presentation mode (`present`)."""
+    return 22 if present else 14
 
 
 def axis_labels(axis: str, tokens: list[str], size: int) -> list[str]:
     return tokens if axis in ("L", "S") else [str(i) for i in range(size)]
 
 
-def figure_slot():
-    """Presentation mode: a place for the view's figure above its controls (drawn after them)."""
-    return st.container() if st.session_state.get("present") else None
+def figure_slot(present: bool):
+    """Presentation mode (`present`): a place for the view's figure above its controls (drawn after them)."""
+    return st.container() if present else None
 
 
-def present_size() -> dict:
-    """The figure's size budget in presentation mode (the first screen); nothing otherwise."""
-    if not st.session_state.get("present"):
+def present_size(present: bool) -> dict:
+    """The figure's size budget in presentation mode (`present`: the first screen); nothing otherwise."""
+    if not present:
         return {}
-    return {"width": main_px(), "height": figure_height(), "min_label": MIN_PRESENT_LABEL_PX}
+    return {"width": main_px(present), "height": figure_height(), "min_label": MIN_PRESENT_LABEL_PX}
 
 
-def present_title(fig, layer: int, head: int) -> None:
-    """Presentation: the figure's title becomes one compact line, "L2 H3 · " and the sentence cut to the
-    figure's width, so a PNG from the camera icon says what it shows. A figure drawn with a title keeps
-    the room its layout made for it (within its first-screen budget); one drawn without gets room above."""
-    if st.session_state.get("present"):
-        _one_line(fig, f"L{layer} H{head} · ")
+def present_title(fig, ctx: ViewContext) -> None:
+    """Presentation: the figure's title becomes one compact line, "L2 H3 · " (the context's layer and head) and
+    the sentence cut to the figure's width, so a PNG from the camera icon says what it shows. A figure drawn
+    with a title keeps the room its layout made for it (within its first-screen budget); one drawn without gets
+    room above."""
+    if ctx.present:
+        _one_line(fig, f"L{ctx.layer} H{ctx.head} · ", ctx)
 
 
 # figures that are not a view's result: the token strips
@@ -131,59 +135,55 @@ ONE_HEAD = ("head", "shapeflow", "qk", "ablation", "efficient", "walk")
 NAMES_A_HEAD = re.compile(r"\bL\d+ H\d+\b")
 
 
-def present_caption(fig, sentence: str | None = None) -> None:
-    """Presentation: a figure's title keeps what it says, cut at a word to fit, and goes on with the sentence
-    (``sentence``, else the first typed), as one line; where the view shows one head and the title does not
-    name it, "L2 H3 · " comes first. A figure without a title is named by its view. Titles set by
-    ``present_title`` stay as they are."""
-    if not st.session_state.get("present") or fig.layout.meta == TITLED:
+def present_caption(fig, ctx: ViewContext, sentence: str | None = None) -> None:
+    """Presentation (the context's): a figure's title keeps what it says, cut at a word to fit, and goes on with
+    the sentence (``sentence``, else the context's), as one line; where the context's view shows one head and
+    the title does not name it, "L2 H3 · " comes first. A figure without a title is named by its view. Titles
+    set by ``present_title`` stay as they are."""
+    if not ctx.present or fig.layout.meta == TITLED:
         return
-    view = registry.by_label(st.session_state.get("view"))
+    view = registry.by_key(ctx.view) or registry.DEFAULT
     own = re.sub(r"<[^>]+>", " ", (fig.layout.title and fig.layout.title.text) or "")
     own = html.unescape(" ".join(own.split())) or view.label
     own = re.sub(r"\blayer (\d+), head (\d+)", r"L\1 H\2", own, flags=re.IGNORECASE)  # compact, as the keys say it
     if view.key in ONE_HEAD and not NAMES_A_HEAD.search(own):
-        layer, head = st.session_state.layer, st.session_state.head
+        layer, head = ctx.layer, ctx.head
         own = f"L{layer} H{head} · " + re.sub(rf",? head {head}\b", "", own)  # "K projection, head 3": said once
-    width = title_room(shown_width(fig))  # less the padding and the modebar's corner, as one_line_title counts
+    width = title_room(
+        shown_width(fig, ctx.present)
+    )  # less the padding and the modebar's corner, as one_line_title counts
     # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
-    size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig), int(width / ((len(own) + 24) * TITLE_GLYPH))))
+    size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig, ctx.present), int(width / ((len(own) + 24) * TITLE_GLYPH))))
     room = int(width / (size * TITLE_GLYPH))
     # the title's own words first: 60% of the line, or all of them while the sentence keeps its first word
-    first = len(((sentence or page_sentence()).split() or [""])[0]) + 1  # "The…"
+    first = len(((sentence or ctx.sentence).split() or [""])[0]) + 1  # "The…"
     keep = max(int(0.6 * room), min(len(own), room - 3 - first))
     if fig.layout.title and fig.layout.title.text:
         fig.layout.title.font.size = size
     else:
         fig.update_layout(title=title_layout(".", round(size / 1.2)))
-    _one_line(fig, cut_at_word(own, keep) + " · ", sentence)
+    _one_line(fig, cut_at_word(own, keep) + " · ", ctx, sentence)
 
 
-def page_sentence() -> str:
-    """The sentence the page draws (a continuation's prompt and what the model wrote), as a title names it."""
-    ctx = drawn()
-    return ctx.sentence if ctx is not None else st.session_state.submitted[0]
-
-
-def shown_width(fig) -> int:
+def shown_width(fig, present: bool) -> int:
     """The figure's width on the page: its own, within the main column (a wider one is drawn narrower)."""
-    return min(fig.layout.width or main_px(), main_px())
+    return min(fig.layout.width or main_px(present), main_px(present))
 
 
-def title_size(fig) -> int:
-    return (fig.layout.title and fig.layout.title.font.size) or round(font_size() * 1.2)
+def title_size(fig, present: bool) -> int:
+    return (fig.layout.title and fig.layout.title.font.size) or round(font_size(present) * 1.2)
 
 
 TITLED = "one-line title"  # fig.layout.meta of a figure whose title is already the line
 
 
-def _one_line(fig, prefix: str, sentence: str | None = None) -> None:
+def _one_line(fig, prefix: str, ctx: ViewContext, sentence: str | None = None) -> None:
     if not (fig.layout.title and fig.layout.title.text):
-        fig.update_layout(title=title_layout(".", font_size()))
-    width = shown_width(fig)
+        fig.update_layout(title=title_layout(".", font_size(ctx.present)))
+    width = shown_width(fig, ctx.present)
     fig.layout.title.update(x=0, xref="container", pad={"l": 8})  # from the figure's left edge, not the plot's
-    text = page_sentence() if sentence is None else sentence
-    fig.layout.title.text = one_line_title(prefix, text, width, title_size(fig))
+    text = ctx.sentence if sentence is None else sentence
+    fig.layout.title.text = one_line_title(prefix, text, width, title_size(fig, ctx.present))
     fig.layout.meta = TITLED
 
 
@@ -211,12 +211,12 @@ def too_big_for_batch(run) -> bool:
     return True
 
 
-def tokens_strip(run, place=None, new_from: int | None = None) -> None:
+def tokens_strip(run, present: bool, place=None, new_from: int | None = None) -> None:
     """The strip of the input's pieces, in ``place`` when given (the sidebar's, at its width), else across
     the page. A long input's strip (more than COMPACT_ABOVE pieces: a thousand pixels of boxes at 512)
     waits in a closed expander across the page, drawn only once it is opened. Either way the view's
     figure is not pushed below it; the figure's axes and hovers name every token. Positions from `new_from` on (a
-    continuation's) are marked as the model's."""
+    continuation's) are marked as the model's. Sized for presentation mode where `present`."""
     enc = run.encoded
     if enc.notice:
         st.warning(enc.notice)
@@ -228,25 +228,25 @@ def tokens_strip(run, place=None, new_from: int | None = None) -> None:
         shown_as("show_strip", "open" if box.open else "closed")  # only a long input's strip is folded
         if not box.open:
             return
-        width = expander_px()
+        width = expander_px(present)
     elif place is not None:
         box, width = place, sidebar_px()
         box.header("Tokens")
     else:
-        box, width = st.container(), main_px()
+        box, width = st.container(), main_px(present)
     with box:
-        show(strip_figure(enc, width, new_from), "tokens")
+        show(strip_figure(enc, width, present, new_from), "tokens")
 
 
-def strip_figure(enc, width: int, new_from: int | None = None):
-    """The token strip of an encoded input, its rows wrapped within `width` px (its column); positions from
-    `new_from` on marked as written by the model."""
+def strip_figure(enc, width: int, present: bool, new_from: int | None = None):
+    """The token strip of an encoded input, its rows wrapped within `width` px (its column), its type as
+    presentation mode (`present`) sets it; positions from `new_from` on marked as written by the model."""
     return viz.token_strip(
         enc.tokens,
         enc.input_ids[0].tolist(),
         enc.token_type_ids[0].tolist(),
         enc.special,
-        font_size=font_size(),
+        font_size=font_size(present),
         width=width,
         new_from=new_from,
     )

@@ -1,7 +1,7 @@
 """What every view draws from, built once per page (app.py's view_context) and handed by the dispatch to the
 view's ``draw(ctx)``: the run and the key it was computed for, what the model is, the selected layer and
-head, presentation mode and the page-level settings views share. A view reads these from the context, not
-from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do.
+head, presentation mode, the view drawn and the page-level settings views share. A view reads these from the
+context, not from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do.
 
 While the page draws (``drawing``), the page's own helpers that every figure passes through (a presentation
 title names the sentence drawn) find the context with ``drawn``: one page run's, in that run's thread."""
@@ -69,6 +69,7 @@ class ViewContext:
     present: bool  # presentation mode: figures sized to the first screen, larger type
     target: str = ""  # an encoder-decoder's Target box: its decoder's input, else "" (written greedily)
     continuation: Continuation | None = None  # the continuation the text is (ui/generation.py), or None
+    view: str = ""  # the key of the view drawn (ui/registry.py's View.key); "" for the registry's default
 
     @property
     def source(self) -> str:

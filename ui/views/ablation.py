@@ -29,7 +29,7 @@ def draw(ctx: ViewContext) -> None:
         kept = [h for h in st.session_state.ablate_heads if h in all_heads]
         st.session_state.ablate_heads = kept or [(ctx.layer, ctx.head)]
         st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{layer} H{head}" for layer, head in gone))
-    slot = figure_slot()  # presentation: the figure first, on the first screen
+    slot = figure_slot(ctx.present)  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
     heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
     mode = right.radio("Ablation", list(ABLATION_MODES.values()), key="ablate_mode", horizontal=True)
@@ -53,7 +53,7 @@ def draw(ctx: ViewContext) -> None:
                 result.attention_change,
                 result.embedding_cosine,
                 np.array(heads),
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
             ),
             "ablation",
         )

@@ -44,7 +44,7 @@ GRID_TITLES = {
 
 
 def draw(ctx: ViewContext) -> None:
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     mode = st.segmented_control(
         "Coreference", list(COREF_MODES.values()), key="coref_mode", required=True, label_visibility="collapsed"
     )
@@ -69,7 +69,9 @@ def this_sentence(ctx: ViewContext, slot=None) -> None:
     with side_col:  # the grid is coloured by the criterion the table ranks by
         criterion = criterion_picker()
     score, values = coref_values(run, picked.example, criterion)
-    size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": column_px([3, 2])}
+    size = {k: v for k, v in present_size(ctx.present).items() if k != "min_label"} or {
+        "width": column_px(ctx.present, [3, 2])
+    }
     with slot or grid_col:
         show(
             head_grid(
@@ -77,7 +79,7 @@ def this_sentence(ctx: ViewContext, slot=None) -> None:
                 GRID_TITLES[criterion].format(pronoun=words[p], answer=words[answer]),
                 kind=criterion,
                 highlight=(ctx.layer, ctx.head),
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
                 **size,
             ),
             "coref-margin",
@@ -125,8 +127,8 @@ def suite(ctx: ViewContext) -> None:
                 "accuracy of each head",
                 kind="accuracy",
                 highlight=(ctx.layer, ctx.head),
-                font_size=font_size(),
-                width=column_px([3, 2]),
+                font_size=font_size(ctx.present),
+                width=column_px(ctx.present, [3, 2]),
                 notes=counts(result),  # "56 of 87, [0.53, 0.74]": right on how many, the exact 95% interval
             ),
             "coref-accuracy",
@@ -140,9 +142,9 @@ def suite(ctx: ViewContext) -> None:
                 result.ranked(),
                 result.baselines,
                 top=15,
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
                 intervals=result.interval,
-                width=column_px([3, 2], 1),
+                width=column_px(ctx.present, [3, 2], 1),
             ),
             "coref-ranked",
             key="suite_bars",
@@ -153,9 +155,9 @@ def suite(ctx: ViewContext) -> None:
     examples_table(result, name, (ctx.layer, ctx.head))
     downloads(result, suite, ctx.source)
     excluded_table(result)
-    measures(result, suite, ctx.source)
-    grouped(result, examples, get_model(ctx.source)[0].load_report.source, name)
-    second_model(result, suite)
+    measures(result, suite, ctx.source, ctx.present)
+    grouped(result, examples, get_model(ctx.source)[0].load_report.source, name, ctx.present)
+    second_model(result, suite, ctx.present)
 
 
 TOP_COMPARED = 10  # heads shown against the best one; Holm's correction is over every other head
@@ -254,12 +256,12 @@ def minimal_pairs(ctx: ViewContext) -> None:
     if source == COREF_TWINS["sentence"]:
         scored = twin_scores(ctx.run, ctx.sentence, ctx.source)
         if scored is not None:
-            draw_twins(*scored)
+            draw_twins(*scored, ctx.present)
     else:
-        suite_twins(ctx.source)
+        suite_twins(ctx.source, ctx.present)
 
 
-def suite_twins(source: str) -> None:
+def suite_twins(source: str, present: bool) -> None:
     suite, result = picked_and_scored(source)
     if result is None:
         return
@@ -281,18 +283,17 @@ def suite_twins(source: str) -> None:
     if a not in scored or b not in scored:
         st.info("One of these twins could not be scored with this model (see the suite's notes).")
         return
-    draw_twins(scored[a], scored[b])
+    draw_twins(scored[a], scored[b], present)
 
 
-def draw_twins(da, db) -> None:
-    """Each twin's margins and the heads whose choice flips between them."""
+def draw_twins(da, db, present: bool) -> None:
+    """Each twin's margins and the heads whose choice flips between them, sized for presentation mode where
+    `present`."""
     flips = flipping_heads(da, db)
     both = flips & da.correct & db.correct
-    half = column_px(2)
+    half, size = column_px(present, 2), font_size(present)
     grids = [
-        head_grid(
-            d.margin, "margin: answer minus best other", kind="margin", marked=flips, font_size=font_size(), width=half
-        )
+        head_grid(d.margin, "margin: answer minus best other", kind="margin", marked=flips, font_size=size, width=half)
         for d in (da, db)
     ]
     beside = all(g.layout.width <= half for g in grids)  # else each twin's grid across the page
@@ -303,8 +304,8 @@ def draw_twins(da, db) -> None:
                 "margin: answer minus best other",
                 kind="margin",
                 marked=flips,
-                font_size=font_size(),
-                width=main_px(),
+                font_size=size,
+                width=main_px(present),
             )
             for d in (da, db)
         ]
@@ -321,7 +322,7 @@ def draw_twins(da, db) -> None:
             )
     show(
         flip_grid(
-            flips, da.correct, db.correct, font_size=font_size(), title="heads whose choice flips", width=main_px()
+            flips, da.correct, db.correct, font_size=size, title="heads whose choice flips", width=main_px(present)
         ),
         "coref-flips",
         key="flip_grid",

@@ -21,15 +21,15 @@ ENTROPY = STATS_MEASURES["entropy"]
 GRID_PX = 300  # the grid's height beside the page's controls: on a 1280 × 800 screen, under the view's choices
 
 
-def draw_corpus(left, right, slot=None) -> None:
+def draw_corpus(left, right, present: bool, slot=None) -> None:
     """The corpus run named in the folder box (drawn in `left`; the measure in `right`); `slot`: where its grid
-    goes (presentation: above the controls)."""
+    goes (presentation, `present`: above the controls)."""
     measure = right.selectbox("Grid shows", list(STATS_MEASURES.values()), key="stats_measure")
     run = opened_run(left)
     if run is None:
         return
     with slot or st.container():
-        show(grid_figure(run, measure), "corpus-grid", key="corpus_grid")
+        show(grid_figure(run, measure, present), "corpus-grid", key="corpus_grid")
     record = run.record
     texts = f"{record.get('file', '?')}" + (f" (field {record['field']})" if record.get("field") != "text" else "")
     show_text(
@@ -77,9 +77,10 @@ def corpus_patterns(corpus: CorpusRun, n_layers: int, n_heads: int) -> dict[tupl
     return {(layer, head): PATTERNS[most[layer, head]] for layer in range(n_layers) for head in range(n_heads)}
 
 
-def grid_figure(run: CorpusRun, measure: str):
+def grid_figure(run: CorpusRun, measure: str, present: bool):
     """The layer × head grid of `measure` (a label of STATS_MEASURES), sized to the page's width and to
-    GRID_PX high (presenting: the first screen's height), its cells no smaller than viz.coref's least."""
+    GRID_PX high (presenting, `present`: the first screen's height), its cells no smaller than viz.coref's
+    least."""
     if measure == ENTROPY:
         values, kind = run.grid("entropy"), "entropy"
         title = "Mean entropy of each head's rows over the corpus (nats)"
@@ -87,5 +88,5 @@ def grid_figure(run: CorpusRun, measure: str):
         label = next(word for word, shown in STATS_MEASURES.items() if shown == measure)
         values, kind = run.grid(f"share_{label}"), "share"
         title = f"Share of the corpus's texts in which each head is {label}"
-    height = present_size().get("height", GRID_PX)
-    return head_grid(values, title, kind=kind, font_size=font_size(), width=main_px(), height=height)
+    height = present_size(present).get("height", GRID_PX)
+    return head_grid(values, title, kind=kind, font_size=font_size(present), width=main_px(present), height=height)

@@ -38,7 +38,7 @@ def draw(ctx: ViewContext) -> None:
     loaded = get_seq2seq(ctx.source)
     assert loaded is not None, "the registry offers this view for encoder-decoders only (kinds)"
     model, tokenizer = loaded
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     try:
         with st.spinner("Writing…"):
             writing = get_writing(ctx.source, ctx.sentence, ctx.target)
@@ -66,16 +66,20 @@ def draw(ctx: ViewContext) -> None:
         rows,
         cols,
         title=f"{CROSS_PARTS[kind]}, layer {layer}, head {head}",
-        font_size=font_size(),
+        font_size=font_size(ctx.present),
         square=False,  # presentation: the source's columns take the screen's width where the rows are height-bound
-        **(present_size() or {"width": main_px()}),
+        **(present_size(ctx.present) or {"width": main_px(ctx.present)}),
     )
     with slot or st.container():
         show(fig, f"{kind}-layer{layer}-head{head}", key="cross_map")
     st.caption(_about(kind))
     tiles = writing.pooled[kind] if writing.pooled is not None else maps  # past the bound: pooled in the pass
     grid = part_grid(
-        tiles, (layer, head), f"{CROSS_PARTS[kind]}: every layer and head", font_size=font_size(), width=main_px()
+        tiles,
+        (layer, head),
+        f"{CROSS_PARTS[kind]}: every layer and head",
+        font_size=font_size(ctx.present),
+        width=main_px(ctx.present),
     )
     show(grid, f"{kind}-grid", key="cross_grid", on_select=_open_clicked, selection_mode="points")
     with st.expander("Lines between the two rows of tokens"):
@@ -86,7 +90,7 @@ def draw(ctx: ViewContext) -> None:
                 heads=[f"L{layer} H{head}"],
                 key_tokens=cols,
                 headings=HEADINGS[kind],
-                font_size=font_size(),  # a room reads the presentation's larger text here too
+                font_size=font_size(ctx.present),  # a room reads the presentation's larger text here too
             )
         except TooManyLines as err:
             st.info(str(err))
@@ -101,7 +105,7 @@ def draw(ctx: ViewContext) -> None:
                 "holds for one run at this sentence and target: try a shorter one to see it."
             )
         else:
-            _flow(model, writing, flow_layer, flow_head)
+            _flow(model, writing, flow_layer, flow_head, ctx.present)
 
 
 def _tokens(writing: Writing, kind: str) -> tuple[list[str], list[str]]:
@@ -133,13 +137,15 @@ def _about(kind: str) -> str:
     return "The encoder's self-attention over the sentence, as every other view shows it."
 
 
-def _flow(model, writing: Writing, layer: int, head: int) -> None:
+def _flow(model, writing: Writing, layer: int, head: int, present: bool) -> None:
     enc, dec = on_model_device(
         model, torch.tensor(writing.encoder_ids.tolist()), torch.tensor(writing.decoder_ids.tolist())
     )
     st.caption("Q from the decoder's states, K and V from the encoder's output.")
     with budget().slot():  # a forward pass over the writing (within the bound get_writing checked): one at a time
-        fig = cross_attention_flow(model, enc, dec, layer, font_size=font_size(), width=expander_px(), head=head)
+        fig = cross_attention_flow(
+            model, enc, dec, layer, font_size=font_size(present), width=expander_px(present), head=head
+        )
     show(fig, f"cross-flow-layer{layer}", key="cross_flow")
 
 

@@ -28,4 +28,9 @@ def draw(ctx: ViewContext) -> None:
     )
     maps = {name: getattr(terms, name)[0, trace.map_index(head)].numpy() for name in ("c2c", "c2p", "p2c", "total")}
     title = f"Layer {layer}, head {head}: the three terms and their total"
-    show(disentangled_figure(maps, run.tokens, font_size=font_size(), title=title, width=main_px()), "disentangled")
+    show(
+        disentangled_figure(
+            maps, run.tokens, font_size=font_size(ctx.present), title=title, width=main_px(ctx.present)
+        ),
+        "disentangled",
+    )

@@ -43,7 +43,9 @@ def real_grouping(ctx: ViewContext, config) -> None:
     with st.spinner(f"Reading layer {layer}…"):
         maps = run.attentions[layer]  # (H, L, L): one layer, on demand for a big model
         change = get_head_change(ctx.source, run, ctx.text, ctx.text_b, layer)
-    fig = gqa_groups_figure(pool_map(maps, 32), kv_of, layer, font_size=font_size(), width=main_px())
+    fig = gqa_groups_figure(
+        pool_map(maps, 32), kv_of, layer, font_size=font_size(ctx.present), width=main_px(ctx.present)
+    )
     show(
         fig,
         f"gqa-groups-l{layer}",
@@ -63,7 +65,10 @@ def real_grouping(ctx: ViewContext, config) -> None:
             else "every head shares the one key/value head (multi-query attention)."
         )
     )
-    show(head_change_matrix(change, kv_of, layer, font_size=font_size(), width=main_px()), f"gqa-pairs-l{layer}")
+    show(
+        head_change_matrix(change, kv_of, layer, font_size=font_size(ctx.present), width=main_px(ctx.present)),
+        f"gqa-pairs-l{layer}",
+    )
 
 
 def draw(ctx: ViewContext) -> None:
@@ -100,7 +105,7 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
     run, source, text, text_b, layer, head = ctx.run, ctx.source, ctx.text, ctx.text_b, ctx.layer, ctx.head
     if st.session_state.get("gqa_kv") not in options:  # none yet, or one from a link or another model
         st.session_state.gqa_kv = options[len(options) // 2]
-    slot = figure_slot()  # presentation: the grid first, on the first screen, and the heading under it
+    slot = figure_slot(ctx.present)  # presentation: the grid first, on the first screen, and the heading under it
     if slot is not None:
         st.markdown(f"**{heading}**")
     kv = st.select_slider(
@@ -117,9 +122,9 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
         return
     with slot or st.container():
         change = get_map_change(source, kv, text, text_b, run, grouped)
-        show(gqa_change_grid(change, kv, font_size=font_size(), width=main_px()), f"gqa-{kv}")
-    beside = grid_fits(run.tokens, font_size(), column_px(2))
-    width = column_px(2) if beside else main_px()
+        show(gqa_change_grid(change, kv, font_size=font_size(ctx.present), width=main_px(ctx.present)), f"gqa-{kv}")
+    beside = grid_fits(run.tokens, font_size(ctx.present), column_px(ctx.present, 2))
+    width = column_px(ctx.present, 2) if beside else main_px(ctx.present)
     if not beside:
         st.caption(
             f"At {len(run.tokens)} tokens the two maps are too dense side by side: the grouped one is "
@@ -132,7 +137,7 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
                 run.attentions[layer, head],
                 run.tokens,
                 title=f"Original: layer {layer}, head {head}",
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
                 width=width,
             ),
             f"original-l{layer}-h{head}",
@@ -143,7 +148,7 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
                 grouped.attentions[layer, head],
                 grouped.tokens,
                 title=f"{kv} key/value heads: layer {layer}, head {head}",
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
                 width=width,
             ),
             f"gqa{kv}-l{layer}-h{head}",

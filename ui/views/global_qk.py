@@ -77,9 +77,9 @@ def draw(ctx: ViewContext) -> None:
         return
     frames, texts = points
     if scope == SCOPES[0]:
-        fig = global_qk_figure(frames[head], colour, font_size=font_size(), width=main_px())
+        fig = global_qk_figure(frames[head], colour, font_size=font_size(ctx.present), width=main_px(ctx.present))
     else:
-        fig = small_multiples(frames, colour, font_size=font_size(), width=main_px())
+        fig = small_multiples(frames, colour, font_size=font_size(ctx.present), width=main_px(ctx.present))
         st.caption("At most 4,000 tokens of each head are drawn here, the same tokens in every panel.")
     show(fig, f"global-qk-l{layer}", key="gqk_chart", on_select=lambda: open_clicked(texts), selection_mode="points")
 

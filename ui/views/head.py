@@ -31,17 +31,17 @@ def places(ctx: ViewContext) -> tuple:
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
     if ctx.present:
         if lines:
-            return figure_slot(), st.container(), present_size(), False
+            return figure_slot(ctx.present), st.container(), present_size(ctx.present), False
         slot, panel = st.columns(PRESENT_SPEC)
-        return slot, panel, {**present_size(), "width": column_px(PRESENT_SPEC)}, True
-    if not lines and labels_every_token(ctx.run.tokens, font_size(), column_px(SPEC)):
+        return slot, panel, {**present_size(ctx.present), "width": column_px(ctx.present, PRESENT_SPEC)}, True
+    if not lines and labels_every_token(ctx.run.tokens, font_size(ctx.present), column_px(ctx.present, SPEC)):
         slot, panel = st.columns(SPEC)
-        return slot, panel, {"width": column_px(SPEC)}, True
+        return slot, panel, {"width": column_px(ctx.present, SPEC)}, True
     if not lines:  # a long sentence: the map keeps the first screen, its controls come after it
         slot = st.container()
-        return slot, st.container(), {"width": main_px(), "height": FIGURE_MAX_PX}, False
+        return slot, st.container(), {"width": main_px(ctx.present), "height": FIGURE_MAX_PX}, False
     panel = st.container()
-    return st.container(), panel, {"width": main_px()}, False
+    return st.container(), panel, {"width": main_px(ctx.present)}, False
 
 
 def draw(ctx: ViewContext) -> None:
@@ -64,11 +64,11 @@ def draw(ctx: ViewContext) -> None:
             hm.matrix,
             hm.labels,
             title=f"Layer {layer}, head {head}",
-            font_size=font_size(),
+            font_size=font_size(ctx.present),
             title_size=size.get("min_label"),
             **size,
         )
-        present_title(fig, layer, head)  # one line with the sentence, for the PNG
+        present_title(fig, ctx)  # one line with the sentence, for the PNG
         marked(fig, hm, run, panel)
         with slot:
             show(fig, f"layer{layer}-head{head}")
@@ -82,15 +82,15 @@ def draw(ctx: ViewContext) -> None:
                 np.stack([m.matrix for m in maps]),
                 maps[0].labels,
                 heads=[f"L{layer} H{h}" for h in heads],
-                font_size=font_size(),
+                font_size=font_size(ctx.present),
             )
         except TooManyLines as err:
             slot.info(str(err))
             panel.caption(maps[0].note)
             return
         if ctx.present:  # the rows close up to fit the first screen
-            fig.update_layout(height=min(fig.layout.height, present_size()["height"]))
-            present_title(fig, layer, head)
+            fig.update_layout(height=min(fig.layout.height, present_size(ctx.present)["height"]))
+            present_title(fig, ctx)
         with slot:
             show(fig, f"layer{layer}-lines")
         hm = maps[0]

@@ -23,8 +23,8 @@ def draw(ctx: ViewContext) -> None:
     text, text_b = ctx.text, ctx.text_b
     layer, head = ctx.layer, ctx.head
     texts = (text, text_b or SHORT_SECOND)
-    fs, full = font_size(), main_px()
-    fit = {k: v for k, v in present_size().items() if k != "width"}  # presentation: each map within a screen
+    fs, full = font_size(ctx.present), main_px(ctx.present)
+    fit = {k: v for k, v in present_size(ctx.present).items() if k != "width"}  # presentation: each map within a screen
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
         batch = get_batch(ctx.source, texts)
@@ -62,7 +62,7 @@ def draw(ctx: ViewContext) -> None:
             "sees only itself and earlier tokens — a what-if, not how the model was trained."
         )
     causal = get_run(ctx.source, text, text_b, causal=True)
-    half = column_px(2)
+    half = column_px(ctx.present, 2)
     beside = grid_fits(run.tokens, fs, half, right=causal_legend_px(fs))
     width = half if beside else full
     if not beside:

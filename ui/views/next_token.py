@@ -33,7 +33,7 @@ def draw(ctx: ViewContext) -> None:
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     left, right = st.columns(2)
     left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: f"{i}: {tokens[i]}")
     temperature = right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature")
@@ -57,8 +57,8 @@ def draw(ctx: ViewContext) -> None:
         chosen=chosen,
         entropies=(entropy_bits(probs), entropy_bits(tempered)),
         title=title,
-        font_size=font_size(),
-        **present_size_of_bars(),
+        font_size=font_size(ctx.present),
+        **present_size_of_bars(ctx.present),
     )
     with slot or st.container():
         show(fig, f"next-token-{position}")
@@ -101,7 +101,7 @@ def explain(tokens: list[str], position: int, following: int | None, probs, writ
     )
 
 
-def present_size_of_bars() -> dict:
-    """Presentation mode: the figure within the first screen's width and height."""
-    size = present_size()
+def present_size_of_bars(present: bool) -> dict:
+    """Presentation mode (`present`): the figure within the first screen's width and height."""
+    size = present_size(present)
     return {"width": size["width"], "height": size["height"]} if size else {}

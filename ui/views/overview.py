@@ -34,13 +34,13 @@ def pattern_labels(ctx: ViewContext) -> dict[tuple[int, int], str] | None:
 
 def draw(ctx: ViewContext) -> None:
     run = ctx.run
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     said, box = st.columns([3, 2], vertical_alignment="center")  # one row above the grid
     said.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
     if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
         labels = pattern_labels(ctx)
-    size = {k: v for k, v in present_size().items() if k != "min_label"} or {"width": main_px()}
+    size = {k: v for k, v in present_size(ctx.present).items() if k != "min_label"} or {"width": main_px(ctx.present)}
     highlight = (ctx.layer, ctx.head)
     if (
         labels
@@ -55,12 +55,12 @@ def draw(ctx: ViewContext) -> None:
             run.tokens,
             labels=labels,
             highlight=highlight,
-            font_size=font_size(),
+            font_size=font_size(ctx.present),
             **size,
         )
     else:
         fig = viz.overview_grid(
-            run.attentions, run.tokens, labels=labels, highlight=highlight, font_size=font_size(), **size
+            run.attentions, run.tokens, labels=labels, highlight=highlight, font_size=font_size(ctx.present), **size
         )
     with slot or st.container():
         show(

@@ -22,7 +22,7 @@ def draw(ctx: ViewContext) -> None:
     if st.session_state.qk_query not in options:
         st.session_state.qk_query = 0
     open_on_pronoun(run, ctx.sentence)
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
     trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     qk = query_key(trace, head, query)
@@ -32,7 +32,10 @@ def draw(ctx: ViewContext) -> None:
         f"{qk.scaling:.4f}) and the softmax probability per key."
     )
     with slot or st.container():
-        show(query_key_figure(qk, run.tokens, font_size=font_size(), **present_size()), f"query-key-l{layer}-h{head}")
+        show(
+            query_key_figure(qk, run.tokens, font_size=font_size(ctx.present), **present_size(ctx.present)),
+            f"query-key-l{layer}-h{head}",
+        )
 
 
 def open_on_pronoun(run, text: str) -> None:

@@ -19,7 +19,7 @@ def draw(ctx: ViewContext) -> None:
     run = ctx.run
     layer, T = ctx.layer, len(run.tokens)
     source, text, text_b = ctx.source, ctx.text, ctx.text_b
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
     raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
     labels = run.tokens
@@ -54,12 +54,17 @@ def draw(ctx: ViewContext) -> None:
                 "position after this layer (row) through the layers' attention graph, capacities the same "
                 "residual-added attention as rollout. Values in [0, 1]; rows are not normalised."
             )
-    if slot is None and pair_stacked(labels, font_size(), main_px()):
+    if slot is None and pair_stacked(labels, font_size(ctx.present), main_px(ctx.present)):
         st.caption(f"At {T} tokens the two maps are too dense side by side: the second is drawn under the first.")
     with slot or st.container():
         show(
             attention_pair(
-                raw, derived, labels, title, font_size=font_size(), **(present_size() or {"width": main_px()})
+                raw,
+                derived,
+                labels,
+                title,
+                font_size=font_size(ctx.present),
+                **(present_size(ctx.present) or {"width": main_px(ctx.present)}),
             ),
             f"rollout-layer{layer}",
         )

@@ -36,7 +36,7 @@ HOLDING = 0  # shapeflow_stage after a click: the stage that holds the step clic
 
 def draw(ctx: ViewContext) -> None:
     run = ctx.run
-    slot = figure_slot()
+    slot = figure_slot(ctx.present)
     present = ctx.present
     first, stage_row, heads = st.columns([2, 3, 2], vertical_alignment="center")
     text, text_b = ctx.text, ctx.text_b
@@ -51,7 +51,7 @@ def draw(ctx: ViewContext) -> None:
     if step not in trace.names:
         step = SHAPEFLOW_DEFAULT_STEP
     tokens = run.tokens if not padded else get_batch(ctx.source, texts).tokens[0]
-    fs, width = BOX_PX[present], column_px(SPEC[present], 0)
+    fs, width = BOX_PX[present], column_px(present, SPEC[present], 0)
     height = figure_height() if present else FLOW_PX
     stages = flow_stages(trace, fs, width, height)
     stage, step = current_stage(stages, step, present)
@@ -145,7 +145,7 @@ def panel(trace, step: str, head: int, tokens: list[str], present: bool, height:
     """Beside the diagram: the selected step's tensor for ``head`` above the head's attention map (the map
     once, when the step is the map itself), the two ``height`` px tall together; then the step's code and
     its whole path."""
-    width, left = column_px(SPEC[present], 1), height
+    width, left = column_px(present, SPEC[present], 1), height
     if step not in MAP_STEPS:
         fig = step_tensor(trace, step, head, tokens, BOX_PX[present], width, present, height)
         show(fig, f"tensor-{step}")

@@ -31,11 +31,11 @@ def open_selected_row(frame) -> None:
 
 def draw(ctx: ViewContext) -> None:
     run = ctx.run
-    slot = figure_slot()  # presentation: the map of the heads first, on the first screen; the table under it
+    slot = figure_slot(ctx.present)  # presentation: the map of the heads first, on the first screen; the table under it
     places = st.columns([2, 3, 2])  # one row: the choice, and a corpus run's folder and measure
     over = places[0].radio("Statistics of", list(STATS_OVER.values()), key="stats_over")
     if over == STATS_OVER["corpus"]:
-        draw_corpus(places[1], places[2], slot)
+        draw_corpus(places[1], places[2], ctx.present, slot)
         return
     stats, labels = sentence_patterns(ctx.source, run)
     st.caption(
@@ -82,8 +82,10 @@ def draw(ctx: ViewContext) -> None:
     n_heads = run.n_heads
     index = np.arange(len(embedding.layer))
     names = [f"{labels[i // n_heads, i % n_heads]}" for i in index]
-    size = {k: v for k, v in present_size().items() if k != "min_label"}
-    fig = head_scatter(embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size(), **size)
+    size = {k: v for k, v in present_size(ctx.present).items() if k != "min_label"}
+    fig = head_scatter(
+        embedding.coords, embedding.layer, index % n_heads, labels=names, font_size=font_size(ctx.present), **size
+    )
     with slot or st.container():
         show(
             fig,

@@ -223,17 +223,19 @@ def draw(ctx: ViewContext) -> None:
         show_text(step.says.format(**facts), "walk-says")
     with slot or st.container():
         if writing is not None:
-            draw_cross(writing, facts["cross_layer"], facts["cross_head"], budget)
+            draw_cross(writing, facts["cross_layer"], facts["cross_head"], present, budget)
         elif step.title == "Tokens":
-            show(strip_figure(run.encoded, main_px()), "walk-tokens")
+            show(strip_figure(run.encoded, main_px(present), present), "walk-tokens")
         elif step.names:
-            draw_tensors(trace, step.names, head, run.tokens, budget)
+            draw_tensors(trace, step.names, head, run.tokens, present, budget)
         elif learned is not None:
-            what_one_head_learned(run, learned, budget)
+            what_one_head_learned(run, learned, present, budget)
 
 
-def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], height: int | None = None) -> None:
-    width = main_px() // len(names) - 16
+def draw_tensors(
+    trace, names: tuple[str, ...], head: int, tokens: list[str], present: bool, height: int | None = None
+) -> None:
+    width = main_px(present) // len(names) - 16
     for column, name in zip(st.columns(len(names)), names):
         matrix, rows, cols = head_matrix(trace, name, head)
         kind = "probs" if name in ("probs", "mask") else "values"
@@ -245,7 +247,7 @@ def draw_tensors(trace, names: tuple[str, ...], head: int, tokens: list[str], he
                     axis_labels(rows, tokens, matrix.shape[0]),
                     axis_labels(cols, tokens, matrix.shape[1]),
                     title=f"{trace.step(name).title} [{shape}], head {head}",
-                    font_size=font_size(),
+                    font_size=font_size(present),
                     kind=kind,
                     width=width,
                     height=height,
@@ -269,7 +271,7 @@ def learned_head(run, text: Text, layer: int, head: int) -> tuple[int, int, str,
     return found[0], found[1], found[2] + " Its map:", opened
 
 
-def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int | None = None) -> None:
+def what_one_head_learned(run, learned: tuple[int, int, str, str], present: bool, height: int | None = None) -> None:
     layer, head, why, _ = learned
     place = st.container()
     if height is None:
@@ -278,8 +280,8 @@ def what_one_head_learned(run, learned: tuple[int, int, str, str], height: int |
         run.attentions[layer, head],
         run.tokens,
         title=f"Layer {layer}, head {head}",
-        font_size=font_size(),
-        width=main_px(),
+        font_size=font_size(present),
+        width=main_px(present),
         height=height,
         min_label=MIN_PRESENT_LABEL_PX if height else None,
     )
@@ -314,7 +316,7 @@ def _cross_facts(writing: Writing, layer: int, head: int) -> dict:
     return dict(T=T, S=S, cross_layer=min(layer, n_layers - 1), cross_head=min(head, n_heads - 1))
 
 
-def draw_cross(writing: Writing, layer: int, head: int, height: int | None = None) -> None:
+def draw_cross(writing: Writing, layer: int, head: int, present: bool, height: int | None = None) -> None:
     """One head's cross-attention map: decoder tokens as rows, encoder tokens as columns."""
     attn = writing.maps["cross"][layer, head]
     fig = head_heatmap(
@@ -322,8 +324,8 @@ def draw_cross(writing: Writing, layer: int, head: int, height: int | None = Non
         writing.decoder_tokens,
         writing.encoder_tokens,
         title=f"Cross-attention [{attn.shape[0]} × {attn.shape[1]}], decoder layer {layer}, head {head}",
-        font_size=font_size(),
-        width=main_px(),
+        font_size=font_size(present),
+        width=main_px(present),
         height=height,
         min_label=MIN_PRESENT_LABEL_PX if height else None,
     )
