@@ -4,7 +4,7 @@ The page's outline; its parts are in ui/, the computing in attention/, the figur
 
 `streamlit run app.py` finds `app` below (an st.App, made only when this file is imported as a
 module, not when Streamlit runs it as the page): that import starts warming the process up (torch,
-the model, the default sentence; ui/preload.py) while the server starts and the first browser is
+the model, the default sentence; ui/serve/preload.py) while the server starts and the first browser is
 still loading the page. The page's modules are imported in `main`, after `preload` has waited for
 that, so no two threads import them at once.
 """
@@ -15,11 +15,11 @@ import logging
 
 import streamlit as st
 
-from ui import preload
+from ui.serve import preload
 
 log = logging.getLogger("attention-app")
 # imported by `streamlit run app.py`'s server; Streamlit runs the page as __main__, and a flow worker
-# (ui/workers.py) imports this file as __mp_main__, multiprocessing's copy of the page: neither warms up
+# (ui/compute/workers.py) imports this file as __mp_main__, multiprocessing's copy of the page: neither warms up
 if __name__ not in ("__main__", "__mp_main__"):
     app = st.App(__file__)
     preload.start_warm_up()
@@ -31,16 +31,16 @@ PANICKED = (
 
 
 def main() -> None:
-    """The page: the model loaded, the sentence run, the view drawn in the page's layout (ui/outline.py)."""
+    """The page: the model loaded, the sentence run, the view drawn in the page's layout (ui/page/outline.py)."""
     st.set_page_config(page_title="Attention visualizer", layout="wide")
     warm_up()
-    from ui import outline
-    from ui.generation import run_key
-    from ui.page import report_button, start_report
-    from ui.present import show_link
-    from ui.runs import get_run
-    from ui.state import init_from_url, keep_choices, write_url
-    from ui.view_context import drawing
+    from ui.compute.generation import run_key
+    from ui.compute.runs import get_run
+    from ui.page import outline
+    from ui.page.page import report_button, start_report
+    from ui.page.present import show_link
+    from ui.state.state import init_from_url, keep_choices, write_url
+    from ui.state.view_context import drawing
 
     preload.one_thread_per_computation()  # before any model runs; done already where the server warmed up
     init_from_url()
@@ -69,7 +69,7 @@ def main() -> None:
 
 
 def warm_up() -> None:
-    """Wait for the process's warm-up (ui/preload.py); meanwhile a chart lets the browser fetch and start the
+    """Wait for the process's warm-up (ui/serve/preload.py); meanwhile a chart lets the browser fetch and start the
     chart library."""
     warming = None
     if not preload.ready() and preload.loading_figure() is not None:
@@ -83,8 +83,8 @@ def warm_up() -> None:
 def load_model(layout):
     """The model asked for (a pending choice first), with the layout's chrome; "Loading the model…" while the
     process's first model loads."""
-    from ui.actions import load_pending_model
-    from ui.models import LOADED, get_model
+    from ui.compute.models import LOADED, get_model
+    from ui.state.actions import load_pending_model
     from viz._style import message_figure
 
     loading = st.empty()
@@ -102,10 +102,10 @@ def choose_view(run, text) -> frozenset[str]:
     """The layer, head and view within what this run's model has; on a first visit without a head in the link, the
     strongest head of a view of the sentence's own heads (`text`'s: the run's, a continuation's as written). Returns
     what the model is (the views offered)."""
-    from ui import registry
-    from ui.computations import strongest_head
-    from ui.models import model_kinds
-    from ui.state import clamp_selection, fit_view
+    from ui.compute.computations import strongest_head
+    from ui.compute.models import model_kinds
+    from ui.page import registry
+    from ui.state.state import clamp_selection, fit_view
 
     clamp_selection(run.n_layers, run.n_heads)
     kinds = model_kinds(st.session_state.source)
@@ -120,10 +120,10 @@ def choose_view(run, text) -> frozenset[str]:
 
 
 def view_context(run, key, kinds: frozenset[str], written):
-    """What every view draws from (ui/view_context.py), read once from the page's state: the run of `key` (the
+    """What every view draws from (ui/state/view_context.py), read once from the page's state: the run of `key` (the
     continuation `written`, if any), the model, the selected layer and head, presentation mode, the view."""
-    from ui import registry
-    from ui.view_context import ModelFacts, ViewContext
+    from ui.page import registry
+    from ui.state.view_context import ModelFacts, ViewContext
 
     s = st.session_state
     return ViewContext(
@@ -141,7 +141,7 @@ def view_context(run, key, kinds: frozenset[str], written):
 
 def draw_view(ctx) -> None:
     from attention.runs.bigrun import NeedsSmallerInput
-    from ui import registry
+    from ui.page import registry
 
     view = registry.by_key(ctx.view) or registry.DEFAULT  # the view the context was built for
     try:
@@ -153,7 +153,7 @@ def draw_view(ctx) -> None:
 
 
 if __name__ == "__main__":
-    with preload.page_run():  # the warm-up's last imports wait for the page runs under way (ui/preload.py)
+    with preload.page_run():  # the warm-up's last imports wait for the page runs under way (ui/serve/preload.py)
         try:
             main()
         except Exception:  # no traceback on the page; the server log keeps it
@@ -164,7 +164,7 @@ if __name__ == "__main__":
             )
         except BaseException as err:  # a tokenizer's panic is not an Exception: uncaught, the page spun forever
             from attention.load.tokenizer import panicked
-            from ui.page import plain
+            from ui.page.page import plain
 
             if not panicked(err):  # Streamlit's own stop and rerun, an interrupt
                 raise

@@ -41,7 +41,7 @@ from attention.analysis.stats import (
 from attention.runs.run import run_sentence  # noqa: E402
 from attention.tracing.trace import trace_layer  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402
-from ui.state import PRESETS  # noqa: E402
+from ui.state.state import PRESETS  # noqa: E402
 from viz.ablation import ablation_figure  # noqa: E402
 from viz.gqa import gqa_change_grid  # noqa: E402
 from viz.query_key import query_key_figure  # noqa: E402

@@ -30,7 +30,7 @@ from _room import Laptop, Page
 from _strangers import HOSTILE_SESSIONS, heavy_stranger, upload_stranger, visit
 from browser import CHROMIUM, CHROMIUM_ARGS, launch, server_process
 
-from ui.sources import SOURCES_VAR
+from ui.serve.sources import SOURCES_VAR
 
 # single WordPiece tokens of the uncased vocabulary, none of them a word of the templates
 _NOUN_TEXT = """zebra otter badger falcon beaver camel donkey eagle heron jaguar moose newt panda parrot penguin
@@ -237,7 +237,7 @@ def main() -> int:
         return 2
     log_path = Path(tempfile.mkstemp(prefix="load-app-", suffix=".log")[1])
     try:
-        # served as to a room of strangers: the model list locked to the bundled model (ui/sources.py)
+        # served as to a room of strangers: the model list locked to the bundled model (ui/serve/sources.py)
         with (
             machine_wide_priorities() as scheduling,
             open(log_path, "w+b") as log,

@@ -95,7 +95,7 @@ def measure(source: str, texts: list[str], log) -> dict:
     from playwright.sync_api import sync_playwright
 
     frames, runs = Frames(), []
-    # the page reads a checkpoint folder only under ATTENTION_FILE_DIRS (ui/sources.py): the big model's own
+    # the page reads a checkpoint folder only under ATTENTION_FILE_DIRS (ui/serve/sources.py): the big model's own
     readable = {"ATTENTION_FILE_DIRS": source} if source else {}
     with sync_playwright() as pw, app_server(timeout=TIMEOUT_S, env=readable) as url:
         browser = launch(pw)

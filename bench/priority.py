@@ -11,8 +11,8 @@ were done. Modes for the long thread:
 
   none     no long thread: what the short runs get anyway
   page     the long thread at the page's priority
-  thread   the whole long thread `--nice` steps lower (ui/priority.py before its KernelsLow)
-  kernels  ui/priority.py's low_priority(): its torch kernels `--nice` steps lower, its Python not
+  thread   the whole long thread `--nice` steps lower (ui/compute/priority.py before its KernelsLow)
+  kernels  ui/compute/priority.py's low_priority(): its torch kernels `--nice` steps lower, its Python not
 
 A thread set back while it holds Python's interpreter lock holds up every thread in the process until
 the busy cores let it run (a priority inversion); `thread` shows such stalls, `kernels` is meant not to
@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import ui.priority as priority  # noqa: E402
+import ui.compute.priority as priority  # noqa: E402
 from attention import load_model  # noqa: E402
 from attention.runs.run import run_padded_batch, run_sentence  # noqa: E402
 

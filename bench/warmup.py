@@ -1,4 +1,4 @@
-"""The server's warm-up (ui/preload.py) with and without its collector tuning, each in fresh processes.
+"""The server's warm-up (ui/serve/preload.py) with and without its collector tuning, each in fresh processes.
 
     python bench/warmup.py [--repeats 5]
 
@@ -22,7 +22,7 @@ import gc, sys, time
 if sys.argv[1] == "plain":
     gc.disable = gc.freeze = lambda: None
 wall, cpu = time.perf_counter(), time.process_time()
-from ui import preload
+from ui.serve import preload
 preload.page_shown()  # its last imports (scipy) wait for a first page otherwise
 preload.start_warm_up().join()
 wall, cpu, full = time.perf_counter() - wall, time.process_time() - cpu, gc.get_stats()[2]["collections"]

@@ -34,7 +34,7 @@ def free_port() -> int:
 def server_process(log, timeout: float = 120, env: dict[str, str] | None = None):
     """`streamlit run app.py` on a free loopback port, its output written to `log` (a readable binary
     file, not a pipe: an unread pipe fills up and stalls the server); yields (process, url). `env`
-    adds to the environment (e.g. the server's model list, ui/sources.py)."""
+    adds to the environment (e.g. the server's model list, ui/serve/sources.py)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(

@@ -69,7 +69,7 @@ def make_tiny(folder: Path, model_class: str = "BertModel", safe: bool = True, s
 
 @pytest.fixture(scope="session", autouse=True)
 def readable_temp(tmp_path_factory):
-    """The page reads the server's files only under ATTENTION_FILE_DIRS (ui/sources.py): the tests' checkpoints,
+    """The page reads the server's files only under ATTENTION_FILE_DIRS (ui/serve/sources.py): the tests' checkpoints,
     corpora and points are written under pytest's temp folder, and the repository's data/ is the default, so
     both are listed (for the servers the browser tests start too). tests/test_serving.py sets its own."""
     os.environ.setdefault("ATTENTION_FILE_DIRS", f"{tmp_path_factory.getbasetemp()};{ROOT / 'data'}")

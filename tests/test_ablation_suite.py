@@ -10,7 +10,7 @@ from test_app import no_errors, start
 
 from attention.analysis.ablation import score_ablated, suite_change
 from attention.analysis.coref import load_examples, score_heads
-from ui.page import as_written
+from ui.page.page import as_written
 
 
 @pytest.fixture(scope="module")

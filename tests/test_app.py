@@ -374,18 +374,18 @@ def test_six_thousand_words_are_truncated_with_a_notice():
 
 
 def test_a_placeholder_chart_shows_while_the_model_loads_and_goes_after(monkeypatch):
-    import ui.models
+    import ui.compute.models
     import viz._style
 
     drawn = []
     real = viz._style.message_figure
     monkeypatch.setattr(viz._style, "message_figure", lambda text, **kw: drawn.append(text) or real(text, **kw))
-    ui.models.LOADED.discard("")  # as on a fresh process: the bundled model counts as not loaded yet
+    ui.compute.models.LOADED.discard("")  # as on a fresh process: the bundled model counts as not loaded yet
     at = start()
     no_errors(at)
     assert drawn == ["Loading the model…"]  # sent before the model was asked for
     specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
     assert specs and all(spec["data"] for spec in specs)  # and no data-less chart is left on the page
-    assert "" in ui.models.LOADED
+    assert "" in ui.compute.models.LOADED
     at.run()
     assert drawn == ["Loading the model…"]  # a loaded model: no placeholder on later runs

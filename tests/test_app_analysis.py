@@ -14,7 +14,7 @@ from attention.analysis.rollout import as_attention_tuple, attention_flow, rollo
 from attention.analysis.stats import head_stats, pattern_labels, punctuation_mask
 from attention.runs.run import run_sentence
 from attention.tracing.trace import trace_layer
-from ui.workers import flow_workers
+from ui.compute.workers import flow_workers
 
 
 def figures(at) -> list[dict]:
@@ -74,7 +74,7 @@ def test_rollout_and_flow_beside_raw_attention(minilm, monkeypatch):
     [derived] = traces_named(at, "derived")
     flow = attention_flow(as_attention_tuple(run.attentions[:4]))
     np.testing.assert_allclose(decode(derived["z"]), flow, atol=1e-6)
-    assert len(solved) == 1 and len(solved[0]) == len(flow)  # in a worker process (ui/workers.py): every row
+    assert len(solved) == 1 and len(solved[0]) == len(flow)  # in a worker process (ui/compute/workers.py): every row
 
 
 def test_flow_above_its_limit_is_explained_not_run():

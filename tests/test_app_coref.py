@@ -44,7 +44,7 @@ def span_lines() -> list[dict]:
 
 def upload(at, rows: list[dict], name: str = "mine.jsonl"):
     """What a valid upload leaves in the session (AppTest cannot drive the file box)."""
-    from ui.coref_data import digest
+    from ui.coref.coref_data import digest
 
     examples = parse_examples("\n".join(json.dumps(r) for r in rows))
     at.session_state["coref_suite"] = (name, examples, "upload:" + digest(examples))
@@ -225,7 +225,7 @@ def test_the_built_in_suite_with_the_bundled_model_has_intervals_and_groups(mini
 
 
 def test_a_stopped_scoring_waits_to_be_started_again(tiny, tiny_dir):
-    from ui.coref_data import digest
+    from ui.coref.coref_data import digest
 
     rows = span_lines()[1:5]  # examples no other test scores: the scores are kept for the whole process
     key = "upload:" + digest(parse_examples("\n".join(json.dumps(r) for r in rows)))

@@ -71,7 +71,7 @@ def test_a_model_whose_heads_do_not_separate_the_candidates_declares_no_winner(t
 
 
 def test_strongest_head_on_uniform_maps_opens_the_default_head(minilm):
-    from ui.computations import strongest_head
+    from ui.compute.computations import strongest_head
 
     run = run_sentence(*minilm, SENTENCE)
     L = len(run.tokens)
@@ -178,7 +178,7 @@ def crafted(run, decoy: tuple[int, int], linker: tuple[int, int]) -> SimpleNames
 
 
 def test_strongest_head_crowns_no_head_whose_pronoun_gives_the_answer_nothing(minilm):
-    from ui.computations import coref_values, strongest_head
+    from ui.compute.computations import coref_values, strongest_head
 
     run = run_sentence(*minilm, SENTENCE)
     maps = crafted(run, decoy=(2, 3), linker=(1, 1))

@@ -18,10 +18,10 @@ from test_corpus_results import tiny_run
 from attention.analysis import runs
 from attention.analysis.corpus import cli as corpus_cli
 from attention.analysis.stats import PATTERNS
-from ui import corpus_runs
-from ui.page import as_written
-from ui.sources import FILES_VAR, FileRefused
-from ui.state import STATS_MEASURES
+from ui.page.page import as_written
+from ui.serve import corpus_runs
+from ui.serve.sources import FILES_VAR, FileRefused
+from ui.state.state import STATS_MEASURES
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_a_run_folder_swapped_for_a_link_after_the_check_is_refused_when_the_agg
     finished, tmp_path, monkeypatch
 ):
     """A link put in place of the run's folder after server_path checked the aggregate's path (a race a visitor
-    may win) is not followed when it is opened: it is opened as ui/sources.py's open_under opens files."""
+    may win) is not followed when it is opened: it is opened as ui/serve/sources.py's open_under opens files."""
     run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     shutil.copytree(finished, run)
     shutil.copytree(finished, elsewhere)

@@ -2,8 +2,8 @@
 is the one every view uses, and draws; its MLM head works; a GPU asked for on a machine without one is
 one sentence on the page; a bad value is ignored with a warning in the server log.
 
-The settings are read once per process (ui/settings.py); AppTest runs the page in this process, so the
-tests set ui.models' copies, as test_caps.py does for the caps."""
+The settings are read once per process (ui/serve/settings.py); AppTest runs the page in this process, so the
+tests set ui.compute.models' copies, as test_caps.py does for the caps."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from families import make_family
 from test_app import decode, head_figure, no_errors, start, submit
 from test_app_families import every_view_draws as each_view_draws
 
-import ui.models as cache
+import ui.compute.models as cache
 from attention import ModelLoadError, load_model
 from attention.analysis.ablation import ablate
 from attention.mlm import load_mlm_head
 from attention.runs.run import run_sentence
-from ui import registry
-from ui.stores import forget_everything
+from ui.compute.stores import forget_everything
+from ui.page import registry
 
 # bfloat16 keeps 8 bits of mantissa: a map computed from bfloat16 weights (its softmax in float32) is
 # within about 1e-2 of the float32 model's; the bundled model's maps differ by up to ~9e-3 on this text.
@@ -203,7 +203,7 @@ def test_the_caption_names_the_device_and_dtype_unless_cpu_float32():
 
 
 def test_the_device_and_dtype_settings_take_their_words():
-    from ui.settings import read
+    from ui.serve.settings import read
 
     values, warnings = read({"ATTENTION_DEVICE": " CUDA:1 ", "ATTENTION_DTYPE": "bf16"})
     assert not warnings and values["device"] == "cuda:1" and values["dtype"] == "bfloat16"
@@ -223,7 +223,7 @@ def test_the_device_and_dtype_settings_take_their_words():
     ],
 )
 def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
-    from ui.settings import read
+    from ui.serve.settings import read
 
     name = {"ATTENTION_DTYPE": "dtype", "ATTENTION_DEVICE": "device"}[var]
     values, warnings = read({var: bad})
@@ -234,7 +234,7 @@ def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
 
 def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
-    show = "import ui.models as c; print(c.DEVICE, c.DTYPE)"
+    show = "import ui.compute.models as c; print(c.DEVICE, c.DTYPE)"
     done = subprocess.run(
         [sys.executable, "-c", show], cwd=ROOT, env={**env, "ATTENTION_DTYPE": "int8"}, capture_output=True, text=True
     )
@@ -249,7 +249,7 @@ def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     )
     assert done.stdout.split() == ["cuda:0", "bfloat16"] and "ignored" not in done.stderr, done.stderr
     check = subprocess.run(
-        [sys.executable, "-m", "ui.settings"],
+        [sys.executable, "-m", "ui.serve.settings"],
         cwd=ROOT,
         env={**env, "ATTENTION_DEVICE": "gpu"},
         capture_output=True,

@@ -117,7 +117,7 @@ def test_unused_tensors_are_a_short_line_saying_which_with_why_in_its_tooltip():
 
 
 def test_unused_tensors_of_a_causal_checkpoint_are_buffers_and_heads():
-    from ui.controls import unused_tensors
+    from ui.page.controls import unused_tensors
 
     line, why = unused_tensors(
         ("h.0.attn.bias", "h.0.attn.masked_bias", "lm_head.weight", "score.weight", "score.bias")

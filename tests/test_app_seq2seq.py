@@ -16,8 +16,8 @@ from test_app_families import every_view_draws
 from attention import generate, load_model
 from attention.runs.inputs import encode
 from attention.writing.generate_seq2seq import generate_seq2seq
-from ui.runs import MAX_NEW_TOKENS
-from ui.url_values import MAX_TARGET_CHARS
+from ui.compute.runs import MAX_NEW_TOKENS
+from ui.state.url_values import MAX_TARGET_CHARS
 from viz._text import escape_all, position_labels
 
 FAMILIES = ["bart", "marian", "t5"]

@@ -38,10 +38,10 @@ def test_every_view_runs_on_the_ids_written_not_the_text_read_again(llama):
 
 
 def test_the_traced_layer_the_padded_batch_and_the_grouped_run_read_the_ids_written(llama):
-    from ui.computations import get_grouped_run
-    from ui.generation import Settings, continuation
-    from ui.runs import get_batch, get_trace
-    from ui.state import SHORT_SECOND
+    from ui.compute.computations import get_grouped_run
+    from ui.compute.generation import Settings, continuation
+    from ui.compute.runs import get_batch, get_trace
+    from ui.state.state import SHORT_SECOND
 
     source = str(llama)
     written = continuation(source, PROMPT, Settings(6, False, 1.0, None, None, None))

@@ -1,4 +1,5 @@
-"""Big-model runs (attention/runs/bigrun.py, ui/runs.py): when every map of a run would be larger than BIG_RUN_BYTES,
+"""Big-model runs (attention/runs/bigrun.py, ui/compute/runs.py): when every map of a run would be larger than
+BIG_RUN_BYTES,
 the run keeps pooled tiles, gathered layer by layer as one forward pass goes, and reads a layer's full maps on
 demand."""
 
@@ -16,8 +17,8 @@ from attention.runs import bigrun
 from attention.runs.inputs import encode
 from attention.runs.pooling import head_tiles, pool_map
 from attention.runs.run import run_sentence
-from ui import runs
-from ui.runs import big_run_loader
+from ui.compute import runs
+from ui.compute.runs import big_run_loader
 from viz.overview import overview_figure, overview_grid
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -248,7 +249,7 @@ def test_every_view_of_a_big_run_draws_or_says_why_not(tmp_path, monkeypatch, ll
 def test_rollout_and_flow_of_a_big_run_are_those_of_its_maps(llama):
     """Rollout and flow average the heads first: a big run's head-averaged maps give what every map gives."""
     from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
-    from ui.computations import through_layer
+    from ui.compute.computations import through_layer
 
     _, model, enc, full = llama
     run = bigrun.pooled_run(model, enc, False, big_run_loader(("", TEXT, "", False)), head_tiles)

@@ -20,7 +20,7 @@ from attention import load_model
 from attention.runs.bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, maps_bytes
 from attention.runs.inputs import encode
 from attention.runs.pooling import pool_map
-from ui.url_values import MAX_TARGET_CHARS
+from ui.state.url_values import MAX_TARGET_CHARS
 
 TEXT = "zq" * 500  # 1,000 characters: 1,002 source tokens of the tiny byte-level BPE
 TARGET = "qz" * (MAX_TARGET_CHARS // 2)  # the longest target a link may force
@@ -36,8 +36,8 @@ def bart(tmp_path_factory):
 
 SETUP = """
 from attention.runs.bigrun import KeepsTooMuch
-from ui.runs import get_writing
-from ui.stores import size_of
+from ui.compute.runs import get_writing
+from ui.compute.stores import size_of
 source = {source!r}
 get_writing(source, "zq zq", "qz qz")  # the model loaded, a first pass made
 """
@@ -101,13 +101,13 @@ def test_one_layer_past_the_bound_is_refused_before_the_work(tmp_path):
 def test_a_pooled_writings_layers_are_the_full_pass_layers(bart, monkeypatch):
     """Past the bound (lowered here to a small case's size) each layer read on demand is the one the full pass
     keeps, exactly: the same steps in the same order; the grid's tiles are its maps pooled."""
-    import ui.runs
+    import ui.compute.runs
 
     text, target = "zq" * 40, "qz" * 30
     model, tokenizer = load_model(str(bart))
     ids = encode(tokenizer, text).input_ids
-    monkeypatch.setattr(ui.runs, "BIG_RUN_BYTES", maps_bytes(1, 12, 100))  # one layer fits, every map does not
-    writing = ui.runs.get_writing(str(bart), text, target)
+    monkeypatch.setattr(ui.compute.runs, "BIG_RUN_BYTES", maps_bytes(1, 12, 100))  # one layer fits, every map does not
+    writing = ui.compute.runs.get_writing(str(bart), text, target)
     assert writing.is_big and isinstance(writing.maps["cross"], LayerMaps)
     with torch.inference_mode():
         out = model(ids, decoder_input_ids=torch.tensor(writing.decoder_ids))

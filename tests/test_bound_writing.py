@@ -1,6 +1,7 @@
 """Writing keeps to the big-run bound (issue 44, attack 3): Continue and the Next token view on an 8-layer,
 8-head model at 2,001 tokens kept every layer's full maps (+0.88 GB / +1.19 GB). The continuation is written
-with no map made (the views read the written ids' maps through ui/runs.py, pooled past the bound), the next-token
+with no map made (the views read the written ids' maps through ui/compute/runs.py, pooled past the bound), the
+next-token
 pass makes none either, and attention.generate sizes the maps it keeps before it starts, refusing past the bound."""
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def decoder(tmp_path_factory):
 
 
 SETUP = """
-from ui.generation import Settings, continuation, final_hidden
-from ui.models import get_model
+from ui.compute.generation import Settings, continuation, final_hidden
+from ui.compute.models import get_model
 source = {source!r}
 greedy = Settings(1, False, 1.0, None, None, None)
 model, tokenizer = get_model(source)
@@ -111,7 +112,7 @@ result["shape"] = list(trace.step("probs").shape)
 """
     setup = (
         SETUP
-        + "from ui.runs import get_trace\nfrom ui.stores import size_of\n"
+        + "from ui.compute.runs import get_trace\nfrom ui.compute.stores import size_of\n"
         + "from attention.tracing.trace import kept_bytes\n"
     )
     measured = peak_bytes(setup.format(source=str(decoder)), work)

@@ -12,7 +12,7 @@ from browser import CHROMIUM, served_chromium
 from families import DECODERS, FAMILIES, make_family
 from test_browser_state import SIZE, clean, wait_drawn
 
-from ui import registry
+from ui.page import registry
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"

@@ -15,7 +15,7 @@ from families import MORE_CONFIGS, make_more
 from test_browser_families import HEAD_MAP, SENTENCE
 from test_browser_state import SIZE, clean, wait_drawn
 
-from ui import registry
+from ui.page import registry
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"

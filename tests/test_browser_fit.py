@@ -12,7 +12,7 @@ import pytest
 from browser import CHROMIUM, served_chromium
 from test_browser_state import SIZE, clean, wait_drawn
 
-from ui.registry import VIEWS
+from ui.page.registry import VIEWS
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"

@@ -164,7 +164,7 @@ def test_the_report_is_the_view_in_use(page, tmp_path):
 
 def test_a_locked_server_offers_its_list_and_refuses_a_linked_path(page):
     """Served to strangers: no box to type a path into, and a path in a link is refused, saying nothing of it."""
-    from ui.sources import SOURCES_VAR
+    from ui.serve.sources import SOURCES_VAR
 
     with app_server(env={SOURCES_VAR: "bert-base-uncased"}) as url:
         context = page.browser.new_context(viewport=SIZE)  # the module's browser, a server of its own

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ui.stores import BoundedStore, size_of
+from ui.compute.stores import BoundedStore, size_of
 
 
 def test_size_of_counts_arrays_and_tensors_inside_results(minilm):
@@ -67,7 +67,7 @@ def test_get_or_compute_computes_once_and_is_thread_safe():
 
 
 def test_a_budget_bounds_every_store_together_dropping_the_least_recent_anywhere():
-    from ui.stores import Budget
+    from ui.compute.stores import Budget
 
     budget = Budget(max_bytes=2000, slots=2)
     runs, traces = BoundedStore(10, 10**9, budget), BoundedStore(10, 10**9, budget)
@@ -84,7 +84,7 @@ def test_a_budget_bounds_every_store_together_dropping_the_least_recent_anywhere
 def test_compute_slots_bound_concurrent_computations_and_allow_nesting():
     import time
 
-    from ui.stores import Budget
+    from ui.compute.stores import Budget
 
     budget = Budget(max_bytes=10**9, slots=2)
     outer, inner = BoundedStore(50, 10**9, budget), BoundedStore(50, 10**9, budget)
@@ -112,7 +112,7 @@ def test_compute_slots_bound_concurrent_computations_and_allow_nesting():
 def test_a_small_computation_does_not_wait_for_the_slots_a_long_one_holds():
     import time
 
-    from ui.stores import Budget
+    from ui.compute.stores import Budget
 
     budget = Budget(max_bytes=10**9, slots=1)
     store_ = BoundedStore(50, 10**9, budget)
@@ -135,7 +135,7 @@ def test_a_small_computation_does_not_wait_for_the_slots_a_long_one_holds():
 
 
 def test_a_sentence_is_a_small_run_and_a_long_input_is_not(minilm):
-    from ui.runs import is_small_run, token_bound
+    from ui.compute.runs import is_small_run, token_bound
 
     assert token_bound("It was.", "Ünïcode") == len("It was.") + len("Ünïcode".encode()) + 4
     assert is_small_run("", "The animal didn't cross the street because it was too tired.")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_app import no_errors, start, submit
 
-from ui import slots, stores
-from ui.slots import Heavy, ServerBusy, TooLong
-from ui.stores import BoundedStore
+from ui.compute import slots, stores
+from ui.compute.slots import Heavy, ServerBusy, TooLong
+from ui.compute.stores import BoundedStore
 
 
 class Stopped(BaseException):
@@ -107,7 +107,7 @@ def test_a_flow_past_its_time_limit_is_a_message_and_the_view_stays_usable(monke
 
 
 def test_a_waiting_session_is_told_and_then_told_the_server_stayed_busy(monkeypatch, quick_wait):
-    import ui.limits as limits
+    import ui.compute.limits as limits
 
     shown = []
     real = limits.waiting_message
@@ -143,7 +143,7 @@ def test_size_caps_name_their_limits(monkeypatch, minilm):
 
     from test_app_coref import span_lines
 
-    import ui.coref_data as coref_data
+    import ui.coref.coref_data as coref_data
     from attention.runs.inputs import encode
 
     class Upload:
@@ -233,7 +233,7 @@ def test_an_ablation_past_its_time_limit_is_a_message_and_nothing_is_kept(monkey
 
 
 def test_a_gqa_conversion_past_its_time_limit_is_a_message_and_nothing_is_kept(monkeypatch):
-    from ui.computations import get_grouped_model
+    from ui.compute.computations import get_grouped_model
 
     text = "A grouped-query run the time limit test alone asks for."
     get_grouped_model.clear()  # a converted model cached by another test would need no conversion

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from ui import priority as priorities
-from ui.slots import Heavy
-from ui.stores import BoundedStore
+from ui.compute import priority as priorities
+from ui.compute.slots import Heavy
+from ui.compute.stores import BoundedStore
 
 # ---- the caps as operator settings ------------------------------------------------------------------
 
 
 def test_the_caps_come_from_the_environment():
-    from ui.settings import read
+    from ui.serve.settings import read
 
     values, warnings = read(
         {
@@ -52,7 +52,7 @@ def test_the_caps_come_from_the_environment():
     ],
 )
 def test_a_bad_value_is_ignored_and_said_in_the_log(var, bad):
-    from ui.settings import SETTINGS, read
+    from ui.serve.settings import SETTINGS, read
 
     name = next(k for k, s in SETTINGS.items() if s.var == var)
     values, warnings = read({var: bad})
@@ -70,7 +70,7 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
 
     root = Path(__file__).resolve().parent.parent
     show = (
-        "import ui.slots as c, ui.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
+        "import ui.compute.slots as c, ui.coref.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
         "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
@@ -92,7 +92,7 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
     )
     assert done.stdout.split() == ["1", "120.0", "60.0", str(2 * 1024 * 1024), "5000"], done.stderr
     assert "ATTENTION_HEAVY_SLOTS='lots' ignored: the number of heavy slots must be a whole number" in done.stderr
-    check = [sys.executable, "-m", "ui.settings"]
+    check = [sys.executable, "-m", "ui.serve.settings"]
     good = subprocess.run(check, cwd=root, env={**env, **set_}, capture_output=True, text=True)
     assert good.returncode == 0 and "ATTENTION_HEAVY_SLOTS=3\n" in good.stdout
     bad = subprocess.run(check, cwd=root, env={**env, "ATTENTION_TIME_LIMIT_GQA": "0"}, capture_output=True, text=True)

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 from streamlit.runtime.app_session import AppSession
 
-from ui import models
-from ui.slots import HEAVY
-from ui.stores import MB, budget, store
+from ui.compute import models
+from ui.compute.slots import HEAVY
+from ui.compute.stores import MB, budget, store
 
 
 def clear_caches_as_a_visitor() -> None:
@@ -21,10 +21,10 @@ def clear_caches_as_a_visitor() -> None:
 
 
 def test_a_visitors_clear_cache_leaves_the_models_stores_and_slots_alone(monkeypatch):
-    from ui.computations import get_mlm_head
-    from ui.coref_data import set_examples
-    from ui.runs import get_run
-    from ui.workers import flow_workers
+    from ui.compute.computations import get_mlm_head
+    from ui.compute.runs import get_run
+    from ui.compute.workers import flow_workers
+    from ui.coref.coref_data import set_examples
 
     loads = []
     real = models.load_model

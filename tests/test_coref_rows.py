@@ -14,8 +14,8 @@ from test_app_coref import span_lines, upload
 
 from attention.analysis.coref import CorefExample, ExampleScore, parse_examples, score_heads
 from attention.analysis.coref.stats import clopper_pearson
-from ui.coref_rows import SHOWN_CHARS, excerpt, head_rows
-from ui.state import DEFAULT_SENTENCE
+from ui.coref.coref_rows import SHOWN_CHARS, excerpt, head_rows
+from ui.state.state import DEFAULT_SENTENCE
 
 ROWS = span_lines()
 

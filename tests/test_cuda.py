@@ -1,6 +1,6 @@
 """On a CUDA GPU: every family loaded with load_model(device="cuda") in float32 and in bfloat16 gives the
 numbers of transformers' eager model on the same GPU in the same dtype, keeps its weights and outputs
-there, and every path the app takes with such a model (ui/runs.py and ui/computations.py: run_sentence,
+there, and every path the app takes with such a model (ui/compute/runs.py and ui/compute/computations.py: run_sentence,
 run_padded_batch, the shape-flow trace and the query·key view, the masked-LM head, ablation, coreference
 scoring, rollout and flow, grouped-query conversion, a big run's layer-by-layer maps) runs on it and
 gives the CPU model's results, as float32 numpy arrays on the CPU.
@@ -152,7 +152,7 @@ def test_fused_layers_and_kept_rows_on_the_gpu(folders, family, dtype):
         torch.set_float32_matmul_precision(precision)
 
 
-# ---- what the app computes with a GPU model (ui/runs.py, ui/computations.py, ui/coref_data.py) -------------
+# ---- what the app computes with a GPU model (ui/compute/runs.py, ui/compute/computations.py, ui/coref/coref_data.py)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -371,12 +371,12 @@ def test_a_tiny_bert_checkpoint_in_float16(tmp_path):
 
 @pytest.fixture
 def app_on_the_gpu(monkeypatch):
-    """ui.models' copies of the settings set as a server started with ATTENTION_DEVICE=cuda and
+    """ui.compute.models' copies of the settings set as a server started with ATTENTION_DEVICE=cuda and
     ATTENTION_DTYPE=bfloat16 has them; every cached model and result dropped before and after."""
     pytest.importorskip("streamlit")
     pytest.importorskip("plotly")
-    import ui.models as cache
-    from ui.stores import forget_everything
+    import ui.compute.models as cache
+    from ui.compute.stores import forget_everything
 
     def forget():
         forget_everything()

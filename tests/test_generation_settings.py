@@ -80,7 +80,7 @@ def test_each_writing_reads_no_settings_file(tmp_path, reads):
 
 
 def test_the_pages_forced_target_reads_no_settings_file(tmp_path, reads):
-    from ui.runs import get_writing
+    from ui.compute.runs import get_writing
 
     source = str(make_seq2seq(tmp_path / "bart", "bart"))
     first = get_writing(source, "zq zq", "qz qz")  # the model loaded: its settings read once

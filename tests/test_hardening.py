@@ -73,7 +73,7 @@ def test_a_link_repeating_an_ablated_head_or_a_candidate_asks_for_each_once():
 
 
 def test_a_list_past_its_bounds_is_cut_or_refused_with_a_notice_naming_the_bound():
-    from ui.url_values import MAX_LIST_CHARS, MAX_LIST_ITEMS
+    from ui.state.url_values import MAX_LIST_CHARS, MAX_LIST_ITEMS
 
     at = start(s=SENTENCE, draw="lines", heads=",".join(str(i) for i in range(100)))
     no_errors(at)
@@ -85,7 +85,7 @@ def test_a_list_past_its_bounds_is_cut_or_refused_with_a_notice_naming_the_bound
 
 
 def test_clamp_keeps_no_repeats_and_no_head_past_the_model(monkeypatch):
-    from ui import state
+    from ui.state import state
 
     session = Attrs(
         layer=0,
@@ -165,7 +165,7 @@ def test_a_suite_at_the_bounds_is_read_in_a_second():
     ids=["deep-json", "long-integer"],
 )
 def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, line, said):
-    from ui import coref_data
+    from ui.coref import coref_data
 
     first = json.dumps({"text": SENTENCE, "pronoun": "it", "candidates": ["animal", "street"], "answer": "animal"})
 
@@ -183,7 +183,8 @@ def test_deep_json_and_long_integers_are_messages_naming_the_line(monkeypatch, l
 
 
 def test_reading_an_upload_stops_at_the_suites_time_limit(monkeypatch):
-    from ui import coref_data, slots
+    from ui.compute import slots
+    from ui.coref import coref_data
 
     row = json.dumps(
         {"text": SENTENCE, "pronoun": "it", "candidates": ["animal", "street"], "answer": "animal", "n": 1}
@@ -206,9 +207,9 @@ def test_reading_an_upload_stops_at_the_suites_time_limit(monkeypatch):
 
 
 def test_grouping_fields_are_capped_and_found_once_per_suite(monkeypatch):
-    import ui.coref_groups as groups
+    import ui.coref.coref_groups as groups
     from attention.analysis.coref import parse_examples
-    from ui.coref_data import Suite
+    from ui.coref.coref_data import Suite
 
     rows = [
         {
@@ -295,8 +296,8 @@ def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm, monkeypatch
     per position. What the tokenizer is given is counted, not timed, so a busy machine cannot fail it."""
     from attention.runs.inputs import CHARS_PER_POSITION
     from attention.runs.run import run_padded_batch
-    from ui.models import get_model
-    from ui.runs import get_trace
+    from ui.compute.models import get_model
+    from ui.compute.runs import get_trace
 
     text = "word " * 1_000_000
     app_tokenizer = get_model("")[1]
@@ -310,7 +311,7 @@ def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm, monkeypatch
 
 
 def test_the_sentence_box_takes_at_most_max_text_chars():
-    from ui.url_values import MAX_TEXT_CHARS
+    from ui.state.url_values import MAX_TEXT_CHARS
 
     at = start()
     box = at.text_area(key="text")
@@ -326,7 +327,7 @@ def test_the_sentence_box_takes_at_most_max_text_chars():
 
 
 def test_the_server_says_how_it_serves_in_its_log_at_start_up(monkeypatch, caplog):
-    from ui import preload
+    from ui.serve import preload
 
     monkeypatch.delenv("ATTENTION_SOURCES", raising=False)
     with caplog.at_level("WARNING", logger="attention-app"):
@@ -345,7 +346,7 @@ def test_the_server_says_how_it_serves_in_its_log_at_start_up(monkeypatch, caplo
 def test_the_server_warm_up_logs_how_it_serves_once():
     env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SOURCES"} | {"PYTHONPATH": str(ROOT)}
     # what importing app.py starts in the server, a page shown meanwhile
-    code = "from ui import preload; preload.page_shown(); preload.start_warm_up().join()"
+    code = "from ui.serve import preload; preload.page_shown(); preload.start_warm_up().join()"
     out = subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
     )
@@ -358,7 +359,7 @@ def test_a_rerun_does_not_read_every_map_again_for_patterns_or_the_gqa_change(mo
     no map for them (at 512 tokens each reads every map of the run)."""
     from streamlit.testing.v1 import AppTest
 
-    import ui.computations as computations
+    import ui.compute.computations as computations
 
     calls = {"head_stats": 0, "map_change": 0}
 

@@ -110,7 +110,7 @@ def test_no_module_imports_in_a_circle():
 
 
 def test_the_registry_imports_none_of_the_page():
-    assert graph()["ui.registry"] == set()
+    assert graph()["ui.page.registry"] == set()
 
 
 def test_no_module_of_attention_imports_viz_or_ui():

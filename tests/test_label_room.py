@@ -13,8 +13,8 @@ from families import make_seq2seq
 from test_app import SENTENCE, head_figure, no_errors, start
 from test_app_seq2seq import figure
 
-from ui.layout import PAGE_PX
-from ui.present import MIN_PRESENT_LABEL_PX
+from ui.page.layout import PAGE_PX
+from ui.page.present import MIN_PRESENT_LABEL_PX
 from viz._maps import prettify
 from viz.cross import part_grid
 from viz.heatmap import MIN_TICK_PX
@@ -70,7 +70,7 @@ def test_upright_column_labels_stand_a_label_apart_as_the_rows_do_in_a_presentat
         labels, size = ticks(fig, axis)
         assert labels == tokens, axis
         assert size >= MIN_PRESENT_LABEL_PX, axis
-    assert fig["layout"]["height"] <= 720 - 100 - 12  # the first screen's budget (ui/present.py)
+    assert fig["layout"]["height"] <= 720 - 100 - 12  # the first screen's budget (ui/page/present.py)
 
 
 @pytest.fixture(scope="module")

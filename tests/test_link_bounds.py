@@ -1,4 +1,4 @@
-"""A link's values at each end of their ranges (ui/url_values.py's bounds) are kept as they are, with no notice;
+"""A link's values at each end of their ranges (ui/state/url_values.py's bounds) are kept as they are, with no notice;
 one step past an end is clamped to it with a notice, or refused by the value's reader. Every Param with bounds is
 covered (a new one joins by being in ui/state.PARAMS), each reader that bounds what it reads, a list of the most
 items and a sentence of the most characters; then a whole link at the low ends and one at the high ends, opened
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from test_app import no_errors, start
 
-from ui import url_values as uv
-from ui.state import PARAMS, capped
+from ui.state import url_values as uv
+from ui.state.state import PARAMS, capped
 
 BOUNDED = [p for p in PARAMS if p.bounds is not None]
 STEP = 0.01  # a link's decimals have up to 3 places; its numbers are whole

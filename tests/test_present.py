@@ -8,8 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 from test_app import SENTENCE, heatmaps, no_errors, start
 
-from ui.present import KEYS, PAGE_KEYS
-from ui.registry import named
+from ui.page.present import KEYS, PAGE_KEYS
+from ui.page.registry import named
 from viz.heatmap import head_heatmap
 
 

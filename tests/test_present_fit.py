@@ -9,7 +9,7 @@ import json
 import numpy as np
 from test_app import SENTENCE, head_figure, no_errors, start
 
-from ui.present import MIN_PRESENT_LABEL_PX, figure_height
+from ui.page.present import MIN_PRESENT_LABEL_PX, figure_height
 from viz._style import TITLE_GLYPH
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap

@@ -8,8 +8,8 @@ import json
 import pytest
 from test_app import SENTENCE, no_errors, start
 
-from ui.present import figure_height
-from ui.state import SHORT_SECOND
+from ui.page.present import figure_height
+from ui.state.state import SHORT_SECOND
 from viz._style import cut_at_word
 
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from test_app import no_errors, start
 
-from ui import registry
-from ui.page import ONE_HEAD
-from ui.state import DEFAULT_SENTENCE, SHORT_SECOND
+from ui.page import registry
+from ui.page.page import ONE_HEAD
+from ui.state.state import DEFAULT_SENTENCE, SHORT_SECOND
 
 STRIP_HEIGHT_PX = 305  # the token strip's figure, which carries no title
 

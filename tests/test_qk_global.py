@@ -20,9 +20,10 @@ from attention.analysis.qk_global import COLUMNS, collect, context, head_points,
 from attention.analysis.qk_project import joint_plane, normalise, project
 from attention.analysis.texts import read_texts
 from attention.tracing.trace import trace_layer
-from ui import settings, stores
-from ui.limits import too_long_message
-from ui.slots import TooLong
+from ui.compute import stores
+from ui.compute.limits import too_long_message
+from ui.compute.slots import TooLong
+from ui.serve import settings
 from ui.views.global_qk import LAID_OUT_TOKENS, token_cap
 from viz.global_qk import global_qk_figure, small_multiples
 

@@ -1,4 +1,4 @@
-"""The view registry (ui/registry.py) is the one place a view is declared: the page draws each row's
+"""The view registry (ui/page/registry.py) is the one place a view is declared: the page draws each row's
 function for its key, the selectors, presentation mode's next view, the URL and the report follow its
 rows, and a Param that no row reads (and that is not shared) is refused."""
 
@@ -10,9 +10,10 @@ import pytest
 import streamlit as st
 from test_app import SENTENCE, no_errors, start
 
-from ui import registry, stores
-from ui.registry import View
-from ui.state import PARAMS
+from ui.compute import stores
+from ui.page import registry
+from ui.page.registry import View
+from ui.state.state import PARAMS
 
 EXTRA = View("extra", "Extra", "test_registry.draw_extra", False, ("patterns",))
 

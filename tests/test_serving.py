@@ -21,7 +21,7 @@ from test_app import no_errors, start
 
 from attention.analysis import qk_global
 from attention.analysis.qk_global import COLUMNS, FolderError, read_folder, write_folder
-from ui.sources import (
+from ui.serve.sources import (
     FILES_VAR,
     OPEN_VAR,
     REFUSED,
@@ -101,7 +101,7 @@ def test_a_network_address_without_a_list_is_locked_to_the_bundled_model(network
 
 def test_the_start_up_line_says_where_the_server_listens():
     env = {k: v for k, v in os.environ.items() if k not in (SOURCES_VAR, OPEN_VAR)} | {"PYTHONPATH": str(ROOT)}
-    code = "from ui import preload; preload.log_how_served()"
+    code = "from ui.serve import preload; preload.log_how_served()"
     import subprocess
     import sys
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from streamlit.runtime.scriptrunner_utils import script_run_context
 
-from ui import slots
-from ui.slots import FairSlots, Heavy, SessionBusy, TooLong
-from ui.stores import BoundedStore
+from ui.compute import slots
+from ui.compute.slots import FairSlots, Heavy, SessionBusy, TooLong
+from ui.compute.stores import BoundedStore
 
 
 def in_session(session: str | None, target) -> threading.Thread:

@@ -9,7 +9,7 @@ import pytest
 from test_app import no_errors, start
 
 from attention import ModelLoadError, load_model
-from ui.sources import BIN_VAR, DOWNLOADS_VAR, REFUSED, SOURCES_VAR, policy
+from ui.serve.sources import BIN_VAR, DOWNLOADS_VAR, REFUSED, SOURCES_VAR, policy
 
 REFUSED_ON_PAGE = REFUSED + "  \nThe previous model stays in use."
 
@@ -43,12 +43,12 @@ def test_the_list_and_the_switches_come_from_the_environment(locked, monkeypatch
 
 
 def test_every_refusal_reads_the_same_and_reads_nothing(locked, tmp_path, monkeypatch):
-    import ui.models
+    import ui.compute.models
 
     def no_reading(*args, **kwargs):
         raise AssertionError("a refused source reached the loader")
 
-    monkeypatch.setattr(ui.models, "_load_model", no_reading)
+    monkeypatch.setattr(ui.compute.models, "_load_model", no_reading)
     (tmp_path / "a-file.txt").write_text("x")
     messages = set()
     for source in (
@@ -62,7 +62,7 @@ def test_every_refusal_reads_the_same_and_reads_nothing(locked, tmp_path, monkey
         "bert-base-uncased2",
     ):
         with pytest.raises(ModelLoadError) as err:
-            ui.models.get_model(source)
+            ui.compute.models.get_model(source)
         messages.add(str(err.value))
     assert messages == {REFUSED}
 

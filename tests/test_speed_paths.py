@@ -13,7 +13,7 @@ from pathlib import Path
 
 from streamlit.web.server.app_discovery import discover_asgi_app
 
-from ui.preload import WARM_UP_NICE
+from ui.serve.preload import WARM_UP_NICE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ WARM_UP = r"""
 import gc, json, os, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import logging; logging.disable(logging.WARNING)
-from ui import preload
+from ui.serve import preload
 
 assert "torch" not in sys.modules and "pandas" not in sys.modules  # the page's modules wait for the warm-up
 transformers_after = []  # whether the first part (the model, the default run) was done if transformers came
@@ -97,14 +97,14 @@ for s in sessions:
 for s in sessions:
     s.join(timeout=300)
 thread.join(timeout=300)
-from ui.models import LOADED, get_model
-from ui.stores import MB, store
-from ui.state import DEFAULT_SENTENCE
+from ui.compute.models import LOADED, get_model
+from ui.compute.stores import MB, store
+from ui.state.state import DEFAULT_SENTENCE
 watched = {id(o) for o in gc.get_objects()}  # the collector's generations, not what was frozen
 
 def model_freed():  # dropped from every store with the collector off: freed by its reference counts alone
     import weakref
-    from ui.stores import forget_everything
+    from ui.compute.stores import forget_everything
     model = weakref.ref(get_model("")[0])
     gc.disable()
     forget_everything()
@@ -155,7 +155,7 @@ def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
 
 def test_without_a_server_preload_imports_the_lazy_modules_itself():
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from ui import preload; preload.preload(); "
+        "import sys; sys.path.insert(0, sys.argv[1]); from ui.serve import preload; preload.preload(); "
         "print(preload.ready(), preload.loading_figure(), 'pandas' in sys.modules, 'torch' in sys.modules, "
         "'scipy.sparse.csgraph' in sys.modules, end=' '); preload.later(); print('scipy.sparse.csgraph' in sys.modules)"
     )
@@ -173,11 +173,11 @@ first = {}
 class Watch:  # who first looks for pandas, and how many page runs are under way then
     def find_spec(self, name, path=None, target=None):
         if name in ("pandas", "pyarrow") and name not in first:
-            preload = sys.modules.get("ui.preload")
+            preload = sys.modules.get("ui.serve.preload")
             first[name] = [threading.current_thread().name, preload._runs if preload else None]
 
 sys.meta_path.insert(0, Watch())
-from ui import preload
+from ui.serve import preload
 warm = preload.start_warm_up()
 from streamlit.testing.v1 import AppTest
 page = AppTest.from_file(sys.argv[1] + "/app.py", default_timeout=300).run()  # the default page: the head view
@@ -212,9 +212,9 @@ def threads_of_a_new_thread():  # as a session's script thread sees it (torch's 
     return seen[0]
 
 torch.set_num_threads(2)
-import ui.computations, ui.runs, ui.stores  # the page's modules set nothing on import
+import ui.compute.computations, ui.compute.runs, ui.compute.stores  # the page's modules set nothing on import
 imported = threads_of_a_new_thread()
-from ui import preload
+from ui.serve import preload
 preload.page_shown()  # as if a page were drawn: its last imports need not wait
 preload.start_warm_up().join(timeout=300)  # the server's warm-up sets one thread per computation
 print(imported, threads_of_a_new_thread())
@@ -237,7 +237,8 @@ print(json.dumps({"threads": [t.name for t in threading.enumerate()], "torch": "
 
 
 def test_the_page_imported_as_a_workers_main_module_does_not_warm_up():
-    """Under `streamlit run app.py`, multiprocessing has each flow worker (ui/workers.py) import the page, app.py,
+    """Under `streamlit run app.py`, multiprocessing has each flow worker (ui/compute/workers.py) import the page,
+    app.py,
     as __mp_main__. That must not start the server's warm-up (torch, the model and the default run: a worker went
     from 96 to 439 MB with it), which only the server's own import of app.py starts."""
     found = printed(IMPORTED_AS_WORKERS_MAIN)

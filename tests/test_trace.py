@@ -282,8 +282,8 @@ def test_a_trace_of_one_head_keeps_that_heads_maps_and_every_steps_shape(minilm,
 def test_the_apps_trace_is_sized_before_the_work_one_head_past_the_bound_refused_past_it_even_so(monkeypatch):
     from attention.runs.bigrun import KeepsTooMuch
     from attention.tracing import trace
-    from ui import runs
-    from ui.models import get_model
+    from ui.compute import runs
+    from ui.compute.models import get_model
 
     model = get_model("")[0]
     n = len(runs.encoded_input("", SENTENCE, "")[1].tokens)
@@ -305,8 +305,8 @@ def test_the_views_on_a_trace_of_one_head_draw_the_chosen_head_and_follow_a_chan
     from test_app import figures, no_errors, start, titles
 
     from attention.tracing import trace
-    from ui import runs
-    from ui.models import get_model
+    from ui.compute import runs
+    from ui.compute.models import get_model
 
     traced = []
     real = trace.trace_layer

@@ -50,7 +50,7 @@ class Upload:
 
 
 def take(monkeypatch, data: bytes, **state) -> Session:
-    from ui import coref_data
+    from ui.coref import coref_data
 
     session = Session(coref_upload=Upload(data), **state)
     monkeypatch.setattr(coref_data.st, "session_state", session)
@@ -92,8 +92,8 @@ def test_the_lenient_reader_keeps_the_first_messages_and_counts_the_rest():
 
 
 def test_an_upload_with_bad_lines_waits_and_the_suite_in_use_stays(monkeypatch):
-    from ui import coref_data
-    from ui.page import as_written
+    from ui.coref import coref_data
+    from ui.page.page import as_written
 
     before = ("old.jsonl", ["an example"], "upload:old")
     data = jsonl([GOOD] * 3 + ["{"] * 25).encode()
@@ -118,8 +118,8 @@ def test_a_file_without_bad_lines_is_taken_at_once(monkeypatch):
 def test_the_page_lists_the_bad_lines_and_scores_the_good_ones_when_asked(tiny, tiny_dir):
     from attention import load_model
     from attention.analysis.coref import score_heads
-    from ui.coref_data import digest
-    from ui.page import as_written
+    from ui.coref.coref_data import digest
+    from ui.page.page import as_written
 
     at, first = upload(tiny, span_lines())
     rows = [json.dumps(r) for r in span_lines()[:4]]
@@ -145,7 +145,7 @@ def test_the_page_lists_the_bad_lines_and_scores_the_good_ones_when_asked(tiny, 
 
 
 def test_a_file_with_bad_lines_as_the_first_upload_offers_its_good_ones(tiny):
-    from ui.coref_data import digest
+    from ui.coref.coref_data import digest
 
     at = tiny
     at.selectbox(key="coref_set").select("Upload").run()
@@ -175,7 +175,7 @@ def tiny(tiny_dir):
 
 
 def test_the_example_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatch):
-    from ui import coref_data
+    from ui.coref import coref_data
 
     monkeypatch.setattr(coref_data, "MAX_EXAMPLES", 3)
     session = take(monkeypatch, jsonl([GOOD] * 3).encode())
@@ -189,7 +189,7 @@ def test_the_example_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatc
 
 
 def test_the_byte_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatch):
-    from ui import coref_data
+    from ui.coref import coref_data
 
     data = jsonl([GOOD] * 2).encode()
     monkeypatch.setattr(coref_data, "MAX_UPLOAD_BYTES", len(data))
@@ -203,7 +203,7 @@ def test_the_byte_cap_takes_exactly_the_limit_and_refuses_one_more(monkeypatch):
 
 
 def test_a_file_just_past_two_megabytes_is_said_to_the_byte():
-    from ui import coref_data
+    from ui.coref import coref_data
 
     assert coref_data.MAX_UPLOAD_BYTES == 2 * 1024 * 1024
     assert coref_data.too_big("big.jsonl", 2 * 1024 * 1024 + 1) == (
@@ -216,7 +216,7 @@ def test_a_file_just_past_two_megabytes_is_said_to_the_byte():
 
 
 def test_the_time_left_comes_from_the_rate_since_the_first_report():
-    from ui.coref_data import TimeLeft, duration
+    from ui.coref.coref_data import TimeLeft, duration
 
     now = [100.0]
     left = TimeLeft(clock=lambda: now[0])
@@ -255,7 +255,7 @@ def area_and_before(at) -> tuple[int, list[str]]:
 def test_a_suite_about_to_be_scored_is_drawn_after_empty_places(tiny):
     """In the browser the previous suite's results would stay, greyed, under the progress bar: the run that
     scores draws empty elements where they were (tests/test_browser_upload.py sees them go)."""
-    from ui.coref_data import SHIFT
+    from ui.coref.coref_data import SHIFT
 
     at, _ = upload(tiny, span_lines()[::-1])  # examples no other test scores: this run scores them
     index, before = area_and_before(at)

@@ -1,4 +1,4 @@
-"""The views' contract (ui/view_context.py): a view draws from the ViewContext the dispatch hands it, and
+"""The views' contract (ui/state/view_context.py): a view draws from the ViewContext the dispatch hands it, and
 touches in session state only its own widgets' keys (the Params its registry row reads, and the few keys of
 its own named below), never the page's shared values (layer, head, presentation, the text, the model)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ui import registry
-from ui.state import PARAMS
+from ui.page import registry
+from ui.state.state import PARAMS
 
 VIEWS_DIR = Path(__file__).resolve().parent.parent / "ui" / "views"
 # the page's shared values: the context carries them, no view reads or writes them
@@ -104,7 +104,7 @@ def test_a_view_touches_only_its_own_keys(module):
 
 
 def test_every_view_draws_from_a_context():
-    from ui.view_context import ViewContext
+    from ui.state.view_context import ViewContext
 
     assert dataclasses.is_dataclass(ViewContext) and ViewContext.__dataclass_params__.frozen
     for view in registry.VIEWS:
@@ -113,14 +113,14 @@ def test_every_view_draws_from_a_context():
 
 
 def test_the_page_finds_the_context_drawn_only_while_it_draws_and_in_its_own_thread():
-    """A figure's presentation title (ui.page.show) names what the page draws: the page's helpers find the
+    """A figure's presentation title (ui.page.page.show) names what the page draws: the page's helpers find the
     context within `drawing`, in the page run's thread only."""
     import threading
 
     from test_written import encoded
 
-    from ui.view_context import ModelFacts, RunKey, ViewContext, drawing, drawn
-    from ui.written import Written
+    from ui.state.view_context import ModelFacts, RunKey, ViewContext, drawing, drawn
+    from ui.state.written import Written
 
     written = Written.of("The cat sat and purred", encoded([1, 2, 3]))
     ctx = ViewContext(None, RunKey("", written), ModelFacts(frozenset({"causal"}), 2, 4), 1, 3, True)
@@ -140,9 +140,9 @@ def test_a_presentation_title_says_the_contexts_head_and_sentence():
     import plotly.graph_objects as go
     from test_written import encoded
 
-    from ui.page import present_caption, present_title
-    from ui.view_context import ModelFacts, RunKey, ViewContext
-    from ui.written import Written
+    from ui.page.page import present_caption, present_title
+    from ui.state.view_context import ModelFacts, RunKey, ViewContext
+    from ui.state.written import Written
 
     written = Written.of("The cat sat and purred", encoded([1, 2, 3]))
     facts = ModelFacts(frozenset({"causal"}), 2, 4)
@@ -163,12 +163,13 @@ def test_a_presentation_title_says_the_contexts_head_and_sentence():
 
 # ---- the page's helpers that views call: what they size for is handed to them, never read from session state --
 
-UI_DIR = VIEWS_DIR.parent
-HELPER_MODULES = ("page", "layout")
+PAGE_DIR = VIEWS_DIR.parent / "page"
+HELPER_MODULES = ("page", "layout")  # ui/page/page.py, ui/page/layout.py
 
 
 def helper_functions(sources: dict[str, str]) -> dict[str, ast.FunctionDef]:
-    """The module-level functions of ui/page.py and ui/layout.py (`sources`: module name → source), by name."""
+    """The module-level functions of ui/page/page.py and ui/page/layout.py (`sources`: module name → source), by
+    name."""
     functions: dict[str, ast.FunctionDef] = {}
     for source in sources.values():
         for node in ast.parse(source).body:
@@ -179,11 +180,15 @@ def helper_functions(sources: dict[str, str]) -> dict[str, ast.FunctionDef]:
 
 
 def called_by_views() -> set[str]:
-    """The names the views import from ui/page.py and ui/layout.py."""
+    """The names the views import from ui/page/page.py and ui/page/layout.py."""
     names = set()
     for module in MODULES:
         for node in ast.walk(ast.parse((VIEWS_DIR / f"{module}.py").read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module in HELPER_MODULES:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 2
+                and node.module in {f"page.{m}" for m in HELPER_MODULES}
+            ):
                 names.update(alias.name for alias in node.names)
     return names
 
@@ -204,7 +209,7 @@ def helpers_reading_shared(sources: dict[str, str]) -> dict[str, set[str]]:
 
 
 def helper_sources() -> dict[str, str]:
-    return {module: (UI_DIR / f"{module}.py").read_text() for module in HELPER_MODULES}
+    return {module: (PAGE_DIR / f"{module}.py").read_text() for module in HELPER_MODULES}
 
 
 def test_the_page_helpers_views_call_read_no_shared_value_from_session_state():

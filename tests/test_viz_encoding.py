@@ -12,7 +12,7 @@ from viz.overview import overview_figure
 
 N = 512
 TOKENS = [f"tok{i % 40}" for i in range(N)]
-WIDTH = 1100  # about the page's main column (ui.layout.main_px) on a wide window
+WIDTH = 1100  # about the page's main column (ui.page.layout.main_px) on a wide window
 
 
 def random_maps(*shape, seed=0):

@@ -76,7 +76,7 @@ def test_the_last_steps_heading_names_the_head_it_draws(minilm, tmp_path):
     chosen one, in the one line presentation mode shows above the map."""
     from conftest import make_tiny
 
-    from ui.computations import strongest_head
+    from ui.compute.computations import strongest_head
 
     layer, head, _ = strongest_head(run_sentence(*minilm, SENTENCE), SENTENCE)
     chosen = (layer + 1) % 6, (head + 1) % 12

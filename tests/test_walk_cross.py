@@ -15,7 +15,7 @@ from test_walk import step_title
 
 from attention import load_model
 from attention.tracing.trace import trace_layer
-from ui.present import figure_height
+from ui.page.present import figure_height
 from ui.views.walk import CROSS, HEADING_PX, steps_of
 
 

@@ -1,4 +1,4 @@
-"""Attention flow solved in worker processes (ui/workers.py): the same numbers, at the lowest priority,
+"""Attention flow solved in worker processes (ui/compute/workers.py): the same numbers, at the lowest priority,
 stopped with the computation that asked for it."""
 
 import os
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attention.analysis.rollout import attention_flow
-from ui.workers import WORKER_NICE, FlowWorkers
+from ui.compute.workers import WORKER_NICE, FlowWorkers
 
 
 def random_attentions(n_layers=3, heads=2, T=9, seed=0):
@@ -62,14 +62,14 @@ def test_where_no_worker_can_start_the_flow_is_solved_in_this_thread(workers, mo
     def cannot(*args, **kwargs):
         raise OSError("no processes here")
 
-    monkeypatch.setattr("ui.workers.ProcessPoolExecutor", cannot)
+    monkeypatch.setattr("ui.compute.workers.ProcessPoolExecutor", cannot)
     attentions = random_attentions(T=6)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
 
 
 def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(workers, monkeypatch, caplog, tmp_path):
     # a worker that cannot import what it needs
-    monkeypatch.setattr("ui.workers.MAXFLOW", tmp_path / "maxflow.py")
+    monkeypatch.setattr("ui.compute.workers.MAXFLOW", tmp_path / "maxflow.py")
     attentions = random_attentions(T=6)
     np.testing.assert_array_equal(attention_flow(attentions, solve_rows=workers.solve_rows), attention_flow(attentions))
     assert workers.started == 1 and workers.pool is None
@@ -80,7 +80,7 @@ SERVER = """
 import os, sys
 from attention.analysis.rollout import attention_flow
 from tests.test_workers import random_attentions
-from ui.workers import FlowWorkers
+from ui.compute.workers import FlowWorkers
 workers = FlowWorkers(workers=1, chunk_rows=1)
 attention_flow(random_attentions(T=4), solve_rows=workers.solve_rows)  # the pool and its worker start
 print(workers.pool.submit(os.getpid).result(), flush=True)

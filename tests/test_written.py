@@ -1,4 +1,4 @@
-"""A continuation as the runs read it (ui/written.py): a small dataclass, not a str passed off as the text, so a
+"""A continuation as the runs read it (ui/state/written.py): a small dataclass, not a str passed off as the text, so a
 result kept for the typed text, or for the same text written with other ids, is never taken for its own."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import dataclasses
 import torch
 
 from attention.runs.inputs import Encoded
-from ui.view_context import RunKey
-from ui.written import Written, text_of
+from ui.state.view_context import RunKey
+from ui.state.written import Written, text_of
 
 TEXT = "The cat sat"
 

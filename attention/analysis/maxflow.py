@@ -1,5 +1,5 @@
 """Attention flow's max-flow problems (numpy and scipy only, so that a worker process can load this file
-alone: ui/workers.py).
+alone: ui/compute/workers.py).
 
 scipy's maximum_flow is compiled code that keeps Python's interpreter lock, and attention flow runs
 thousands of them. Run in a server's own process, it would hold up every other session's Python for as

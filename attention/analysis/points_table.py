@@ -37,7 +37,7 @@ def read_table(
     path: Path, columns: tuple[str, ...], max_rows: int = MAX_ROWS, opener: Callable[[Path, int], int] = os.open
 ) -> pd.DataFrame:
     """`columns` of the Parquet file `path` (a regular file, opened by `opener` without following a link: the
-    page's opens each folder on the way without following one too, ui/sources.py's open_under), each value
+    page's opens each folder on the way without following one too, ui/serve/sources.py's open_under), each value
     checked; TableError past a bound or for a bad value, before the rows are made."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -267,7 +267,7 @@ def read_folder(
 ) -> tuple[dict[tuple[int, int], pd.DataFrame], list[str]]:
     """The point tables of a folder write_folder wrote, by (layer, head), and its texts by index; each
     table's rows bounded before they are read and its values checked (points_table.py), each file opened
-    by `opener` (the page's: ui/sources.py's open_under, no link followed on the way)."""
+    by `opener` (the page's: ui/serve/sources.py's open_under, no link followed on the way)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FolderError(f"{folder}: no such folder")

@@ -9,7 +9,7 @@ Three kinds of source, told apart by what the path is:
 ``iter_numbered`` gives each text with its line number, 1-based, in the file (a dataset's row number, 1-based,
 for a saved dataset). ``limit`` stops reading after that many texts, so a caller bounds its work before it
 starts; ``open_lines`` opens a file's lines (by default as UTF-8 text), so a caller that bounds how much is
-read passes its own (ui/sources.py's ``bounded_lines``).
+read passes its own (ui/serve/sources.py's ``bounded_lines``).
 """
 
 from __future__ import annotations

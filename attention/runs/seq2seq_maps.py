@@ -22,7 +22,7 @@ from .bigrun import POOL_CELLS, first_item, layer_hooks, maps_bytes
 from .pooling import pool_map
 from .run import read_only
 
-PARTS = ("cross", "decoder", "encoder")  # the Cross-attention view's parts, as ui/state.py's CROSS_PARTS
+PARTS = ("cross", "decoder", "encoder")  # the Cross-attention view's parts, as ui/state/state.py's CROSS_PARTS
 OnMap = Callable[[str, int, np.ndarray], None]  # on_map(part, layer, maps (H, L_query, L_key)), float32
 
 

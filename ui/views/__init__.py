@@ -1,1 +1,1 @@
-"""One module per view, each with its `draw(ctx)` (ui/view_context.py); ui/registry.py lists them."""
+"""One module per view, each with its `draw(ctx)` (ui/state/view_context.py); ui/page/registry.py lists them."""

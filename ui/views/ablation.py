@@ -11,13 +11,13 @@ from attention.analysis.ablation import margin_change, suite_change
 from attention.analysis.coref import CorefExample, ExampleError
 from viz.ablation import ablation_figure
 
-from ..computations import get_ablation, get_mlm_head, get_suite_ablation
-from ..coref_data import chosen_suite, is_scored, suite_scores
-from ..limits import heavy_guard
-from ..page import figure_slot, font_size, plain, show, show_table, show_text
-from ..state import ABLATION_MODES, PRESET_COREF
-from ..view_context import ViewContext
-from ..written import Text
+from ..compute.computations import get_ablation, get_mlm_head, get_suite_ablation
+from ..compute.limits import heavy_guard
+from ..coref.coref_data import chosen_suite, is_scored, suite_scores
+from ..page.page import figure_slot, font_size, plain, show, show_table, show_text
+from ..state.state import ABLATION_MODES, PRESET_COREF
+from ..state.view_context import ViewContext
+from ..state.written import Text
 
 
 def draw(ctx: ViewContext) -> None:

@@ -15,24 +15,24 @@ from attention.analysis.coref.result_csv import csv_text, examples_csv_text, fil
 from viz.coref import flip_grid, head_grid
 from viz.coref_ranking import ranked_heads
 
-from ..actions import open_clicked_head
-from ..computations import coref_values
-from ..coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
-from ..coref_groups import counts, grouped
-from ..coref_measures import measures, second_model
-from ..coref_rows import examples_table
-from ..coref_sentence import (
+from ..compute.computations import coref_values
+from ..compute.models import get_model
+from ..coref.coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
+from ..coref.coref_groups import counts, grouped
+from ..coref.coref_measures import measures, second_model
+from ..coref.coref_rows import examples_table
+from ..coref.coref_sentence import (
     causal_note,
     criterion_picker,
     pick_example,
     ranked_table,
     twin_scores,
 )
-from ..layout import column_px, main_px, slots
-from ..models import get_model
-from ..page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
-from ..state import COREF_MODES, COREF_TWINS
-from ..view_context import ViewContext
+from ..page.layout import column_px, main_px, slots
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
+from ..state.actions import open_clicked_head
+from ..state.state import COREF_MODES, COREF_TWINS
+from ..state.view_context import ViewContext
 
 # the sentence's grid title for each ranking criterion (coref.heads.CRITERIA), the words filled in
 GRID_TITLES = {

@@ -1,5 +1,5 @@
 """The Head stats view over a corpus: a finished run of python -m attention.analysis.corpus, opened from its
-folder (under ATTENTION_FILE_DIRS: ui/corpus_runs.py), as a layer × head grid of one pattern's share of texts
+folder (under ATTENTION_FILE_DIRS: ui/serve/corpus_runs.py), as a layer × head grid of one pattern's share of texts
 or the mean entropy, and the sortable table of every head. The folder and the choice are in the link."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import streamlit as st
 from attention.analysis.stats import PATTERNS
 from viz.coref import head_grid
 
-from ..corpus_runs import CorpusRun, RunFolderError, read_corpus_run
-from ..layout import main_px
-from ..page import font_size, plain, present_size, show, show_table, show_text
-from ..sources import FileRefused, policy
-from ..state import STATS_MEASURES
-from ..url_values import MAX_PATH
+from ..page.layout import main_px
+from ..page.page import font_size, plain, present_size, show, show_table, show_text
+from ..serve.corpus_runs import CorpusRun, RunFolderError, read_corpus_run
+from ..serve.sources import FileRefused, policy
+from ..state.state import STATS_MEASURES
+from ..state.url_values import MAX_PATH
 
 ENTROPY = STATS_MEASURES["entropy"]
 GRID_PX = 300  # the grid's height beside the page's controls: on a 1280 × 800 screen, under the view's choices

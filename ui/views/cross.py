@@ -16,14 +16,14 @@ from viz.cross import part_grid
 from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
 
-from ..actions import select
-from ..layout import expander_px, main_px
-from ..models import get_seq2seq
-from ..page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
-from ..runs import MAX_NEW_TOKENS, Writing, get_writing
-from ..state import CROSS_PARTS
-from ..stores import budget
-from ..view_context import ViewContext
+from ..compute.models import get_seq2seq
+from ..compute.runs import MAX_NEW_TOKENS, Writing, get_writing
+from ..compute.stores import budget
+from ..page.layout import expander_px, main_px
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_text, shown_as
+from ..state.actions import select
+from ..state.state import CROSS_PARTS
+from ..state.view_context import ViewContext
 
 PART_KEYS = {label: key for key, label in CROSS_PARTS.items()}
 # the lines view's two columns: who reads (left) and who is read (right)

@@ -8,16 +8,16 @@ import streamlit as st
 from attention.analysis.terms import trace_terms
 from viz.disentangled import disentangled_figure
 
-from ..layout import main_px
-from ..page import font_size, show
-from ..runs import get_trace
-from ..view_context import ViewContext
+from ..compute.runs import get_trace
+from ..page.layout import main_px
+from ..page.page import font_size, show
+from ..state.view_context import ViewContext
 
 
 def draw(ctx: ViewContext) -> None:
     run = ctx.run
     layer, head = ctx.layer, ctx.head
-    # a DeBERTa's only: the registry offers this view for no other model (ui/registry.py, kinds)
+    # a DeBERTa's only: the registry offers this view for no other model (ui/page/registry.py, kinds)
     trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     terms = trace_terms(trace)
     st.caption(

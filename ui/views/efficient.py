@@ -17,13 +17,13 @@ from viz.fused import fused_panel
 from viz.gqa import gqa_change_grid, gqa_groups_figure, head_change_matrix
 from viz.heatmap import grid_fits, head_heatmap
 
-from ..actions import open_clicked_head
-from ..computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
-from ..layout import column_px, main_px, slots
-from ..limits import heavy_guard
-from ..models import get_model
-from ..page import figure_slot, font_size, show
-from ..view_context import ViewContext
+from ..compute.computations import CHANGE_MAX_CELLS, get_grouped_run, get_head_change, get_map_change
+from ..compute.limits import heavy_guard
+from ..compute.models import get_model
+from ..page.layout import column_px, main_px, slots
+from ..page.page import figure_slot, font_size, show
+from ..state.actions import open_clicked_head
+from ..state.view_context import ViewContext
 
 FUSED_BENCH = Path(__file__).resolve().parents[2] / "data" / "fused_bench.json"
 

@@ -3,7 +3,7 @@ layer as small multiples (AttentionViz's global view). The points come from a fo
 wrote (python -m attention.analysis.qk_global) or are computed here for a corpus of up to
 GQK_MAX_TOKENS tokens (UMAP and t-SNE: fewer, LAID_OUT_TOKENS), in the heavy slot, with a
 progress bar and a stop button. Clicking a point opens its sentence in the head view. Every choice is
-in the URL (ui/state.py's Params)."""
+in the URL (ui/state/state.py's Params)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from attention.analysis.qk_global import FolderError, collect, head_points, read
 from attention.analysis.texts import CorpusError, iter_texts
 from viz.global_qk import global_qk_figure, small_multiples
 
-from ..actions import clicked_data, open_sentence
-from ..layout import main_px
-from ..limits import heavy_guard
-from ..models import get_model
-from ..page import font_size, plain, show, shown_as
-from ..sources import FileRefused, bounded_lines, open_under, policy, server_path
-from ..state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES
-from ..stores import MB, store
-from ..url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
-from ..view_context import ViewContext
+from ..compute.limits import heavy_guard
+from ..compute.models import get_model
+from ..compute.stores import MB, store
+from ..page.layout import main_px
+from ..page.page import font_size, plain, show, shown_as
+from ..serve.sources import FileRefused, bounded_lines, open_under, policy, server_path
+from ..state.actions import clicked_data, open_sentence
+from ..state.state import GQK_COLOURS, GQK_CORPORA, GQK_LAYOUTS, GQK_SCOPES
+from ..state.url_values import GQK_MAX_TOKENS, GQK_MIN_TOKENS, GQK_TOKEN_STEP, MAX_PATH
+from ..state.view_context import ViewContext
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 CORPORA = {
@@ -34,7 +34,7 @@ CORPORA = {
 OWN_FILE, FOLDER = GQK_CORPORA["file"], GQK_CORPORA["folder"]
 SCOPES = tuple(GQK_SCOPES.values())
 # the most tokens UMAP and t-SNE lay out here, over every head drawn, so that a layout ends within the
-# "global" time limit (ui/settings.py, 180 s): on the two-core server, busy with other work, UMAP took
+# "global" time limit (ui/serve/settings.py, 180 s): on the two-core server, busy with other work, UMAP took
 # 123 s for 10,000 tokens of one head and 20 to 63 s for 4,000 to 5,000; t-SNE 137 s for 2,000, 262 s for 4,000
 LAID_OUT_TOKENS = {"umap": 5_000, "tsne": 2_000}
 MAX_FILE_BYTES = 50 * MB  # a corpus file named here

@@ -11,10 +11,10 @@ from attention.runs.run import head_map
 from viz.heatmap import labels_every_token, mark_token
 from viz.lines import TooManyLines
 
-from ..layout import FIGURE_MAX_PX, column_px, main_px
-from ..page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
-from ..state import DRAW_MODES
-from ..view_context import ViewContext
+from ..page.layout import FIGURE_MAX_PX, column_px, main_px
+from ..page.page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
+from ..state.state import DRAW_MODES
+from ..state.view_context import ViewContext
 
 SPEC = [3, 2]  # the map, and beside it a panel of its controls
 PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets it be, the panel in what is left

@@ -10,12 +10,12 @@ import viz
 from viz.heatmap import grid_fits
 from viz.masks import causal_legend_px
 
-from ..layout import column_px, main_px, slots
-from ..page import font_size, present_size, show, too_big_for_batch
-from ..runs import get_batch, get_run
-from ..state import SHORT_SECOND
-from ..view_context import ViewContext
-from ..written import text_of
+from ..compute.runs import get_batch, get_run
+from ..page.layout import column_px, main_px, slots
+from ..page.page import font_size, present_size, show, too_big_for_batch
+from ..state.state import SHORT_SECOND
+from ..state.view_context import ViewContext
+from ..state.written import text_of
 
 
 def draw(ctx: ViewContext) -> None:

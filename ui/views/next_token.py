@@ -9,11 +9,11 @@ import streamlit as st
 
 from viz.next_token import entropy_bits, next_token_figure, softmax
 
-from ..generation import Continuation, lm_head, position_logits
-from ..models import get_model
-from ..page import figure_slot, font_size, plain, present_size, show, show_text
-from ..url_values import TEMPERATURES
-from ..view_context import ViewContext
+from ..compute.generation import Continuation, lm_head, position_logits
+from ..compute.models import get_model
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_text
+from ..state.url_values import TEMPERATURES
+from ..state.view_context import ViewContext
 
 TOP = 10  # candidates shown
 

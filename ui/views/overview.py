@@ -8,19 +8,19 @@ import viz
 from attention.runs.bigrun import is_big
 from viz.overview import LABEL_MIN_TILE_PX, overview_figure, tile_px_for
 
-from ..actions import open_clicked_head
-from ..computations import sentence_patterns
-from ..layout import main_px
-from ..page import figure_slot, font_size, present_size, show
-from ..state import STATS_OVER
-from ..view_context import ViewContext
+from ..compute.computations import sentence_patterns
+from ..page.layout import main_px
+from ..page.page import figure_slot, font_size, present_size, show
+from ..state.actions import open_clicked_head
+from ..state.state import STATS_OVER
+from ..state.view_context import ViewContext
 
 
 def pattern_labels(ctx: ViewContext) -> dict[tuple[int, int], str] | None:
     """Each head's pattern on this sentence, or over a corpus run (its folder, as Head stats opens it)."""
     of, folder = st.columns([2, 3])
     if of.radio("Patterns of", list(STATS_OVER.values()), key="stats_over", horizontal=True) == STATS_OVER["corpus"]:
-        from .. import preload
+        from ..serve import preload
 
         preload.later()  # pandas and pyarrow (the run's tables), imported once for the process, as a table view does
         from .corpus_stats import corpus_patterns, opened_run

@@ -8,10 +8,10 @@ import streamlit as st
 from attention.analysis.query_key import query_key
 from viz.query_key import query_key_figure
 
-from ..page import figure_slot, font_size, present_size, show
-from ..runs import get_trace
-from ..state import PRESET_COREF
-from ..view_context import ViewContext
+from ..compute.runs import get_trace
+from ..page.page import figure_slot, font_size, present_size, show
+from ..state.state import PRESET_COREF
+from ..state.view_context import ViewContext
 
 
 def draw(ctx: ViewContext) -> None:

@@ -8,11 +8,11 @@ import streamlit as st
 from attention.analysis.rollout import FLOW_MAX_TOKENS
 from viz.rollout import attention_pair, pair_stacked
 
-from ..computations import flow_into, rollout_at
-from ..layout import main_px
-from ..limits import heavy_guard
-from ..page import figure_slot, font_size, present_size, progress_bar, show
-from ..view_context import ViewContext
+from ..compute.computations import flow_into, rollout_at
+from ..compute.limits import heavy_guard
+from ..page.layout import main_px
+from ..page.page import figure_slot, font_size, present_size, progress_bar, show
+from ..state.view_context import ViewContext
 
 
 def draw(ctx: ViewContext) -> None:

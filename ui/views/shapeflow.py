@@ -12,13 +12,13 @@ from attention.tracing.trace import head_matrix
 from viz.shapeflow import flow_stages, shape_flow, tensor_heatmap
 from viz.tensor_map import bar_under, cell_px, clickable_cells
 
-from ..actions import select
-from ..layout import column_px
-from ..page import axis_labels, figure_slot, plain, show, too_big_for_batch
-from ..present import MIN_PRESENT_LABEL_PX, figure_height
-from ..runs import get_batch, get_trace
-from ..state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
-from ..view_context import ViewContext
+from ..compute.runs import get_batch, get_trace
+from ..page.layout import column_px
+from ..page.page import axis_labels, figure_slot, plain, show, too_big_for_batch
+from ..page.present import MIN_PRESENT_LABEL_PX, figure_height
+from ..state.actions import select
+from ..state.state import SHAPEFLOW_DEFAULT_STEP, SHORT_SECOND
+from ..state.view_context import ViewContext
 
 # the diagram, and the panel of the tensor and the head's map beside it: on an ordinary page the diagram at its
 # narrowest (viz.shapeflow.min_width, 395 px at 1280) so that the map beside it labels each of 16 tokens

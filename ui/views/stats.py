@@ -9,17 +9,17 @@ import streamlit as st
 
 from viz.stats import head_scatter, stats_frame
 
-from ..actions import open_clicked_head, open_head
-from ..computations import (
+from ..compute.computations import (
     COMPARE_MAX_TOKENS,
     comparison_sentences,
     head_map_embedding,
     sentence_patterns,
 )
-from ..limits import heavy_guard
-from ..page import figure_slot, font_size, present_size, progress_bar, show, show_table, show_text
-from ..state import STATS_OVER
-from ..view_context import ViewContext
+from ..compute.limits import heavy_guard
+from ..page.page import figure_slot, font_size, present_size, progress_bar, show, show_table, show_text
+from ..state.actions import open_clicked_head, open_head
+from ..state.state import STATS_OVER
+from ..state.view_context import ViewContext
 from .corpus_stats import draw_corpus
 
 

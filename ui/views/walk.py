@@ -20,13 +20,13 @@ from attention.tracing.trace import head_matrix
 from viz.heatmap import head_heatmap
 from viz.shapeflow import tensor_heatmap
 
-from ..computations import strongest_head
-from ..layout import main_px
-from ..page import axis_labels, font_size, plain, show, show_text, shown_as, strip_figure
-from ..present import MIN_PRESENT_LABEL_PX, figure_height
-from ..runs import Writing, get_trace, get_writing
-from ..view_context import ViewContext
-from ..written import Text
+from ..compute.computations import strongest_head
+from ..compute.runs import Writing, get_trace, get_writing
+from ..page.layout import main_px
+from ..page.page import axis_labels, font_size, plain, show, show_text, shown_as, strip_figure
+from ..page.present import MIN_PRESENT_LABEL_PX, figure_height
+from ..state.view_context import ViewContext
+from ..state.written import Text
 
 HEADING_PX = 56  # presentation: the step's one-line heading above the figure
 CROSS = "Cross-attention"  # the encoder-decoder's extra step

@@ -1,7 +1,7 @@
 """A causal model's continuation of the sentence (Continue): written by attention.generate with the settings
-in the link (ui/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
+in the link (ui/state/state.py: n, sample, temp, topk, topp, seed), kept in a bounded store keyed by all of them,
 so that a link opened twice writes the same text. Every view then runs on the prompt and its continuation
-as the model wrote it: a Written (ui/written.py), whose runs read the ids written, not the decoded text
+as the model wrote it: a Written (ui/state/written.py), whose runs read the ids written, not the decoded text
 read again by the tokenizer. The next-token view reads the model's LM head over the whole sequence
 (`position_logits`).
 """
@@ -20,10 +20,10 @@ from attention.writing.generate import generate
 from attention.writing.generate import lm_head as kept_lm_head
 from attention.writing.search import LMHead
 
+from ..state.view_context import RunKey
+from ..state.written import Written, written_encoding
 from .models import get_model, get_seq2seq
 from .stores import MB, kept, store
-from .view_context import RunKey
-from .written import Written, written_encoding
 
 SECOND_LEFT_OUT = "An encoder-decoder reads one sentence: the second, kept for an encoder, is left out."
 
@@ -90,7 +90,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
             top_k=settings.top_k,
             top_p=settings.top_p,
             seed=settings.seed,
-            keep_maps=False,  # the views read the written ids' maps through ui/runs.py, within its bound
+            keep_maps=False,  # the views read the written ids' maps through ui/compute/runs.py, within its bound
         )
         ids = written.ids[0].tolist()
         n_new = written.new_ids.size(1)
@@ -145,7 +145,7 @@ def position_logits(source: str, ids: tuple[int, ...], position: int) -> np.ndar
 
 
 def run_key(source: str, text: str, text_b: str) -> tuple[RunKey, Continuation | None]:
-    """The input every view runs on (ui/view_context.py's RunKey), and the continuation it is, if any: after
+    """The input every view runs on (ui/state/view_context.py's RunKey), and the continuation it is, if any: after
     Continue with a causal model, the prompt and the model's continuation as written; for an encoder-decoder,
     the first sentence alone (the second box is an encoder's pair, kept for when one is loaded again); else the
     sentence(s) as typed. What stopped a continuation, or left the second sentence out, goes to the page's notices.

@@ -1,6 +1,6 @@
 """The widgets' callbacks and the actions that change what the page shows: a sentence run, continued or opened
 from an example, a head opened from a click, a model asked for. Each writes session state before the next run
-reads it (ui/state.py keeps the choices and the URL)."""
+reads it (ui/state/state.py keeps the choices and the URL)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import streamlit as st
 
 from attention import ModelLoadError
 
-from . import registry
-from .models import get_model
+from ..compute.models import get_model
+from ..page import registry
 from .state import PRESETS
 from .url_values import MAX_MARKED_TOKEN
 
@@ -29,7 +29,7 @@ def submit() -> None:
 
 
 def continue_text() -> None:
-    """Continue: the sentence as typed, continued by the model (ui/generation.py)."""
+    """Continue: the sentence as typed, continued by the model (ui/compute/generation.py)."""
     submit()
     st.session_state.gen_on = True
 

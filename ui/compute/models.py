@@ -1,6 +1,6 @@
 """The models: each loaded once per process on the operator's device in the operator's dtype, the two
 most recently used kept (process state: no visitor's "Clear caches" unloads them), if this server's
-source policy allows it (ui/sources.py)."""
+source policy allows it (ui/serve/sources.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from attention.load.loading import DeviceUnavailable, read_config, resolve_devic
 from attention.load.sources import resolve_source
 from attention.models import EncoderDecoder
 
-from .settings import DEVICE, DTYPE
-from .sources import policy
+from ..serve.settings import DEVICE, DTYPE
+from ..serve.sources import policy
 from .stores import kept
 
 log = logging.getLogger("attention-app")
@@ -65,7 +65,7 @@ def precision_caption(report) -> str:
 
 def get_model(source: str):
     """The model and tokenizer of `source` ("" for the bundled model), loaded once per process, if
-    this server's source policy allows it (ui/sources.py); else a ModelLoadError. For an encoder-decoder,
+    this server's source policy allows it (ui/serve/sources.py); else a ModelLoadError. For an encoder-decoder,
     its encoder: every view reads one stack of self-attention, and the encoder is run as an encoder-only
     model is (the whole model: `get_seq2seq`)."""
     loaded = _get_loaded(source)
@@ -80,7 +80,7 @@ def get_seq2seq(source: str):
 
 
 def model_kinds(source: str) -> frozenset[str]:
-    """What the model of `source` is, as the views' registry rows ask (ui/registry.py's KINDS): an encoder-decoder
+    """What the model of `source` is, as the views' registry rows ask (ui/page/registry.py's KINDS): an encoder-decoder
     "seq2seq", a decoder "causal", else "encoder", with "deberta" for DeBERTa's position terms."""
     if get_seq2seq(source) is not None:
         return frozenset({"seq2seq"})

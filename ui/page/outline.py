@@ -8,14 +8,14 @@ from typing import Any
 
 import streamlit as st
 
+from ..compute.models import get_seq2seq
+from ..state.view_context import ViewContext
 from .controls import input_form, sidebar, way_back
-from .models import get_seq2seq
 from .page import plain, selectors, tokens_strip
 from .present import controls as present_controls
 from .present import keys as present_keys
 from .present import link_control
 from .registry import by_label
-from .view_context import ViewContext
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}

@@ -17,11 +17,11 @@ from attention.analysis.coref.metrics import (
     winogender_bias,
 )
 
+from ..compute.models import get_model
+from ..page.page import plain, show_table, show_text
+from ..state.state import COREF_SETS
 from .coref_data import SETS, Suite, scores_or_message, set_examples
 from .coref_groups import draw_grids
-from .models import get_model
-from .page import plain, show_table, show_text
-from .state import COREF_SETS
 
 
 def measures(result: CorefResult, suite: Suite, source: str, present: bool) -> None:

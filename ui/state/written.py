@@ -14,7 +14,7 @@ from attention.runs.inputs import Encoded, encode
 @dataclass(frozen=True)
 class Written:
     """The text of a prompt and its continuation with the ids the model wrote and their encoding (`encoded`):
-    every run of it (ui/runs.py) reads those instead of tokenizing the text. Not a str: it is equal only to a
+    every run of it (ui/compute/runs.py) reads those instead of tokenizing the text. Not a str: it is equal only to a
     Written of the same text and the same ids, so a result kept for the text typed, or written with other ids,
     is never taken for its own (the stores' keys hold it as they hold any text)."""
 

@@ -5,7 +5,7 @@ A row names its view's drawing function by dotted path (``ui.views.masks.draw``)
 use, so this module imports nothing of the page and every part of it can import this one.
 
 Adding a view: write ``ui/views/<name>.py`` with a ``draw(ctx: ViewContext)`` function and add its row here. The
-dispatch builds the ViewContext (ui/view_context.py) once per page: the run and its key (source, text, text_b),
+dispatch builds the ViewContext (ui/state/view_context.py) once per page: the run and its key (source, text, text_b),
 the model's facts, the selected layer and head, presentation mode and the page-level settings. The view reads
 those from it, never from session state; its own widgets keep their keys, the Params its row `reads`
 (tests/test_view_contract.py checks both).
@@ -29,15 +29,17 @@ class View:
     label: str  # on the view selector, and session_state.view
     draw: str  # "package.module.function": draws the view from the page's ViewContext
     heavy: bool  # may run a computation in the server's heavy slot (waits for it; stopped at its time limit)
-    reads: tuple[str, ...] = ()  # the URL names of the Params (ui/state.py) that shape this view's page
+    reads: tuple[str, ...] = ()  # the URL names of the Params (ui/state/state.py) that shape this view's page
     aliases: tuple[str, ...] = ()  # older URL keys that still open it
-    later: bool = False  # uses pandas (a table) or scipy: waits for them (ui/preload.py's later) before its module
+    later: bool = (
+        False  # uses pandas (a table) or scipy: waits for them (ui/serve/preload.py's later) before its module
+    )
     own_heads: bool = True  # reads the sentence's own attention heads: a first visit opens the strongest one
     kinds: frozenset[str] = KINDS  # the models it is for: offered, and visited by presentation's V, only on those
     needs: str = ""  # what a model must be for it, said when a link or a new model leaves it out
 
     def applies(self, kinds: Collection[str]) -> bool:
-        """Whether this view is for a model of these `kinds` (model_kinds in ui/models.py)."""
+        """Whether this view is for a model of these `kinds` (model_kinds in ui/compute/models.py)."""
         return not self.kinds.isdisjoint(kinds)
 
     @property
@@ -122,7 +124,7 @@ VIEWS = (
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's
-# continuation (ui/generation.py) is part of the text every view runs on
+# continuation (ui/compute/generation.py) is part of the text every view runs on
 SHARED = ("view", "layer", "head", "present", "strip", "model", "cont", "n", "sample", "temp", "topk", "topp", "seed")
 DEFAULT = VIEWS[0]
 

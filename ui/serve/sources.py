@@ -40,7 +40,7 @@ from attention import ModelLoadError
 SOURCES_VAR, DOWNLOADS_VAR, BIN_VAR = "ATTENTION_SOURCES", "ATTENTION_HUB_DOWNLOADS", "ATTENTION_BIN_FILES"
 OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
 REFUSED = "this server loads only the models in its list: pick one there"
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 NEVER_READ = (Path("/proc"), Path("/sys"), Path("/dev"))  # the kernel's and devices' files, whatever is listed
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # attention/load/sources.py's: anything else is a path
 

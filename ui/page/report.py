@@ -12,9 +12,9 @@ import streamlit as st
 
 from attention.analysis.coref.mentions import word_spans
 
-from .generation import Settings
-from .state import COREF_MODES, COREF_TWINS, NO_GROUPING, current_choices, view_key
-from .view_context import ViewContext
+from ..compute.generation import Settings
+from ..state.state import COREF_MODES, COREF_TWINS, NO_GROUPING, current_choices, view_key
+from ..state.view_context import ViewContext
 
 # the coreference choices, kept as word indices, are shown as the words of the submitted sentence
 WORD_CHOICES = {"coref_pronoun": "pronoun", "coref_candidates": "candidates", "coref_answer": "answer"}

@@ -1,4 +1,4 @@
-"""The computations the views share, cached per model and input in the bounded stores (ui/stores.py):
+"""The computations the views share, cached per model and input in the bounded stores (ui/compute/stores.py):
 statistics and patterns, the head comparison, rollout and attention flow, ablation, the grouped-query
 conversion, the masked-LM head, a coreference suite scored with heads ablated, and the head an example's pronoun
 is sent from."""
@@ -40,13 +40,13 @@ from attention.runs.bigrun import is_big
 from attention.runs.pooling import pool_map
 from attention.runs.run import run_encoded
 
+from ..state.state import PRESET_COREF, PRESETS
+from ..state.written import Text
 from .limits import deadline_check
 from .models import get_model
 from .runs import encoded_input, get_run
-from .state import PRESET_COREF, PRESETS
 from .stores import MB, kept, store
 from .workers import flow_workers
-from .written import Text
 
 CHANGE_MAX_CELLS = 256  # the head-against-head comparison of a GQA layer pools longer maps to this many cells
 COMPARE_MAX_TOKENS = 128  # a longer sentence is left out of the head comparison (its cost grows with L²)
@@ -192,7 +192,7 @@ def get_ablation(source: str, run, text: Text, text_b: str, heads: tuple[tuple[i
 
 
 def get_suite_ablation(source: str, suite, heads: tuple[tuple[int, int], ...], mode: str, progress=None):
-    """A coreference suite (ui.coref_data.Suite) scored with `heads` ablated, a heavy job of the "ablation" kind
+    """A coreference suite (ui.coref.coref_data.Suite) scored with `heads` ablated, a heavy job of the "ablation" kind
     (its time limit checked after every batch), kept per model, suite, heads and mode."""
 
     def compute(deadline):

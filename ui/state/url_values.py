@@ -1,5 +1,5 @@
 """What a link's values may be and how each is written in it: the bounds on every value that sizes work,
-each kind of value's reader and writer, and `Param`, one choice of the page (ui/state.py's PARAMS lists them).
+each kind of value's reader and writer, and `Param`, one choice of the page (ui/state/state.py's PARAMS lists them).
 Pure: no session state here."""
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class Param:
     default: Any  # not written to the URL (unless `always`); None: no default
     write: Callable[[Any], str]
     read: Callable[[str], Any]  # raises ValueError for a value it cannot take
-    always: bool = False  # written even at its default (which views read it: ui/registry.py)
+    always: bool = False  # written even at its default (which views read it: ui/page/registry.py)
     bounds: tuple[float, float] | None = None  # a number from the link outside them is clamped, with a notice
 
 

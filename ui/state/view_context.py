@@ -1,7 +1,7 @@
 """What every view draws from, built once per page (app.py's view_context) and handed by the dispatch to the
 view's ``draw(ctx)``: the run and the key it was computed for, what the model is, the selected layer and
 head, presentation mode, the view drawn and the page-level settings views share. A view reads these from the
-context, not from session state; its own widgets keep their keys (ui/state.py's Params) as Streamlit widgets do.
+context, not from session state; its own widgets keep their keys (ui/state/state.py's Params) as Streamlit widgets do.
 
 While the page draws (``drawing``), the page's own helpers that every figure passes through (a presentation
 title names the sentence drawn) find the context with ``drawn``: one page run's, in that run's thread."""
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from .written import Text, Written, text_of
 
 if TYPE_CHECKING:
-    from .generation import Continuation
+    from ..compute.generation import Continuation
 
 
 @dataclass(frozen=True)
 class RunKey:
     """The input a run was computed for: the model's source ("" for the bundled model), the text (as typed, or
-    a continuation as the model wrote it: ui/written.py) and the second sentence of a pair ("" for none)."""
+    a continuation as the model wrote it: ui/state/written.py) and the second sentence of a pair ("" for none)."""
 
     source: str
     text: Text
@@ -42,7 +42,7 @@ class RunKey:
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What the model of the run is, as the views ask: its kinds (ui/registry.py's KINDS) and its layers and
+    """What the model of the run is, as the views ask: its kinds (ui/page/registry.py's KINDS) and its layers and
     heads (an encoder-decoder's encoder's)."""
 
     kinds: frozenset[str]
@@ -68,8 +68,8 @@ class ViewContext:
     head: int
     present: bool  # presentation mode: figures sized to the first screen, larger type
     target: str = ""  # an encoder-decoder's Target box: its decoder's input, else "" (written greedily)
-    continuation: Continuation | None = None  # the continuation the text is (ui/generation.py), or None
-    view: str = ""  # the key of the view drawn (ui/registry.py's View.key); "" for the registry's default
+    continuation: Continuation | None = None  # the continuation the text is (ui/compute/generation.py), or None
+    view: str = ""  # the key of the view drawn (ui/page/registry.py's View.key); "" for the registry's default
 
     @property
     def source(self) -> str:

@@ -6,7 +6,7 @@ the order they came (`FairSlots`), each session has at most one heavy job waitin
 that waits longer than HEAVY_WAIT_S is told to try again. Each kind has a time limit, enforced through
 the progress callback it takes; a job stopped there is remembered, so the same job asked for again is
 told at once. The operator may set HEAVY_SLOTS, HEAVY_WAIT_S and TIME_LIMITS in the environment
-(ui/settings.py). Every slot here is process state: no session's request clears it."""
+(ui/serve/settings.py). Every slot here is process state: no session's request clears it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable
 
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from .settings import HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
+from ..serve.settings import HEAVY_SLOTS, HEAVY_WAIT_S, TIME_LIMITS
 
 WAIT_POLL_S = 0.5  # how often a waiting session's message is updated
 STOPPED_KEPT = 256  # jobs stopped at their time limit that are remembered (the most recent)

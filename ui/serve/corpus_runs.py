@@ -1,5 +1,5 @@
 """A finished corpus run's folder (python -m attention.analysis.corpus --out DIR), read for the Head stats
-view: its run.json and its aggregate heads.parquet, each named through ui/sources.py's policy (under
+view: its run.json and its aggregate heads.parquet, each named through ui/serve/sources.py's policy (under
 ATTENTION_FILE_DIRS, resolved, regular files) and read within bounds: run.json in bounded steps, the
 aggregate's rows and bytes from its Parquet footer before any is read (attention/analysis/points_table.py).
 
@@ -46,7 +46,7 @@ class CorpusRun:
 
 
 def read_corpus_run(typed: str) -> CorpusRun:
-    """The finished run in the folder a visitor typed. FileRefused (ui/sources.py) outside the operator's
+    """The finished run in the folder a visitor typed. FileRefused (ui/serve/sources.py) outside the operator's
     folders; RunFolderError for a folder that is not a finished run or is past a bound."""
     folder = server_path(typed, folder=True)
     name = typed.strip()

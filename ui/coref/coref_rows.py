@@ -9,8 +9,8 @@ import streamlit as st
 
 from attention.analysis.coref import CorefResult, ExampleScore
 
-from .actions import open_sentence
-from .page import show_table
+from ..page.page import show_table
+from ..state.actions import open_sentence
 
 SHOWN_CHARS = 200  # of an example's text in the table; the head view gets all of it (at most MAX_LINE_CHARS)
 TABLE_PX = 420  # the table's height: it scrolls (a suite has at most MAX_EXAMPLES rows)

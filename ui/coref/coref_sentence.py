@@ -26,10 +26,10 @@ from attention.analysis.coref.heads import (
 )
 from attention.analysis.coref.mentions import word_spans
 
-from .computations import coref_values
-from .page import plain, show_table
-from .runs import get_run
-from .state import COREF_RANKS, PRESET_COREF
+from ..compute.computations import coref_values
+from ..compute.runs import get_run
+from ..page.page import plain, show_table
+from ..state.state import COREF_RANKS, PRESET_COREF
 
 PRONOUNS = ("it", "he", "she", "they", "him", "her", "them")
 

@@ -3,7 +3,7 @@
 scipy's maximum_flow keeps Python's interpreter lock while it runs, and the heaviest flow the app offers
 runs thousands of them (about 7 s here). In the server's process that would hold up every other
 session's Python; lowering the thread's priority would make it worse, as a thread that waits for a core
-while it holds the lock holds up everyone (ui/priority.py's KernelsLow). A worker process shares no lock
+while it holds the lock holds up everyone (ui/compute/priority.py's KernelsLow). A worker process shares no lock
 with the server and lowers its own priority, which needs no privilege.
 
 The workers are one `ProcessPoolExecutor` per server process, started when first needed; a visitor's
@@ -40,7 +40,7 @@ CHUNK_ROWS = 4
 SERVER_CHECK_S = 1.0  # how often a worker looks whether the server's process is still there
 # Loaded by its path in a worker: imported as attention.analysis.maxflow it would bring the attention
 # package and torch (1.2 s and 225 MB against 0.4 s and 60 MB for numpy and scipy).
-MAXFLOW = Path(__file__).resolve().parent.parent / "attention" / "analysis" / "maxflow.py"
+MAXFLOW = Path(__file__).resolve().parents[2] / "attention" / "analysis" / "maxflow.py"
 _maxflow = None  # in a worker: attention/analysis/maxflow.py, loaded by start_worker
 
 
@@ -154,7 +154,7 @@ class FlowWorkers:
 def in_this_thread(capacity: np.ndarray, rows: list[tuple[int, int]], why: str) -> Iterator[np.ndarray]:
     from attention.analysis.maxflow import flow_rows
 
-    from . import preload
+    from ..serve import preload
 
     preload.later()  # scipy, imported once for the whole process (not alongside another session's import)
 
@@ -171,7 +171,7 @@ def flow_workers() -> FlowWorkers:
     global _workers
     with _workers_lock:
         if _workers is None:
-            from .settings import HEAVY_SLOTS
+            from ..serve.settings import HEAVY_SLOTS
 
             _workers = FlowWorkers(HEAVY_SLOTS)
         return _workers

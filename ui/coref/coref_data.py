@@ -19,17 +19,17 @@ from attention.analysis.coref import (
 )
 from attention.analysis.coref.examples import Problems, load_examples_leniently
 
-from .limits import busy_message, heavy_guard, too_long_message
-from .models import get_model
-from .page import plain
-from .settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
-from .slots import ServerBusy, TooLong
-from .state import COREF_SETS
-from .stores import MB, BoundedStore, kept, store
+from ..compute.limits import busy_message, heavy_guard, too_long_message
+from ..compute.models import get_model
+from ..compute.slots import ServerBusy, TooLong
+from ..compute.stores import MB, BoundedStore, kept, store
+from ..page.page import plain
+from ..serve.settings import MAX_EXAMPLES, MAX_UPLOAD_BYTES
+from ..state.state import COREF_SETS
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 # MAX_UPLOAD_BYTES (2 MB, the same limit as .streamlit/config.toml) and MAX_EXAMPLES (5,000) are
-# operator settings: ui/settings.py
+# operator settings: ui/serve/settings.py
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ import streamlit as st
 
 from attention.models import FAMILIES
 
-from .actions import ask_for_model, choose_model, continue_text, go_back, submit, use_preset
-from .models import get_model, get_seq2seq, precision_caption
-from .page import plain
-from .sources import policy
-from .state import PRESETS
-from .url_values import (
+from ..compute.models import get_model, get_seq2seq, precision_caption
+from ..serve.sources import policy
+from ..state.actions import ask_for_model, choose_model, continue_text, go_back, submit, use_preset
+from ..state.state import PRESETS
+from ..state.url_values import (
     MAX_NEW_TOKENS,
     MAX_PATH,
     MAX_SEED,
@@ -23,7 +22,8 @@ from .url_values import (
     MAX_TOP_K,
     TEMPERATURES,
 )
-from .view_context import RunKey
+from ..state.view_context import RunKey
+from .page import plain
 
 
 def sidebar():

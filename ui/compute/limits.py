@@ -1,6 +1,6 @@
 """How a heavy computation looks on the page: a note while the server's heavy slot is busy with
 another visitor's job, and a message (never a traceback) when the wait or the computation runs
-past its limit. The caps themselves are operator settings (ui/settings.py), used by ui/slots.py."""
+past its limit. The caps themselves are operator settings (ui/serve/settings.py), used by ui/compute/slots.py."""
 
 from __future__ import annotations
 

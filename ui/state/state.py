@@ -1,8 +1,8 @@
 """Session state: examples, the URL in and out, the selection kept within the model (the widgets' callbacks are
-in ui/actions.py).
+in ui/state/actions.py).
 
 Every choice a person can make on the page is a `Param`: its session-state key (the widget's key),
-its name in the URL, its default and how it is written there (ui/url_values.py: each kind of value and
+its name in the URL, its default and how it is written there (ui/state/url_values.py: each kind of value and
 its bounds). `init_from_url` reads them on a session's first run, `keep_choices` keeps them across runs
 where their widget is not drawn (an empty sentence draws no view, a view draws only its own options),
 and `write_url` writes them back.
@@ -18,8 +18,8 @@ import streamlit as st
 from attention.analysis.coref.heads import CRITERIA, DEFAULT_CRITERION
 from attention.analysis.stats import PATTERNS
 
-from . import registry
-from .models import get_seq2seq
+from ..compute.models import get_seq2seq
+from ..page import registry
 from .url_values import (
     _FLAG,
     _LIST,

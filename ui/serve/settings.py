@@ -20,7 +20,7 @@ its range (for the device and dtype, not one of the words taken) is not used: th
 and the server log says which variable was ignored and why (the page never shows it). A CUDA GPU
 is used when torch finds one (ATTENTION_DEVICE=cpu keeps the model off it); a GPU asked for by name
 that the machine lacks is said on the page, in one sentence, where the model would be.
-`python -m ui.settings` prints the settings the environment gives and exits with status 1 if any value would be
+`python -m ui.serve.settings` prints the settings the environment gives and exits with status 1 if any value would be
 ignored: a check to run before starting a server.
 """
 

@@ -15,12 +15,13 @@ from attention.runs.bigrun import NeedsSmallerInput, is_big
 from viz._style import MODEBAR_BUTTONS, TITLE_GLYPH, cut_at_word, one_line_title, title_layout, title_room
 from viz.tokens import COMPACT_ABOVE
 
-from . import preload, registry
+from ..serve import preload
+from ..state.state import offered, view_key
+from ..state.view_context import ViewContext, drawn
+from . import registry
 from .layout import expander_px, main_px, sidebar_px
 from .present import MIN_PRESENT_LABEL_PX, figure_height, page_link
 from .report import part_caption, report_facts
-from .state import offered, view_key
-from .view_context import ViewContext, drawn
 
 MARKDOWN_SIGNS = r"[\\`*_{}\[\]()#+\-.!|<>$~&]"  # escaped by plain()
 
@@ -40,7 +41,7 @@ def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     width when it sets one (square heatmap cells), else across the column. In presentation mode its
     title says what it shows and of which sentence (``present_caption``: ``sentence``, by default the
     drawn one), so the PNG does too. What the page draws (presentation mode, the view, its layer and head) is
-    the context of the page being drawn (ui/view_context.py's ``drawn``)."""
+    the context of the page being drawn (ui/state/view_context.py's ``drawn``)."""
     ctx = drawn()
     if ctx is not None and name not in UNTITLED:
         present_caption(fig, ctx, sentence)

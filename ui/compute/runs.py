@@ -1,7 +1,7 @@
-"""The runs the views read, computed once per input and kept in the shared stores (ui/stores.py): a
+"""The runs the views read, computed once per input and kept in the shared stores (ui/compute/stores.py): a
 sentence's run, one layer's recorded forward pass, a padded batch. A run whose every map would be more
 than BIG_RUN_BYTES is a PooledRun (attention/runs/bigrun.py), whose full maps are read one layer at a time
-through `big_run_loader` and kept in stores of their own. A continuation's text (a Written, ui/written.py)
+through `big_run_loader` and kept in stores of their own. A continuation's text (a Written, ui/state/written.py)
 is never tokenized: every run of it reads the ids the model wrote (`encoded_input`, `padded_inputs`)."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from attention.runs.pooling import head_tiles
 from attention.runs.run import read_only, run_batch, run_encoded, stack_attentions
 from attention.tracing import trace
 
+from ..state.written import Text, Written
 from .models import get_model, get_seq2seq
 from .stores import MB, store
-from .written import Text, Written
 
 SHORTER_TRACE = "Try a shorter input with this model; the head view and the overview read longer ones."
 SMALL_RUN_BYTES = 8 * MB  # a run whose maps are at most this (a sentence) is computed without a slot

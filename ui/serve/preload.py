@@ -32,24 +32,25 @@ import os
 import sys
 import threading
 
-from . import registry
+from ..page import registry
 
 # the modules a first page needs: the page's own (app.py imports them inside main, the views' on first use), torch
 # and the figures
 PAGE_MODULES = (
-    "ui.models",
-    "ui.runs",
-    "ui.state",
-    "ui.page",
-    "ui.controls",
-    "ui.computations",
+    "ui.compute.models",
+    "ui.compute.runs",
+    "ui.state.state",
+    "ui.page.page",
+    "ui.page.controls",
+    "ui.compute.computations",
     *dict.fromkeys(v.module for v in registry.VIEWS if not v.later),
-    "ui.present",
-    "ui.outline",
+    "ui.page.present",
+    "ui.page.outline",
     "viz",
 )
 # what no first page needs, imported after one is shown: pandas and pyarrow (tables), scipy (attention flow where
-# no worker process starts: ui/workers.py); the warm-up imports the views that use them too (LATER_VIEWS: registry
+# no worker process starts: ui/compute/workers.py); the warm-up imports the views that use them too (LATER_VIEWS:
+# registry
 # rows marked `later`)
 LATER_MODULES = ("pandas", "pyarrow", "scipy.sparse", "scipy.sparse.csgraph")
 LATER_VIEWS = tuple(dict.fromkeys(v.module for v in registry.VIEWS if v.later))
@@ -199,9 +200,9 @@ def _warm_up() -> None:
         _import(PAGE_MODULES)
         one_thread_per_computation()
 
-        from ui.models import get_model
-        from ui.runs import get_run
-        from ui.state import DEFAULT_SENTENCE
+        from ui.compute.models import get_model
+        from ui.compute.runs import get_run
+        from ui.state.state import DEFAULT_SENTENCE
 
         log_how_served()
 
@@ -244,7 +245,7 @@ def _import_later() -> None:
 
 
 def one_thread_per_computation() -> None:
-    """Each computation runs on one core and a few (ui/stores.py's COMPUTE_SLOTS) run at once: on a small
+    """Each computation runs on one core and a few (ui/compute/stores.py's COMPUTE_SLOTS) run at once: on a small
     machine that also draws pages, two threads per forward pass mostly wait for each other (a 16-token
     submission took 0.2-0.3 s of script time with two, 0.05-0.1 s with one). Set before any model runs,
     so every thread has it: by the warm-up, or by the page (app.py) where there is none. Once per process."""
@@ -259,8 +260,8 @@ def one_thread_per_computation() -> None:
 
 def log_how_served() -> None:
     """One line in the server's log at start-up: the address it listens on, what its model box loads and which
-    of its files the page reads (ui/sources.py's `served`)."""
-    from ui.sources import served
+    of its files the page reads (ui/serve/sources.py's `served`)."""
+    from ui.serve.sources import served
 
     log.warning(served())
 

@@ -9,8 +9,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
 
+from ..state.state import offered
 from . import registry
-from .state import offered
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -185,7 +185,7 @@ def legend() -> None:
 
 def link_control():
     """Under the keys, a place for the button that copies this page's link in one click; fill it with
-    ``show_link`` once the page's address is written (``ui.state.write_url``)."""
+    ``show_link`` once the page's address is written (``ui.state.state.write_url``)."""
     return st.container()
 
 

@@ -17,11 +17,11 @@ from attention.analysis.coref.result_csv import file_name
 from attention.analysis.coref.stats import clopper_pearson
 from viz.coref import head_grid
 
-from .actions import open_clicked_head
+from ..page.layout import column_px, main_px, slots
+from ..page.page import font_size, plain, show, show_table
+from ..state.actions import open_clicked_head
+from ..state.state import NO_GROUPING
 from .coref_data import chosen_suite
-from .layout import column_px, main_px, slots
-from .page import font_size, plain, show, show_table
-from .state import NO_GROUPING
 
 SKIP = {"id", "url", "source", "text", "split"}  # identifiers and provenance, not groups
 MAX_GROUPS = 60  # Winogender's occupations
