@@ -15,7 +15,8 @@ import shutil
 
 import pytest
 import test_decoders
-from families import DECODERS, PARITY_KINDS, make_family, make_more
+from families import DECODERS, make_family, make_more
+from parity import PARITY_KINDS
 
 from attention import load_model
 

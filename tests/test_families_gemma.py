@@ -7,7 +7,8 @@ import pytest
 import test_config_checks
 import test_decoders
 import torch
-from families import PARITY_KINDS, case_loader, make_more, parity, reference
+from families import make_more, reference
+from parity import PARITY_KINDS, case_loader, parity
 from safetensors.torch import load_file, save_file
 
 from attention import ModelLoadError, encode, load_model

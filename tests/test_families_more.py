@@ -9,7 +9,8 @@ import pytest
 import test_config_checks
 import test_decoders
 import torch
-from families import PARITY_KINDS, case_loader, make_more, parity
+from families import make_more
+from parity import PARITY_KINDS, case_loader, parity
 
 from attention import ModelLoadError, encode, load_model
 from attention.models.residuals import Parallel

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from families import case_loader
+from parity import case_loader
 from safetensors.torch import load_file, save_file
 from test_generate import assert_maps_equal_forward
 
