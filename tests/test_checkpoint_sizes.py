@@ -22,7 +22,8 @@ import torch
 from conftest import make_tiny
 from torch.serialization import MAGIC_NUMBER, PROTOCOL_VERSION
 
-from attention import ModelLoadError, checkpoint_sizes, load_bert
+from attention import ModelLoadError, load_bert
+from attention.load import checkpoint_sizes
 
 STATUS = Path("/proc/self/status")
 
