@@ -127,6 +127,7 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
             values["vocab_size"] = len(self.reader.fields["tokenizer.ggml.tokens"].data)
         if "rope_theta" in values:
             values["rope_parameters"] = dict(rope_type="default", rope_theta=values.pop("rope_theta"))
+        values["attention_dropout"] = 0.0  # no training settings in the file: transformers' default
         values["tie_word_embeddings"] = "lm_head.weight" not in self.tensors
         values["attention_bias"] = any(name.endswith("q_proj.bias") for name in self.tensors)
         values["mlp_bias"] = any(name.endswith("up_proj.bias") for name in self.tensors)
