@@ -91,14 +91,16 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
             )
         self.tensors = {}
         for tensor in self.reader.tensors:
+            if tensor.name == "rope_freqs.weight":  # Llama 3.1's frequency factors
+                raise ModelLoadError(
+                    "the GGUF file scales its rotary frequencies (rope_freqs), which this app does not"
+                )
             if tensor.tensor_type.name not in TYPES:
                 raise ModelLoadError(
                     f"tensor '{tensor.name}' is stored as {tensor.tensor_type.name}, a GGUF type this app does not "
                     f"read (it reads {', '.join(TYPES)})"
                 )
             self.tensors[transformers_name(tensor.name)] = tensor
-        if "rope_freqs.weight" in self.tensors:
-            raise ModelLoadError("the GGUF file scales its rotary frequencies (rope_freqs), which this app does not")
 
     def with_data(self) -> GGUFCheckpoint:
         """This file's tensors with their data (dequantized when asked for), from the same reader."""

@@ -53,10 +53,12 @@ def write_gguf(
     change: dict | None = None,
     drop: tuple[str, ...] = (),
     rotary: bool = True,
+    more=None,
 ) -> Path:
     """The safetensors Llama in `folder` written as a GGUF file: its tensors under gguf's own names for them
     (gguf.get_tensor_name_map), q and k permuted unless `rotary` is False, each stored as F32 or the
-    GGMLQuantizationType `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out."""
+    GGMLQuantizationType `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out,
+    `more(writer)` adds to them."""
     import gguf
     from safetensors.torch import load_file
 
@@ -75,6 +77,8 @@ def write_gguf(
     writer.add_rope_dimension_count(config["hidden_size"] // n_head)
     writer.add_vocab_size(config["vocab_size"])
     tokenizer_fields(writer, folder)
+    if more is not None:  # more metadata or tensors
+        more(writer)
     for hf_name, tensor in load_file(str(folder / "model.safetensors")).items():
         stem, suffix = hf_name.rsplit(".", 1)
         name = f"{names.get_name(stem)}.{suffix}"
@@ -237,3 +241,19 @@ def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_
         load_model(tmp_path / "nowhere.gguf")
     with pytest.raises(ModelLoadError, match="holds a 'llama' model, not a BERT one"):
         load_bert(tiny[1])
+
+
+@pytest.mark.parametrize(
+    "more, message",
+    [
+        (
+            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR),
+            r"rotary positions \('linear'\)",
+        ),
+        (lambda w: w.add_tensor("rope_freqs.weight", np.ones(4, np.float32)), r"rotary frequencies \(rope_freqs\)"),
+    ],
+    ids=["rope scaling", "rope_freqs"],
+)
+def test_scaled_rotary_positions_are_refused(tiny, tmp_path, more, message):
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(write_gguf(tiny[0], tmp_path / "scaled.gguf", more=more))
