@@ -257,3 +257,12 @@ def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_
 def test_scaled_rotary_positions_are_refused(tiny, tmp_path, more, message):
     with pytest.raises(ModelLoadError, match=message):
         load_model(write_gguf(tiny[0], tmp_path / "scaled.gguf", more=more))
+
+
+def test_half_precision_weights_are_the_safetensors_ones_cast(tiny):
+    folder, path = tiny
+    ours, _ = load_model(path, dtype="bfloat16")
+    same, _ = load_model(folder, dtype="bfloat16")
+    assert ours.load_report.dtype == "bfloat16"
+    for name, tensor in same.state_dict().items():
+        assert tensor.dtype == torch.bfloat16 and torch.equal(ours.state_dict()[name], tensor), name
