@@ -23,11 +23,12 @@ import torch
 from ..config import ConfigError, ModelConfig, read_json
 from ..errors import ModelLoadError
 from ..models import FAMILIES, Family, build_model
-from ..writing.processors import attach
+from ..writing.processors import attach, settings_from_values
 from .checkpoint import read_checkpoint
 from .checkpoint_sizes import WeightBudget
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
-from .sources import DEFAULT_NAME, resolve_source
+from .gguf import GGUFCheckpoint
+from .sources import DEFAULT_NAME, gguf_source, resolve_source
 from .tokenizer import FirstUseTokenizer, load_tokenizer
 
 
@@ -166,6 +167,9 @@ def _load(
 ):
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
+    gguf_file = gguf_source(source)
+    if gguf_file is not None:
+        return _load_gguf(str(source).strip(), gguf_file, model_type, device, dtype)
     folder = resolve_source(source, downloads)
     family, config = read_config(folder, model_type)
     budget = check_before_building(family, config, folder, bin_files)
@@ -197,6 +201,44 @@ def _load(
     return model, tokenizer
 
 
+def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.device, dtype: torch.dtype):
+    """load_model for a GGUF file (gguf.py): its metadata read as the config.json of the family it names, its
+    tensors checked by name and shape against a model on the meta device, then dequantized one at a time and
+    copied strictly; its generation settings and tokenizer are the file's own."""
+    shapes = GGUFCheckpoint(path, shapes_only=True)
+    if model_type is not None and shapes.architecture != model_type:
+        title = FAMILIES[model_type].title
+        raise ModelLoadError(f"{path.name} holds a '{shapes.architecture}' model, not a {title} one")
+    family, values = FAMILIES[shapes.architecture], shapes.config_values()
+    byte_level = shapes.field("tokenizer.ggml.model") == "gpt2"  # llama.cpp's name for a byte-level BPE
+    try:
+        config = family.read_config(values)
+    except ConfigError as err:
+        raise ModelLoadError(f"{path.name}: {err}") from None
+    check_limits(config)
+    with torch.device("meta"):
+        expected = build_model(config).state_dict()
+    check_tensors(convert_checkpoint(family, shapes)[0], expected, "the GGUF file", unknown_hint=LAYERS_HINT)
+    checkpoint = shapes.with_data()  # the same reader: the file's metadata is parsed once
+    origins: dict[str, str] = {}
+    tensors, ignored = convert_checkpoint(family, checkpoint, origins, dtype=dtype, device=device)
+    del checkpoint, shapes
+    with torch.device("meta"):
+        model = build_model(config)
+    copy_weights(model, tensors, assign=True)
+    del tensors
+    model.eval().requires_grad_(False)
+    try:
+        attach(model, settings=settings_from_values(values, path.name))
+    except ConfigError as err:
+        raise ModelLoadError(str(err)) from None
+    tokenizer = load_tokenizer(path.parent, config.vocab_size, gguf_file=path.name, byte_level=byte_level)
+    model.load_report = LoadReport(
+        source, str(path.parent), path.name, tuple(ignored), origins, str(device), str(dtype).removeprefix("torch.")
+    )
+    return model, tokenizer
+
+
 # sizes past these are refused before anything is built: far beyond any checkpoint this app can show,
 # and a config.json may say anything
 LIMITS = {
@@ -212,16 +254,21 @@ LIMITS = {
 }
 
 
+def check_limits(config: ModelConfig) -> None:
+    """Refuse a config whose sizes pass LIMITS, before anything is built."""
+    for name, top in LIMITS.items():
+        value = getattr(config, name)
+        if value is not None and value > top:
+            raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
+
+
 def check_before_building(family: Family, config: ModelConfig, folder: Path, bin_files: bool = True) -> WeightBudget:
     """Refuse a config.json that does not fit its weights before any real tensor is made: its sizes
     against LIMITS; the weight files measured (a .bin's unpacked size, a safetensors header's size and
     entries) against what a model built on the meta device (which holds no data, whatever the config
     says) can need; then every tensor's name and shape, read from the files' headers, against that
     model. Returns the bounds the files were measured against, for reading them."""
-    for name, top in LIMITS.items():
-        value = getattr(config, name)
-        if value is not None and value > top:
-            raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
+    check_limits(config)
     with torch.device("meta"):
         expected = build_model(config).state_dict()
     budget = WeightBudget.of(expected)

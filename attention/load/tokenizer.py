@@ -18,18 +18,26 @@ from ..config import read_json
 from ..errors import ModelLoadError
 
 
-def load_tokenizer(folder: Path, vocab_size: int):
-    """transformers' fast tokenizer for the checkpoint, whatever its kind; its ids must fit the model's
-    vocabulary. It returns token_type_ids, zeros if it has no token types, and pads (GPT-2's with
-    its end-of-text token)."""
+def load_tokenizer(folder: Path, vocab_size: int, gguf_file: str | None = None, byte_level: bool = False):
+    """transformers' fast tokenizer for the checkpoint, whatever its kind, or the one inside the GGUF file
+    `gguf_file` in `folder` (which transformers builds from the file's vocabulary and merges); its ids must fit the
+    model's vocabulary. It returns token_type_ids, zeros if it has no token types, and pads (GPT-2's with
+    its end-of-text token). `byte_level`: a GGUF file's byte-level BPE tokenizer is built by the class AutoTokenizer
+    picks for one, TokenizersBackend, at once: AutoTokenizer would first read the whole file again to make a model
+    config (6-7 s for SmolLM2's on a busy 2-core machine, against 0.6 s)."""
     from transformers import AutoTokenizer
 
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+    if byte_level:
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend as AutoTokenizer  # type: ignore[assignment]
+
+    files = ("tokenizer.json", "vocab.txt")
+    if gguf_file is None and not any((folder / name).is_file() for name in files):
         raise ModelLoadError(f"no tokenizer files in {folder} (expected tokenizer.json or vocab.txt)")
+    where = folder if gguf_file is None else folder / gguf_file
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True, gguf_file=gguf_file)
     except Exception as err:  # noqa: BLE001  (transformers raises many types for missing or broken tokenizer files)
-        raise ModelLoadError(f"no usable tokenizer files in {folder} ({type(err).__name__})") from None
+        raise ModelLoadError(f"no usable tokenizer in {where} ({type(err).__name__})") from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"the tokenizer in {folder} has no fast version (needed for word offsets)")
     _check_fits(len(tokenizer), vocab_size)

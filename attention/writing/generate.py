@@ -19,6 +19,7 @@ checkpoint whose generation config asks for beam search (num_beams > 1) is refus
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ..config import read_json
 from ..core.mha import KeyValueCache
 from ..errors import ModelLoadError
 from ..load.checkpoint import read_checkpoint
+from ..load.gguf import GGUFCheckpoint
 from ..models import FAMILIES, EncoderDecoder, Transformer
 from ..models.decoding import decode
 from ..runs.bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
@@ -52,12 +54,11 @@ def load_lm_head(model: Transformer) -> LMHead:
         raise ModelLoadError("only a causal decoder loaded by load_model has an LM head to read")
     name = family.tied[0][1]  # "lm_head.weight", GPT-NeoX's "embed_out.weight"
     root = name.removesuffix("weight")
-    checkpoint = read_checkpoint(Path(report.path))[0]
+    checkpoint, values = _head_source(report)
     extra = [n for n in checkpoint if n.startswith(root) and n not in (name, root + "bias")]
     if extra:
         raise ModelLoadError(f"the checkpoint's LM head has tensors this model does not use: {', '.join(extra)}")
     embeddings = model.embeddings.word_embeddings.weight  # (V, E)
-    values = read_json(Path(report.path) / "config.json")
     if name in checkpoint:
         weight = by_columns(checkpoint[name].to(dtype=embeddings.dtype, device=embeddings.device))
     elif values.get("tie_word_embeddings") is False:
@@ -76,6 +77,18 @@ def load_lm_head(model: Transformer) -> LMHead:
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0):
         raise ModelLoadError(f"final_logit_softcapping should be a positive number or null, not {cap!r}")
     return LMHead(weight, bias, cap=cap)
+
+
+def _head_source(report) -> tuple[Mapping[str, torch.Tensor], dict]:
+    """The checkpoint's tensors and config values: the folder's weights and config.json, or a GGUF file's
+    (gguf.py), whose output head is the token embeddings when it has no output.weight, which load_model lists
+    among the tensors it did not use (read again from the file only then)."""
+    folder = Path(report.path)
+    if not report.weights_file.endswith(".gguf"):
+        return read_checkpoint(folder)[0], read_json(folder / "config.json")
+    if "lm_head.weight" not in report.ignored_keys:
+        return {}, {"tie_word_embeddings": True}
+    return GGUFCheckpoint(folder / report.weights_file), {"tie_word_embeddings": False}
 
 
 def lay_out_by_columns(table: torch.nn.Embedding) -> torch.Tensor:

@@ -46,13 +46,17 @@ class Settings:
         return cls(decoder_start_token_id=config.decoder_start_token_id)
 
 
-def attach(model, folder: Path | None = None) -> Settings:
-    """Give `model` its generation settings once, as `model.generation`: those of the checkpoint in `folder` for a
-    model that writes (a causal decoder or an encoder-decoder), else its config's (Settings.of_config)."""
+def attach(model, folder: Path | None = None, settings: Settings | None = None) -> Settings:
+    """Give `model` its generation settings once, as `model.generation`: those of the checkpoint in `folder` (or
+    `settings`, read already) for a model that writes (a causal decoder or an encoder-decoder), else its config's
+    (Settings.of_config)."""
     config = model.config
-    writes = config.causal or config.is_encoder_decoder
-    model.generation = read_settings(folder) if folder is not None and writes else Settings.of_config(config)
-    return model.generation
+    if not (config.causal or config.is_encoder_decoder):
+        settings = Settings.of_config(config)
+    elif settings is None:
+        settings = read_settings(folder) if folder is not None else Settings.of_config(config)
+    model.generation = settings
+    return settings
 
 
 def settings_of(model) -> Settings:
@@ -68,11 +72,16 @@ def read_settings(folder: Path) -> Settings:
     path = folder / "generation_config.json"
     if not path.is_file():
         path = folder / "config.json"
-    values = read_json(path)
+    return settings_from_values(read_json(path), str(path))
+
+
+def settings_from_values(values: dict, where: str) -> Settings:
+    """The generation settings config values give (a GGUF file's metadata read as a config: gguf.py);
+    ConfigError names `where` they came from when one is of the wrong kind."""
     try:
         return _settings(values)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"{path}: a generation setting of the wrong kind ({err})") from None
+        raise ConfigError(f"{where}: a generation setting of the wrong kind ({err})") from None
 
 
 def _settings(values: dict) -> Settings:

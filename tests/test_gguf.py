@@ -1,0 +1,268 @@
+"""GGUF files (attention/load/gguf.py): a tiny random Llama written here with gguf.GGUFWriter, as llama.cpp's
+convert_hf_to_gguf.py writes one (its names, q and k permuted to llama.cpp's rotary layout), gives the numbers
+of the same weights saved as safetensors and transformers' numbers on the same file; broken and unsupported
+files are each one clear ModelLoadError; the bundled SmolLM2-135M writer ('smollm2') loads and writes as
+transformers does on the same file (tests/test_gguf_smollm2.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from families import make_family
+
+from attention import ModelLoadError, encode, generate, load_model
+
+SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
+
+
+def permute(weights: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf.py LlamaModel.permute: each head's rows interleaved for its rotary kernel."""
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def tokenizer_fields(writer, folder: Path) -> None:
+    """The folder's byte-level BPE tokenizer (tokenizer.json) as GGUF's gpt2-model tokenizer fields."""
+    model = json.loads((folder / "tokenizer.json").read_text())
+    added = {t["content"]: t["id"] for t in model["added_tokens"]}
+    vocab = {**model["model"]["vocab"], **added}
+    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+    assert [vocab[t] for t in tokens] == list(range(len(tokens)))
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["model"]["merges"]]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if t in added else 1 for t in tokens])  # control, normal
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(False)
+
+
+def write_gguf(
+    folder: Path,
+    path: Path,
+    architecture: str = "llama",
+    quantize: dict | None = None,
+    change: dict | None = None,
+    drop: tuple[str, ...] = (),
+    rotary: bool = True,
+    more=None,
+) -> Path:
+    """The safetensors Llama in `folder` written as a GGUF file: its tensors under gguf's own names for them
+    (gguf.get_tensor_name_map), q and k permuted unless `rotary` is False, each stored as F32 or the
+    GGMLQuantizationType `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out,
+    `more(writer)` adds to them."""
+    import gguf
+    from safetensors.torch import load_file
+
+    config = json.loads((folder / "config.json").read_text())
+    n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config["num_hidden_layers"])
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_kv)
+    writer.add_rope_freq_base(config["rope_parameters"]["rope_theta"])
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_rope_dimension_count(config["hidden_size"] // n_head)
+    writer.add_vocab_size(config["vocab_size"])
+    tokenizer_fields(writer, folder)
+    if more is not None:  # more metadata or tensors
+        more(writer)
+    for hf_name, tensor in load_file(str(folder / "model.safetensors")).items():
+        stem, suffix = hf_name.rsplit(".", 1)
+        name = f"{names.get_name(stem)}.{suffix}"
+        weights = tensor.float().numpy()
+        if rotary and ".attn_q." in name:
+            weights = permute(weights, n_head)
+        if rotary and ".attn_k." in name:
+            weights = permute(weights, n_kv)
+        weights = (change or {}).get(name, weights)
+        if name in drop:
+            continue
+        kind = (quantize or {}).get(name)
+        if kind is None:
+            writer.add_tensor(name, weights)
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(weights, kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def transformers_gguf(path: Path):
+    """transformers' own Llama on a GGUF file, eager attention: its config and tensors (dequantized, renamed and
+    un-permuted) read by its GGUF loader, load_gguf_checkpoint, as from_pretrained(gguf_file=...) reads them
+    (which would need accelerate only to place the weights)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
+    loaded = model.load_state_dict(tensors, strict=False)
+    assert not loaded.unexpected_keys and set(loaded.missing_keys) <= {"lm_head.weight"}
+    assert config.tie_word_embeddings == ("lm_head.weight" in loaded.missing_keys)
+    model.tie_weights()
+    return model
+
+
+def largest_differences(ours, theirs, input_ids, attention_mask):
+    """Max |Δ| over every hidden state at the real positions, each relative to that state's largest magnitude
+    (at least 1: a 30-layer model's reach 2·10⁴), and max |Δ| over every attention map's real rows and columns."""
+    with torch.inference_mode():
+        mine = ours(input_ids, attention_mask)
+        ref = theirs(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    assert len(mine.hidden_states) == len(ref.hidden_states) == ours.config.num_hidden_layers + 1
+    assert len(mine.attentions) == len(ref.attentions) == ours.config.num_hidden_layers
+    hidden = attention = 0.0
+    for b, keep in enumerate(attention_mask.bool()):
+        for a, r in zip(mine.hidden_states, ref.hidden_states):
+            scale = max(1.0, r[b, keep].abs().max().item())
+            hidden = max(hidden, (a[b, keep] - r[b, keep]).abs().max().item() / scale)
+        for a, r in zip(mine.attentions, ref.attentions):
+            attention = max(attention, (a[b][:, keep][:, :, keep] - r[b][:, keep][:, :, keep]).abs().max().item())
+            assert torch.all(a[b][:, keep][:, :, ~keep] == 0)  # padding keys get no attention
+    return hidden, attention
+
+
+def batches(tokenizer, texts=SENTENCES):
+    """A sentence alone, and the sentences padded on the left and on the right: (name, input_ids, attention_mask)."""
+    enc = encode(tokenizer, texts[0])
+    out = [("sentence", enc.input_ids, enc.attention_mask)]
+    for side in ("left", "right"):
+        tokenizer.padding_side = side
+        try:
+            batch = tokenizer(texts, padding=True, return_tensors="pt")
+        finally:
+            tokenizer.padding_side = "right"
+        out.append((f"{side} padded", batch["input_ids"], batch["attention_mask"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny random Llama (4 query heads sharing 2 K/V heads, untied head) as safetensors, and as GGUF."""
+    # an epsilon float32 holds exactly: the file keeps float32 metadata, config.json a float64
+    folder = make_family(tmp_path_factory.mktemp("llama"), "llama", rms_norm_eps=2.0**-20)
+    return folder, write_gguf(folder, tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+def test_a_gguf_llama_is_the_same_model_as_its_safetensors(tiny):
+    folder, path = tiny
+    ours, tokenizer = load_model(path)
+    same, _ = load_model(folder)
+    assert ours.config == same.config
+    assert ours.load_report.weights_file == "tiny.gguf" and ours.load_report.ignored_keys == ("lm_head.weight",)
+    for name, tensor in same.state_dict().items():  # F32 in the file: every weight equal, q and k un-permuted
+        assert torch.equal(ours.state_dict()[name], tensor), name
+    for _, input_ids, attention_mask in batches(tokenizer):
+        with torch.inference_mode():
+            a, b = ours(input_ids, attention_mask), same(input_ids, attention_mask)
+        for x, y in zip(a.hidden_states + a.attentions, b.hidden_states + b.attentions):
+            assert torch.equal(x, y)
+    # the untied head is the file's output.weight, read again from it: the same ids as the safetensors' head
+    assert torch.equal(generate(ours, tokenizer, SENTENCES[1], 6).ids, generate(same, tokenizer, SENTENCES[1], 6).ids)
+
+
+def test_quantized_tensors_give_transformers_numbers(tiny, tmp_path):
+    import gguf
+
+    folder, _ = tiny
+    kinds = {"blk.0.attn_q.weight": gguf.GGMLQuantizationType.Q8_0, "token_embd.weight": gguf.GGMLQuantizationType.F16}
+    path = write_gguf(folder, tmp_path / "q.gguf", quantize=kinds, drop=("output.weight",))  # tied head
+    ours, tokenizer = load_model(path)
+    theirs = transformers_gguf(path)
+    for kind, input_ids, attention_mask in batches(tokenizer):
+        hidden, attention = largest_differences(ours, theirs, input_ids, attention_mask)
+        assert hidden <= 1e-5 and attention <= 1e-6, (kind, hidden, attention)
+    ids = encode(tokenizer, SENTENCES[1]).input_ids
+    with torch.inference_mode():
+        expected = theirs.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False)
+    assert torch.equal(generate(ours, tokenizer, SENTENCES[1], 6).ids, expected)
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        (lambda data: data[: len(data) // 2], "is not a readable GGUF file"),
+        (lambda data: b"not a gguf file at all", "is not a readable GGUF file"),
+    ],
+    ids=["cut short", "not gguf"],
+)
+def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(broken(tiny[1].read_bytes()))
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(path)
+
+
+def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path):
+    path = write_gguf(tiny[0], tmp_path / "mamba.gguf", architecture="mamba")
+    with pytest.raises(ModelLoadError, match="'mamba' GGUF models are not supported: the architecture must be llama"):
+        load_model(path)
+
+
+def test_an_unsupported_tensor_type_is_named(tiny, tmp_path):
+    path = write_gguf(tiny[0], tmp_path / "ints.gguf", change={"blk.1.ffn_norm.weight": np.zeros(32, np.int32)})
+    with pytest.raises(ModelLoadError, match="'blk.1.ffn_norm.weight' is stored as I32, a GGUF type this app does not"):
+        load_model(path)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(drop=("blk.1.ffn_up.weight",)), "the GGUF file has no tensor 'layers.1.intermediate.weight'"),
+        (dict(change={"blk.0.attn_v.weight": np.zeros((8, 32), np.float32)}), "'layers.0.attention.v_proj.weight'"),
+    ],
+    ids=["missing", "wrong shape"],
+)
+def test_a_tensor_missing_or_of_the_wrong_shape_is_named(tiny, tmp_path, options, message):
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(write_gguf(tiny[0], tmp_path / "bad.gguf", **options))
+
+
+def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_path):
+    from attention import load_bert
+
+    with pytest.raises(ModelLoadError, match="there is no GGUF file"):
+        load_model(tmp_path / "nowhere.gguf")
+    with pytest.raises(ModelLoadError, match="holds a 'llama' model, not a BERT one"):
+        load_bert(tiny[1])
+
+
+@pytest.mark.parametrize(
+    "more, message",
+    [
+        (
+            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR),
+            r"rotary positions \('linear'\)",
+        ),
+        (lambda w: w.add_tensor("rope_freqs.weight", np.ones(4, np.float32)), r"rotary frequencies \(rope_freqs\)"),
+    ],
+    ids=["rope scaling", "rope_freqs"],
+)
+def test_scaled_rotary_positions_are_refused(tiny, tmp_path, more, message):
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(write_gguf(tiny[0], tmp_path / "scaled.gguf", more=more))
+
+
+def test_half_precision_weights_are_the_safetensors_ones_cast(tiny):
+    folder, path = tiny
+    ours, _ = load_model(path, dtype="bfloat16")
+    same, _ = load_model(folder, dtype="bfloat16")
+    assert ours.load_report.dtype == "bfloat16"
+    for name, tensor in same.state_dict().items():
+        assert tensor.dtype == torch.bfloat16 and torch.equal(ours.state_dict()[name], tensor), name
