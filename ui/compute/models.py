@@ -11,7 +11,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention import ModelLoadError, load_model
 from attention.load.loading import DeviceUnavailable, read_config, resolve_device
-from attention.load.sources import resolve_source
+from attention.load.sources import gguf_source, resolve_source
 from attention.models import EncoderDecoder
 
 from ..serve.settings import DEVICE, DTYPE
@@ -44,8 +44,8 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
 
 @kept(max_entries=2)
 def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
-    _, config = read_config(resolve_source(source or None, downloads))  # config.json alone: nothing built yet
-    if config.is_encoder_decoder and config.model_type not in WRITERS:  # a family added without generation
+    config = None if gguf_source(source) is not None else read_config(resolve_source(source or None, downloads))[1]
+    if config is not None and config.is_encoder_decoder and config.model_type not in WRITERS:  # no generation yet
         raise ModelLoadError(
             f"{source} is an encoder-decoder ({config.model_type}) this page cannot run: it reads "
             f"{', '.join(WRITERS)} encoder-decoders."

@@ -7,11 +7,12 @@ import re
 
 import streamlit as st
 
+from attention.load.sources import WRITER_NAME
 from attention.models import FAMILIES
 
 from ..compute.models import get_model, get_seq2seq, precision_caption
 from ..serve.sources import policy
-from ..state.actions import ask_for_model, choose_model, continue_text, go_back, submit, use_preset
+from ..state.actions import ask_for_bundled, ask_for_model, choose_model, continue_text, go_back, submit, use_preset
 from ..state.state import PRESETS
 from ..state.url_values import (
     MAX_NEW_TOKENS,
@@ -24,6 +25,9 @@ from ..state.url_values import (
 )
 from ..state.view_context import RunKey
 from .page import plain
+
+# the bundled models by the name the model box takes: "" the default encoder, WRITER_NAME the writer
+BUNDLED = {"": "all-MiniLM-L6-v2 · reads", WRITER_NAME: "SmolLM2-135M · writes"}
 
 
 def sidebar():
@@ -45,8 +49,9 @@ def sidebar():
             f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}"
         )
         rules = policy()
+        bundled_models(st.session_state.source)
         if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
-            choices = ["", *rules.allowed]
+            choices = ["", WRITER_NAME, *rules.allowed]
             if st.session_state.get("model_choice") not in choices:
                 st.session_state.model_choice = st.session_state.source if st.session_state.source in choices else ""
             st.selectbox(
@@ -54,7 +59,7 @@ def sidebar():
                 choices,
                 key="model_choice",
                 on_change=choose_model,
-                format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)",
+                format_func=lambda s: BUNDLED.get(s, s),
             )
         else:
             with st.form("model_form"):
@@ -74,6 +79,20 @@ def sidebar():
             line, why = unused_tensors(model.load_report.ignored_keys)
             st.caption(line, help=why)
     return strip
+
+
+def bundled_models(source: str) -> None:
+    """The two bundled models by name, one click each: the one in use is shown pressed."""
+    for column, (name, label) in zip(st.columns(2), BUNDLED.items()):
+        in_use = source.strip().lower() == name
+        column.button(
+            label,
+            key=f"bundled_{name or 'default'}",
+            disabled=in_use,
+            on_click=ask_for_bundled,
+            args=(name,),
+            width="stretch",
+        )
 
 
 # what a checkpoint's tensor is, by its name, when the model does not load it: (pattern, kind, why it is fine)

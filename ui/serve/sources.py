@@ -2,7 +2,7 @@
 own address, or only the operator's list) and which of its files and folders. Set in the environment
 before `streamlit run` (docs/serving.md):
 
-    ATTENTION_SOURCES="bert-base-uncased;/srv/models/gpt2"   the lock: the bundled model and these
+    ATTENTION_SOURCES="bert-base-uncased;/srv/models/gpt2"   the lock: the bundled models and these
     ATTENTION_HUB_DOWNLOADS=1                                 with the lock, hub ids may be downloaded
     ATTENTION_BIN_FILES=1                                     with the lock, .bin weights may be read
     ATTENTION_OPEN=1                                          on a network address, no lock without a list
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attention import ModelLoadError
+from attention.load.sources import WRITER_NAME
 
 SOURCES_VAR, DOWNLOADS_VAR, BIN_VAR = "ATTENTION_SOURCES", "ATTENTION_HUB_DOWNLOADS", "ATTENTION_BIN_FILES"
 OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
@@ -59,12 +60,14 @@ class SourcePolicy:
     def check(self, source: str) -> None:
         """A ModelLoadError, the same for every refused source, unless this server may load it: when
         locked, the list; when not, any hub id, and a folder under ATTENTION_FILE_DIRS."""
+        if source.strip().lower() == WRITER_NAME:  # bundled, as the default is: always allowed
+            return
         if self.locked:
             if source not in ("",) + self.allowed:
                 raise ModelLoadError(REFUSED)
         elif source and _names_a_path(source):
-            try:
-                server_path(source, folder=True)
+            try:  # a checkpoint folder, or a .gguf file, under the operator's folders
+                server_path(source, folder=not source.strip().lower().endswith(".gguf"))
             except FileRefused as err:
                 raise ModelLoadError(str(err)) from None
 

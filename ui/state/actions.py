@@ -98,6 +98,11 @@ def ask_for_model() -> None:
     st.session_state.pending_source = st.session_state.model_input.strip()
 
 
+def ask_for_bundled(source: str) -> None:
+    """One of the bundled models: "" the default (all-MiniLM-L6-v2), or the bundled writer's name."""
+    st.session_state.pending_source = source
+
+
 def choose_model() -> None:
     st.session_state.pending_source = st.session_state.model_choice
 

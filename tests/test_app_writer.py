@@ -1,0 +1,46 @@
+"""The bundled writer on the page: the model box offers both bundled models by name, one click each; a locked
+server lets the writer through as it lets the default; a .gguf file is read only under the operator's folders."""
+
+import pytest
+from test_app import no_errors, start
+
+from attention import ModelLoadError
+from ui.serve.sources import SourcePolicy
+
+
+def test_the_bundled_writer_loads_from_the_model_box_and_back():
+    at = start()
+    labels = [b.label for b in at.sidebar.button]
+    assert "all-MiniLM-L6-v2 · reads" in labels and "SmolLM2-135M · writes" in labels
+    assert next(b for b in at.sidebar.button if b.label == "all-MiniLM-L6-v2 · reads").disabled  # in use
+    next(b for b in at.sidebar.button if b.label == "SmolLM2-135M · writes").click()
+    at.run()
+    no_errors(at)
+    assert at.session_state.source == "smollm2"
+    assert any("llama (causal), 30 layers × 9 heads" in c.value for c in at.sidebar.caption)
+    assert next(b for b in at.sidebar.button if b.label == "SmolLM2-135M · writes").disabled
+    assert "Next token" in at.segmented_control(key="view").options  # a writer's views are offered
+    next(b for b in at.sidebar.button if b.label == "all-MiniLM-L6-v2 · reads").click()
+    at.run()
+    no_errors(at)
+    assert at.session_state.source == ""
+
+
+def test_a_locked_server_lets_the_bundled_writer_through(tmp_path, monkeypatch):
+    locked = SourcePolicy(locked=True, allowed=("bert-base-uncased",), downloads=False, bin_files=False)
+    for source in ("", "smollm2", "SmolLM2", "bert-base-uncased"):
+        locked.check(source)
+    with pytest.raises(ModelLoadError, match="loads only the models in its list"):
+        locked.check("gpt2")
+
+
+def test_a_gguf_file_is_read_only_under_the_operators_folders(tmp_path, monkeypatch):
+    inside, outside = tmp_path / "models", tmp_path / "elsewhere"
+    for folder in (inside, outside):
+        folder.mkdir()
+        (folder / "m.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("ATTENTION_FILE_DIRS", str(inside))
+    open_server = SourcePolicy(locked=False, allowed=(), downloads=True, bin_files=True)
+    open_server.check(str(inside / "m.gguf"))  # a file, not a folder: allowed where it lies under the list
+    with pytest.raises(ModelLoadError):
+        open_server.check(str(outside / "m.gguf"))
