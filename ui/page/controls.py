@@ -38,20 +38,20 @@ def sidebar():
         examples()
         strip = st.container()
         model, _ = get_model(st.session_state.source)
-        if model.config.causal:
+        if model.config.attention.causal:
             continue_settings()
         st.header("Model")
         c = model.config
         part = " encoder-decoder, its encoder's" if get_seq2seq(st.session_state.source) else ""
         st.caption(
             f"In use: {plain(model.load_report.source)} — {c.model_type}{part}"
-            f"{' (causal)' if c.causal else ''}, {c.num_hidden_layers} layers × "
+            f"{' (causal)' if c.attention.causal else ''}, {c.num_hidden_layers} layers × "
             f"{c.num_attention_heads} heads, width {c.hidden_size}{precision_caption(model.load_report)}"
         )
         rules = policy()
         bundled_models(st.session_state.source)
         if rules.locked:  # a public server: only the operator's list, nothing typed reaches the disk
-            choices = ["", WRITER_NAME, *rules.allowed]
+            choices = ["", *rules.allowed]  # the bundled writer has its button above
             if st.session_state.get("model_choice") not in choices:
                 st.session_state.model_choice = st.session_state.source if st.session_state.source in choices else ""
             st.selectbox(
@@ -59,7 +59,7 @@ def sidebar():
                 choices,
                 key="model_choice",
                 on_change=choose_model,
-                format_func=lambda s: BUNDLED.get(s, s),
+                format_func=lambda s: s or "all-MiniLM-L6-v2 (bundled)",
             )
         else:
             with st.form("model_form"):
@@ -173,7 +173,7 @@ def _sentence_form(compact: bool = False) -> None:
     has a Target box in place of the second sentence: what its decoder is given to read (empty: it writes its
     own); a causal model has Continue beside Run."""
     writes = get_seq2seq(st.session_state.source) is not None
-    causal = not writes and get_model(st.session_state.source)[0].config.causal
+    causal = not writes and get_model(st.session_state.source)[0].config.attention.causal
     with st.form("sentence_form", border=not compact):
         spec = [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
         boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)

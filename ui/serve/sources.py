@@ -60,7 +60,7 @@ class SourcePolicy:
     def check(self, source: str) -> None:
         """A ModelLoadError, the same for every refused source, unless this server may load it: when
         locked, the list; when not, any hub id, and a folder under ATTENTION_FILE_DIRS."""
-        if source.strip().lower() == WRITER_NAME:  # bundled, as the default is: always allowed
+        if (source or "").strip().lower() == WRITER_NAME:  # bundled, as the default is: always allowed
             return
         if self.locked:
             if source not in ("",) + self.allowed:
