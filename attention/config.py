@@ -1,9 +1,10 @@
-"""The shape of a model, and what its family does differently, as one frozen dataclass.
+"""The shape of a model, and what its family does differently, as one frozen dataclass in groups.
 
-Sizes use transformers' BERT field names (hidden_size, num_hidden_layers, ...), the names the app
-reads. Each family's file (attention/models/) fills a ModelConfig from its own config.json names;
-what the family does differently from BERT is declared in the fields below the sizes, never
-written as a second copy of the model. BertConfig is ModelConfig restricted to BERT checkpoints.
+ModelConfig holds the sizes, in transformers' BERT field names (hidden_size, num_hidden_layers, ...), the names the
+app reads, and six groups of what a family does differently from BERT: positions, attention, norms, feed_forward,
+embeddings and encoder_decoder (`config.norms.pre_norm`, `config.positions.rope_theta`). Each family's file
+(attention/models/) fills one from its own config.json names, passed flat (`ModelConfig(hidden_size=768,
+pre_norm=True)`): each name goes to its group. BertConfig is ModelConfig restricted to BERT checkpoints.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
@@ -22,6 +24,19 @@ NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times 
 POSITIONS = ("absolute", "rotary", "sinusoidal", "relative", "disentangled")
 QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
+SIZE_NAMES = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "pad_token_id",
+    "num_key_value_heads",
+    "head_dim",
+    "model_type",
+)
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int,
@@ -67,83 +82,100 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512  # how many positions a token can take: the longest input
-    type_vocab_size: int = 2  # 0: the family has no token types (segments)
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int | None = 0
+class PositionSettings:
+    """How positions enter: a table, sines, rotary angles (with their scaling and the layers left without), T5's
+    bias or DeBERTa's terms (models/position_parts.py)."""
+
     position_embedding_type: str = "absolute"
-    model_type: str = "bert"
-    # ---- what a family declares differently (BERT's choices by default) ----
-    embedding_size: int | None = None  # width of the embeddings if not hidden_size: projected up (ELECTRA)
-    embedding_norm: bool = True  # a norm over the summed embeddings (GPT-2: none)
     position_offset: int = 0  # rows of the position table before the first position (RoBERTa: pad + 1)
     positions_skip_padding: bool = False  # padding tokens take no position, read row pad_token_id (RoBERTa)
-    pre_norm: bool = False  # norm before each sub-block, residual after (GPT-2); else after the residual
-    final_norm: bool = False  # a norm after the last layer (GPT-2's ln_f)
-    norm: str = "layer_norm"  # or "rms_norm"
-    causal: bool = False  # a decoder: every token sees only itself and earlier tokens
-    fused_qkv: bool = False  # one projection makes Q, K and V (GPT-2's c_attn)
-    num_key_value_heads: int | None = None  # grouped-query attention; None: one per query head
-    head_dim: int | None = None  # width of each head; None: hidden_size // num_attention_heads
-    attention_bias: bool = True
-    output_bias: bool | None = None  # the attention output projection's bias; None: as attention_bias (Qwen2: none)
-    mlp_bias: bool = True
-    gated_mlp: bool = False  # act(gate(x)) * intermediate(x), as Llama's MLP
-    # ---- rotary positions (position_embedding_type "rotary"), as config.json's rope_parameters ----
+    positions_from_mask: bool = False  # positions count the attention mask's real tokens, padding reads
+    # row position_offset - 1 (OPT)
+    positions_after_projection: bool = False  # positions added after the embedding projection, D wide (OPT)
     rope_theta: float = 10000.0
     rope_type: str = "default"  # or "linear", "dynamic", "llama3": how the frequencies are rescaled
     rope_factor: float = 1.0
     rope_low_freq_factor: float = 1.0  # llama3 only
     rope_high_freq_factor: float = 4.0  # llama3 only
     rope_original_max_position_embeddings: int | None = None  # llama3 only
-    sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
-    # see the keys fewer than this many positions away on either side (ModernBERT)
-    first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
-    nope_layers: tuple[int, ...] = ()  # rotary models: the layers whose q and k are not turned (SmolLM3's NoPE)
-    # ---- declared by Qwen3, GPT-NeoX, OPT, OLMo2 ----
-    qk_norm: str | None = None  # a norm on q and k before rotary: "head" over each head's d (Qwen3),
-    # "projection" over all heads' H·d (OLMo2); None: no norm
     rotary_fraction: float = 1.0  # the share of each head's d that rotary turns (GPT-NeoX's rotary_pct)
-    qkv_per_head: bool = False  # a fused projection laid out per head, [q_h k_h v_h] for each head (GPT-NeoX)
-    norm_after_sublayer: bool = False  # x + norm(sub-block(x)): each output normalised before the residual (OLMo2)
-    parallel_residual: bool = False  # pre-norm: x + attention(norm(x)) + feed_forward(norm'(x)) (GPT-NeoX)
-    positions_from_mask: bool = False  # positions count the attention mask's real tokens, padding reads
-    # row position_offset - 1 (OPT)
-    positions_after_projection: bool = False  # positions added after the embedding projection, D wide (OPT)
-    embedding_projection_bias: bool = True  # the embedding projection's bias (OPT's project_in: none)
-    final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
-    scale_embedding: bool = False  # word embeddings times sqrt(hidden_size) (Marian, some BARTs)
-    scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
-    # ---- declared by Gemma, Gemma2, Phi ----
-    scale_embedding_in_dtype: bool = False  # the sqrt(hidden_size) scale rounded to the embeddings' dtype first (Gemma)
-    query_pre_attn_scalar: float | None = None  # the scores scaled by its -0.5 power, not head_dim's (Gemma2)
-    attn_logit_softcapping: float | None = None  # scores capped to tanh(s / cap) · cap before the mask (Gemma2)
-    sliding_window_pattern: int = 0  # > 0: every layer sees the window but each pattern-th (i + 1 = n · pattern)
-    # sees every key (Gemma2: 2, windowed and full layers alternating); 0: first_sliding_layer decides
-    one_block_norm: bool = False  # parallel residual: one norm read by the attention and the feed-forward (Phi)
-    # ---- declared by Phi3, Gemma3, ModernBERT, DeBERTa-v2 ----
-    fused_gate_up: bool = False  # one projection D -> 2·F, its first half through the activation times the second
-    norm_bias: bool = True  # the LayerNorms' bias (ModernBERT: none)
     local_rope_theta: float | None = None  # rotary base of the windowed layers (Gemma3, ModernBERT); None: rope_theta
-    first_full_layer: int | None = None  # with sliding_window_pattern: the first layer seeing every key; None:
-    # pattern - 1 (Gemma2, Gemma3); ModernBERT's is 0
-    first_attention_norm: bool = True  # False: layer 0's attention reads x unnormed (ModernBERT)
+    nope_layers: tuple[int, ...] = ()  # rotary models: the layers whose q and k are not turned (SmolLM3's NoPE)
     position_buckets: int = 0  # disentangled: buckets of relative distance (log-spaced beyond half); 0: exact
     max_relative_positions: int = 512  # disentangled: the farthest distance the buckets tell apart
     pos_att_type: str = "c2p|p2c"  # disentangled: the position terms added to content-to-content
     relative_norm: bool = True  # disentangled: a LayerNorm over the table of relative positions
     relative_attention_num_buckets: int = 32  # relative positions only (T5)
     relative_attention_max_distance: int = 128  # relative positions only: the last bucket's distance
-    # ---- encoder-decoders (BART, T5, Marian): the sizes above are the encoder's ----
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """How each layer attends: causal or not, the Q·K·V projection's layout and biases, a Q/K norm, how the
+    scores are scaled and capped, sliding windows."""
+
+    causal: bool = False  # a decoder: every token sees only itself and earlier tokens
+    fused_qkv: bool = False  # one projection makes Q, K and V (GPT-2's c_attn)
+    qkv_per_head: bool = False  # a fused projection laid out per head, [q_h k_h v_h] for each head (GPT-NeoX)
+    attention_bias: bool = True
+    output_bias: bool | None = None  # the attention output projection's bias; None: as attention_bias (Qwen2: none)
+    qk_norm: str | None = None  # a norm on q and k before rotary: "head" over each head's d (Qwen3),
+    # "projection" over all heads' H·d (OLMo2); None: no norm
+    scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
+    query_pre_attn_scalar: float | None = None  # the scores scaled by its -0.5 power, not head_dim's (Gemma2)
+    attn_logit_softcapping: float | None = None  # scores capped to tanh(s / cap) · cap before the mask (Gemma2)
+    sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
+    # see the keys fewer than this many positions away on either side (ModernBERT)
+    first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
+    sliding_window_pattern: int = 0  # > 0: every layer sees the window but each pattern-th (i + 1 = n · pattern)
+    # sees every key (Gemma2: 2, windowed and full layers alternating); 0: first_sliding_layer decides
+    first_full_layer: int | None = None  # with sliding_window_pattern: the first layer seeing every key; None:
+    # pattern - 1 (Gemma2, Gemma3); ModernBERT's is 0
+    attention_probs_dropout_prob: float = 0.1
+
+
+@dataclass(frozen=True)
+class NormSettings:
+    """The norms and where they sit around the residuals (models/residuals.py)."""
+
+    norm: str = "layer_norm"  # or "rms_norm"
+    layer_norm_eps: float = 1e-12
+    norm_bias: bool = True  # the LayerNorms' bias (ModernBERT: none)
+    embedding_norm: bool = True  # a norm over the summed embeddings (GPT-2: none)
+    pre_norm: bool = False  # norm before each sub-block, residual after (GPT-2); else after the residual
+    final_norm: bool = False  # a norm after the last layer (GPT-2's ln_f)
+    norm_after_sublayer: bool = False  # x + norm(sub-block(x)): each output normalised before the residual (OLMo2)
+    parallel_residual: bool = False  # pre-norm: x + attention(norm(x)) + feed_forward(norm'(x)) (GPT-NeoX)
+    one_block_norm: bool = False  # parallel residual: one norm read by the attention and the feed-forward (Phi)
+    first_attention_norm: bool = True  # False: layer 0's attention reads x unnormed (ModernBERT)
+
+
+@dataclass(frozen=True)
+class FeedForwardSettings:
+    """The feed-forward block: its activation, gated or not, fused or not, biased or not."""
+
+    hidden_act: str = "gelu"
+    gated_mlp: bool = False  # act(gate(x)) * intermediate(x), as Llama's MLP
+    fused_gate_up: bool = False  # one projection D -> 2·F, its first half through the activation times the second
+    mlp_bias: bool = True
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """The embeddings: their width when not hidden_size, their scale, the projections in and out."""
+
+    embedding_size: int | None = None  # width of the embeddings if not hidden_size: projected up (ELECTRA)
+    scale_embedding: bool = False  # word embeddings times sqrt(hidden_size) (Marian, some BARTs)
+    scale_embedding_in_dtype: bool = False  # the sqrt(hidden_size) scale rounded to the embeddings' dtype first (Gemma)
+    embedding_projection_bias: bool = True  # the embedding projection's bias (OPT's project_in: none)
+    final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
+    hidden_dropout_prob: float = 0.1
+
+
+@dataclass(frozen=True)
+class EncoderDecoderSettings:
+    """An encoder-decoder's decoder (BART, T5, Marian): the sizes above are the encoder's."""
+
     is_encoder_decoder: bool = False
     decoder_layers: int | None = None  # None: as the encoder's
     decoder_attention_heads: int | None = None
@@ -151,83 +183,150 @@ class ModelConfig:
     decoder_start_token_id: int | None = None  # the token a decoder input starts with
     cross_attention: bool = False  # each block attends to the encoder's output after its self-attention
 
+
+GROUPS = {
+    "positions": PositionSettings,
+    "attention": AttentionSettings,
+    "norms": NormSettings,
+    "feed_forward": FeedForwardSettings,
+    "embeddings": EmbeddingSettings,
+    "encoder_decoder": EncoderDecoderSettings,
+}
+GROUP_OF = {name: group for group, cls in GROUPS.items() for name in (f.name for f in dataclasses.fields(cls))}
+
+
+@dataclass(frozen=True, init=False)
+class ModelConfig:
+    """A model's shape: its sizes (transformers' BERT names, the names the app reads), then what its family does,
+    in six groups. Built from flat names, as config.json gives them (`ModelConfig(hidden_size=..., pre_norm=True)`,
+    each name routed to its group), or from the groups themselves; `replace` takes flat names too."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512  # how many positions a token can take: the longest input
+    type_vocab_size: int = 2  # 0: the family has no token types (segments)
+    pad_token_id: int | None = 0
+    num_key_value_heads: int | None = None  # grouped-query attention; None: one per query head
+    head_dim: int | None = None  # width of each head; None: hidden_size // num_attention_heads
+    model_type: str = "bert"
+    # ---- what the family does differently, in six groups ----
+    positions: PositionSettings = PositionSettings()
+    attention: AttentionSettings = AttentionSettings()
+    norms: NormSettings = NormSettings()
+    feed_forward: FeedForwardSettings = FeedForwardSettings()
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+    encoder_decoder: EncoderDecoderSettings = EncoderDecoderSettings()
+
+    def __init__(self, **values):
+        groups: dict[str, dict] = {g: {} for g in GROUPS}
+        for name, value in values.items():
+            if name in GROUP_OF:
+                groups[GROUP_OF[name]][name] = value
+            elif name in GROUPS or name in SIZE_NAMES:
+                object.__setattr__(self, name, value)
+            else:
+                raise TypeError(f"ModelConfig has no setting {name!r}")
+        for name in SIZE_NAMES:
+            if name not in values:
+                object.__setattr__(self, name, getattr(type(self), name))
+        for group, cls in GROUPS.items():
+            given = values.get(group, cls())
+            object.__setattr__(self, group, dataclasses.replace(given, **groups[group]) if groups[group] else given)
+        self.__post_init__()
+
+    def flat(self) -> dict:
+        """Every setting by its flat name: the sizes and each group's."""
+        out = {name: getattr(self, name) for name in SIZE_NAMES}
+        for group in GROUPS:
+            out.update(dataclasses.asdict(getattr(self, group)))
+        return out
+
+    def replace(self, **values) -> ModelConfig:
+        """This config with some settings changed, by their flat names."""
+        return type(self)(**{**self.flat(), **values})
+
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value, kind = getattr(self, field.name), str(field.type)  # the annotation's text
-            if (isinstance(value, bool) and not kind.startswith("bool")) or not isinstance(value, _TYPES[kind]):
-                raise ConfigError(f"{field.name} should be a {kind}, not {value!r}")
-            if kind.startswith("int") and isinstance(value, int) and value < (field.name not in _ZERO_ALLOWED):
-                raise ConfigError(f"{field.name} must be positive, not {value}")
-        if self.position_embedding_type not in POSITIONS:
+        for holder in (self, *(getattr(self, group) for group in GROUPS)):
+            for field in dataclasses.fields(holder):
+                if field.name in GROUPS:
+                    continue
+                value, kind = getattr(holder, field.name), str(field.type)  # the annotation's text
+                if (isinstance(value, bool) and not kind.startswith("bool")) or not isinstance(value, _TYPES[kind]):
+                    raise ConfigError(f"{field.name} should be a {kind}, not {value!r}")
+                if kind.startswith("int") and isinstance(value, int) and value < (field.name not in _ZERO_ALLOWED):
+                    raise ConfigError(f"{field.name} must be positive, not {value}")
+        self.check()
+
+    def check(self) -> None:
+        """What the settings must agree on, each a ConfigError naming it."""
+        c = SimpleNamespace(**self.flat())  # every setting by its flat name
+        if c.position_embedding_type not in POSITIONS:
             raise ConfigError(
-                f"position_embedding_type '{self.position_embedding_type}' is not supported: "
-                f"one of {', '.join(POSITIONS)}"
+                f"position_embedding_type '{c.position_embedding_type}' is not supported: one of {', '.join(POSITIONS)}"
             )
-        if self.hidden_act not in ACTIVATIONS:
-            raise ConfigError(f"hidden_act '{self.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
-        if self.norm not in NORMS:
-            raise ConfigError(f"norm '{self.norm}' is not supported (one of {', '.join(NORMS)})")
-        if self.rope_type not in ROPE_TYPES:
-            raise ConfigError(f"rope_scaling type '{self.rope_type}' is not supported (one of {', '.join(ROPE_TYPES)})")
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+        if c.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act '{c.hidden_act}' is not supported (one of {', '.join(ACTIVATIONS)})")
+        if c.norm not in NORMS:
+            raise ConfigError(f"norm '{c.norm}' is not supported (one of {', '.join(NORMS)})")
+        if c.rope_type not in ROPE_TYPES:
+            raise ConfigError(f"rope_scaling type '{c.rope_type}' is not supported (one of {', '.join(ROPE_TYPES)})")
+        if c.head_dim is None and c.hidden_size % c.num_attention_heads:
             raise ConfigError(
-                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
+                f"hidden_size {c.hidden_size} is not divisible by num_attention_heads {c.num_attention_heads}"
             )
-        if self.num_attention_heads % self.kv_heads:
+        if c.num_attention_heads % self.kv_heads:
             raise ConfigError(
-                f"num_attention_heads {self.num_attention_heads} is not divisible by "
-                f"num_key_value_heads {self.kv_heads}"
+                f"num_attention_heads {c.num_attention_heads} is not divisible by num_key_value_heads {self.kv_heads}"
             )
-        if self.qk_norm not in (None, *QK_NORMS):
-            raise ConfigError(f"qk_norm '{self.qk_norm}' is not supported (one of {', '.join(QK_NORMS)})")
-        rotary = self.position_embedding_type == "rotary"
-        if not 0 < self.rotary_fraction <= 1 or rotary and (self.rotary_dim < 2 or self.rotary_dim % 2):
+        if c.qk_norm not in (None, *QK_NORMS):
+            raise ConfigError(f"qk_norm '{c.qk_norm}' is not supported (one of {', '.join(QK_NORMS)})")
+        rotary = c.position_embedding_type == "rotary"
+        if not 0 < c.rotary_fraction <= 1 or rotary and (self.rotary_dim < 2 or self.rotary_dim % 2):
             raise ConfigError(
-                f"a rotary fraction of {self.rotary_fraction} of {self.head_size} coordinates "
+                f"a rotary fraction of {c.rotary_fraction} of {self.head_size} coordinates "
                 "is not an even number of them"
             )
-        if self.qkv_per_head and (not self.fused_qkv or self.kv_heads != self.num_attention_heads):
+        if c.qkv_per_head and (not c.fused_qkv or self.kv_heads != c.num_attention_heads):
             raise ConfigError("a per-head Q·K·V layout needs a fused projection and one K/V head per query head")
-        decoder_heads = self.decoder_attention_heads or self.num_attention_heads
-        if self.is_encoder_decoder and self.head_dim is None and self.hidden_size % decoder_heads:
+        decoder_heads = c.decoder_attention_heads or c.num_attention_heads
+        if c.is_encoder_decoder and c.head_dim is None and c.hidden_size % decoder_heads:
             raise ConfigError(
-                f"hidden_size {self.hidden_size} is not divisible by "
-                f"decoder_attention_heads {self.decoder_attention_heads}"
+                f"hidden_size {c.hidden_size} is not divisible by decoder_attention_heads {c.decoder_attention_heads}"
             )
-        if self.attn_logit_softcapping is not None and self.attn_logit_softcapping <= 0:
-            raise ConfigError(f"attn_logit_softcapping must be positive, not {self.attn_logit_softcapping}")
-        if self.query_pre_attn_scalar is not None and self.query_pre_attn_scalar <= 0:
-            raise ConfigError(f"query_pre_attn_scalar must be positive, not {self.query_pre_attn_scalar}")
-        if self.position_embedding_type == "disentangled" and set(self.pos_att_type.split("|")) - {"c2p", "p2c", ""}:
-            raise ConfigError(f"pos_att_type '{self.pos_att_type}' is not supported: c2p and p2c only")
-        if self.parallel_residual and not self.pre_norm:
+        if c.attn_logit_softcapping is not None and c.attn_logit_softcapping <= 0:
+            raise ConfigError(f"attn_logit_softcapping must be positive, not {c.attn_logit_softcapping}")
+        if c.query_pre_attn_scalar is not None and c.query_pre_attn_scalar <= 0:
+            raise ConfigError(f"query_pre_attn_scalar must be positive, not {c.query_pre_attn_scalar}")
+        if c.position_embedding_type == "disentangled" and set(c.pos_att_type.split("|")) - {"c2p", "p2c", ""}:
+            raise ConfigError(f"pos_att_type '{c.pos_att_type}' is not supported: c2p and p2c only")
+        if c.parallel_residual and not c.pre_norm:
             raise ConfigError("a parallel residual reads the normed input: it needs pre_norm")
-        if self.one_block_norm and not self.parallel_residual:
+        if c.one_block_norm and not c.parallel_residual:
             raise ConfigError("one norm for attention and feed-forward needs a parallel residual")
         if any(
-            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_hidden_layers
-            for i in self.nope_layers
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < c.num_hidden_layers for i in c.nope_layers
         ):
-            raise ConfigError(
-                f"nope_layers should name layers 0 to {self.num_hidden_layers - 1}, not {self.nope_layers}"
-            )
-        if self.positions_skip_padding and self.pad_token_id is None:
+            raise ConfigError(f"nope_layers should name layers 0 to {c.num_hidden_layers - 1}, not {c.nope_layers}")
+        if c.positions_skip_padding and c.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
 
     def encoder_config(self) -> ModelConfig:
         """An encoder-decoder's encoder stack: this config's sizes, not causal."""
-        return dataclasses.replace(self, is_encoder_decoder=False, causal=False, cross_attention=False)
+        return self.replace(is_encoder_decoder=False, causal=False, cross_attention=False)
 
     def decoder_config(self) -> ModelConfig:
         """An encoder-decoder's decoder stack: its own sizes, causal, attending to the encoder's output."""
-        return dataclasses.replace(
-            self,
+        d = self.encoder_decoder
+        return self.replace(
             is_encoder_decoder=False,
             causal=True,
             cross_attention=True,
-            num_hidden_layers=self.decoder_layers or self.num_hidden_layers,
-            num_attention_heads=self.decoder_attention_heads or self.num_attention_heads,
-            intermediate_size=self.decoder_ffn_dim or self.intermediate_size,
+            num_hidden_layers=d.decoder_layers or self.num_hidden_layers,
+            num_attention_heads=d.decoder_attention_heads or self.num_attention_heads,
+            intermediate_size=d.decoder_ffn_dim or self.intermediate_size,
         )
 
     @property
@@ -238,7 +337,7 @@ class ModelConfig:
     @property
     def rotary_dim(self) -> int:
         """How many of each head's d coordinates rotary positions turn: the first ones; the rest pass."""
-        return int(self.head_size * self.rotary_fraction)
+        return int(self.head_size * self.positions.rotary_fraction)
 
     @property
     def kv_head_of(self) -> tuple[int, ...]:
@@ -248,10 +347,11 @@ class ModelConfig:
 
     def window_of(self, layer: int) -> int | None:
         """How many latest keys layer `layer` sees (itself included), None for all of them."""
-        if self.sliding_window_pattern:
-            first = self.sliding_window_pattern - 1 if self.first_full_layer is None else self.first_full_layer
-            return None if (layer - first) % self.sliding_window_pattern == 0 else self.sliding_window
-        return self.sliding_window if layer >= self.first_sliding_layer else None
+        a = self.attention
+        if a.sliding_window_pattern:
+            first = a.sliding_window_pattern - 1 if a.first_full_layer is None else a.first_full_layer
+            return None if (layer - first) % a.sliding_window_pattern == 0 else a.sliding_window
+        return a.sliding_window if layer >= a.first_sliding_layer else None
 
     @property
     def kv_heads(self) -> int:
@@ -259,7 +359,7 @@ class ModelConfig:
 
     @property
     def embedding_width(self) -> int:
-        return self.embedding_size or self.hidden_size
+        return self.embeddings.embedding_size or self.hidden_size
 
 
 def read_json(path: str | Path) -> dict:
@@ -273,7 +373,7 @@ def read_json(path: str | Path) -> dict:
     return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class BertConfig(ModelConfig):
     """A BERT checkpoint's config: its config.json names are ModelConfig's own."""
 

@@ -36,8 +36,8 @@ class PredictionTransform(nn.Module):
     def __init__(self, config: ModelConfig, activation: str | None = None):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.embedding_width)
-        self.act = ACTIVATIONS[activation or config.hidden_act]
-        self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
+        self.act = ACTIVATIONS[activation or config.feed_forward.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.norms.layer_norm_eps)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.act(self.dense(hidden)))  # (..., D) -> (..., E)

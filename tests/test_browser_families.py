@@ -57,7 +57,7 @@ def test_each_family_opens_in_the_app(browser_page, tmp_path, family):
     z = np.array(drawn["z"], dtype=float)
     assert z.shape == (len(tokens), len(tokens))
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-4)
-    if model.config.causal:  # each token sees only itself and the tokens before it
+    if model.config.attention.causal:  # each token sees only itself and the tokens before it
         assert np.all(np.triu(z, 1) == 0) and page.get_by_text("(causal)").count() >= 1
     else:
         assert np.triu(z, 1).sum() > 0.1

@@ -49,7 +49,7 @@ def test_each_added_family_opens_in_every_view(browser_page, tmp_path, family):
     z = np.array(page.evaluate(HEAD_MAP)["z"], dtype=float)
     assert z.shape == (len(tokens), len(tokens))
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-4)
-    assert np.all(np.triu(z, 1) == 0) if model.config.causal else np.triu(z, 1).sum() > 0.1
+    assert np.all(np.triu(z, 1) == 0) if model.config.attention.causal else np.triu(z, 1).sum() > 0.1
     for view in registry.VIEWS[1:]:
         open_app(page, model=str(folder), s=SENTENCE, view=view.key, layer="1", head="2")
         if view.key != "global":  # the global view computes when asked (its button), the others draw at once

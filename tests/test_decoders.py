@@ -77,7 +77,7 @@ def test_checkpoint_is_read_from_shards_and_declares_its_family(loaded):
     c = model.config
     assert model.load_report.weights_file == "model.safetensors.index.json"
     assert model.load_report.ignored_keys == ("lm_head.weight",)  # not tied in these checkpoints
-    assert (c.model_type, c.position_embedding_type, c.norm, c.kv_heads, c.head_size) == (
+    assert (c.model_type, c.positions.position_embedding_type, c.norms.norm, c.kv_heads, c.head_size) == (
         family,
         "rotary",
         "rms_norm",
@@ -89,7 +89,7 @@ def test_checkpoint_is_read_from_shards_and_declares_its_family(loaded):
     biases = {name.rsplit(".", 2)[-2] for name, _ in model.named_parameters() if name.endswith("bias")}
     assert biases == ({"q_proj", "k_proj", "v_proj"} if family == "qwen2" else set())
     assert model.layers[0].attention.k_proj.out_features == kv * 8
-    assert c.sliding_window == (5 if family == "mistral" else None)
+    assert c.attention.sliding_window == (5 if family == "mistral" else None)
 
 
 def test_mistral_window_is_shorter_than_the_sentence(tmp_path):
@@ -181,7 +181,11 @@ def check_parity(folder, family="llama"):
 def test_rope_scaling_types_match_transformers(tmp_path, scaling):
     parameters = dict(scaling, rope_theta=50.0)  # a small theta: llama3's three wavelength bands all occur
     model = check_parity(make_family(tmp_path / "llama", "llama", rope_parameters=parameters))
-    assert (model.config.rope_type, model.config.rope_factor, model.config.rope_theta) == (
+    assert (
+        model.config.positions.rope_type,
+        model.config.positions.rope_factor,
+        model.config.positions.rope_theta,
+    ) == (
         scaling["rope_type"],
         scaling["factor"],
         50.0,
@@ -219,7 +223,11 @@ def test_older_config_names_rope_theta_and_rope_scaling(tmp_path):
     config.update(rope_theta=250.0, rope_scaling={"type": "linear", "factor": 4.0})
     (folder / "config.json").write_text(json.dumps(config))
     model, _ = load_model(folder)
-    assert (model.config.rope_theta, model.config.rope_type, model.config.rope_factor) == (250.0, "linear", 4.0)
+    assert (
+        model.config.positions.rope_theta,
+        model.config.positions.rope_type,
+        model.config.positions.rope_factor,
+    ) == (250.0, "linear", 4.0)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +268,7 @@ def test_qwen2_sliding_window_in_later_layers(tmp_path):
     model = check_parity(
         make_family(tmp_path / "qwen2", "qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=1)
     )
-    assert (model.config.sliding_window, model.config.first_sliding_layer) == (4, 1)
+    assert (model.config.attention.sliding_window, model.config.attention.first_sliding_layer) == (4, 1)
     assert model.config.window_of(0) is None and model.config.window_of(1) == 4
 
 

@@ -161,7 +161,7 @@ def test_roberta_positions_skip_padding(tmp_path):
         plain = model(ids).last_hidden_state[0]
         with_gap = model(padded, mask).last_hidden_state[0, mask[0].bool()]
     torch.testing.assert_close(with_gap, plain, **HIDDEN_TOL)
-    assert model.config.position_offset == 2 and model.embeddings.position_embeddings.num_embeddings == 66
+    assert model.config.positions.position_offset == 2 and model.embeddings.position_embeddings.num_embeddings == 66
 
 
 @pytest.mark.parametrize("family", ["gpt2", "distilbert"])

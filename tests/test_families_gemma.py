@@ -44,7 +44,7 @@ def test_parity_with_transformers(load, case, kind):
 def test_gemma_scales_its_embeddings_in_their_dtype_and_norms_by_one_plus_weight(load):
     model, tokenizer, _ = load("gemma")
     c = model.config
-    assert (c.norm, c.head_size, c.hidden_act, c.scale_embedding_in_dtype) == (
+    assert (c.norms.norm, c.head_size, c.feed_forward.hidden_act, c.embeddings.scale_embedding_in_dtype) == (
         "rms_norm_offset",
         16,
         "gelu_pytorch_tanh",
@@ -53,7 +53,7 @@ def test_gemma_scales_its_embeddings_in_their_dtype_and_norms_by_one_plus_weight
     norm = model.layers[0].attention_norm
     assert isinstance(norm, OffsetRMSNorm)
     x = torch.randn(2, 3, 32)
-    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * (1 + norm.weight)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norms.layer_norm_eps) * (1 + norm.weight)
     torch.testing.assert_close(norm(x), expected)
     ids = encode(tokenizer, SENTENCE).input_ids
     embeddings = model.embeddings.to(torch.bfloat16)
@@ -71,7 +71,12 @@ def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_out
     model, tokenizer, _ = load("gemma2")
     c = model.config
     assert [c.window_of(i) for i in range(3)] == [5, None, 5]
-    assert (c.attn_logit_softcapping, c.query_pre_attn_scalar, c.pre_norm, c.norm_after_sublayer) == (
+    assert (
+        c.attention.attn_logit_softcapping,
+        c.attention.query_pre_attn_scalar,
+        c.norms.pre_norm,
+        c.norms.norm_after_sublayer,
+    ) == (
         2.0,
         4,
         True,
@@ -105,7 +110,7 @@ def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_out
 def test_phi_runs_attention_and_feed_forward_on_one_norm_and_turns_half_of_each_head(load):
     model, tokenizer, _ = load("phi")
     c, layer = model.config, model.layers[1]
-    assert (c.rotary_dim, c.head_size, c.parallel_residual, c.one_block_norm) == (4, 8, True, True)
+    assert (c.rotary_dim, c.head_size, c.norms.parallel_residual, c.norms.one_block_norm) == (4, 8, True, True)
     assert not hasattr(layer, "output_norm") and layer.attention.o_proj.bias is not None
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
@@ -155,7 +160,7 @@ def test_a_gemma_config_saying_gelu_runs_the_tanh_approximation_as_transformers_
         make_more(tmp_path / "gemma", "gemma"), hidden_act="gelu", hidden_activation="gelu_pytorch_tanh"
     )
     model, tokenizer = load_model(folder)
-    assert model.config.hidden_act == "gelu_pytorch_tanh"
+    assert model.config.feed_forward.hidden_act == "gelu_pytorch_tanh"
     ids = tokenizer("The animal didn't cross the street.", return_tensors="pt")["input_ids"]
     with torch.no_grad():
         torch.testing.assert_close(

@@ -3,8 +3,6 @@ transformers' eager numbers, single and padded; what each declares (Q/K norms, p
 per-head fused Q·K·V, parallel residuals, OPT's positions and projections) holds, and the shape-flow
 trace records it."""
 
-import dataclasses
-
 import pytest
 import test_config_checks
 import test_decoders
@@ -47,7 +45,12 @@ def test_parity_with_transformers(load, case, kind):
 def test_qwen3_normalises_each_heads_q_and_k_before_rotary(load):
     model, tokenizer, _ = load("qwen3")
     c = model.config
-    assert (c.qk_norm, c.head_size, c.num_attention_heads * c.head_size, c.hidden_size) == ("head", 16, 64, 32)
+    assert (c.attention.qk_norm, c.head_size, c.num_attention_heads * c.head_size, c.hidden_size) == (
+        "head",
+        16,
+        64,
+        32,
+    )
     assert model.layers[0].attention.q_norm.weight.shape == (16,)
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
@@ -58,7 +61,7 @@ def test_qwen3_normalises_each_heads_q_and_k_before_rotary(load):
     assert "each head's d" in trace.step("k_norm").op and "attention.k_norm(k)" in trace.step("k_norm").code
     q = trace.tensor("q_heads")
     weight = model.layers[1].attention.q_norm.weight
-    normed = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * weight
+    normed = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + c.norms.layer_norm_eps) * weight
     torch.testing.assert_close(trace.tensor("q_norm"), normed)
     matrix, rows, cols = head_matrix(trace, "k_norm", head=3)
     assert (rows, cols) == ("S", "d")
@@ -70,7 +73,7 @@ def test_qwen3_normalises_each_heads_q_and_k_before_rotary(load):
 def test_gpt_neox_reads_its_fused_projection_per_head_and_turns_a_share_of_each_head(load, case):
     model, tokenizer, _ = load(case)
     c = model.config
-    assert (c.rotary_fraction, c.rotary_dim, c.head_size, c.qkv_per_head) == (0.5, 4, 8, True)
+    assert (c.positions.rotary_fraction, c.rotary_dim, c.head_size, c.attention.qkv_per_head) == (0.5, 4, 8, True)
     assert all(isinstance(layer.residual, Parallel) == (case == "gpt_neox") for layer in model.layers)
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
@@ -114,7 +117,7 @@ def test_config_values_not_followed_are_refused_by_name(tmp_path, family, values
 def test_opt_declares_its_norms_positions_and_projections(load, case):
     model, tokenizer, _ = load(case)
     c, projected = model.config, case != "opt"
-    assert (c.pre_norm, c.final_norm, c.position_offset, c.positions_from_mask) == (
+    assert (c.norms.pre_norm, c.norms.final_norm, c.positions.position_offset, c.positions.positions_from_mask) == (
         not projected,
         not projected,
         2,
@@ -134,7 +137,7 @@ def test_opt_declares_its_norms_positions_and_projections(load, case):
 def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(load):
     model, tokenizer, _ = load("olmo2")
     c, layer = model.config, model.layers[1]
-    assert (c.qk_norm, c.pre_norm, c.norm_after_sublayer) == ("projection", False, True)
+    assert (c.attention.qk_norm, c.norms.pre_norm, c.norms.norm_after_sublayer) == ("projection", False, True)
     assert (layer.attention.q_norm.weight.shape, layer.attention.k_norm.weight.shape) == ((32,), (16,))
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
@@ -143,7 +146,7 @@ def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(l
     assert trace.step("q_norm").dims == ("B", "L", "H·d") and trace.step("k_norm").dims == ("B", "S", "G·d")
     assert "all heads' G·d" in trace.step("k_norm").op
     k = trace.tensor("k_proj")
-    normed = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + c.layer_norm_eps) * layer.attention.k_norm.weight
+    normed = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + c.norms.layer_norm_eps) * layer.attention.k_norm.weight
     torch.testing.assert_close(trace.tensor("k_norm"), normed)
     matrix, rows, cols = head_matrix(trace, "k_norm", head=3)  # query head 3 reads K/V head 1: columns 8:16
     assert (rows, cols) == ("S", "d")
@@ -154,14 +157,14 @@ def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(l
 @pytest.mark.parametrize(("case", "nope"), [("smollm3", (1,)), ("smollm3-first-nope", (0,))])
 def test_smollm3_leaves_its_nope_layers_unturned(load, case, nope):
     model, tokenizer, theirs = load(case)
-    assert model.config.nope_layers == nope
+    assert model.config.positions.nope_layers == nope
     enc = encode(tokenizer, SENTENCE)
     for layer in range(2):  # the shape flow shows rotary only where the layer has it
         trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=layer)
         assert ("q_rot" in trace.names and "k_rot" in trace.names) == (layer not in nope), (layer, trace.names)
         assert ("no positions in this layer (NoPE)" in trace.step("scores").op) == (layer in nope)
     # the part matters: the same weights with every layer turned are another model
-    turned = type(model)(dataclasses.replace(model.config, nope_layers=())).eval()
+    turned = type(model)(model.config.replace(nope_layers=())).eval()
     turned.load_state_dict(model.state_dict())
     input_ids, attention_mask = test_decoders.inputs(tokenizer, "sentence")
     hidden, _ = test_decoders.differences(turned, theirs, input_ids, attention_mask)

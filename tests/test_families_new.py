@@ -49,7 +49,7 @@ def test_parity_with_transformers(load, case, kind):
 def test_phi3_cuts_its_fused_projections_and_turns_half_of_each_head(load):
     model, tokenizer, _ = load("phi3")
     c, layer = model.config, model.layers[0]
-    assert (c.fused_qkv, c.fused_gate_up, c.rotary_dim, c.head_size) == (True, True, 4, 8)
+    assert (c.attention.fused_qkv, c.feed_forward.fused_gate_up, c.rotary_dim, c.head_size) == (True, True, 4, 8)
     assert layer.attention.qkv_proj.weight.shape == ((4 + 2 * 2) * 8, 32) and layer.gate_up.weight.shape == (80, 32)
     x = torch.randn(1, 3, 32)
     gate, up = layer.gate_up(x).chunk(2, dim=-1)
@@ -68,7 +68,13 @@ def test_gemma3_windows_its_sliding_layers_on_their_own_rotary_base(load):
     model, tokenizer, _ = load("gemma3")
     c = model.config
     assert [c.window_of(i) for i in range(3)] == [5, 5, None]
-    assert (c.local_rope_theta, c.rope_theta, c.rope_type, c.rope_factor, c.qk_norm) == (
+    assert (
+        c.positions.local_rope_theta,
+        c.positions.rope_theta,
+        c.positions.rope_type,
+        c.positions.rope_factor,
+        c.attention.qk_norm,
+    ) == (
         50.0,
         1000.0,
         "linear",

@@ -135,13 +135,12 @@ def test_decode_takes_the_new_positions_rows_only(built):
     """decode's rotary angles and T5's buckets for new positions are those rows of all positions' (nothing else
     computed); one new query sees every key but beyond a sliding window, so it needs no mask within one; a forward
     that keeps only maps can keep no hidden state, with the same maps."""
-    import dataclasses
 
     from attention.core.rotary import angles_for
     from attention.models.positions import relative_buckets
 
     _, model, _ = built("mistral")  # rotary, sliding_window 5
-    dynamic = dataclasses.replace(model.config, rope_type="dynamic", rope_factor=2.0, max_position_embeddings=6)
+    dynamic = model.config.replace(rope_type="dynamic", rope_factor=2.0, max_position_embeddings=6)
     for config in (model.config, dynamic):
         rows, whole = angles_for(config, 3, torch.device("cpu"), start=5), angles_for(config, 8, torch.device("cpu"))
         assert all(torch.equal(r, w[:, 5:]) for r, w in zip(rows, whole))

@@ -62,7 +62,7 @@ def test_greedy_ids_equal_transformers(built, family):
     assert torch.equal(ours.ids, theirs.sequences), (ours.ids, theirs.sequences)
     probs = torch.cat(theirs.scores).softmax(-1).topk(5)  # the processed scores their choice was made from
     torch.testing.assert_close(ours.top_probs, probs.values, rtol=1e-4, atol=1e-5)
-    assert int(ours.ids[0, 0]) == model.config.decoder_start_token_id
+    assert int(ours.ids[0, 0]) == model.config.encoder_decoder.decoder_start_token_id
     assert torch.equal(ours.new_ids, ours.ids[:, 1:])
     assert ours.top_ids.shape == ours.top_probs.shape == (ours.new_ids.size(1), 5)
     assert torch.equal(ours.top_ids[:, 0], ours.new_ids[0])
@@ -106,7 +106,7 @@ def test_cache_logits_equal_full_forward(built, family):
     _, model, tokenizer = built(family)
     head = load_seq2seq_head(model)
     enc = tokenizer(TEXT, return_tensors="pt")["input_ids"]
-    ids = torch.tensor([[model.config.decoder_start_token_id, 5, 9, 14, 5, 30]])
+    ids = torch.tensor([[model.config.encoder_decoder.decoder_start_token_id, 5, 9, 14, 5, 30]])
     with torch.no_grad():
         full = head(model(enc, decoder_input_ids=ids).last_hidden_state)[0]  # (T, V)
         memory = model.encoder(enc).last_hidden_state

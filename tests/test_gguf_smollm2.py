@@ -22,7 +22,12 @@ def test_the_bundled_writer_loads_by_name_as_the_file_describes_it(smollm2):
     model, tokenizer = smollm2
     c = model.config
     assert (c.model_type, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads) == ("llama", 30, 9, 3)
-    assert (c.hidden_size, c.max_position_embeddings, c.vocab_size, c.rope_theta) == (576, 8192, 49152, 100000.0)
+    assert (c.hidden_size, c.max_position_embeddings, c.vocab_size, c.positions.rope_theta) == (
+        576,
+        8192,
+        49152,
+        100000.0,
+    )
     report = model.load_report
     assert (report.source, report.weights_file) == (WRITER_NAME, writer_file().name)
     assert report.ignored_keys == ()  # no output.weight: the head is the token embeddings

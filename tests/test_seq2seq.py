@@ -28,7 +28,7 @@ def loaded(request, tmp_path_factory):
 def decoder_batch(model, tokenizer, targets):
     """The targets' ids after the decoder's start token, right-padded, with their mask."""
     batch = tokenizer(targets, padding=True, return_tensors="pt")
-    start = torch.full((len(targets), 1), model.config.decoder_start_token_id)
+    start = torch.full((len(targets), 1), model.config.encoder_decoder.decoder_start_token_id)
     return torch.cat([start, batch["input_ids"]], 1), torch.cat([torch.ones_like(start), batch["attention_mask"]], 1)
 
 
@@ -127,7 +127,7 @@ def test_output_fields_and_shapes(loaded):
 
 def test_decoder_start_and_a_missing_decoder_input(loaded):
     name, model, _, reference_model = loaded
-    assert model.config.decoder_start_token_id == reference_model.config.decoder_start_token_id
+    assert model.config.encoder_decoder.decoder_start_token_id == reference_model.config.decoder_start_token_id
     with pytest.raises(ValueError, match="decoder_input_ids"):
         model(torch.tensor([[0, 5, 2]]))
 
@@ -203,26 +203,43 @@ def test_a_missing_or_misshaped_tensor_is_an_error_before_building(tmp_path, nam
 
 def test_declared_differences(tmp_path):
     configs = {name: load_model(make_seq2seq(tmp_path / name, name))[0].config for name in SEQ2SEQ}
-    assert configs["bart"].position_offset == 2 and configs["bart"].embedding_norm and not configs["bart"].pre_norm
-    assert configs["mbart"].pre_norm and configs["mbart"].final_norm
-    assert configs["marian"].position_embedding_type == "sinusoidal" and configs["marian"].scale_embedding
-    assert not configs["marian"].embedding_norm
+    assert (
+        configs["bart"].positions.position_offset == 2
+        and configs["bart"].norms.embedding_norm
+        and not configs["bart"].norms.pre_norm
+    )
+    assert configs["mbart"].norms.pre_norm and configs["mbart"].norms.final_norm
+    assert (
+        configs["marian"].positions.position_embedding_type == "sinusoidal"
+        and configs["marian"].embeddings.scale_embedding
+    )
+    assert not configs["marian"].norms.embedding_norm
     t5 = configs["t5"]
-    assert (t5.position_embedding_type, t5.norm, t5.scale_scores, t5.hidden_act, t5.gated_mlp) == (
+    assert (
+        t5.positions.position_embedding_type,
+        t5.norms.norm,
+        t5.attention.scale_scores,
+        t5.feed_forward.hidden_act,
+        t5.feed_forward.gated_mlp,
+    ) == (
         "relative",
         "rms_norm",
         False,
         "relu",
         False,
     )
-    assert (configs["t5-gated"].hidden_act, configs["t5-gated"].gated_mlp, configs["t5-gated"].head_size) == (
+    assert (
+        configs["t5-gated"].feed_forward.hidden_act,
+        configs["t5-gated"].feed_forward.gated_mlp,
+        configs["t5-gated"].head_size,
+    ) == (
         "gelu_new",
         True,
         12,
     )
     decoder = configs["bart"].decoder_config()
     assert (decoder.num_hidden_layers, decoder.num_attention_heads, decoder.intermediate_size) == (3, 2, 41)
-    assert decoder.causal and decoder.cross_attention
+    assert decoder.attention.causal and decoder.encoder_decoder.cross_attention
 
 
 def test_t5_scores_are_unscaled_and_its_bias_sits_once_per_stack(tmp_path):

@@ -202,7 +202,7 @@ def test_the_embedding_projection_says_its_bias_and_what_the_embeddings_sum(tmp_
 @pytest.mark.parametrize("family", ["gemma", "gemma2", "gemma3_text"])
 def test_gemmas_norms_multiply_by_one_plus_their_weight(loaded, family):
     model, _ = loaded(family)
-    assert model.config.norm == "rms_norm_offset"
+    assert model.config.norms.norm == "rms_norm_offset"
     trace, _ = flow(loaded, family, 0)
     fig = shape_flow(trace)
     assert "attention_norm(x): RMSNorm times (1 + its weight), before the attention (pre-norm)" in box_text(
@@ -221,7 +221,7 @@ def test_plain_rms_norms_multiply_by_their_weight(loaded, family):
 
 def test_gemma3_full_layers_divide_positions_by_the_linear_rope_factor(loaded):
     model, _ = loaded("gemma3_text")
-    assert (model.config.rope_type, model.config.rope_factor) == ("linear", 2.0)
+    assert (model.config.positions.rope_type, model.config.positions.rope_factor) == ("linear", 2.0)
     full, _ = flow(loaded, "gemma3_text", 2)
     fig = shape_flow(full)
     for name in ("q_rot", "k_rot"):
@@ -296,7 +296,7 @@ def test_the_walk_says_the_layers_own_scaling_and_mask(loaded, family, layer, sc
 
     model, _ = loaded(family)
     trace, _ = flow(loaded, family, layer)
-    says = {s.title: s.says for s in steps_of(trace, model.config.causal)}
+    says = {s.title: s.says for s in steps_of(trace, model.config.attention.causal)}
     assert scores in says["Scores and scaling"] and "1/√d" not in says["Scores and scaling"]
     assert f"Here: {mask}" in says["Mask"]
     assert "One sentence alone has no padding" not in says["Mask"]

@@ -184,7 +184,7 @@ def test_a_cross_attention_layer_reads_q_from_the_decoder_and_k_v_from_the_encod
 
     model, tokenizer = load_model(make_seq2seq(tmp_path / "bart", "bart"))
     ids = tokenizer("The cat sat on the mat.", return_tensors="pt")["input_ids"]
-    decoder = torch.tensor([[model.config.decoder_start_token_id, 5, 6]])
+    decoder = torch.tensor([[model.config.encoder_decoder.decoder_start_token_id, 5, 6]])
     fig = cross_attention_flow(model, ids, decoder, layer=1)
     L, S = decoder.shape[1], ids.shape[1]
     assert L != S

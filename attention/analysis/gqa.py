@@ -13,7 +13,6 @@ Shapes: H query heads, G key/value heads, d head width, D model width (D = H * d
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import cast
 
@@ -150,10 +149,10 @@ def to_grouped(model: Transformer, num_kv_heads: int, progress: Callable[[float]
     made so far is dropped).
     """
     check_kv_heads(model.config.num_attention_heads, num_kv_heads, model.config.kv_heads)
-    if model.config.qkv_per_head and num_kv_heads != model.config.num_attention_heads:
+    if model.config.attention.qkv_per_head and num_kv_heads != model.config.num_attention_heads:
         raise ValueError(NOT_PER_HEAD)
     grouped = copy.deepcopy(model)
-    grouped.config = grouped.embeddings.config = dataclasses.replace(model.config, num_key_value_heads=num_kv_heads)
+    grouped.config = grouped.embeddings.config = model.config.replace(num_key_value_heads=num_kv_heads)
     n = len(grouped.layers)
     if progress is not None:
         progress(0.0)

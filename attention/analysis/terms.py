@@ -38,6 +38,6 @@ def layer_terms(
 ) -> Terms:
     """Run `model` (a DeBERTa) once and keep layer `layer`'s content-to-content, content-to-position and
     position-to-content scores, their total and the attention map; ValueError for a model without them."""
-    if model.config.position_embedding_type != "disentangled":
+    if model.config.positions.position_embedding_type != "disentangled":
         raise ValueError(f"a {model.config.model_type} model has no disentangled attention: DeBERTa's only")
     return trace_terms(trace_layer(model, input_ids, attention_mask, layer=layer))

@@ -11,7 +11,6 @@ Letters: B batch, L positions, n heads, d head width.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -26,24 +25,28 @@ def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torc
     `seq_len`, the length of the input, matters to "dynamic" only: up to max_position_embeddings
     the frequencies are the default ones, beyond it rope_theta grows with the length.
     """
-    d, base = config.rotary_dim, float(config.rope_theta)
+    d, base = config.rotary_dim, float(config.positions.rope_theta)
     exponents = torch.arange(0, d, 2, dtype=torch.int64).float() / d  # (d/2,)
-    if config.rope_type == "dynamic":
+    if config.positions.rope_type == "dynamic":
         longest = max(seq_len or 0, config.max_position_embeddings)
-        factor = config.rope_factor
+        factor = config.positions.rope_factor
         base = base * ((factor * longest / config.max_position_embeddings) - (factor - 1)) ** (d / (d - 2))
     inv_freq = 1.0 / (base**exponents)  # (d/2,)
-    if config.rope_type == "linear":
-        return inv_freq / config.rope_factor
-    if config.rope_type == "llama3":
+    if config.positions.rope_type == "linear":
+        return inv_freq / config.positions.rope_factor
+    if config.positions.rope_type == "llama3":
         return _llama3(inv_freq, config)
     return inv_freq
 
 
 def _llama3(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     """Llama 3.1: long wavelengths divided by `factor`, short ones kept, those between blended."""
-    factor, low, high = config.rope_factor, config.rope_low_freq_factor, config.rope_high_freq_factor
-    old_context = config.rope_original_max_position_embeddings or config.max_position_embeddings
+    factor, low, high = (
+        config.positions.rope_factor,
+        config.positions.rope_low_freq_factor,
+        config.positions.rope_high_freq_factor,
+    )
+    old_context = config.positions.rope_original_max_position_embeddings or config.max_position_embeddings
     wavelength = 2 * math.pi / inv_freq  # (d/2,)
     scaled = torch.where(wavelength > old_context / low, inv_freq / factor, inv_freq)
     smooth = (old_context / wavelength - low) / (high - low)
@@ -91,9 +94,9 @@ def angles_for(
 
     Positions are 0 ... L-1 in every row, padding included, as transformers counts them when
     only an attention mask is given (left padding shifts a sentence; its maps do not change)."""
-    if config.position_embedding_type != "rotary":
+    if config.positions.position_embedding_type != "rotary":
         return None
-    if local and config.local_rope_theta is not None:  # unscaled, on their own base
-        config = dataclasses.replace(config, rope_theta=config.local_rope_theta, rope_type="default")
+    if local and config.positions.local_rope_theta is not None:  # unscaled, on their own base
+        config = config.replace(rope_theta=config.positions.local_rope_theta, rope_type="default")
     inv_freq = inverse_frequencies(config, start + L).to(device)  # (d/2,); "dynamic" reads the whole length
     return rotary_angles(torch.arange(start, start + L, device=device), inv_freq)  # (1, L, d) each

@@ -256,8 +256,9 @@ LIMITS = {
 
 def check_limits(config: ModelConfig) -> None:
     """Refuse a config whose sizes pass LIMITS, before anything is built."""
+    settings = config.flat()  # every setting by its flat name, as config.json names it
     for name, top in LIMITS.items():
-        value = getattr(config, name)
+        value = settings[name]
         if value is not None and value > top:
             raise ModelLoadError(f"config.json sets {name} to {value:,}, more than the {top:,} this app accepts")
 

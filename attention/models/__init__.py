@@ -72,7 +72,7 @@ FAMILIES: dict[str, Family] = {
 def build_model(config: ModelConfig) -> Transformer | EncoderDecoder:
     """The model a config describes: an EncoderDecoder for encoder-decoders, else a Transformer; its generation
     settings (`model.generation`) are its config's until load_model reads the checkpoint's."""
-    model = EncoderDecoder(config) if config.is_encoder_decoder else Transformer(config)
+    model = EncoderDecoder(config) if config.encoder_decoder.is_encoder_decoder else Transformer(config)
     attach(model)
     return model
 

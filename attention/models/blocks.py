@@ -44,7 +44,7 @@ class Block(nn.Module):
     the residuals is the block's residual part (residuals.py: post-norm, pre-norm, sandwich with
     attention_post_norm and output_post_norm, norm after, parallel). With one_block_norm there is no
     output_norm: the parallel feed-forward reads attention_norm(x) too. A decoder block of an encoder-decoder
-    (config.cross_attention) has a third sub-block between the two, the same attention reading the
+    (config.encoder_decoder.cross_attention) has a third sub-block between the two, the same attention reading the
     encoder's output, with its own norm: cross_attention, cross_attention_norm.
     """
 
@@ -54,23 +54,23 @@ class Block(nn.Module):
         self.residual = residual_part(config)  # where the norms sit around the residuals
         self.attention = self.make_attention(config)
         self.attention_norm = make_norm(config, D)
-        if config.cross_attention:
+        if config.encoder_decoder.cross_attention:
             self.cross_attention = self.make_attention(config)
             self.cross_attention_norm = make_norm(config, D)
-        if config.fused_gate_up:  # Phi3's gate_up_proj, ModernBERT's Wi: the activated half first
-            self.gate_up = nn.Linear(D, 2 * F_, bias=config.mlp_bias)
+        if config.feed_forward.fused_gate_up:  # Phi3's gate_up_proj, ModernBERT's Wi: the activated half first
+            self.gate_up = nn.Linear(D, 2 * F_, bias=config.feed_forward.mlp_bias)
         else:
-            self.intermediate = nn.Linear(D, F_, bias=config.mlp_bias)
-        if config.gated_mlp and not config.fused_gate_up:
-            self.gate = nn.Linear(D, F_, bias=config.mlp_bias)
-        self.output = nn.Linear(F_, D, bias=config.mlp_bias)
-        if not config.one_block_norm:
+            self.intermediate = nn.Linear(D, F_, bias=config.feed_forward.mlp_bias)
+        if config.feed_forward.gated_mlp and not config.feed_forward.fused_gate_up:
+            self.gate = nn.Linear(D, F_, bias=config.feed_forward.mlp_bias)
+        self.output = nn.Linear(F_, D, bias=config.feed_forward.mlp_bias)
+        if not config.norms.one_block_norm:
             self.output_norm = make_norm(config, D)
         if self.residual.post_norms:  # a norm after each sub-block as well
             self.attention_post_norm = make_norm(config, D)
             self.output_post_norm = make_norm(config, D)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.act = ACTIVATIONS[config.hidden_act]
+        self.dropout = nn.Dropout(config.embeddings.hidden_dropout_prob)
+        self.act = ACTIVATIONS[config.feed_forward.hidden_act]
 
     @staticmethod
     def make_attention(config: ModelConfig) -> MultiHeadAttention:
@@ -78,14 +78,18 @@ class Block(nn.Module):
             config.hidden_size,
             config.num_attention_heads,
             config.num_key_value_heads,
-            dropout=config.attention_probs_dropout_prob,
-            bias=config.attention_bias,
-            projection="per_head" if config.qkv_per_head else "fused" if config.fused_qkv else "separate",
+            dropout=config.attention.attention_probs_dropout_prob,
+            bias=config.attention.attention_bias,
+            projection="per_head"
+            if config.attention.qkv_per_head
+            else "fused"
+            if config.attention.fused_qkv
+            else "separate",
             head_dim=config.head_size,
-            out_bias=config.output_bias,
+            out_bias=config.attention.output_bias,
             scaling=attention_scaling(config),
-            softcap=config.attn_logit_softcapping,
-            qk_norm=config.qk_norm,
+            softcap=config.attention.attn_logit_softcapping,
+            qk_norm=config.attention.qk_norm,
             make_norm=lambda width: make_norm(config, width),
         )
 
@@ -166,9 +170,9 @@ def gated(activated: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 def attention_scaling(config: ModelConfig) -> float | None:
     """What the scores are multiplied by: None for head_dim ** -0.5, 1 unscaled (T5), or
     query_pre_attn_scalar ** -0.5 (Gemma2)."""
-    if config.query_pre_attn_scalar is not None:
-        return config.query_pre_attn_scalar**-0.5
-    return None if config.scale_scores else 1.0
+    if config.attention.query_pre_attn_scalar is not None:
+        return config.attention.query_pre_attn_scalar**-0.5
+    return None if config.attention.scale_scores else 1.0
 
 
 class Transformer(nn.Module):
@@ -179,13 +183,13 @@ class Transformer(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
-        if not config.first_attention_norm and config.num_hidden_layers:  # ModernBERT: layer 0 reads x as it is
+        if not config.norms.first_attention_norm and config.num_hidden_layers:  # ModernBERT: layer 0 reads x as it is
             self.layers[0].attention_norm = nn.Identity()
         self.positions = self.embeddings.positions  # the model's position part: its tables, angles, score terms
         self.positions.attach(self)
-        if config.final_norm:
+        if config.norms.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
-        if config.final_projection:
+        if config.embeddings.final_projection:
             self.project_out = nn.Linear(config.hidden_size, config.embedding_width, bias=False)
 
     def forward(
@@ -227,7 +231,7 @@ class Transformer(nn.Module):
         # the padding mask is built once for all layers; no mask at all when nothing is padded
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
-        is_causal = causal or self.config.causal
+        is_causal = causal or self.config.attention.causal
         rows = None if request.rows is None else query_rows(request.rows, B, L, input_ids.device)  # (B, P) long
         mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
         angles = self.positions.layer_angles(self, L, input_ids.device)  # per layer (cos, sin) (1, L, d) each, or None
@@ -251,9 +255,9 @@ class Transformer(nn.Module):
                 hidden_states.append(x)
         if request.stop:  # no output: the layers after `last` did not run
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
-        if self.config.final_norm:
+        if self.config.norms.final_norm:
             x = self.final_norm(x)
-        if self.config.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
+        if self.config.embeddings.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
             x = self.project_out(x)
         if request.keep_hidden:
             hidden_states[-1] = x
@@ -267,7 +271,7 @@ class Transformer(nn.Module):
         Each is None (nothing masked), boolean (B,1,1,L), (1,1,L,L) or both, or with relative positions
         (T5) the per-head bias plus -inf where masked, (B or 1, H, L, L)."""
         mask = build_mask(attention_mask, is_causal, B, L, L, device=device)  # (B,1,1,L), (1,1,L,L), both or None
-        window, window_mask = self.config.sliding_window, mask
+        window, window_mask = self.config.attention.sliding_window, mask
         if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
             window_mask = build_mask(attention_mask, True, B, L, L, window, device)  # (B or 1, 1, L, L)
         elif window is not None and window < L:  # an encoder's: the keys fewer than `window` away either side

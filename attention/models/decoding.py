@@ -30,8 +30,8 @@ def decode(
     S = P + L
     config = model.config
     if (
-        not config.causal
-        or config.position_embedding_type not in ("absolute", "rotary")
+        not config.attention.causal
+        or config.positions.position_embedding_type not in ("absolute", "rotary")
         or len(cache) != len(model.layers)
     ):
         raise ValueError("decode needs a causal decoder with absolute or rotary positions, one cache per layer")
@@ -48,9 +48,9 @@ def decode(
         assert out is not None
         x = out
         maps.append(probs)  # (B, H, L, S), or None
-    if config.final_norm:
+    if config.norms.final_norm:
         x = model.final_norm(x)
-    if config.final_projection:
+    if config.embeddings.final_projection:
         x = model.project_out(x)  # (B, L, E)
     return ModelOutput(x, (), tuple(maps))
 
@@ -68,7 +68,7 @@ def decode_masks(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """decode's causal masks for L new queries, the last L of S positions: (full layers', windowed layers'),
     (1, 1, L, S) each, or None where every query sees every key (one new query, within any window)."""
-    window = config.sliding_window
+    window = config.attention.sliding_window
     mask = None if L == 1 else build_mask(None, True, B, L, S, device=device)
     if window is None or window >= S:  # the window reaches back past the first position
         return mask, mask

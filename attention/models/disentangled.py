@@ -26,12 +26,16 @@ if TYPE_CHECKING:
 
 def span(config: ModelConfig) -> int:
     """How many relative distances the table holds each way: position_buckets, else max_relative_positions."""
-    return config.position_buckets if config.position_buckets > 0 else config.max_relative_positions
+    return (
+        config.positions.position_buckets
+        if config.positions.position_buckets > 0
+        else config.positions.max_relative_positions
+    )
 
 
 def terms(config: ModelConfig) -> tuple[str, ...]:
     """The position terms this model adds ("c2p", "p2c"), in that order."""
-    kinds = set(config.pos_att_type.split("|"))
+    kinds = set(config.positions.pos_att_type.split("|"))
     return tuple(kind for kind in ("c2p", "p2c") if kind in kinds)
 
 
@@ -39,8 +43,8 @@ def attach(model: Transformer) -> None:
     """The shared table (rel_embeddings and its norm) on `model`, and each layer's attention reading it."""
     c = model.config
     model.rel_embeddings = nn.Embedding(2 * span(c), c.hidden_size)
-    if c.relative_norm:
-        model.rel_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+    if c.positions.relative_norm:
+        model.rel_norm = nn.LayerNorm(c.hidden_size, eps=c.norms.layer_norm_eps)
     indices = Indices(c)
     for layer in model.layers:
         attention = layer.attention
@@ -64,7 +68,7 @@ class Indices:
         if last is not None and last[0] == (L, device):
             return last[1]
         n, c = span(self.config), self.config
-        distance = log_buckets(L, c.position_buckets, c.max_relative_positions, device)  # (L, L)
+        distance = log_buckets(L, c.positions.position_buckets, c.positions.max_relative_positions, device)  # (L, L)
         rows = ((distance + n).clamp(0, 2 * n - 1), (-distance + n).clamp(0, 2 * n - 1))  # (L, L) each
         self.last = ((L, device), rows)
         return rows

@@ -18,17 +18,22 @@ class Embeddings(nn.Module):
         self.config = config
         E = config.embedding_width
         self.word_embeddings = embedding_table(config.vocab_size, E, padding_idx=config.pad_token_id)
-        self.positions = POSITION_PARTS[config.position_embedding_type]  # what the embeddings add for positions
+        self.positions = POSITION_PARTS[
+            config.positions.position_embedding_type
+        ]  # what the embeddings add for positions
         if self.positions.table:
-            rows, late = config.max_position_embeddings + config.position_offset, config.positions_after_projection
+            rows, late = (
+                config.max_position_embeddings + config.positions.position_offset,
+                config.positions.positions_after_projection,
+            )
             self.position_embeddings = embedding_table(rows, config.hidden_size if late else E)
         if config.type_vocab_size:
             self.token_type_embeddings = embedding_table(config.type_vocab_size, E)
-        if config.embedding_norm:
+        if config.norms.embedding_norm:
             self.LayerNorm = make_norm(config, E)
         if E != config.hidden_size:
-            self.project = nn.Linear(E, config.hidden_size, bias=config.embedding_projection_bias)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+            self.project = nn.Linear(E, config.hidden_size, bias=config.embeddings.embedding_projection_bias)
+        self.dropout = nn.Dropout(config.embeddings.hidden_dropout_prob)
 
     def forward(
         self,
@@ -42,17 +47,17 @@ class Embeddings(nn.Module):
         `attention_mask` (B, L) is read only by families whose positions count it (OPT); `start`, the
         positions before these (a decoder's cache), shifts a table's positions."""
         x = self.word_embeddings(input_ids)  # (B, L, E)
-        if self.config.scale_embedding_in_dtype:  # Gemma: sqrt(D) rounded to the weights' dtype first
+        if self.config.embeddings.scale_embedding_in_dtype:  # Gemma: sqrt(D) rounded to the weights' dtype first
             x = x * torch.tensor(self.config.hidden_size**0.5).to(x.dtype)  # (B, L, E)
-        elif self.config.scale_embedding:
+        elif self.config.embeddings.scale_embedding:
             x = x * self.config.hidden_size**0.5  # (B, L, E)
         if self.config.type_vocab_size:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.token_type_embeddings(types)  # (B, L, E)
-        late = self.config.positions_after_projection  # OPT adds its positions to the projected words
+        late = self.config.positions.positions_after_projection  # OPT adds its positions to the projected words
         if not late:
             x = self.positions.embed(self, x, input_ids, attention_mask, start)  # (B, L, E)
-        if self.config.embedding_norm:
+        if self.config.norms.embedding_norm:
             x = self.LayerNorm(x)
         x = self.dropout(x)
         if hasattr(self, "project"):

@@ -8,8 +8,6 @@ released checkpoints say, meaning the tanh approximation). Gemma2 (gemma2.py) re
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..config import ConfigError, ModelConfig
 from .llama import DEFAULTS, decoder_family, read_decoder_config
 
@@ -33,7 +31,7 @@ def read_gemma_config(values: dict, model_type: str, **declared) -> ModelConfig:
     config = read_decoder_config(
         values, model_type, DEFAULTS, mlp_bias=False, scale_embedding=True, scale_embedding_in_dtype=True, **declared
     )
-    return dataclasses.replace(config, norm="rms_norm_offset")
+    return config.replace(norm="rms_norm_offset")
 
 
 def read_config(values: dict) -> ModelConfig:

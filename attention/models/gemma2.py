@@ -8,8 +8,6 @@ final_logit_softcapping is not part of the base model: generate.py's LM head rea
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..config import ConfigError, ModelConfig
 from .gemma import read_gemma_config
 from .llama import RULES, decoder_family
@@ -37,7 +35,7 @@ def read_config(values: dict) -> ModelConfig:
         sliding_window=window,
         sliding_window_pattern=_PATTERN if window else 0,
     )
-    return dataclasses.replace(config, norm_after_sublayer=True)
+    return config.replace(norm_after_sublayer=True)
 
 
 FAMILY = decoder_family(

@@ -77,7 +77,7 @@ def read_config(values: dict) -> ModelConfig:
         first_full_layer=first,
         qk_norm="head",
     )
-    return dataclasses.replace(config, norm_after_sublayer=True)
+    return config.replace(norm_after_sublayer=True)
 
 
 FAMILY = dataclasses.replace(

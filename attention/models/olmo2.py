@@ -7,8 +7,6 @@ differs from Llama's (used here) only for half-precision weights.
 
 from __future__ import annotations
 
-import dataclasses
-
 from .llama import DEFAULTS, RULES, decoder_family, read_decoder_config
 
 _DEFAULTS = dict(DEFAULTS, vocab_size=50304, layer_norm_eps=1e-5)
@@ -17,7 +15,7 @@ _LAYER = r"layers\.(\d+)\."
 
 def read_config(values: dict):
     config = read_decoder_config(values, "olmo2", _DEFAULTS, mlp_bias=False, qk_norm="projection")
-    return dataclasses.replace(config, pre_norm=False, norm_after_sublayer=True)
+    return config.replace(pre_norm=False, norm_after_sublayer=True)
 
 
 FAMILY = decoder_family(

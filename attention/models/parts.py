@@ -48,11 +48,11 @@ class OffsetRMSNorm(RMSNorm):
 
 
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
-    if config.norm == "rms_norm_offset":
-        return OffsetRMSNorm(width, eps=config.layer_norm_eps)
-    if config.norm == "rms_norm":
-        return RMSNorm(width, eps=config.layer_norm_eps)
-    return nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
+    if config.norms.norm == "rms_norm_offset":
+        return OffsetRMSNorm(width, eps=config.norms.layer_norm_eps)
+    if config.norms.norm == "rms_norm":
+        return RMSNorm(width, eps=config.norms.layer_norm_eps)
+    return nn.LayerNorm(width, eps=config.norms.layer_norm_eps, bias=config.norms.norm_bias)
 
 
 def embedding_table(rows: int, width: int, padding_idx: int | None = None) -> nn.Embedding:

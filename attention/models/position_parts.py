@@ -76,9 +76,9 @@ class Rotary(Positions):
     def layer_angles(self, model: Transformer, L: int, device: torch.device, start: int = 0) -> list[Angles]:
         config = model.config
         full = angles_for(config, L, device, False, start)  # (1, L, d) each
-        local = full if config.local_rope_theta is None else angles_for(config, L, device, True, start)
+        local = full if config.positions.local_rope_theta is None else angles_for(config, L, device, True, start)
         angles = [full if config.window_of(i) is None else local for i in range(len(model.layers))]
-        return [None if i in config.nope_layers else a for i, a in enumerate(angles)]
+        return [None if i in config.positions.nope_layers else a for i, a in enumerate(angles)]
 
 
 class Relative(Positions):
@@ -87,12 +87,14 @@ class Relative(Positions):
 
     def attach(self, model: Transformer) -> None:
         c = model.config
-        model.relative_attention_bias = embedding_table(c.relative_attention_num_buckets, c.num_attention_heads)
+        model.relative_attention_bias = embedding_table(
+            c.positions.relative_attention_num_buckets, c.num_attention_heads
+        )
 
     def scores_mask(self, model: Transformer, mask, L: int, is_causal: bool, device: torch.device, start: int = 0):
         """Each head's bias for every (query, key) distance bucket, -inf where `mask` (boolean) hides a key, (B or
         1, H, L, S); `start`: the L queries are the last L of start + L positions (a decoder's new rows)."""
-        c = model.config
+        c = model.config.positions
         buckets = relative_buckets(
             L, start + L, not is_causal, c.relative_attention_num_buckets, c.relative_attention_max_distance, device,
             start,

@@ -19,17 +19,17 @@ def position_ids(
     the attention mask's padding reads row position_offset - 1, its real tokens count on).
     `start`: how many positions came before these (a decoder's cached ones), counted from when no mask is given."""
     L = input_ids.size(1)
-    if config.positions_from_mask and attention_mask is not None:
+    if config.positions.positions_from_mask and attention_mask is not None:
         real = attention_mask.long()  # (B, L)
-        return (torch.cumsum(real, dim=1) * real - 1 + config.position_offset).long()  # (B, L)
-    if not config.positions_skip_padding:
-        first = config.position_offset + start
+        return (torch.cumsum(real, dim=1) * real - 1 + config.positions.position_offset).long()  # (B, L)
+    if not config.positions.positions_skip_padding:
+        first = config.positions.position_offset + start
         return torch.arange(first, first + L, device=input_ids.device)  # (L,)
     pad = config.pad_token_id
     if pad is None:
         raise ValueError("positions that skip padding need the config's pad_token_id")
     real = input_ids.ne(pad)  # (B, L)
-    counted = torch.cumsum(real, dim=1) - 1 + config.position_offset  # (B, L)
+    counted = torch.cumsum(real, dim=1) - 1 + config.positions.position_offset  # (B, L)
     return torch.where(real, counted, pad)  # (B, L)
 
 

@@ -82,8 +82,8 @@ class Parallel(PreNorm):
 
 def residual_part(config: ModelConfig) -> PostNorm:
     """The arrangement a config declares (pre_norm, norm_after_sublayer, parallel_residual)."""
-    if config.parallel_residual:
+    if config.norms.parallel_residual:
         return Parallel()
-    if config.norm_after_sublayer:
-        return Sandwich() if config.pre_norm else NormAfter()
-    return PreNorm() if config.pre_norm else PostNorm()
+    if config.norms.norm_after_sublayer:
+        return Sandwich() if config.norms.pre_norm else NormAfter()
+    return PreNorm() if config.norms.pre_norm else PostNorm()

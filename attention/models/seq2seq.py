@@ -55,11 +55,11 @@ class EncoderDecoder(nn.Module):
         decoder_attention_mask: torch.Tensor | None = None,
     ) -> Seq2SeqOutput:
         """input_ids (B, L_enc) and decoder_input_ids (B, L_dec), each with an optional mask, 1 for tokens
-        and 0 for padding. A decoder input starts with config.decoder_start_token_id."""
+        and 0 for padding. A decoder input starts with config.encoder_decoder.decoder_start_token_id."""
         if decoder_input_ids is None:
             raise ValueError(
                 "an encoder-decoder needs decoder_input_ids: the decoder's input, starting with "
-                f"decoder_start_token_id ({self.config.decoder_start_token_id})"
+                f"decoder_start_token_id ({self.config.encoder_decoder.decoder_start_token_id})"
             )
         encoded = self.encoder(input_ids, attention_mask)
         assert encoded.last_hidden_state is not None
@@ -118,6 +118,6 @@ class EncoderDecoder(nn.Module):
             if on_map is not None:
                 states.clear()  # the last alone is read
             states.append(x)
-        if decoder.config.final_norm:
+        if decoder.config.norms.final_norm:
             states[-1] = decoder.final_norm(x)
         return tuple(states), tuple(self_maps), tuple(cross_maps)

@@ -132,46 +132,57 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
     windowed layers have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it
     looks back only), the soft-cap, query_pre_attn_scalar, a norm after the attention or after the residual
     (post-norm, BERT's kind); what the embeddings sum (where a projection of them is drawn); read by `op_words`."""
-    window, local = config.window_of(layer), config.local_rope_theta
+    window, local = config.window_of(layer), config.positions.local_rope_theta
     own_base = window is not None and local is not None  # unscaled, on local_rope_theta (blocks.Transformer.rotary)
     return {
         "biases": biases,
-        "norm": (config.norm, config.norm_bias),
-        "unnormed": layer == 0 and not config.first_attention_norm,
-        "relative_bias": config.position_embedding_type == "relative",
+        "norm": (config.norms.norm, config.norms.norm_bias),
+        "unnormed": layer == 0 and not config.norms.first_attention_norm,
+        "relative_bias": config.positions.position_embedding_type == "relative",
         "rotary_dim": config.rotary_dim,
-        "nope": layer in config.nope_layers,  # a rotary model's layer left without positions (SmolLM3)
-        "rope_base": None if local is None else (local, True) if window is not None else (config.rope_theta, False),
-        "rope_scaling": None if own_base or config.rope_type == "default" else _rope_scaling(config),
+        "nope": layer in config.positions.nope_layers,  # a rotary model's layer left without positions (SmolLM3)
+        "rope_base": None
+        if local is None
+        else (local, True)
+        if window is not None
+        else (config.positions.rope_theta, False),
+        "rope_scaling": None if own_base or config.positions.rope_type == "default" else _rope_scaling(config),
         "window": window,
-        "causal": bool(getattr(config, "causal", False)),
-        "softcap": config.attn_logit_softcapping,
-        "pre_attn_scalar": config.query_pre_attn_scalar,
-        "post_norm": config.norm_after_sublayer,
+        "causal": bool(config.attention.causal),
+        "softcap": config.attention.attn_logit_softcapping,
+        "pre_attn_scalar": config.attention.query_pre_attn_scalar,
+        "post_norm": config.norms.norm_after_sublayer,
         # BERT's kind: no norm before the sub-block, one after the residual adds its output
-        "residual_norm": not config.pre_norm and not config.norm_after_sublayer,
+        "residual_norm": not config.norms.pre_norm and not config.norms.norm_after_sublayer,
         "embedding": _embedding_sum(config),
-        "late_positions": config.positions_after_projection,
+        "late_positions": config.positions.positions_after_projection,
     }
 
 
 def _rope_scaling(config) -> str:
     """How rotary/inverse_frequencies rescales this config's frequencies, in words."""
-    f = f"{config.rope_factor:g}"
-    if config.rope_type == "linear":
+    f = f"{config.positions.rope_factor:g}"
+    if config.positions.rope_type == "linear":
         return f"linear rope scaling: positions ÷ {f}"
-    if config.rope_type == "dynamic":
+    if config.positions.rope_type == "dynamic":
         return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
     return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"
 
 
 def _embedding_sum(config) -> str:
     """What the embeddings add up before a projection (blocks.Embeddings): words, token types, positions, a norm."""
-    words = "word·√D" if config.scale_embedding or config.scale_embedding_in_dtype else "word"
+    words = "word·√D" if config.embeddings.scale_embedding or config.embeddings.scale_embedding_in_dtype else "word"
     parts = [words] + (["token type"] if config.type_vocab_size else [])
-    if config.position_embedding_type in ("absolute", "sinusoidal") and not config.positions_after_projection:
-        parts.append("position" if config.position_embedding_type == "absolute" else "sinusoidal position")
-    return " + ".join(parts) + " embeddings" + (f", then {_norm_kind(config.norm)}" if config.embedding_norm else "")
+    if (
+        config.positions.position_embedding_type in ("absolute", "sinusoidal")
+        and not config.positions.positions_after_projection
+    ):
+        parts.append("position" if config.positions.position_embedding_type == "absolute" else "sinusoidal position")
+    return (
+        " + ".join(parts)
+        + " embeddings"
+        + (f", then {_norm_kind(config.norms.norm)}" if config.norms.embedding_norm else "")
+    )
 
 
 def _norm_kind(norm: str) -> str:

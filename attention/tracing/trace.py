@@ -200,9 +200,9 @@ def kept_bytes(model, batch: int, n_tokens: int, head: int | None = None) -> int
     c = model.config
     n_heads = c.num_attention_heads
     width = max([4] + [torch.finfo(p.dtype).bits // 8 for p in model.parameters() if p.is_floating_point()])
-    n_maps = 3 + bool(c.attn_logit_softcapping) + 2 * (c.position_embedding_type == "disentangled")
+    n_maps = 3 + bool(c.attention.attn_logit_softcapping) + 2 * (c.positions.position_embedding_type == "disentangled")
     square = batch * n_tokens * n_tokens * width
-    mask = square * (n_heads if c.position_embedding_type == "relative" else 1)
+    mask = square * (n_heads if c.positions.position_embedding_type == "relative" else 1)
     per_token = 24 * batch * n_tokens * max(c.hidden_size, n_heads * c.head_size) * width
     return n_maps * (n_heads if head is None else 1) * square + mask + per_token
 

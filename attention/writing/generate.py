@@ -50,7 +50,7 @@ def load_lm_head(model: Transformer) -> LMHead:
     what is wrong."""
     report = getattr(model, "load_report", None)
     family = FAMILIES.get(model.config.model_type)
-    if report is None or family is None or not family.tied or not model.config.causal:
+    if report is None or family is None or not family.tied or not model.config.attention.causal:
         raise ModelLoadError("only a causal decoder loaded by load_model has an LM head to read")
     name = family.tied[0][1]  # "lm_head.weight", GPT-NeoX's "embed_out.weight"
     root = name.removesuffix("weight")

@@ -151,7 +151,7 @@ def decode_step(
         x = layer.feed(x)  # (1, L, D)
         self_maps.append(probs)
         cross_maps.append(cross_probs)
-    return Step(decoder.final_norm(x) if decoder.config.final_norm else x, tuple(self_maps), tuple(cross_maps))
+    return Step(decoder.final_norm(x) if decoder.config.norms.final_norm else x, tuple(self_maps), tuple(cross_maps))
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,11 @@ class Seq2SeqGeneration:
 def start_token(model: EncoderDecoder, settings: Settings) -> int:
     """The decoder's first token: the generation config's decoder_start_token_id, else the model config's,
     else the BOS id, as transformers takes it."""
-    for candidate in (settings.decoder_start_token_id, model.config.decoder_start_token_id, settings.bos_token_id):
+    for candidate in (
+        settings.decoder_start_token_id,
+        model.config.encoder_decoder.decoder_start_token_id,
+        settings.bos_token_id,
+    ):
         if candidate is not None:
             return int(candidate)
     raise ValueError("the checkpoint names no decoder_start_token_id (nor bos_token_id) to start the decoder from")

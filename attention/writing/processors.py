@@ -43,7 +43,7 @@ class Settings:
     @classmethod
     def of_config(cls, config: ModelConfig) -> Settings:
         """The settings of a model built from `config` alone, with no folder to read: its decoder start token."""
-        return cls(decoder_start_token_id=config.decoder_start_token_id)
+        return cls(decoder_start_token_id=config.encoder_decoder.decoder_start_token_id)
 
 
 def attach(model, folder: Path | None = None, settings: Settings | None = None) -> Settings:
@@ -51,7 +51,7 @@ def attach(model, folder: Path | None = None, settings: Settings | None = None) 
     `settings`, read already) for a model that writes (a causal decoder or an encoder-decoder), else its config's
     (Settings.of_config)."""
     config = model.config
-    if not (config.causal or config.is_encoder_decoder):
+    if not (config.attention.causal or config.encoder_decoder.is_encoder_decoder):
         settings = Settings.of_config(config)
     elif settings is None:
         settings = read_settings(folder) if folder is not None else Settings.of_config(config)

@@ -109,7 +109,7 @@ def lm_head(source: str) -> tuple[LMHead | None, str | None]:
     """The checkpoint's LM head (read strictly from it, once per model: the one generate uses), or None and why
     not."""
     model, _ = get_model(source)
-    if not model.config.causal:
+    if not model.config.attention.causal:
         return None, "not a causal decoder"
     try:
         return kept_lm_head(model), None
@@ -170,7 +170,7 @@ def continued(source: str, text: str, text_b: str) -> Continuation | None:
     notices = st.session_state.setdefault("url_notices", [])
     if not st.session_state.get("gen_on"):
         return None
-    if not get_model(source)[0].config.causal:
+    if not get_model(source)[0].config.attention.causal:
         notices.append("Continue writes with a causal decoder (GPT-2, Llama, …); this model reads text only.")
         return None
     if text_b:

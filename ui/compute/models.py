@@ -45,7 +45,9 @@ def _load_model(source: str, downloads: bool, bin_files: bool):
 @kept(max_entries=2)
 def _load_on_device(source: str, downloads: bool, bin_files: bool, device: str, dtype: str):
     config = None if gguf_source(source) is not None else read_config(resolve_source(source or None, downloads))[1]
-    if config is not None and config.is_encoder_decoder and config.model_type not in WRITERS:  # no generation yet
+    if (
+        config is not None and config.encoder_decoder.is_encoder_decoder and config.model_type not in WRITERS
+    ):  # no generation yet
         raise ModelLoadError(
             f"{source} is an encoder-decoder ({config.model_type}) this page cannot run: it reads "
             f"{', '.join(WRITERS)} encoder-decoders."
@@ -85,8 +87,8 @@ def model_kinds(source: str) -> frozenset[str]:
     if get_seq2seq(source) is not None:
         return frozenset({"seq2seq"})
     config = get_model(source)[0].config
-    kind = "causal" if config.causal else "encoder"
-    return frozenset({kind, "deberta"} if config.position_embedding_type == "disentangled" else {kind})
+    kind = "causal" if config.attention.causal else "encoder"
+    return frozenset({kind, "deberta"} if config.positions.position_embedding_type == "disentangled" else {kind})
 
 
 def _get_loaded(source: str):

@@ -81,7 +81,7 @@ def draw(ctx: ViewContext) -> None:
     heading = "What-if: fewer key/value heads" if kv_heads < run.n_heads else "Grouped-query attention (what-if)"
     if not (ctx.present and options and not is_big(run)):
         st.subheader(heading)  # presentation: said under the what-if's figure, which comes first
-    if config.qkv_per_head:
+    if config.attention.qkv_per_head:
         st.caption(f"No grouped-query what-if: {NOT_PER_HEAD}.")
     elif not options:
         st.caption(

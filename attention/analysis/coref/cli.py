@@ -134,7 +134,7 @@ def load_scorable(source: str | None):
     from ...load.loading import load_model
 
     model, tokenizer = load_model(source)
-    if model.config.is_encoder_decoder:
+    if model.config.encoder_decoder.is_encoder_decoder:
         raise ModelLoadError(f"{model.load_report.source} is an encoder-decoder: coreference scores one stack's heads")
     return model, tokenizer
 
