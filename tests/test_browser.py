@@ -73,7 +73,7 @@ def test_shape_flow_shows_the_real_shapes(page):
     chart_text(page, "1 × 12 × 9 × 9")  # the scores' stage
     # the side panel: the step's whole path (drawn in the same run as the diagram, perhaps a moment after it)
     page.wait_for_function(
-        r"() => /attention\/(mha|dot_product)\.py:\d+/.test(document.body.innerText)", timeout=60_000
+        r"() => /attention\/core\/(mha|dot_product|qkv)\.py:\d+/.test(document.body.innerText)", timeout=60_000
     )
     back = page.locator(".st-key-shapeflow_prev_stage button")
     for _ in range(8):  # back to the first stage (no wrapping past it): the input, at the model's width
