@@ -24,19 +24,6 @@ NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times 
 POSITIONS = ("absolute", "rotary", "sinusoidal", "relative", "disentangled")
 QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
-SIZE_NAMES = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "pad_token_id",
-    "num_key_value_heads",
-    "head_dim",
-    "model_type",
-)
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int,
@@ -360,6 +347,10 @@ class ModelConfig:
     @property
     def embedding_width(self) -> int:
         return self.embeddings.embedding_size or self.hidden_size
+
+
+# the sizes: ModelConfig's own fields, each group's are routed by GROUP_OF
+SIZE_NAMES = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name not in GROUPS)
 
 
 def read_json(path: str | Path) -> dict:
