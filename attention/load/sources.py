@@ -41,14 +41,19 @@ def writer_file() -> Path:
     return path
 
 
+def is_writer(source: str | os.PathLike | None) -> bool:
+    """Whether `source` names the bundled writer (WRITER_NAME, in any case, spaces around it ignored)."""
+    return source is not None and str(source).strip().lower() == WRITER_NAME
+
+
 def gguf_source(source: str | os.PathLike | None) -> Path | None:
     """The GGUF file `source` names: the bundled writer (WRITER_NAME) or a path ending in .gguf; None for
     any other source (a folder or a hub id: resolve_source)."""
     if source is None:
         return None
-    text = str(source).strip()
-    if text.lower() == WRITER_NAME:
+    if is_writer(source):
         return writer_file()
+    text = str(source).strip()
     if not text.lower().endswith(".gguf"):
         return None
     path = Path(os.path.expanduser(text))

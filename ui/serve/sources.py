@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attention import ModelLoadError
-from attention.load.sources import WRITER_NAME
+from attention.load.sources import is_writer
 
 SOURCES_VAR, DOWNLOADS_VAR, BIN_VAR = "ATTENTION_SOURCES", "ATTENTION_HUB_DOWNLOADS", "ATTENTION_BIN_FILES"
 OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
@@ -60,7 +60,7 @@ class SourcePolicy:
     def check(self, source: str) -> None:
         """A ModelLoadError, the same for every refused source, unless this server may load it: when
         locked, the list; when not, any hub id, and a folder under ATTENTION_FILE_DIRS."""
-        if (source or "").strip().lower() == WRITER_NAME:  # bundled, as the default is: always allowed
+        if is_writer(source):  # bundled, as the default is: always allowed
             return
         if self.locked:
             if source not in ("",) + self.allowed:
