@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 sys.path.insert(0, str(ROOT))
 from _report import report, server_log_errors
 from _rig import CpuMeter, RssSampler, health, launch_idle, load_average, machine_wide_priorities

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]
+sys.path[1:1] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 from browser import app_server, launch, wait_settled  # noqa: E402
 
 from bench._render_rig import MARK, Frames, wait_painted  # noqa: E402

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]
+sys.path[1:1] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 from _bertviz_assets import ASSETS  # noqa: E402
 from _bertviz_assets import draw as bertviz  # noqa: E402
 from browser import CHROMIUM, app_server, launch  # noqa: E402

@@ -12,7 +12,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 # The app tests compare the page with float32 runs on the CPU; on a machine with a GPU, ATTENTION_DEVICE's
 # default (auto) would put the app's model there in bfloat16. Set it to run them on the GPU
-# (tests/test_cuda.py puts its models there itself).
+# (tests/families/test_cuda.py puts its models there itself).
 os.environ.setdefault("ATTENTION_DEVICE", "cpu")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -71,12 +71,12 @@ def make_tiny(folder: Path, model_class: str = "BertModel", safe: bool = True, s
 def readable_temp(tmp_path_factory):
     """The page reads the server's files only under ATTENTION_FILE_DIRS (ui/serve/sources.py): the tests' checkpoints,
     corpora and points are written under pytest's temp folder, and the repository's data/ is the default, so
-    both are listed (for the servers the browser tests start too). tests/test_serving.py sets its own."""
+    both are listed (for the servers the browser tests start too). tests/app/test_serving.py sets its own."""
     os.environ.setdefault("ATTENTION_FILE_DIRS", f"{tmp_path_factory.getbasetemp()};{ROOT / 'data'}")
 
 
 def pytest_collection_modifyitems(items):
-    """Every test in tests/test_browser*.py drives Chromium: marked `browser` here, so that the everyday selection
+    """Every test in tests/browser/ drives Chromium: marked `browser` here, so that the everyday selection
     (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each."""
     for item in items:
         if item.path.name.startswith("test_browser"):

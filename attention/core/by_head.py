@@ -4,7 +4,7 @@ head's, so no (B, H, L, S) map is ever made whole; the kept head's are recorded 
 
 Each head runs the same steps and kernels as the whole layer (scaled_dot_product_attention on its slice of q,
 k, v and the mask): a query row's scores, softmax and weighted sum read that row and that head only, so the
-numbers are those of the whole layer's (tests/test_bound_trace.py compares them).
+numbers are those of the whole layer's (tests/unit/test_bound_trace.py compares them).
 """
 
 from __future__ import annotations

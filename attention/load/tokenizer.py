@@ -5,7 +5,7 @@ A fast tokenizer wraps a `tokenizers` tokenizer, its `backend_tokenizer`, and `t
 `attention.runs.inputs.encode` runs it directly. The bundled model's backend is read from its tokenizer.json
 at once, and the rest of transformers' tokenizer only when something other than `encode` asks for it:
 importing transformers takes 0.6-0.7 s here (`python -X importtime -c "from transformers import
-AutoTokenizer"`), a fifth of the cold start bench/render.py measures. tests/test_tokenizer.py checks that
+AutoTokenizer"`), a fifth of the cold start bench/render.py measures. tests/unit/test_tokenizer.py checks that
 transformers builds that same backend.
 """
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from browser import launch  # tests/browser.py: Debian's Chromium with the flags the tests use
+from browser import launch  # tests/helpers/browser.py: Debian's Chromium with the flags the tests use
 
 from . import ASSETS, cdn_paths, fetch_assets, route_cdn, serve, write_model_views
 

@@ -8,7 +8,7 @@ Adding a view: write ``ui/views/<name>.py`` with a ``draw(ctx: ViewContext)`` fu
 dispatch builds the ViewContext (ui/state/view_context.py) once per page: the run and its key (source, text, text_b),
 the model's facts, the selected layer and head, presentation mode and the page-level settings. The view reads
 those from it, never from session state; its own widgets keep their keys, the Params its row `reads`
-(tests/test_view_contract.py checks both).
+(tests/app/test_view_contract.py checks both).
 """
 
 from __future__ import annotations

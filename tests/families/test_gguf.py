@@ -2,7 +2,7 @@
 convert_hf_to_gguf.py writes one (its names, q and k permuted to llama.cpp's rotary layout), gives the numbers
 of the same weights saved as safetensors and transformers' numbers on the same file; broken and unsupported
 files are each one clear ModelLoadError; the bundled SmolLM2-135M writer ('smollm2') loads and writes as
-transformers does on the same file (tests/test_gguf_smollm2.py)."""
+transformers does on the same file (tests/families/test_gguf_smollm2.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import torch
 from attention import BertConfig, BertModel, MultiHeadAttention, load_model
 from attention.tracing.trace import head_matrix, trace_layer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "The animal didn't cross the street because it was too tired."
 SHORT = "It was tired."
 LAYER = 2
@@ -232,7 +232,7 @@ def test_grouped_query_attention_records_the_shared_heads():
 def test_a_half_precision_trace_names_the_mask_step_it_ran(tmp_path):
     """bfloat16 scores are masked with masked_fill_ (an add could meet an overflowed +inf and give NaN), float32
     scores by adding masks.additive's 0 / -inf: each trace shows the line that ran, every other step the same
-    line in either dtype. tests/test_cuda.py compares a GPU model's trace with the CPU's in the same dtype."""
+    line in either dtype. tests/families/test_cuda.py compares a GPU model's trace with the CPU's in the same dtype."""
     from families import make_family
 
     folder = make_family(tmp_path / "gpt2", "gpt2")

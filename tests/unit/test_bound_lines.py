@@ -18,7 +18,7 @@ import viz
 from attention.runs.bigrun import BIG_RUN_BYTES
 from viz.lines import MAX_LINES, MESSAGE_BYTES, TooManyLines, figure_bytes, strongest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = """
 import numpy as np, plotly.io, viz
 from viz.lines import figure_bytes

@@ -1,4 +1,4 @@
-"""Generation with our own model for the causal families beyond tests/test_generate.py's: on tiny random
+"""Generation with our own model for the causal families beyond tests/unit/test_generate.py's: on tiny random
 checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3 and OLMo2, greedy ids equal transformers'
 generate token for token and the top probabilities equal those transformers chose from (its final logit soft-cap
 included); the maps returned are the forward's over the written sequence; seeded sampling repeats itself; and

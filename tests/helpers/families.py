@@ -172,7 +172,7 @@ def reference(folder: Path):
     return AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
 
 
-# ---- more families (tests/test_families_more.py): XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2 ----
+# ---- more families (tests/families/test_families_more.py): XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2 ----
 _NEOX = dict(
     vocab_size=BPE_VOCAB + 4,
     hidden_size=32,
@@ -290,7 +290,7 @@ def make_seq2seq(folder: Path, name: str, seed: int = 0, **overrides) -> Path:
     return folder
 
 
-# ---- Gemma, Gemma2, Phi (tests/test_families_gemma.py): made by make_more ----
+# ---- Gemma, Gemma2, Phi (tests/families/test_families_gemma.py): made by make_more ----
 _GEMMA = dict(_DECODER, head_dim=16, pad_token_id=0, tie_word_embeddings=True)  # H·d = 64 ≠ 32
 MORE_CONFIGS["gemma"] = ("GemmaConfig", _GEMMA, "GemmaForCausalLM", "llama")
 MORE_CONFIGS["gemma2"] = (
@@ -308,7 +308,7 @@ MORE_CONFIGS["phi"] = (
 )
 
 
-# ---- Phi-3, Gemma3, ModernBERT, DeBERTa-v2 (tests/test_families_new.py): made by make_more ----
+# ---- Phi-3, Gemma3, ModernBERT, DeBERTa-v2 (tests/families/test_families_new.py): made by make_more ----
 MORE_CONFIGS["phi3"] = (
     "Phi3Config",
     dict(_DECODER, pad_token_id=None, rope_parameters=dict(rope_theta=100.0, partial_rotary_factor=0.5)),

@@ -14,7 +14,7 @@ import pytest
 from ui.page import registry
 from ui.state.state import PARAMS
 
-VIEWS_DIR = Path(__file__).resolve().parent.parent / "ui" / "views"
+VIEWS_DIR = Path(__file__).resolve().parents[2] / "ui" / "views"
 # the page's shared values: the context carries them, no view reads or writes them
 SHARED = {
     "layer",

@@ -12,7 +12,7 @@ import pytest
 import torch
 from families import make_family
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # 8 layers with a feed-forward block 98,304 wide, 32 wide otherwise: 204 MB of float32 in 100-odd tensors,
 # the largest 12.6 MB (as in real checkpoints, no one tensor is a large part of the file)
 BIG = dict(num_hidden_layers=8, intermediate_size=98_304)

@@ -1,5 +1,5 @@
 """The token strip's colour key names the model's own special tokens, and its key and caption wrap to lines
-within the width the strip is given (tests/test_browser_strip.py measures them in a browser)."""
+within the width the strip is given (tests/browser/test_browser_strip.py measures them in a browser)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parity of make_more's cases with transformers (tests/test_families_more.py, _gemma.py, _new.py): each case
+"""Parity of make_more's cases with transformers (tests/families/test_families_more.py, _gemma.py, _new.py): each case
 built once, and the largest differences of its hidden states and maps on the test sentences."""
 
 from families import make_more, reference
@@ -25,7 +25,7 @@ def case_loader(tmp_path_factory, cases: dict):
 
 def parity(load, case: str, kind: str) -> tuple[float, float]:
     """The largest differences of the hidden states and of the maps between ours and transformers' on the
-    test sentences of ``kind`` (one of PARITY_KINDS; tests/test_decoders.py), printed."""
+    test sentences of ``kind`` (one of PARITY_KINDS; tests/families/test_decoders.py), printed."""
     import test_decoders
 
     model, tokenizer, theirs = load(case)

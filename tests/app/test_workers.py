@@ -79,7 +79,7 @@ def test_a_worker_that_stops_before_answering_leaves_the_flow_to_this_thread(wor
 SERVER = """
 import os, sys
 from attention.analysis.rollout import attention_flow
-from tests.test_workers import random_attentions
+from tests.app.test_workers import random_attentions
 from ui.compute.workers import FlowWorkers
 workers = FlowWorkers(workers=1, chunk_rows=1)
 attention_flow(random_attentions(T=4), solve_rows=workers.solve_rows)  # the pool and its worker start
@@ -104,7 +104,7 @@ def test_a_worker_ends_soon_after_its_server_is_killed():
     import sys
     import time
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

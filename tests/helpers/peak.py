@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNNER = """
 import gc, json, resource
 def status(field):
@@ -39,7 +39,7 @@ def peak_bytes(setup: str, work: str, timeout: float = 600) -> dict:
     """`work`'s rise of the peak resident set, in bytes (`peak`), with whatever `work` put in the dict `result`
     (JSON values). Both are Python source, run in a fresh interpreter from the repository's root."""
     code = RUNNER.format(setup=textwrap.dedent(setup), work=textwrap.dedent(work))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])}
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )

@@ -17,7 +17,7 @@ from viz.gqa import gqa_change_grid
 
 TEXT = "The animal didn't cross the street because it was too tired."
 TEXTS = ["The cat sat on the mat.", "The trophy does not fit in the suitcase because it is too big."]
-BENCH_JSON = Path(__file__).resolve().parent.parent / "data" / "fused_bench.json"
+BENCH_JSON = Path(__file__).resolve().parents[2] / "data" / "fused_bench.json"
 
 
 def forward(model, tokenizer, texts):

@@ -1,6 +1,6 @@
 """The shape flow of each family's layer: a fused Q·K·V projection, an embedding projection, pre-norm blocks, the
 checkpoint tensor each projection reads, rotary lanes, cross-attention, and every family's steps laid out in
-stages that fit the screen (the figure's own checks: tests/test_shapeflow.py)."""
+stages that fit the screen (the figure's own checks: tests/unit/test_shapeflow.py)."""
 
 import pytest
 import torch

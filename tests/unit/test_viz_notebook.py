@@ -14,7 +14,7 @@ import torch
 import viz
 from viz._maps import FLOAT32_BUDGET, decode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKENS = ["[CLS]", "the", "<b>cat</b>", "sat", "[SEP]", "on", "&amp;", "it", "[SEP]"]
 
 
@@ -281,7 +281,7 @@ def test_head_view_html_at_128_tokens_is_under_8_mb(page_html):
 def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
     from playwright.sync_api import sync_playwright
 
-    from tests.browser import launch
+    from browser import launch
 
     path, attn = page_html
     shown_js = """() => { const d = document.querySelector('.js-plotly-plot').data;
@@ -311,7 +311,7 @@ def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
 def test_overlay_hover_names_the_head_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from tests.browser import launch
+    from browser import launch
 
     attn = random_maps(2, 4, 6, 6, seed=4)
     path = tmp_path / "overlay.html"

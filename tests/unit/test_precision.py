@@ -94,7 +94,7 @@ def test_the_same_weights_in_float32_are_told_apart(folder):
 def check_fused_layers_and_kept_rows(ours, tokenizer, hidden_tol: float) -> None:
     """maps_for and rows (big runs, coreference scoring) run torch's fused attention: the kept rows are those
     of the full map, in float32 and on the model's device; the fused run's hidden states are the explicit
-    run's within `hidden_tol` and exactly the rows' run's. tests/test_cuda.py runs it on a GPU."""
+    run's within `hidden_tol` and exactly the rows' run's. tests/families/test_cuda.py runs it on a GPU."""
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     ids, mask = on_model_device(ours, batch["input_ids"], batch["attention_mask"])
     rows = torch.tensor([[0, 2], [1, 1]])  # on the CPU: the model moves them to its device

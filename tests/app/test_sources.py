@@ -28,7 +28,7 @@ def test_unlocked_by_default(monkeypatch, tmp_path):
     rules = policy()
     assert not rules.locked and rules.downloads and rules.bin_files
     rules.check("someone/any-model")  # no refusal: a laptop loads any hub id its user types
-    rules.check(str(tmp_path))  # and any folder under the operator's folders (tests/test_serving.py: the others)
+    rules.check(str(tmp_path))  # and any folder under the operator's folders (tests/app/test_serving.py: the others)
     with pytest.raises(ModelLoadError, match="only under the folders its operator lists"):
         rules.check("/anything/at/all")
 

@@ -68,7 +68,7 @@ def test_the_server_uses_the_settings_and_logs_a_bad_one():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     show = (
         "import ui.compute.slots as c, ui.coref.coref_data as d; print(c.HEAVY.slots.capacity, c.HEAVY_WAIT_S, "
         "c.TIME_LIMITS['ablation'], d.MAX_UPLOAD_BYTES, d.MAX_EXAMPLES)"

@@ -15,7 +15,7 @@ from streamlit.web.server.app_discovery import discover_asgi_app
 
 from ui.serve.preload import WARM_UP_NICE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_script(script: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
 )
 WALK_STEPS = 11  # the bundled model's walk: no fused projection, no shared K/V
-# the cross-attention view needs an encoder-decoder, not the bundled model: tests/test_browser_cross.py
+# the cross-attention view needs an encoder-decoder, not the bundled model: tests/browser/test_browser_cross.py
 # not here: the walk (its steps below); views that draw no figure on the bundled BERT (an encoder-decoder's
-# cross-attention, tests/test_browser_cross.py; a next-token head, DeBERTa's terms; the global view until asked)
+# cross-attention, tests/browser/test_browser_cross.py; a next-token head, DeBERTa's terms; the global view until asked)
 NO_FIGURE_HERE = ("walk", "cross", "next", "disentangled", "global")
 CASES = {v.key: f"view={v.key}" for v in VIEWS if v.key not in NO_FIGURE_HERE}
 CASES["lines"] = "view=head&draw=lines"

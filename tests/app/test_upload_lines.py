@@ -254,7 +254,7 @@ def area_and_before(at) -> tuple[int, list[str]]:
 
 def test_a_suite_about_to_be_scored_is_drawn_after_empty_places(tiny):
     """In the browser the previous suite's results would stay, greyed, under the progress bar: the run that
-    scores draws empty elements where they were (tests/test_browser_upload.py sees them go)."""
+    scores draws empty elements where they were (tests/browser/test_browser_upload.py sees them go)."""
     from ui.coref.coref_data import SHIFT
 
     at, _ = upload(tiny, span_lines()[::-1])  # examples no other test scores: this run scores them

@@ -15,7 +15,7 @@ from attention.tracing.trace import Trace, head_matrix, trace_layer
 from viz._style import HIGHLIGHT
 from viz.shapeflow import shape_flow, tensor_heatmap
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "The animal didn't cross the street because it was too tired."
 NINE = "The cat sat on the mat!"  # 9 tokens with [CLS] and [SEP]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_app import SENTENCE, no_errors, start
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Attrs(dict):

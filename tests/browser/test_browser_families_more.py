@@ -1,4 +1,4 @@
-"""In Chromium: a tiny checkpoint of every family added after the first eight (tests/families.py's
+"""In Chromium: a tiny checkpoint of every family added after the first eight (tests/helpers/families.py's
 MORE_CONFIGS: XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2, Gemma, Gemma2, Gemma3, Phi, Phi-3, ModernBERT,
 DeBERTa-v2) opened in the app and drawn in every view of the registry: its head map a stochastic matrix
 over its own tokens (a lower triangle for a decoder), and no view failing."""

@@ -34,8 +34,8 @@ TOKEN_TYPES = ("bert", "roberta", "electra")  # the families whose transformers 
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # ours against transformers on the same GPU in the same dtype, (hidden states, maps). float32: as
-# tests/test_families.py on the CPU, in absolute terms. bfloat16: the hidden states relative to each layer's
-# largest value (a rounding step is 2^-8 of a value, 3.9e-3), the maps as tests/test_precision.py (ours
+# tests/families/test_families.py on the CPU, in absolute terms. bfloat16: the hidden states relative to each layer's
+# largest value (a rounding step is 2^-8 of a value, 3.9e-3), the maps as tests/unit/test_precision.py (ours
 # are float32, transformers' rounded to bfloat16). On the CPU and on an H100 the hidden states of every
 # family but GPT-2 come out equal, and the maps within 1e-3 (GPT-2's 2.9e-3).
 TOL = {"float32": (1e-5, 1e-6), "bfloat16": (2e-3, 4e-3)}
@@ -45,12 +45,12 @@ TOL = {"float32": (1e-5, 1e-6), "bfloat16": (2e-3, 4e-3)}
 GPT2_BF16_HIDDEN_TOL = 2e-2
 # the GPU's float32 against the CPU's: the same sums in another order
 CPU_TOL = dict(atol=1e-5, rtol=0)
-BF16_TOL = 2e-2  # a bfloat16 model's maps against the float32 model's (tests/test_app_precision.py)
+BF16_TOL = 2e-2  # a bfloat16 model's maps against the float32 model's (tests/app/test_app_precision.py)
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """A tiny random checkpoint of each family (its task class, as tests/families.py saves it)."""
+    """A tiny random checkpoint of each family (its task class, as tests/helpers/families.py saves it)."""
     return {family: make_family(tmp_path_factory.mktemp(family), family) for family in FAMILIES}
 
 
@@ -192,7 +192,7 @@ def test_stack_attentions_takes_gpu_maps_of_any_dtype():
 def test_the_shape_flow_trace_of_a_gpu_model_holds_cpu_copies(folders, family):
     """get_trace's trace_layer, for one sentence and for a padded batch; head_matrix and query_key read it. Its
     steps name the lines the CPU model in the same dtype runs (bfloat16 scores are masked by masked_fill_,
-    float32 ones by an add: tests/test_trace.py), its numbers are the float32 CPU model's."""
+    float32 ones by an add: tests/app/test_trace.py), its numbers are the float32 CPU model's."""
     gpu, tokenizer = load_model(folders[family], device="cuda", dtype="bfloat16")
     same_dtype, _ = load_model(folders[family], dtype="bfloat16")
     cpu, _ = load_model(folders[family])
