@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
 
 from .masks import ablate_heads, additive, check_ablation, fits, may_empty_rows
+
+if TYPE_CHECKING:
+    from .score_caps import SoftCap
 
 Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
 
@@ -72,12 +75,12 @@ def attention_probs(
     record: Recorder = no_record,
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
-    softcap: float | None = None,
+    cap: SoftCap | None = None,
 ) -> torch.Tensor:
     """softmax(q · kᵀ · scaling + mask): the attention probabilities (B, H, L, S).
 
-    q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. `softcap` (Gemma2)
-    caps the scaled scores to tanh(s / softcap) · softcap before the mask, recorded as "softcap".
+    q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. `cap`, a part of
+    score_caps.py (Gemma2's soft-cap), changes the scaled scores before the mask, recorded as its own step.
     With half-precision q and k (float16, bfloat16) the scores are taken in that precision and the softmax
     in float32, so the probabilities come back float32.
     """
@@ -90,10 +93,8 @@ def attention_probs(
     scores = torch.matmul(q, k.transpose(-2, -1), out=reused)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
     in_place = not scores.requires_grad
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
-    if softcap is not None and in_place:  # Gemma2: each scaled score kept within (-softcap, softcap), its own step
-        scores = record("softcap", scores.div_(softcap).tanh_().mul_(softcap))  # (B, H, L, S)
-    elif softcap is not None:  # with gradients a new buffer: tanh's backward reads its output
-        scores = record("softcap", torch.tanh(scores / softcap) * softcap)  # (B, H, L, S)
+    if cap is not None:  # a family's part bends the scaled scores, its own step (score_caps.py)
+        scores = cap(scores, record)  # (B, H, L, S)
     # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place (no step's backward reads
     #    the scores). A boolean mask is added as 0 / -inf (masks.additive: the same, sooner), save to half-precision
     #    scores, which may overflow to inf; an additive one in place only when it keeps their dtype and shape
@@ -126,7 +127,7 @@ def scaled_dot_product_attention(
     record: Recorder = no_record,
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
-    softcap: float | None = None,
+    cap: SoftCap | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q · kᵀ · scaling + mask) · v, returning (output, probs).
 
@@ -139,7 +140,7 @@ def scaled_dot_product_attention(
     Half-precision inputs (float16, bfloat16): the softmax is taken in float32 and the probs are
     returned float32; the weighted sum casts them back to v's dtype, as transformers' eager does.
     """
-    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation, softcap)  # (B, H, L, S)
+    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation, cap)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
         probs = F.dropout(probs, p=dropout_p)

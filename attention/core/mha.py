@@ -26,6 +26,7 @@ from .masks import build_mask, pick_rows
 from .qkv import PROJECTIONS, QK_NORMS, split_heads
 from .request import EXPLICIT, Call
 from .rotary import rotate
+from .score_caps import SoftCap
 
 
 class KeyValueCache:
@@ -58,9 +59,10 @@ class MultiHeadAttention(nn.Module):
     (each head's q and k over d) or "projection" (all heads' q, all heads' k, over H·d and G·d), its norms made by
     `make_norm(width)`. head_dim: d when it is not D / H (then H·d ≠ D); out_bias: o_proj's bias when it differs
     from the others'. scaling: what the scores are multiplied by, when not d ** -0.5.
-    Score terms: `softcap` caps the scaled scores to tanh(s / softcap) · softcap before the mask (torch's fused
-    kernel cannot, so a fused call takes the explicit steps and lets the map go); `terms`, parts that read q and k
-    and add to the scores as the mask is added (set by the model that owns them: models/disentangled.py).
+    Score parts: `cap`, a part of score_caps.py that bends the scaled scores before the mask (`softcap`: Gemma 2's
+    cap · tanh(s / cap); torch's fused kernel cannot, so a fused call takes the explicit steps and lets the map
+    go); `terms`, parts that read q and k and add to the scores as the mask is added (set by the model that owns
+    them: models/disentangled.py).
     Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
     encoder's output as its key and value.
     """
@@ -93,7 +95,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
         self.scaling = self.head_dim**-0.5 if scaling is None else scaling
-        self.softcap = softcap
+        self.cap = None if softcap is None else SoftCap(softcap)  # a score part (score_caps.py), or none
         self.dropout = dropout
         self.projection, self.qk_norm = projection, qk_norm
         self.project = PROJECTIONS[projection]  # input -> q (B, H, L, d), k and v (B, G, S, d)
@@ -118,8 +120,8 @@ class MultiHeadAttention(nn.Module):
 
     @property
     def fusable(self) -> bool:
-        """Whether torch's fused kernel computes what these parts do: every score term but a soft-cap is a mask."""
-        return self.softcap is None
+        """Whether torch's fused kernel computes what these parts do: every score term is a mask; a cap may not be."""
+        return self.cap is None or self.cap.fusable
 
     @property
     def dropout_p(self) -> float:
@@ -163,7 +165,7 @@ class MultiHeadAttention(nn.Module):
         if rows is not None:
             q = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
             mask = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
-        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation, self.softcap)
+        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation, self.cap)
 
     def forward(
         self,

@@ -81,6 +81,15 @@ class Disentangled:
     def __init__(self, config: ModelConfig, attention: MultiHeadAttention, model: Transformer, indices: Indices):
         self.config, self.attention, self.model, self.indices = config, attention, model, indices
         self.scale = (attention.head_dim * (1 + len(terms(config)))) ** 0.5  # √(d · factor), as the content's
+        self.steps = terms(config)  # the (B, H, L, S) maps it records: "c2p", "p2c"
+
+    def words(self, step: str, scaling: float) -> str:
+        """The shape flow's sentence for its step: scaled as the content's scores are, then added."""
+        content, projected, what = (
+            ("Q", "K", "query content · key") if step == "c2p" else ("K", "Q", "key content · query")
+        )
+        term = f"{content} · ({projected}-projected relative position)ᵀ · {scaling:.4g}"
+        return f"{what} position: {term}, added to the scores"
 
     def table(self) -> torch.Tensor:
         """The relative positions' rows, normed: (R, D)."""

@@ -125,7 +125,7 @@ def _bias(module: nn.Module | None) -> bool:
     return module is not None and getattr(module, "bias", None) is not None
 
 
-def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dict:
+def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attention: nn.Module | None = None) -> dict:
     """What a layer does that its tensors do not say: which projections add a bias (`projection_biases`), the
     norm's kind (Gemma's RMSNorm times 1 + weight) and whether this layer's attention reads x unnormed
     (ModernBERT's layer 0), the coordinates rotary turns, its rescaling (linear, dynamic, llama3) and, where
@@ -149,7 +149,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
         "rope_scaling": None if own_base or config.positions.rope_type == "default" else _rope_scaling(config),
         "window": window,
         "causal": bool(config.attention.causal),
-        "softcap": config.attention.attn_logit_softcapping,
+        "parts": score_parts(attention),
         "pre_attn_scalar": config.attention.query_pre_attn_scalar,
         "post_norm": config.norms.norm_after_sublayer,
         # BERT's kind: no norm before the sub-block, one after the residual adds its output
@@ -157,6 +157,13 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset()) -> dic
         "embedding": _embedding_sum(config),
         "late_positions": config.positions.positions_after_projection,
     }
+
+
+def score_parts(attention: nn.Module | None) -> dict:
+    """The steps the layer's score parts record, each with its part: its cap (score_caps.py) and its terms
+    (models/disentangled.py); each part says in words what its step does."""
+    parts = [getattr(attention, "cap", None), *getattr(attention, "terms", ())]
+    return {step: part for part in parts if part is not None for step in getattr(part, "steps", ())}
 
 
 def _rope_scaling(config) -> str:
@@ -237,6 +244,9 @@ def op_words(
         return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head{nope}"
     if name == "masked_scores":
         return _masked_words(tensors, facts)
+    part = facts.get("parts", {}).get(name)
+    if part is not None:  # a step a family's part adds says what it does itself
+        return part.words(name, scaling)
     words = {
         "embedding": f"{facts.get('embedding', 'word + position embeddings')}, {sizes.get('E')} wide",
         "embed_proj": f"x · W_Pᵀ{_plus_bias(name, 'P', facts)}   (E\u00a0→\u00a0D): up to the layers' width"
@@ -254,9 +264,6 @@ def op_words(
             else f"hidden states entering layer {layer}"
         ),
         "memory": "the encoder's last hidden states: K and V are read from them, S of them",
-        "c2p": f"query content · key position: {_term_words('Q', 'K', scaling)}",
-        "p2c": f"key content · query position: {_term_words('K', 'Q', scaling)}",
-        "softcap": "soft-cap: {0}·tanh(scores/{0})".format(float(facts.get("softcap") or 0.0)),
         "probs": "softmax over the keys: each row sums to 1",
         "heads": "weighted sum of value rows",
         "merged": "transpose(1, 2), reshape: heads side by side",
@@ -269,11 +276,6 @@ def op_words(
         ),
     }
     return words.get(name, name)
-
-
-def _term_words(content: str, projected: str, scaling: float) -> str:
-    """A DeBERTa position term: scaled as the content's scores are (models/disentangled.py), then added."""
-    return f"{content} · ({projected}-projected relative position)ᵀ · {scaling:.4g}, added to the scores"
 
 
 def _plus_bias(step: str, letters: str, facts: dict) -> str:

@@ -10,6 +10,7 @@ import attention.models.disentangled as disentangled
 from attention import Transformer
 from attention.core.dot_product import attention_probs
 from attention.core.masks import build_mask, may_empty_rows
+from attention.core.score_caps import SoftCap
 from attention.models import FAMILIES
 from attention.models.blocks import gated
 
@@ -35,7 +36,7 @@ def test_scores_are_masked_capped_and_softmaxed_in_one_buffer_without_gradients(
         return tensor
 
     with torch.inference_mode():
-        probs = attention_probs(q, k, mask, 0.5, keep, softcap=softcap)
+        probs = attention_probs(q, k, mask, 0.5, keep, cap=softcap and SoftCap(softcap))
     names = ["scores", "masked_scores"] + (["softcap"] if softcap else [])
     assert {kept[name].data_ptr() for name in names} == {probs.data_ptr()}
     torch.testing.assert_close(probs, explicit(q, k, mask, 0.5, softcap), rtol=0, atol=1e-6)
@@ -45,7 +46,7 @@ def test_scores_are_masked_capped_and_softmaxed_in_one_buffer_without_gradients(
 def test_with_gradients_the_steps_take_new_buffers_and_backward_matches(softcap):
     q, k = torch.randn(1, 2, 4, 8, requires_grad=True), torch.randn(1, 2, 4, 8, requires_grad=True)
     mask = build_mask(torch.tensor([[1, 1, 1, 0]]), True, 1, 4, 4)  # causal and a padded key
-    ours = attention_probs(q, k, mask, 8**-0.5, softcap=softcap)
+    ours = attention_probs(q, k, mask, 8**-0.5, cap=softcap and SoftCap(softcap))
     theirs = explicit(q, k, mask, 8**-0.5, softcap)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
     weights = torch.randn_like(ours)
@@ -149,3 +150,19 @@ def test_gpt2s_projections_keep_the_checkpoints_in_out_layout(tmp_path):
     weight = attention.qkv_proj.weight  # (3·D, D)
     assert weight.shape == (3 * model.config.hidden_size, model.config.hidden_size)
     assert weight.t().is_contiguous() and not weight.is_contiguous()
+
+
+def test_a_cap_is_a_part_its_attention_holds_and_its_own_words():
+    """Gemma 2's soft-cap is a score part built with the attention: the fused kernel is not used for it, and the
+    shape flow's sentence for its step is the part's."""
+    from attention.core.mha import MultiHeadAttention
+    from attention.tracing.steps import op_words, score_parts
+
+    capped, plain = MultiHeadAttention(8, 2, softcap=2.0), MultiHeadAttention(8, 2)
+    assert isinstance(capped.cap, SoftCap) and plain.cap is None
+    assert not capped.fusable and plain.fusable
+    facts = {"parts": score_parts(capped)}
+    assert op_words("softcap", {}, {"H": 2, "G": 2}, 0.5, 0, facts) == "soft-cap: 2.0·tanh(scores/2.0)"
+    assert score_parts(plain) == {}
+    with pytest.raises(ValueError, match="positive"):
+        SoftCap(0.0)

@@ -279,9 +279,8 @@ def test_head_view_html_at_128_tokens_is_under_8_mb(page_html):
 
 @pytest.mark.browser
 def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
-    from playwright.sync_api import sync_playwright
-
     from browser import launch
+    from playwright.sync_api import sync_playwright
 
     path, attn = page_html
     shown_js = """() => { const d = document.querySelector('.js-plotly-plot').data;
@@ -309,9 +308,8 @@ def test_offline_html_draws_and_menus_switch_in_chromium(page_html):
 
 @pytest.mark.browser
 def test_overlay_hover_names_the_head_in_chromium(tmp_path):
-    from playwright.sync_api import sync_playwright
-
     from browser import launch
+    from playwright.sync_api import sync_playwright
 
     attn = random_maps(2, 4, 6, 6, seed=4)
     path = tmp_path / "overlay.html"
