@@ -9,7 +9,9 @@ config's position_embedding_type), never a branch in the shared forward.
     disentangled  content-to-position and position-to-content terms in the scores (disentangled.py)
 
 A part answers what the embeddings add (`embed`), what each layer's q and k turn by (`layer_angles`), what the
-scores' mask carries (`scores_mask`) and what the layers share (`attach`, called once the layers exist).
+scores' mask carries (`scores_mask`) and what the layers share (`attach`, called once the layers exist); and,
+for the shape-flow diagram and the walk (attention/tracing/steps.py), what the steps it makes do in words
+(`steps`, `words`) and what it adds to the scores' sentence (`scores_note`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .parts import embedding_table
 from .positions import position_ids, relative_buckets, sinusoids
 
 if TYPE_CHECKING:
+    from ..config import ModelConfig
     from .blocks import Transformer
     from .embeddings import Embeddings
 
@@ -35,6 +38,8 @@ class Positions:
     """No positions of this kind in the embeddings, the angles or the mask: every answer leaves things as they are."""
 
     table = False  # the embeddings hold a learned table of positions (embeddings.position_embeddings)
+    bias_in_mask = False  # the scores' mask carries a learned bias per head and distance
+    steps: tuple[str, ...] = ()  # the steps of a layer's attention this part makes (recorded names)
 
     def attach(self, model: Transformer) -> None:
         pass
@@ -47,6 +52,14 @@ class Positions:
 
     def scores_mask(self, model: Transformer, mask, L: int, is_causal: bool, device: torch.device, start: int = 0):
         return mask
+
+    def words(self, step: str, config: ModelConfig, layer: int) -> str:
+        """What `step` (one of `steps`) does in layer `layer`, in words."""
+        return ""
+
+    def scores_note(self, config: ModelConfig, layer: int) -> str:
+        """What the scores' sentence says of positions in layer `layer` ("" for nothing)."""
+        return ""
 
 
 class Table(Positions):
@@ -80,10 +93,47 @@ class Rotary(Positions):
         angles = [full if config.window_of(i) is None else local for i in range(len(model.layers))]
         return [None if i in config.positions.nope_layers else a for i, a in enumerate(angles)]
 
+    steps = ("q_rot", "k_rot")
+
+    def words(self, step: str, config: ModelConfig, layer: int) -> str:
+        """RoPE's turn; with r < d (GPT-NeoX, Phi) only the first r of each head's d coordinates turn; the base
+        where windowed and full layers turn on different ones (Gemma3, ModernBERT); a rescaling of the
+        frequencies (linear, dynamic, llama3) where the layer turns on the scaled base."""
+        lane, d, r = step[0].upper(), config.head_size, config.rotary_dim or config.head_size
+        turned = f"({lane}·cos + rotate_half({lane})·sin)"
+        if r >= d:
+            words = f"RoPE: coordinates i and i+d/2 turned by position·θ_i   {turned}"
+        else:
+            words = f"rotary on {r} of {d} dims: coordinates i and i+{r // 2} turned by position·θ_i {turned}, "
+            words += f"{d - r} unturned"
+        local, windowed = config.positions.local_rope_theta, config.window_of(layer) is not None
+        if local is not None and windowed:
+            return words + f"; base {local:g}: the windowed layers' own (local_rope_theta)"
+        if local is not None:
+            words += f"; base {config.positions.rope_theta:g}: the full layers'"
+        return words + ("" if config.positions.rope_type == "default" else f"; {_scaling_words(config)}")
+
+    def scores_note(self, config: ModelConfig, layer: int) -> str:
+        if layer in config.positions.nope_layers:  # a rotary model's layer left without positions (SmolLM3)
+            return "; no positions in this layer (NoPE): q and k meet by content alone"
+        return ""
+
+
+def _scaling_words(config: ModelConfig) -> str:
+    """How rotary.inverse_frequencies rescales this config's frequencies, in words."""
+    f, rope = f"{config.positions.rope_factor:g}", config.positions
+    if rope.rope_type == "linear":
+        return f"linear rope scaling: positions ÷ {f}"
+    if rope.rope_type == "dynamic":
+        return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
+    return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"
+
 
 class Relative(Positions):
     """A learned bias per head for each bucket of (query, key) distance (T5), one table for every layer of the
     stack, added to the scores as an additive mask."""
+
+    bias_in_mask = True
 
     def attach(self, model: Transformer) -> None:
         c = model.config

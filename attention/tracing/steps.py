@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..models.position_parts import POSITION_PARTS
+
 LETTERS = {
     "B": "batch",
     "L": "queries",
@@ -128,26 +130,20 @@ def _bias(module: nn.Module | None) -> bool:
 def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attention: nn.Module | None = None) -> dict:
     """What a layer does that its tensors do not say: which projections add a bias (`projection_biases`), the
     norm's kind (Gemma's RMSNorm times 1 + weight) and whether this layer's attention reads x unnormed
-    (ModernBERT's layer 0), the coordinates rotary turns, its rescaling (linear, dynamic, llama3) and, where
-    windowed layers have a base of their own (Gemma3, ModernBERT), this layer's; its window (and whether it
-    looks back only), the soft-cap, query_pre_attn_scalar, a norm after the attention or after the residual
-    (post-norm, BERT's kind); what the embeddings sum (where a projection of them is drawn); read by `op_words`."""
-    window, local = config.window_of(layer), config.positions.local_rope_theta
-    own_base = window is not None and local is not None  # unscaled, on local_rope_theta (blocks.Transformer.rotary)
+    (ModernBERT's layer 0), what its position part says of its steps (models/position_parts.py), its window
+    (and whether it looks back only), its score parts (`score_parts`), query_pre_attn_scalar, a norm after the
+    attention or after the residual (post-norm, BERT's kind); what the embeddings sum (where a projection of them
+    is drawn); read by `op_words`."""
+    positions = POSITION_PARTS[config.positions.position_embedding_type]
     return {
         "biases": biases,
         "norm": (config.norms.norm, config.norms.norm_bias),
         "unnormed": layer == 0 and not config.norms.first_attention_norm,
-        "relative_bias": config.positions.position_embedding_type == "relative",
-        "rotary_dim": config.rotary_dim,
-        "nope": layer in config.positions.nope_layers,  # a rotary model's layer left without positions (SmolLM3)
-        "rope_base": None
-        if local is None
-        else (local, True)
-        if window is not None
-        else (config.positions.rope_theta, False),
-        "rope_scaling": None if own_base or config.positions.rope_type == "default" else _rope_scaling(config),
-        "window": window,
+        "relative_bias": positions.bias_in_mask,
+        # the words of the steps the position part makes (q_rot, k_rot), and what it adds to the scores' words
+        "position_words": {step: positions.words(step, config, layer) for step in positions.steps},
+        "scores_note": positions.scores_note(config, layer),
+        "window": config.window_of(layer),
         "causal": bool(config.attention.causal),
         "parts": score_parts(attention),
         "pre_attn_scalar": config.attention.query_pre_attn_scalar,
@@ -164,16 +160,6 @@ def score_parts(attention: nn.Module | None) -> dict:
     (models/disentangled.py); each part says in words what its step does."""
     parts = [getattr(attention, "cap", None), *getattr(attention, "terms", ())]
     return {step: part for part in parts if part is not None for step in getattr(part, "steps", ())}
-
-
-def _rope_scaling(config) -> str:
-    """How rotary/inverse_frequencies rescales this config's frequencies, in words."""
-    f = f"{config.positions.rope_factor:g}"
-    if config.positions.rope_type == "linear":
-        return f"linear rope scaling: positions ÷ {f}"
-    if config.positions.rope_type == "dynamic":
-        return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
-    return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"
 
 
 def _embedding_sum(config) -> str:
@@ -233,15 +219,14 @@ def op_words(
     if name.endswith("_heads") and name != "heads":
         return "transpose(1, 2): heads before positions"
     if name.endswith("_rot"):
-        rescaled = "" if facts.get("rope_scaling") is None else f"; {facts['rope_scaling']}"
-        return _rotary_words(lane, sizes["d"], facts.get("rotary_dim") or sizes["d"]) + _base_words(facts) + rescaled
+        return facts.get("position_words", {}).get(name) or f"{lane} turned by position"
     if name.endswith("_shared"):
         return f"repeat each {lane} head H/G = {sizes['H'] // sizes['G']} times"
     if name == "mask":
         return _window_words(facts, sizes) + _mask_words(tensors.get("mask"), sizes, facts)
     if name == "scores":
-        nope = "; no positions in this layer (NoPE): q and k meet by content alone" if facts.get("nope") else ""
-        return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head{nope}"
+        note = facts.get("scores_note", "")  # the position part's: a layer without positions (NoPE)
+        return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head{note}"
     if name == "masked_scores":
         return _masked_words(tensors, facts)
     part = facts.get("parts", {}).get(name)
@@ -314,23 +299,6 @@ def _mask_words(mask: torch.Tensor | None, sizes: dict[str, int], facts: dict) -
         return f"{kind}keys kept per sentence: {kept} of S\u00a0=\u00a0{sizes['S']}"
     full = keep.expand(*keep.shape[:-2], sizes["L"], sizes["S"]).reshape(-1, sizes["L"] * sizes["S"])  # (B·H, L·S)
     return f"{kind}pairs kept: {int(full[0].sum())} of L·S = {sizes['L'] * sizes['S']}"
-
-
-def _rotary_words(lane: str, d: int, r: int) -> str:
-    """RoPE's words; with r < d (GPT-NeoX, Phi) only the first r of each head's d coordinates turn."""
-    turned = f"({lane}·cos + rotate_half({lane})·sin)"
-    if r >= d:
-        return f"RoPE: coordinates i and i+d/2 turned by position·θ_i   {turned}"
-    return f"rotary on {r} of {d} dims: coordinates i and i+{r // 2} turned by position·θ_i {turned}, {d - r} unturned"
-
-
-def _base_words(facts: dict) -> str:
-    """The rotary base of a layer where windowed and full layers turn on different ones (Gemma3, ModernBERT)."""
-    base = facts.get("rope_base")
-    if base is None:
-        return ""
-    theta, local = base
-    return f"; base {theta:g}: " + ("the windowed layers' own (local_rope_theta)" if local else "the full layers'")
 
 
 def _scale_words(scaling: float, tensors: dict, sizes: dict[str, int], facts: dict) -> str:
