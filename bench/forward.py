@@ -137,12 +137,17 @@ BASE_SHAPES.update(
         "phi3": ("Phi3Model", "Phi3Config", dict(_DECODER, pad_token_id=0, eos_token_id=0)),
         "qwen3": ("Qwen3Model", "Qwen3Config", dict(_DECODER, head_dim=64)),
         "olmo2": ("Olmo2Model", "Olmo2Config", dict(_DECODER, pad_token_id=0, eos_token_id=0)),
+        # three layers of four windowed to 256 keys: at 500 tokens the window drops keys
+        "olmo3": ("Olmo3Model", "Olmo3Config", dict(_DECODER, pad_token_id=0, eos_token_id=0, sliding_window=256)),
+        "smollm3": ("SmolLM3Model", "SmolLM3Config", dict(_DECODER, pad_token_id=0)),  # each fourth layer NoPE
         "gemma": ("GemmaModel", "GemmaConfig", dict(_DECODER, head_dim=64)),
         "gemma2": ("Gemma2Model", "Gemma2Config", dict(_DECODER, head_dim=64, sliding_window=256)),
         "gemma3_text": ("Gemma3TextModel", "Gemma3TextConfig", dict(_DECODER, head_dim=64, sliding_window=256)),
     }
 )
-DECODERS = ("gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "gemma", "gemma2", "gemma3_text")
+DECODERS = (
+    "gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "olmo3", "smollm3", "gemma", "gemma2", "gemma3_text"
+)  # fmt: skip
 _LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
 
 

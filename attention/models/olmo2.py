@@ -13,9 +13,14 @@ _DEFAULTS = dict(DEFAULTS, vocab_size=50304, layer_norm_eps=1e-5)
 _LAYER = r"layers\.(\d+)\."
 
 
-def read_config(values: dict):
-    config = read_decoder_config(values, "olmo2", _DEFAULTS, mlp_bias=False, qk_norm="projection")
+def read_olmo_config(values: dict, model_type: str = "olmo2", **declared):
+    """OLMo2's choices (and OLMo 3's, which adds `declared`: its windows and per-layer-kind rotary bases)."""
+    config = read_decoder_config(values, model_type, _DEFAULTS, mlp_bias=False, qk_norm="projection", **declared)
     return config.replace(pre_norm=False, norm_after_sublayer=True)
+
+
+def read_config(values: dict):
+    return read_olmo_config(values)
 
 
 FAMILY = decoder_family(

@@ -1,4 +1,4 @@
-"""XLM-RoBERTa, Qwen3, GPT-NeoX, OPT and OLMo2, loaded from tiny random task checkpoints, give
+"""XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2 and SmolLM3, loaded from tiny random task checkpoints, give
 transformers' eager numbers, single and padded; what each declares (Q/K norms, partial rotary, a
 per-head fused Q·K·V, parallel residuals, OPT's positions and projections) holds, and the shape-flow
 trace records it."""

@@ -1,7 +1,7 @@
 """Generation with our own model for the causal families beyond tests/unit/test_generate.py's: on tiny random
-checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3 and OLMo2, greedy ids equal transformers'
-generate token for token and the top probabilities equal those transformers chose from (its final logit soft-cap
-included); the maps returned are the forward's over the written sequence; seeded sampling repeats itself; and
+checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3, OLMo2, OLMo 3 and SmolLM3, greedy ids equal
+transformers' generate token for token and the top probabilities equal those transformers chose from (its final logit
+soft-cap included); the maps returned are the forward's over the written sequence; seeded sampling repeats itself; and
 each LM head is read strictly, tied or saved, with its bias where it has one."""
 
 import json
@@ -31,6 +31,7 @@ CASES = {  # id -> (family, config overrides)
     "gemma3_text-capped": ("gemma3_text", dict(final_logit_softcapping=3.0)),
     "qwen3": ("qwen3", {}),
     "olmo2": ("olmo2", {}),
+    "olmo3": ("olmo3", {}),
     "smollm3": ("smollm3", {}),
 }
 # the tensor each checkpoint saves as its LM head (None: tied to the word embeddings, nothing saved), its bias
@@ -47,6 +48,7 @@ HEADS = {
     "gemma3_text-capped": (None, None),
     "qwen3": ("lm_head.weight", None),
     "olmo2": ("lm_head.weight", None),
+    "olmo3": ("lm_head.weight", None),
     "smollm3": ("lm_head.weight", None),
 }
 
@@ -128,7 +130,7 @@ def test_attentions_equal_forward_over_ids(load, case):
 
 
 @pytest.mark.parametrize(
-    "case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2", "smollm3"]
+    "case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2", "olmo3", "smollm3"]
 )
 def test_seeded_sampling_repeats(load, case):
     _, model, tokenizer, _ = load(case)

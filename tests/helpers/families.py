@@ -214,6 +214,9 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
 
 
 MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo2ForCausalLM", "llama")
+# OLMo 3 with four layers, three of each four windowed (layer_types' default) to 3 keys: the test sentences pass it
+_OLMO3 = dict(_DECODER, num_hidden_layers=4, sliding_window=3, pad_token_id=None)
+MORE_CONFIGS["olmo3"] = ("Olmo3Config", _OLMO3, "Olmo3ForCausalLM", "llama")
 # SmolLM3 with a NoPE layer every second one: layer 0 turned by rotary, layer 1 attending by content alone
 _SMOLLM3 = dict(_DECODER, no_rope_layer_interval=2, pad_token_id=None)
 MORE_CONFIGS["smollm3"] = ("SmolLM3Config", _SMOLLM3, "SmolLM3ForCausalLM", "llama")
