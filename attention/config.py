@@ -45,6 +45,8 @@ _ZERO_ALLOWED = (
     "sliding_window_pattern",
     "first_full_layer",
     "position_buckets",
+    "num_local_experts",
+    "num_experts_per_tok",
 )
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = (
@@ -111,6 +113,7 @@ class AttentionSettings:
     scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
     query_pre_attn_scalar: float | None = None  # the scores scaled by its -0.5 power, not head_dim's (Gemma2)
     attn_logit_softcapping: float | None = None  # scores capped to tanh(s / cap) · cap before the mask (Gemma2)
+    sinks: bool = False  # each head's learned logit joins every row's softmax as a column of no key (gpt-oss)
     sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
     # see the keys fewer than this many positions away on either side (ModernBERT)
     first_sliding_layer: int = 0  # layers before it see every key (Qwen2's max_window_layers)
@@ -145,6 +148,10 @@ class FeedForwardSettings:
     gated_mlp: bool = False  # act(gate(x)) * intermediate(x), as Llama's MLP
     fused_gate_up: bool = False  # one projection D -> 2·F, its first half through the activation times the second
     mlp_bias: bool = True
+    num_local_experts: int = 0  # > 0: a mixture of experts, each token's top num_experts_per_tok (gpt-oss)
+    num_experts_per_tok: int = 0
+    swiglu_limit: float | None = None  # the experts' gate clamped above, their up both sides, at this (gpt-oss)
+    swiglu_alpha: float = 1.702  # the experts' gate · sigmoid(alpha · gate)
 
 
 @dataclass(frozen=True)
@@ -299,6 +306,11 @@ class ModelConfig:
             raise ConfigError(f"nope_layers should name layers 0 to {c.num_hidden_layers - 1}, not {c.nope_layers}")
         if c.positions_skip_padding and c.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
+        if c.num_local_experts and not 0 < c.num_experts_per_tok <= c.num_local_experts:
+            raise ConfigError(
+                f"num_experts_per_tok should be 1 to {c.num_local_experts} (num_local_experts), "
+                f"not {c.num_experts_per_tok}"
+            )
 
     def encoder_config(self) -> ModelConfig:
         """An encoder-decoder's encoder stack: this config's sizes, not causal."""

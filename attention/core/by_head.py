@@ -53,7 +53,7 @@ def attend(
             part = own if own is None or own.size(2) == 1 else own[:, :, rows]  # (B or 1, 1, rows or 1, S)
             out, probs = scaled_dot_product_attention(
                 q[:, one, rows], k[:, one], v[:, one], part, attention.scaling, attention.dropout_p, steps, ablated,
-                call.ablation, attention.cap,
+                call.ablation, attention.cap, attention.sink_logits(head=h),
             )  # fmt: skip
             heads.append(out)  # (B, 1, rows, d)
             kept = probs if h == kept_head else kept

@@ -20,9 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from .masks import ablate_heads, additive, check_ablation, fits, may_empty_rows
+from .score_parts import Sinks
 
 if TYPE_CHECKING:
-    from .score_caps import SoftCap
+    from .score_parts import SoftCap
 
 Recorded = TypeVar("Recorded", torch.Tensor, torch.Tensor | None)  # a step's tensor; None for no mask
 
@@ -76,11 +77,14 @@ def attention_probs(
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
     cap: SoftCap | None = None,
+    sink: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(q · kᵀ · scaling + mask): the attention probabilities (B, H, L, S).
 
     q (B, H, L, d), k (B, H, S, d); the rest as in `scaled_dot_product_attention`. `cap`, a part of
-    score_caps.py (Gemma2's soft-cap), changes the scaled scores before the mask, recorded as its own step.
+    score_parts.py (Gemma2's soft-cap), changes the scaled scores before the mask, recorded as its own step.
+    `sink`, each head's learned sink logit shaped to broadcast over (B, H, L, 1) (gpt-oss: score_parts.Sinks),
+    joins every row's softmax as a column of no key: a row then sums to less than 1.
     With half-precision q and k (float16, bfloat16) the scores are taken in that precision and the softmax
     in float32, so the probabilities come back float32.
     """
@@ -93,7 +97,7 @@ def attention_probs(
     scores = torch.matmul(q, k.transpose(-2, -1), out=reused)  # (B,H,L,d) x (B,H,d,S) -> (B,H,L,S)
     in_place = not scores.requires_grad
     scores = record("scores", scores.mul_(scaling))  # in place: no second (B, H, L, S) buffer
-    if cap is not None:  # a family's part bends the scaled scores, its own step (score_caps.py)
+    if cap is not None:  # a family's part bends the scaled scores, its own step (score_parts.py)
         scores = cap(scores, record)  # (B, H, L, S)
     # 2. dropped positions get -inf, so softmax gives them exactly zero weight; in place (no step's backward reads
     #    the scores). A boolean mask is added as 0 / -inf (masks.additive: the same, sooner), save to half-precision
@@ -108,7 +112,10 @@ def attention_probs(
     #    into a new float32 buffer. A row with no key left softmaxes to NaN (0/0); such a query
     #    attends to nothing.
     wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
-    probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
+    if sink is not None:  # each head's sink takes its share of every row (score_parts.Sinks)
+        probs = Sinks.softmax(scores, sink, wide, in_place)
+    else:
+        probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
     if may_empty_rows(mask):
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
     if head_mask is not None:  # ablated heads: zero or uniform probabilities
@@ -128,6 +135,7 @@ def scaled_dot_product_attention(
     head_mask: torch.Tensor | None = None,
     ablation: str = "zero",
     cap: SoftCap | None = None,
+    sink: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q · kᵀ · scaling + mask) · v, returning (output, probs).
 
@@ -140,7 +148,7 @@ def scaled_dot_product_attention(
     Half-precision inputs (float16, bfloat16): the softmax is taken in float32 and the probs are
     returned float32; the weighted sum casts them back to v's dtype, as transformers' eager does.
     """
-    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation, cap)  # (B, H, L, S)
+    probs = attention_probs(q, k, mask, scaling, record, head_mask, ablation, cap, sink)  # (B, H, L, S)
     # 4. dropout on the probabilities (the caller passes 0 outside training)
     if dropout_p > 0.0:
         probs = F.dropout(probs, p=dropout_p)

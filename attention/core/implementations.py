@@ -45,7 +45,7 @@ def explicit(
     mask = attention.add_terms(q, k, mask, call.record)  # (B, H, L, S) with a part's position terms
     heads, probs = scaled_dot_product_attention(
         q, k, v, mask, attention.scaling, attention.dropout_p, call.record, call.head_mask, call.ablation,
-        attention.cap,
+        attention.cap, attention.sink_logits(),
     )  # fmt: skip
     return heads, probs if call.rows is None else pick_rows(probs, call.rows)  # (B, H, L or P, S)
 
@@ -105,7 +105,14 @@ def by_group(
     mask = attention.add_terms(q, k, mask, call.record)
     grouped = q.reshape(B, G, H // G, d)  # (B, G, H/G, d)
     heads, probs = scaled_dot_product_attention(
-        grouped, k, v, mask, attention.scaling, attention.dropout_p, cap=attention.cap
+        grouped,
+        k,
+        v,
+        mask,
+        attention.scaling,
+        attention.dropout_p,
+        cap=attention.cap,
+        sink=attention.sink_logits(groups=G),
     )  # (B, G, H/G, d), (B, G, H/G, S)
     return heads.reshape(B, H, 1, -1), probs.reshape(B, H, 1, S)
 

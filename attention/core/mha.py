@@ -26,7 +26,7 @@ from .masks import build_mask, pick_rows
 from .qkv import PROJECTIONS, QK_NORMS, split_heads
 from .request import EXPLICIT, Call
 from .rotary import rotate
-from .score_caps import SoftCap
+from .score_parts import Sinks, SoftCap
 
 
 class KeyValueCache:
@@ -59,10 +59,11 @@ class MultiHeadAttention(nn.Module):
     (each head's q and k over d) or "projection" (all heads' q, all heads' k, over H·d and G·d), its norms made by
     `make_norm(width)`. head_dim: d when it is not D / H (then H·d ≠ D); out_bias: o_proj's bias when it differs
     from the others'. scaling: what the scores are multiplied by, when not d ** -0.5.
-    Score parts: `cap`, a part of score_caps.py that bends the scaled scores before the mask (`softcap`: Gemma 2's
+    Score parts: `cap`, a part of score_parts.py that bends the scaled scores before the mask (`softcap`: Gemma 2's
     cap · tanh(s / cap); torch's fused kernel cannot, so a fused call takes the explicit steps and lets the map
-    go); `terms`, parts that read q and k and add to the scores as the mask is added (set by the model that owns
-    them: models/disentangled.py).
+    go); `sinks`: each head's learned logit joins every row's softmax as a column of no key (gpt-oss; score_parts.Sinks,
+    the explicit steps too); `terms`, parts that read q and k and add to the scores as the mask is added (set by
+    the model that owns them: models/disentangled.py).
     Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
     encoder's output as its key and value.
     """
@@ -81,6 +82,7 @@ class MultiHeadAttention(nn.Module):
         make_norm: Callable[[int], nn.Module] = nn.LayerNorm,
         scaling: float | None = None,
         softcap: float | None = None,
+        sinks: bool = False,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -95,7 +97,10 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.head_dim = head_dim or d_model // num_heads
         self.scaling = self.head_dim**-0.5 if scaling is None else scaling
-        self.cap = None if softcap is None else SoftCap(softcap)  # a score part (score_caps.py), or none
+        self.cap = None if softcap is None else SoftCap(softcap)  # a score part (score_parts.py), or none
+        self.sink = Sinks() if sinks else None  # each head's learned sink in the softmax (score_parts.py), or none
+        if sinks:
+            self.sinks = nn.Parameter(torch.zeros(num_heads))  # (H,) one logit per query head
         self.dropout = dropout
         self.projection, self.qk_norm = projection, qk_norm
         self.project = PROJECTIONS[projection]  # input -> q (B, H, L, d), k and v (B, G, S, d)
@@ -121,11 +126,22 @@ class MultiHeadAttention(nn.Module):
     @property
     def fusable(self) -> bool:
         """Whether torch's fused kernel computes what these parts do: every score term is a mask; a cap may not be."""
-        return self.cap is None or self.cap.fusable
+        return all(part is None or part.fusable for part in (self.cap, self.sink))
 
     @property
     def dropout_p(self) -> float:
         return self.dropout if self.training else 0.0
+
+    def sink_logits(self, head: int | None = None, groups: int | None = None) -> torch.Tensor | None:
+        """The sinks shaped to the scores' heads: (1, H, 1, 1); one `head`'s, (1, 1, 1, 1); or in `groups` of query
+        heads as by_group reads them, (1, G, H/G, 1). None without sinks."""
+        if self.sink is None:
+            return None
+        if head is not None:
+            return self.sinks[head].view(1, 1, 1, 1)
+        if groups is not None:
+            return self.sinks.view(1, groups, -1, 1)
+        return self.sinks.view(1, -1, 1, 1)
 
     def split_heads(self, x: torch.Tensor, n_heads: int, name: str, record: Recorder) -> torch.Tensor:
         """(B, T, n·d) -> (B, n, T, d), recorded as `{name}_view` and `{name}_heads`."""
@@ -165,7 +181,8 @@ class MultiHeadAttention(nn.Module):
         if rows is not None:
             q = pick_rows(q, rows)  # (B, H, L, d) -> (B, H, P, d)
             mask = None if mask is None else pick_rows(mask, rows)  # (B, 1, P or 1, S)
-        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation, self.cap)
+        sink = self.sink_logits()
+        return attention_probs(q, k, mask, self.scaling, record, head_mask, ablation, self.cap, sink)
 
     def forward(
         self,

@@ -22,6 +22,7 @@ from ..core.masks import build_mask, head_mask_tensor, query_rows
 from ..core.mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
 from ..core.request import EVERY_MAP, EXPLICIT, Call, MapRequest
 from .embeddings import Embeddings
+from .experts import MixtureOfExperts
 from .parts import ACTIVATIONS, make_norm
 from .positions import band
 from .residuals import residual_part
@@ -50,20 +51,17 @@ class Block(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        D, F_ = config.hidden_size, config.intermediate_size
+        D = config.hidden_size
         self.residual = residual_part(config)  # where the norms sit around the residuals
         self.attention = self.make_attention(config)
         self.attention_norm = make_norm(config, D)
         if config.encoder_decoder.cross_attention:
             self.cross_attention = self.make_attention(config)
             self.cross_attention_norm = make_norm(config, D)
-        if config.feed_forward.fused_gate_up:  # Phi3's gate_up_proj, ModernBERT's Wi: the activated half first
-            self.gate_up = nn.Linear(D, 2 * F_, bias=config.feed_forward.mlp_bias)
+        if config.feed_forward.num_local_experts:  # a mixture of experts for the feed-forward block (experts.py)
+            self.mixture = MixtureOfExperts(config)
         else:
-            self.intermediate = nn.Linear(D, F_, bias=config.feed_forward.mlp_bias)
-        if config.feed_forward.gated_mlp and not config.feed_forward.fused_gate_up:
-            self.gate = nn.Linear(D, F_, bias=config.feed_forward.mlp_bias)
-        self.output = nn.Linear(F_, D, bias=config.feed_forward.mlp_bias)
+            self.make_feed_forward(config)
         if not config.norms.one_block_norm:
             self.output_norm = make_norm(config, D)
         if self.residual.post_norms:  # a norm after each sub-block as well
@@ -71,6 +69,18 @@ class Block(nn.Module):
             self.output_post_norm = make_norm(config, D)
         self.dropout = nn.Dropout(config.embeddings.hidden_dropout_prob)
         self.act = ACTIVATIONS[config.feed_forward.hidden_act]
+
+    def make_feed_forward(self, config: ModelConfig) -> None:
+        """One feed-forward block: intermediate (or gate_up, Phi3's and ModernBERT's fused one, the activated half
+        first), a gate where it is gated, output."""
+        D, F_, bias = config.hidden_size, config.intermediate_size, config.feed_forward.mlp_bias
+        if config.feed_forward.fused_gate_up:
+            self.gate_up = nn.Linear(D, 2 * F_, bias=bias)
+        else:
+            self.intermediate = nn.Linear(D, F_, bias=bias)
+        if config.feed_forward.gated_mlp and not config.feed_forward.fused_gate_up:
+            self.gate = nn.Linear(D, F_, bias=bias)
+        self.output = nn.Linear(F_, D, bias=bias)
 
     @staticmethod
     def make_attention(config: ModelConfig) -> MultiHeadAttention:
@@ -89,11 +99,14 @@ class Block(nn.Module):
             out_bias=config.attention.output_bias,
             scaling=attention_scaling(config),
             softcap=config.attention.attn_logit_softcapping,
+            sinks=config.attention.sinks,
             qk_norm=config.attention.qk_norm,
             make_norm=lambda width: make_norm(config, width),
         )
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "mixture"):
+            return self.mixture(x)  # (B, L, D)
         if hasattr(self, "gate_up"):
             gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, L, F) each
             return self.output(gated(self.act(gate), up))  # (B, L, D)

@@ -156,7 +156,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attent
 
 
 def score_parts(attention: nn.Module | None) -> dict:
-    """The steps the layer's score parts record, each with its part: its cap (score_caps.py) and its terms
+    """The steps the layer's score parts record, each with its part: its cap (score_parts.py) and its terms
     (models/disentangled.py); each part says in words what its step does."""
     parts = [getattr(attention, "cap", None), *getattr(attention, "terms", ())]
     return {step: part for part in parts if part is not None for step in getattr(part, "steps", ())}

@@ -1,8 +1,8 @@
 """Generation with our own model for the causal families beyond tests/unit/test_generate.py's: on tiny random
-checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3, OLMo2, OLMo 3 and SmolLM3, greedy ids equal
-transformers' generate token for token and the top probabilities equal those transformers chose from (its final logit
-soft-cap included); the maps returned are the forward's over the written sequence; seeded sampling repeats itself; and
-each LM head is read strictly, tied or saved, with its bias where it has one."""
+checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3, OLMo2, OLMo 3, gpt-oss and SmolLM3, greedy
+ids equal transformers' generate token for token and the top probabilities equal those transformers chose from (its
+final logit soft-cap included); the maps returned are the forward's over the written sequence; seeded sampling
+repeats itself; and each LM head is read strictly, tied or saved, with its bias where it has one."""
 
 import json
 import shutil
@@ -32,6 +32,7 @@ CASES = {  # id -> (family, config overrides)
     "qwen3": ("qwen3", {}),
     "olmo2": ("olmo2", {}),
     "olmo3": ("olmo3", {}),
+    "gpt_oss": ("gpt_oss", {}),
     "smollm3": ("smollm3", {}),
 }
 # the tensor each checkpoint saves as its LM head (None: tied to the word embeddings, nothing saved), its bias
@@ -49,6 +50,7 @@ HEADS = {
     "qwen3": ("lm_head.weight", None),
     "olmo2": ("lm_head.weight", None),
     "olmo3": ("lm_head.weight", None),
+    "gpt_oss": ("lm_head.weight", None),
     "smollm3": ("lm_head.weight", None),
 }
 
@@ -130,7 +132,21 @@ def test_attentions_equal_forward_over_ids(load, case):
 
 
 @pytest.mark.parametrize(
-    "case", ["gpt_neox", "opt", "phi", "phi3", "gemma", "gemma2", "gemma3_text", "qwen3", "olmo2", "olmo3", "smollm3"]
+    "case",
+    [
+        "gpt_neox",
+        "opt",
+        "phi",
+        "phi3",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "qwen3",
+        "olmo2",
+        "olmo3",
+        "gpt_oss",
+        "smollm3",
+    ],
 )
 def test_seeded_sampling_repeats(load, case):
     _, model, tokenizer, _ = load(case)

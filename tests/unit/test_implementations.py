@@ -14,7 +14,10 @@ D, H, G, L = 32, 4, 2, 6
 
 def attention_and_input(seed: int = 0, **parts):
     torch.manual_seed(seed)
-    return MultiHeadAttention(D, H, num_kv_heads=G, **parts).eval(), torch.randn(2, L, D)
+    mha = MultiHeadAttention(D, H, num_kv_heads=G, **parts).eval()
+    if mha.sink is not None:  # learned sinks, each head's its own (zeros as built)
+        mha.sinks.data.copy_(torch.randn(H))
+    return mha, torch.randn(2, L, D)
 
 
 def test_the_table_names_every_implementation():
@@ -23,9 +26,12 @@ def test_the_table_names_every_implementation():
         Call("flash")
 
 
-@pytest.mark.parametrize("softcap", [None, 3.0])
-def test_each_implementation_gives_the_explicit_numbers(softcap):
-    mha, x = attention_and_input(softcap=softcap)
+PARTS = {"plain": {}, "softcap": dict(softcap=3.0), "sinks": dict(sinks=True)}
+
+
+@pytest.mark.parametrize("parts", list(PARTS))
+def test_each_implementation_gives_the_explicit_numbers(parts):
+    mha, x = attention_and_input(**PARTS[parts])
     rows = torch.tensor([[0, 5], [2, 2]])
     with torch.inference_mode():
         out, probs = mha(x, is_causal=True, call=Call("explicit"))
@@ -40,10 +46,14 @@ def test_each_implementation_gives_the_explicit_numbers(softcap):
     torch.testing.assert_close(picked, torch.stack([probs[b, :, r] for b, r in enumerate(rows)]), atol=1e-6, rtol=0)
     assert torch.equal(only, probs)  # the same steps on the same numbers
     assert torch.equal(head_map, probs[:, 1:2])
+    if mha.sink is not None:  # each row's sink share goes to no key: rows sum to less than 1, the sink's share
+        shares = 1 - probs.sum(-1)  # (B, H, L)
+        assert shares.min() > 0 and not mha.fusable
 
 
-def test_by_group_reads_each_key_value_head_once_for_a_new_query():
-    mha, x = attention_and_input()
+@pytest.mark.parametrize("parts", list(PARTS))
+def test_by_group_reads_each_key_value_head_once_for_a_new_query(parts):
+    mha, x = attention_and_input(**PARTS[parts])
     with torch.inference_mode():
         whole, maps = mha(x, is_causal=True)
         cache = KeyValueCache()
@@ -67,3 +77,21 @@ def test_a_request_names_each_layers_implementation():
     assert some.call(0, 2, record=record).implementation == "explicit"  # recorded steps are the explicit ones
     assert MapRequest(head=1).call(0, 2).implementation == "by_head"
     assert MapRequest((), stop=True).last(3) == -1  # nothing kept: no layer runs
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_sink_is_a_column_of_no_key_in_every_rows_softmax(in_place):
+    """score_parts.Sinks.softmax against torch's softmax over the scores with the sink logit as one more column,
+    that column then dropped (transformers' gpt-oss eager attention); a row with every key masked gives zeros."""
+    from attention.core.score_parts import Sinks
+
+    torch.manual_seed(1)
+    scores, sinks = torch.randn(2, H, L, L) * 4, torch.randn(1, H, 1, 1) * 4
+    scores[0, :, 2] = float("-inf")  # a row whose keys are all masked
+    reference = torch.softmax(torch.cat((scores, sinks.expand(2, H, L, 1)), dim=-1), dim=-1)[..., :-1]
+    ours = Sinks.softmax(scores.clone(), sinks, None, in_place)
+    torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)  # probabilities: a few float32 steps
+    assert torch.equal(ours[0, :, 2], torch.zeros(H, L))
+    wide = Sinks.softmax(scores.to(torch.bfloat16), sinks, torch.float32, in_place)  # half scores, float32 softmax
+    torch.testing.assert_close(wide, torch.softmax(torch.cat((scores.to(torch.bfloat16).float(),
+        sinks.expand(2, H, L, 1)), -1), -1)[..., :-1], atol=1e-6, rtol=0)  # fmt: skip

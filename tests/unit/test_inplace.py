@@ -10,7 +10,7 @@ import attention.models.disentangled as disentangled
 from attention import Transformer
 from attention.core.dot_product import attention_probs
 from attention.core.masks import build_mask, may_empty_rows
-from attention.core.score_caps import SoftCap
+from attention.core.score_parts import SoftCap
 from attention.models import FAMILIES
 from attention.models.blocks import gated
 

@@ -9,9 +9,12 @@ shape-flow diagram's and the walk's sentence for its step (attention/tracing/ste
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from .dot_product import Recorder
+if TYPE_CHECKING:
+    from .dot_product import Recorder
 
 
 class SoftCap:
@@ -38,3 +41,27 @@ class SoftCap:
 
     def __repr__(self) -> str:
         return f"SoftCap({self.cap:g})"
+
+
+class Sinks:
+    """gpt-oss's learned sinks: each head has one logit that every row's softmax covers beside the keys, as a key
+    that is no token; its share of the row goes nowhere, so a row of the map sums to less than 1. The logits are the
+    attention's `sinks` parameter, (H,); `softmax` takes them shaped to the scores' heads."""
+
+    steps: tuple[str, ...] = ()  # it records no map of its own: the map is the keys' share
+    fusable = False  # torch's kernel has no sink column
+
+    @staticmethod
+    def softmax(scores: torch.Tensor, logits: torch.Tensor, dtype: torch.dtype | None, in_place: bool) -> torch.Tensor:
+        """softmax over [scores, sink] with the sink's column dropped: exp(s_j − m) / (Σ exp(s − m) + exp(sink − m)),
+        m the row's largest of both. scores (B, H, L, S); logits broadcastable to (B, H, L, 1). A row whose keys
+        are all masked gives zeros (its whole share is the sink's)."""
+        s = scores if dtype is None else scores.to(dtype)
+        sink = logits.to(s.dtype)  # (1, H, 1, 1) or as given
+        top = torch.maximum(s.amax(-1, keepdim=True), sink)  # (B, H, L, 1)
+        e = s.sub_(top).exp_() if in_place and dtype is None else (s - top).exp()  # (B, H, L, S)
+        total = e.sum(-1, keepdim=True) + (sink - top).exp()  # (B, H, L, 1)
+        return e.div_(total) if in_place and dtype is None else e / total
+
+    def words(self, step: str, scaling: float) -> str:
+        return "softmax over the keys and each head's learned sink: a row's sink share goes to no key"
