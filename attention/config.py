@@ -23,7 +23,13 @@ NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times 
 # content-to-position and position-to-content terms from a shared table of relative positions
 POSITIONS = ("absolute", "rotary", "sinusoidal", "relative", "disentangled")
 QK_NORMS = ("head", "projection")  # a norm on each head's q and k, or on all heads' q and k at once
-ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # rope_scaling types followed as transformers computes them
+ROPE_TYPES = (
+    "default",
+    "linear",
+    "dynamic",
+    "llama3",
+    "yarn",
+)  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int,
@@ -82,11 +88,17 @@ class PositionSettings:
     # row position_offset - 1 (OPT)
     positions_after_projection: bool = False  # positions added after the embedding projection, D wide (OPT)
     rope_theta: float = 10000.0
-    rope_type: str = "default"  # or "linear", "dynamic", "llama3": how the frequencies are rescaled
+    rope_type: str = "default"  # or "linear", "dynamic", "llama3", "yarn": how the frequencies are rescaled
     rope_factor: float = 1.0
     rope_low_freq_factor: float = 1.0  # llama3 only
     rope_high_freq_factor: float = 4.0  # llama3 only
-    rope_original_max_position_embeddings: int | None = None  # llama3 only
+    rope_original_max_position_embeddings: int | None = None  # llama3 and yarn
+    rope_beta_fast: float | None = None  # yarn: the ramp between kept and interpolated frequencies (None: 32)
+    rope_beta_slow: float | None = None  # (None: 1)
+    rope_truncate: bool = True  # yarn: the ramp's ends rounded to whole dimensions
+    rope_attention_factor: float | None = None  # yarn: cos and sin times this; None: from factor (and mscales)
+    rope_mscale: float | None = None
+    rope_mscale_all_dim: float | None = None
     rotary_fraction: float = 1.0  # the share of each head's d that rotary turns (GPT-NeoX's rotary_pct)
     local_rope_theta: float | None = None  # rotary base of the windowed layers (Gemma3, ModernBERT); None: rope_theta
     nope_layers: tuple[int, ...] = ()  # rotary models: the layers whose q and k are not turned (SmolLM3's NoPE)

@@ -4,7 +4,8 @@ Llama-style model.
 No position is added to the embeddings. Instead each head's q and k vectors are rotated: the pair
 of coordinates (i, i + d/2) turns by the angle position · θ_i, with θ_i = rope_theta^(-2i/d). Then
 q_m · k_n depends on the positions only through m - n. `rope_type` rescales the frequencies θ_i
-as transformers computes them ("linear", "dynamic" NTK, "llama3"); "default" leaves them.
+as transformers computes them ("linear", "dynamic" NTK, "llama3", "yarn": the last also scales cos and sin);
+"default" leaves them.
 
 Letters: B batch, L positions, n heads, d head width.
 """
@@ -36,6 +37,8 @@ def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torc
         return inv_freq / config.positions.rope_factor
     if config.positions.rope_type == "llama3":
         return _llama3(inv_freq, config)
+    if config.positions.rope_type == "yarn":
+        return _yarn(exponents, config)
     return inv_freq
 
 
@@ -55,15 +58,56 @@ def _llama3(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     return torch.where(medium, blended, scaled)
 
 
-def rotary_angles(position_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _yarn(exponents: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """YaRN (Peng et al. 2023): each frequency between its interpolated value (÷ factor) and its own, by a linear
+    ramp over the dimensions between those turning beta_fast and beta_slow times within the original context."""
+    p = config.positions
+    d, base, factor = config.rotary_dim, float(p.rope_theta), p.rope_factor
+    context = p.rope_original_max_position_embeddings or config.max_position_embeddings
+
+    def dimension(turns: float) -> float:  # the dimension whose wavelength fits `turns` times in the context
+        return (d * math.log(context / (turns * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = dimension(p.rope_beta_fast or 32), dimension(p.rope_beta_slow or 1)
+    if p.rope_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    high = high + 0.001 if low == high else high
+    ramp = ((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,)
+    kept = 1 - ramp  # 1: the frequency kept (extrapolated), 0: interpolated
+    frequencies = base**exponents  # (d/2,)
+    return (1.0 / (factor * frequencies)) * (1 - kept) + (1.0 / frequencies) * kept
+
+
+def cos_sin_scale(config: ModelConfig) -> float:
+    """What cos and sin are multiplied by: yarn's attention factor (given, or 0.1·ln(factor) + 1, or the ratio of
+    two such with mscale and mscale_all_dim); 1 for every other type."""
+    p = config.positions
+    if p.rope_type != "yarn":
+        return 1.0
+    if p.rope_attention_factor is not None:
+        return float(p.rope_attention_factor)
+
+    def scale(factor: float, m: float = 1.0) -> float:
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+    if p.rope_mscale and p.rope_mscale_all_dim:
+        return scale(p.rope_factor, p.rope_mscale) / scale(p.rope_factor, p.rope_mscale_all_dim)
+    return scale(p.rope_factor)
+
+
+def rotary_angles(
+    position_ids: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and signed sin of position · θ for every position and coordinate: each (B or 1, L, d), the sin's
-    first half negated (see `rotate`).
+    first half negated (see `rotate`), both times `scale` (yarn's attention factor, `cos_sin_scale`).
 
     position_ids (L,) or (B, L); both halves of d use the same d/2 angles."""
     positions = position_ids if position_ids.dim() == 2 else position_ids[None]  # (B or 1, L)
     angles = positions[..., None].float() * inv_freq.to(positions.device)  # (B, L, 1) * (d/2,) -> (B, L, d/2)
     sin = angles.sin()  # (B, L, d/2)
-    return torch.cat((angles, angles), dim=-1).cos(), torch.cat((-sin, sin), dim=-1)  # (B, L, d) each
+    cos, sin = torch.cat((angles, angles), dim=-1).cos(), torch.cat((-sin, sin), dim=-1)  # (B, L, d) each
+    return (cos, sin) if scale == 1.0 else (cos * scale, sin * scale)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -99,4 +143,5 @@ def angles_for(
     if local and config.positions.local_rope_theta is not None:  # unscaled, on their own base
         config = config.replace(rope_theta=config.positions.local_rope_theta, rope_type="default")
     inv_freq = inverse_frequencies(config, start + L).to(device)  # (d/2,); "dynamic" reads the whole length
-    return rotary_angles(torch.arange(start, start + L, device=device), inv_freq)  # (1, L, d) each
+    positions = torch.arange(start, start + L, device=device)
+    return rotary_angles(positions, inv_freq, cos_sin_scale(config))  # (1, L, d) each

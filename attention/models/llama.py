@@ -49,11 +49,18 @@ _ROPE_FIELDS = dict(
     rope_low_freq_factor="low_freq_factor",
     rope_high_freq_factor="high_freq_factor",
     rope_original_max_position_embeddings="original_max_position_embeddings",
+    rope_beta_fast="beta_fast",
+    rope_beta_slow="beta_slow",
+    rope_truncate="truncate",
+    rope_attention_factor="attention_factor",
+    rope_mscale="mscale",
+    rope_mscale_all_dim="mscale_all_dim",
 )
 _ROPE_NEEDS = {
     "linear": ("factor",),
     "dynamic": ("factor",),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "yarn": ("factor", "original_max_position_embeddings"),
 }
 
 

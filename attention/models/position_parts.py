@@ -126,6 +126,8 @@ def _scaling_words(config: ModelConfig) -> str:
         return f"linear rope scaling: positions ÷ {f}"
     if rope.rope_type == "dynamic":
         return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
+    if rope.rope_type == "yarn":
+        return f"yarn rope scaling (factor {f}): long wavelengths' θ_i ÷ {f}, short ones kept, cos and sin scaled"
     return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"
 
 

@@ -176,6 +176,10 @@ def check_parity(folder, family="llama"):
             high_freq_factor=4.0,
             original_max_position_embeddings=16,
         ),
+        dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16),  # the ramp's ends truncated
+        dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16, beta_fast=8.0, truncate=False),
+        dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16, attention_factor=1.5),
+        dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16, mscale=2.0, mscale_all_dim=1.0),
     ],
 )
 def test_rope_scaling_types_match_transformers(tmp_path, scaling):
@@ -234,10 +238,14 @@ def test_older_config_names_rope_theta_and_rope_scaling(tmp_path):
     "change, message",
     [
         (
-            dict(rope_parameters=dict(rope_type="yarn", factor=2.0, rope_theta=1e4)),
-            "rope_scaling type 'yarn' is not supported",
+            dict(rope_parameters=dict(rope_type="longrope", factor=2.0, rope_theta=1e4)),
+            "rope_scaling type 'longrope' is not supported",
         ),
         (dict(rope_parameters=dict(rope_type="llama3", factor=8.0, rope_theta=1e4)), "'llama3' needs low_freq_factor"),
+        (
+            dict(rope_parameters=dict(rope_type="yarn", factor=2.0, rope_theta=1e4)),
+            "'yarn' needs original_max_position",
+        ),
         (
             dict(rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5)),
             "partial_rotary_factor",

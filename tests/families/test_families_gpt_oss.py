@@ -1,7 +1,7 @@
 """gpt-oss, loaded from tiny random task checkpoints, gives transformers' eager numbers, single and padded: each
 head's learned sink takes a share of every row (rows of the map sum to less than 1), windowed and full layers
-alternate, and a mixture of experts routes each token through its top experts; options it does not follow are
-refused by name."""
+alternate, a mixture of experts routes each token through its top experts, and rotary is rescaled by yarn as the
+released models' is; options it does not follow are refused by name."""
 
 import numpy as np
 import pytest
@@ -14,10 +14,12 @@ from parity import PARITY_KINDS, case_loader, parity
 from attention import ModelLoadError, encode, load_model
 from attention.models.experts import MixtureOfExperts
 from attention.runs.run import run_sentence
+from attention.tracing.trace import trace_layer
 
 CASES = {  # id -> (family, config overrides)
     "gpt_oss": ("gpt_oss", {}),  # layers 0 and 2 windowed to 3 keys, 1 and 3 full; 2 of 4 experts a token
     "gpt_oss-one-expert": ("gpt_oss", dict(num_experts_per_tok=1, swiglu_limit=0.5)),  # the clamp reached
+    "gpt_oss-plain-rotary": ("gpt_oss", dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 }
 SENTENCE = test_decoders.SENTENCES[0]
 
@@ -38,6 +40,10 @@ def test_parity_with_transformers(load, case, kind):
 def test_the_sinks_take_a_share_of_every_row_and_windows_alternate(load):
     model, tokenizer, _ = load("gpt_oss")
     assert tuple(model.config.window_of(i) for i in range(4)) == (3, None, 3, None)
+    assert (model.config.positions.rope_type, model.config.positions.rope_truncate) == ("yarn", False)
+    enc = encode(tokenizer, SENTENCE)
+    trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
+    assert "yarn rope scaling (factor 4)" in trace.step("q_rot").op
     run = run_sentence(model, tokenizer, SENTENCE)
     L = len(run.tokens)
     far = np.tril(np.ones((L, L), dtype=bool), k=-3)  # keys 3 or more positions back

@@ -217,11 +217,13 @@ MORE_CONFIGS["olmo2"] = ("Olmo2Config", dict(_DECODER, pad_token_id=None), "Olmo
 # OLMo 3 with four layers, three of each four windowed (layer_types' default) to 3 keys: the test sentences pass it
 _OLMO3 = dict(_DECODER, num_hidden_layers=4, sliding_window=3, pad_token_id=None)
 MORE_CONFIGS["olmo3"] = ("Olmo3Config", _OLMO3, "Olmo3ForCausalLM", "llama")
-# gpt-oss with four layers (windowed to 3 keys and full, alternating), 4 experts of which each token takes 2, its
-# sinks and rotary plain (the released models' yarn rescaling is refused by name)
+# gpt-oss with four layers (windowed to 3 keys and full, alternating), 4 experts of which each token takes 2, and
+# the released models' yarn rotary (factor 32 over 4,096 positions there; 4 over 16 here, the ramp not truncated)
 _GPT_OSS = dict(
     _DECODER, num_hidden_layers=4, sliding_window=3, num_local_experts=4, num_experts_per_tok=2, head_dim=8,
-    rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, pad_token_id=None,
+    rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0, "beta_fast": 32.0,
+                     "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16},
+    pad_token_id=None,
 )  # fmt: skip
 MORE_CONFIGS["gpt_oss"] = ("GptOssConfig", _GPT_OSS, "GptOssForCausalLM", "llama")
 # SmolLM3 with a NoPE layer every second one: layer 0 turned by rotary, layer 1 attending by content alone
