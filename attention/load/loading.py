@@ -206,10 +206,10 @@ def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.de
     tensors checked by name and shape against a model on the meta device, then dequantized one at a time and
     copied strictly; its generation settings and tokenizer are the file's own."""
     shapes = GGUFCheckpoint(path, shapes_only=True)
-    if model_type is not None and shapes.architecture != model_type:
+    if model_type is not None and shapes.family.model_type != model_type:
         title = FAMILIES[model_type].title
         raise ModelLoadError(f"{path.name} holds a '{shapes.architecture}' model, not a {title} one")
-    family, values = FAMILIES[shapes.architecture], shapes.config_values()
+    family, values = shapes.family, shapes.config_values()
     byte_level = shapes.field("tokenizer.ggml.model") == "gpt2"  # llama.cpp's name for a byte-level BPE
     try:
         config = family.read_config(values)
