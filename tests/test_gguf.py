@@ -7,6 +7,7 @@ transformers does on the same file (tests/test_gguf_smollm2.py)."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -244,9 +245,12 @@ def test_quantized_tensors_give_transformers_numbers(tiny, tmp_path):
     "broken, message",
     [
         (lambda data: data[: len(data) // 2], "is not a readable GGUF file"),
+        (lambda data: data[:-10], "is not a readable GGUF file"),  # the last tensor's data
         (lambda data: b"not a gguf file at all", "is not a readable GGUF file"),
+        (lambda data: bytes(random.Random(0).getrandbits(8) for _ in data), "is not a readable GGUF file"),
+        (lambda data: b"GGUF" + bytes(random.Random(1).getrandbits(8) for _ in data[4:]), "not a readable GGUF"),
     ],
-    ids=["cut short", "not gguf"],
+    ids=["cut short", "cut at the end", "not gguf", "random bytes", "random after the magic"],
 )
 def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
     path = tmp_path / "broken.gguf"
@@ -255,10 +259,11 @@ def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
         load_model(path)
 
 
-def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path):
-    path = write_gguf(tiny[0], tmp_path / "mamba.gguf", architecture="mamba")
+@pytest.mark.parametrize("architecture", ["mamba", "no-such-model"])
+def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path, architecture):
+    path = write_gguf(tiny[0], tmp_path / "other.gguf", architecture=architecture)
     with pytest.raises(
-        ModelLoadError, match="'mamba' GGUF models are not supported: the architecture must be one of llama, qwen2"
+        ModelLoadError, match=f"'{architecture}' GGUF models are not supported: the architecture must be"
     ):
         load_model(path)
 
@@ -266,6 +271,21 @@ def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path):
 def test_an_unsupported_tensor_type_is_named(tiny, tmp_path):
     path = write_gguf(tiny[0], tmp_path / "ints.gguf", change={"blk.1.ffn_norm.weight": np.zeros(32, np.int32)})
     with pytest.raises(ModelLoadError, match="'blk.1.ffn_norm.weight' is stored as I32, a GGUF type this app does not"):
+        load_model(path)
+
+
+def test_a_tensor_type_the_gguf_package_does_not_know_is_named(tiny, tmp_path):
+    """A type number past gguf's GGMLQuantizationType (a newer llama.cpp's) is named, not shown as a traceback."""
+    import struct
+
+    data = bytearray(tiny[1].read_bytes())
+    name = b"blk.1.ffn_norm.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)  # then n_dims, its sizes, its type
+    assert struct.unpack_from("<I", data, at)[0] == 1
+    struct.pack_into("<I", data, at + 4 + 8, 99)
+    path = tmp_path / "new.gguf"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="new.gguf stores a tensor as GGML type 99, which the installed gguf"):
         load_model(path)
 
 

@@ -48,6 +48,18 @@ def readable_types() -> tuple[str, ...]:
     return ("F32", "F16", *sorted(kind.name for kind in _type_traits))
 
 
+def _unreadable(path: Path, err: Exception) -> ModelLoadError:
+    """The error for a file GGUFReader could not read: a tensor type the gguf package has no number for, named,
+    or a file that is not GGUF or is cut short."""
+    unknown = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", str(err))
+    if unknown:
+        return ModelLoadError(
+            f"{path.name} stores a tensor as GGML type {unknown.group(1)}, which the installed gguf package does "
+            f"not know (it reads {', '.join(readable_types())})"
+        )
+    return ModelLoadError(f"{path.name} is not a readable GGUF file ({type(err).__name__}: {err})")
+
+
 class GGUFCheckpoint(Mapping[str, torch.Tensor]):
     """The tensors of a GGUF file under transformers' names, each dequantized to float32 when asked for; with
     `shapes_only`, empty tensors on the meta device (the name and shape: what the checks before building read)."""
@@ -59,7 +71,7 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         try:
             self.reader = GGUFReader(path)
         except Exception as err:  # noqa: BLE001  (a file cut short or not GGUF: ValueError, struct, numpy errors)
-            raise ModelLoadError(f"{path.name} is not a readable GGUF file ({type(err).__name__}: {err})") from None
+            raise _unreadable(path, err) from None
         self.architecture = self.field("general.architecture")
         if self.architecture not in ARCHITECTURES:
             raise ModelLoadError(
