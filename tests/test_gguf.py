@@ -109,12 +109,13 @@ def write_gguf(
     drop: tuple[str, ...] = (),
     rotary: bool = True,
     more=None,
+    tokenizer=tokenizer_fields,
 ) -> Path:
     """The safetensors checkpoint in `folder` written as a GGUF file of `architecture` (a Llama's written under
     the name given, for one not in WRITTEN): its tensors under gguf's own names for them
     (gguf.get_tensor_name_map) as gguf_tensor lays them out, each stored as F32 or the GGMLQuantizationType
     `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out, `more(writer)` adds
-    to them."""
+    to them; `tokenizer(writer, folder, bos, eos)` writes the tokenizer's fields."""
     import gguf
     from safetensors.torch import load_file
 
@@ -127,7 +128,7 @@ def write_gguf(
         gpt2_fields(writer, config)
     else:
         decoder_fields(writer, config, kind)
-    tokenizer_fields(writer, folder, config.get("bos_token_id", 1), config.get("eos_token_id", 2))
+    tokenizer(writer, folder, config.get("bos_token_id", 1), config.get("eos_token_id", 2))
     if more is not None:  # more metadata or tensors
         more(writer)
     for hf_name, tensor in load_file(str(folder / "model.safetensors")).items():

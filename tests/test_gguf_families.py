@@ -151,3 +151,34 @@ def test_a_prompt_past_the_files_positions_is_refused_before_the_work(folders, t
     with pytest.raises(ValueError, match=f"exceed {positions} positions"):
         generate(ours, tokenizer, text, 4)
     assert len(run_sentence(ours, tokenizer, text, causal=True).tokens) == positions
+
+
+def sentencepiece_fields(writer, folder, bos: int, eos: int) -> None:
+    """A small SentencePiece vocabulary (llama.cpp's "llama" tokenizer model): the specials, the 256 byte pieces,
+    then pieces scored by length, from which transformers recovers the merges."""
+    pieces = ["▁", *"Thecatsonm.", "▁T", "he", "▁The", "at", "▁c", "▁cat", "▁s", "▁sat", "▁o", "▁on", "▁t", "▁the"]
+    pieces += ["▁m", "▁mat"]
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(["<pad>", "<s>", "</s>", "<unk>", *(f"<0x{b:02X}>" for b in range(256)), *pieces])
+    writer.add_token_scores([0.0] * 260 + [len(piece) - 100.0 for piece in pieces])
+    writer.add_token_types([3, 3, 3, 2] + [6] * 256 + [1] * len(pieces))  # control, unknown, byte, normal
+    writer.add_bos_token_id(bos)
+    writer.add_eos_token_id(eos)
+    writer.add_unk_token_id(3)
+    writer.add_pad_token_id(0)
+
+
+def test_gemma_1s_sentencepiece_tokenizer_is_the_one_transformers_builds(folders, tmp_path):
+    """A Gemma 1 file, which transformers makes no model config of (so AutoTokenizer refuses it), gets its
+    SentencePiece tokenizer from the file directly: the ids AutoTokenizer gives on the same vocabulary in a Gemma2
+    file (the same builder, transformers' gemma_tokenizer)."""
+    from transformers import AutoTokenizer
+
+    path = write_gguf(folders("gemma"), tmp_path / "g1.gguf", "gemma", tokenizer=sentencepiece_fields)
+    write_gguf(folders("gemma2"), tmp_path / "g2.gguf", "gemma2", tokenizer=sentencepiece_fields)
+    _, tokenizer = load_model(path)
+    theirs = AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="g2.gguf")
+    assert type(theirs).__name__ == "GemmaTokenizer" and len(tokenizer) == len(theirs)
+    for text in SENTENCES:
+        ids = encode(tokenizer, text).input_ids[0].tolist()
+        assert ids == theirs(text)["input_ids"] and ids[0] == 1, text  # <s> first, as llama.cpp adds it

@@ -48,6 +48,13 @@ def readable_types() -> tuple[str, ...]:
     return ("F32", "F16", *sorted(kind.name for kind in _type_traits))
 
 
+def transformers_reads(architecture: str) -> bool:
+    """Whether transformers makes a model config of a GGUF file of `architecture` (which AutoTokenizer reads)."""
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    return architecture in GGUF_SUPPORTED_ARCHITECTURES
+
+
 def _unreadable(path: Path, err: Exception) -> ModelLoadError:
     """The error for a file GGUFReader could not read: a tensor type the gguf package has no number for, named,
     or a file that is not GGUF or is cut short."""
