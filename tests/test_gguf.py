@@ -17,7 +17,18 @@ from families import make_family
 
 from attention import ModelLoadError, encode, generate, load_model
 
-WRITTEN = ("llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "gpt2")  # write_gguf's architectures
+WRITTEN = (
+    "llama",
+    "smollm3",
+    "olmo2",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gpt2",
+)  # write_gguf's architectures
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 
 
@@ -61,7 +72,7 @@ def decoder_fields(writer, config: dict, architecture: str) -> None:
     writer.add_rope_freq_base(rope.get("full_attention", rope)["rope_theta"])
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_vocab_size(config["vocab_size"])
-    if architecture == "llama":
+    if architecture in ("llama", "smollm3"):
         writer.add_rope_dimension_count(head_dim)
     elif architecture == "phi3":  # the rotated share of each head
         writer.add_rope_dimension_count(int(rope.get("partial_rotary_factor", 1.0) * head_dim))
@@ -87,9 +98,10 @@ def gpt2_fields(writer, config: dict) -> None:
 def gguf_tensor(name: str, weights: np.ndarray, architecture: str, config: dict, rotary: bool) -> np.ndarray:
     """A tensor as convert_hf_to_gguf.py stores it: a Llama's q and k permuted (unless `rotary` is False), Gemma's
     norms plus 1, GPT-2's Conv1D weights transposed to (out, in)."""
-    if rotary and architecture == "llama" and ".attn_q." in name:
+    permuted = rotary and architecture in ("llama", "smollm3")  # LlamaModel.permute
+    if permuted and ".attn_q." in name:
         return permute(weights, config["num_attention_heads"])
-    if rotary and architecture == "llama" and ".attn_k." in name:
+    if permuted and ".attn_k." in name:
         return permute(weights, config["num_key_value_heads"])
     if architecture.startswith("gemma") and name.endswith("norm.weight"):
         return weights + np.float32(1.0)

@@ -53,6 +53,9 @@ CASES = {
         ("blk.0.attn_q.weight", "blk.5.ffn_gate.weight"),
     ),
     # transformers reads context_length as n_ctx, and keeps GPT2Config's 1,024 positions
+    # a layer without positions each fourth (llama.cpp's fixed step): the fourth of four
+    "smollm3": (make_more, "smollm3", dict(num_hidden_layers=4, no_rope_layer_interval=4), None, ()),
+    "olmo2": (make_more, "olmo2", {}, None, ()),
     "gpt2": (make_family, "gpt2", {}, dict(n_positions=64), ("blk.0.attn_qkv.weight", "blk.1.ffn_down.weight")),
 }
 
@@ -86,7 +89,10 @@ def test_an_f32_gguf_is_the_same_model_as_its_safetensors(folders, tmp_path, arc
     folder = folders(architecture)
     ours, tokenizer = load_model(write_gguf(folder, tmp_path / "f32.gguf", architecture))
     same, _ = load_model(folder)
-    assert ours.config == same.config
+    c = same.config
+    if c.head_dim is None and architecture == "smollm3":  # the file gives it (rope.dimension_count), as H·d = E
+        c = c.replace(head_dim=c.hidden_size // c.num_attention_heads)
+    assert ours.config == c
     gemma = architecture.startswith("gemma")
     for name, tensor in same.state_dict().items():
         if gemma and name.endswith("norm.weight"):  # saved as 1 + w, read as (1 + w) - 1 in float32
@@ -182,3 +188,10 @@ def test_gemma_1s_sentencepiece_tokenizer_is_the_one_transformers_builds(folders
     for text in SENTENCES:
         ids = encode(tokenizer, text).input_ids[0].tolist()
         assert ids == theirs(text)["input_ids"] and ids[0] == 1, text  # <s> first, as llama.cpp adds it
+
+
+def test_an_olmo3_file_written_as_olmo2_is_refused_by_name(folders, tmp_path):
+    """convert_hf_to_gguf.py writes OLMo3 under the olmo2 architecture, with a sliding window OLMo2 does not have."""
+    path = write_gguf(folders("olmo2"), tmp_path / "o.gguf", "olmo2", more=lambda w: w.add_sliding_window(4))
+    with pytest.raises(ModelLoadError, match=r"olmo2 model has a sliding window \(OLMo3's\)"):
+        load_model(path)

@@ -79,6 +79,18 @@ def _phi3(values: dict) -> None:
         values.setdefault("rope_parameters", {})["partial_rotary_factor"] = rotated / width
 
 
+def _olmo2(values: dict) -> None:
+    if "sliding_window" in values:  # convert_hf_to_gguf.py writes OLMo3 as olmo2, with its window
+        raise ModelLoadError("the GGUF file's olmo2 model has a sliding window (OLMo3's), which this app does not run")
+    _rotary_base(values)
+
+
+def _smollm3(values: dict) -> None:
+    """SmolLM3's layers without positions: each fourth, as llama.cpp fixes it (n_no_rope_layer_step)."""
+    _rotary_base(values)
+    values["no_rope_layer_interval"] = 4
+
+
 @dataclass(frozen=True)
 class Architecture:
     name: str  # general.architecture
@@ -95,6 +107,8 @@ ARCHITECTURES = {
     a.name: a
     for a in (
         Architecture("llama", "llama", {**_DECODER, "rope.dimension_count": "head_dim"}, permuted=True),
+        Architecture("smollm3", "smollm3", {**_DECODER, "rope.dimension_count": "head_dim"}, _smollm3, permuted=True),
+        Architecture("olmo2", "olmo2", {**_DECODER, **_WINDOW}, _olmo2),
         Architecture("qwen2", "qwen2", _DECODER),
         Architecture("qwen3", "qwen3", _DECODER),
         Architecture("phi3", "phi3", {**_DECODER, **_WINDOW, "rope.dimension_count": "rotary_dims"}, _phi3),
