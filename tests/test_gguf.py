@@ -69,7 +69,11 @@ def decoder_fields(writer, config: dict, architecture: str) -> None:
     writer.add_feed_forward_length(config["intermediate_size"])
     writer.add_head_count(n_head)
     writer.add_head_count_kv(config["num_key_value_heads"])
-    writer.add_rope_freq_base(rope.get("full_attention", rope)["rope_theta"])
+    full = rope.get("full_attention", rope)  # Gemma3's full layers
+    writer.add_rope_freq_base(full["rope_theta"])
+    if full.get("rope_type") == "linear":
+        writer.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(full["factor"])
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_vocab_size(config["vocab_size"])
     if architecture in ("llama", "smollm3"):
@@ -328,8 +332,8 @@ def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_
     "more, message",
     [
         (
-            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR),
-            r"rotary positions \('linear'\)",
+            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.YARN),
+            r"rotary positions \('yarn'\)",
         ),
         (lambda w: w.add_tensor("rope_freqs.weight", np.ones(4, np.float32)), r"rotary frequencies \(rope_freqs\)"),
     ],

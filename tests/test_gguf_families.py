@@ -15,7 +15,7 @@ from test_gguf import SENTENCES, batches, largest_differences, transformers_gguf
 from attention import ModelLoadError, encode, generate, load_model
 
 _GEMMA3_ROPE = dict(
-    full_attention=dict(rope_type="default", rope_theta=1000.0),
+    full_attention=dict(rope_type="linear", factor=2.0, rope_theta=1000.0),  # rope.scaling.type linear, factor 2
     sliding_attention=dict(rope_type="default", rope_theta=10_000.0),  # llama.cpp's, which the file cannot change
 )
 # architecture -> (the checkpoint's maker, its family, overrides; the config values transformers' GGUF reading

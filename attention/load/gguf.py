@@ -26,7 +26,7 @@ import torch
 
 from ..errors import ModelLoadError
 from ..models import FAMILIES
-from .gguf_archs import ARCHITECTURES, hf_name, hf_names, is_transposed
+from .gguf_archs import ARCHITECTURES, hf_name, hf_names, is_transposed, linear_scaling
 
 # tensors that rescale the rotary frequencies (Llama 3.1's rope_freqs, Phi-3's long-context factors)
 _ROPE_FACTORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
@@ -132,7 +132,7 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         given = [(key, ours) for key, ours in self.kind.config.items() if f"{arch}.{key}" in self.reader.fields]
         values = {ours: self.field(f"{arch}.{key}") for key, ours in given}
         scaling = self.field(f"{arch}.rope.scaling.type", "none")
-        if scaling != "none":
+        if scaling not in ("none", "linear"):
             raise ModelLoadError(f"the GGUF file scales its rotary positions ('{scaling}'), which this app does not")
         if "vocab_size" not in values:  # as transformers: the tokenizer's size
             values["vocab_size"] = len(self.reader.fields["tokenizer.ggml.tokens"].data)
@@ -140,6 +140,8 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
             self.kind.fill(values)
         except (TypeError, ZeroDivisionError, KeyError) as err:
             raise ModelLoadError(f"the GGUF file's {arch} sizes do not fit together ({type(err).__name__})") from None
+        if scaling == "linear":
+            linear_scaling(values, self.field(f"{arch}.rope.scaling.factor"))
         values["attention_dropout"] = 0.0  # no training settings in the file: transformers' default
         values["tie_word_embeddings"] = "lm_head.weight" not in self.tensors
         values["attention_bias"] = any(name.endswith("q_proj.bias") for name in self.tensors)

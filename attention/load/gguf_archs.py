@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ModelLoadError
 from ..models import Family
@@ -89,6 +90,15 @@ def _smollm3(values: dict) -> None:
     """SmolLM3's layers without positions: each fourth, as llama.cpp fixes it (n_no_rope_layer_step)."""
     _rotary_base(values)
     values["no_rope_layer_interval"] = 4
+
+
+def linear_scaling(values: dict, factor: Any) -> None:
+    """rope.scaling.type linear (Gemma3 4B and up): the full layers' positions divided by the factor."""
+    params = values.get("rope_parameters") or {}
+    full = params.get("full_attention", params)
+    if not full or isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise ModelLoadError(f"the GGUF file's linear rotary scaling has no use here or no factor ({factor!r})")
+    full.update(rope_type="linear", factor=float(factor))
 
 
 @dataclass(frozen=True)
