@@ -83,8 +83,10 @@ def decoder_fields(writer, config: dict, architecture: str) -> None:
     elif config.get("head_dim"):  # as the converter: only a config that gives it
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
-    if config.get("sliding_window") and architecture.startswith(("gemma", "phi3")):
+    if config.get("sliding_window") and architecture.startswith("gemma"):
         writer.add_sliding_window(config["sliding_window"])
+    if architecture == "phi3":  # always: 0 for none
+        writer.add_sliding_window(config.get("sliding_window") or 0)
     if architecture == "gemma2":
         writer.add_attn_logit_softcapping(config["attn_logit_softcapping"])
         writer.add_final_logit_softcapping(config["final_logit_softcapping"])

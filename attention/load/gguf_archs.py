@@ -72,7 +72,10 @@ def _gemma3(values: dict) -> None:
 
 
 def _phi3(values: dict) -> None:
-    """rope.dimension_count (the rotated coordinates of a head) as partial_rotary_factor."""
+    """rope.dimension_count (the rotated coordinates of a head) as partial_rotary_factor; a sliding window of 0, which
+    the converter writes for a model without one (Phi-4's), as none."""
+    if values.get("sliding_window") == 0:
+        del values["sliding_window"]
     rotated = values.pop("rotary_dims", None)
     _rotary_base(values)
     if rotated is not None:
