@@ -195,3 +195,47 @@ def test_an_olmo3_file_written_as_olmo2_is_refused_by_name(folders, tmp_path):
     path = write_gguf(folders("olmo2"), tmp_path / "o.gguf", "olmo2", more=lambda w: w.add_sliding_window(4))
     with pytest.raises(ModelLoadError, match=r"olmo2 model has a sliding window \(OLMo3's\)"):
         load_model(path)
+
+
+def test_gemma3s_newer_keys_are_read(folders, tmp_path):
+    """attention.sliding_window_pattern (True for a windowed layer) and rope.freq_base_swa, which newer converters
+    write, decide which layers see every key and the windowed layers' rotary base."""
+    windowed = [i % 3 != 2 for i in range(12)]  # each third layer full, not each sixth
+
+    def more(writer):
+        writer.add_sliding_window_pattern(windowed)
+        writer.add_rope_freq_base_swa(500.0)
+
+    model, _ = load_model(write_gguf(folders("gemma3"), tmp_path / "new.gguf", "gemma3", more=more))
+    assert [model.config.window_of(i) for i in range(12)] == [5 if w else None for w in windowed]
+    assert model.config.positions.local_rope_theta == 500.0
+
+
+def test_a_gemma3_file_without_a_window_has_none(tmp_path):
+    """The converter writes no attention.sliding_window for a Gemma3 without one: every layer sees every key, as
+    the same checkpoint's safetensors say (sliding_window null)."""
+    _, family, overrides, _, _ = CASES["gemma3"]
+    folder = make_more(tmp_path / "g", family, rms_norm_eps=2.0**-20, **dict(overrides, sliding_window=None))
+    ours, _ = load_model(write_gguf(folder, tmp_path / "g.gguf", "gemma3"))
+    same, _ = load_model(folder)
+    assert ours.config == same.config and ours.config.window_of(0) is None
+
+
+def test_gemma3s_embeddings_cut_to_the_tokenizer_are_its_vocabulary(folders, tmp_path):
+    """Gemma3's converter drops the embedding rows past the tokenizer's last token: the vocabulary is the rows the
+    file has, and the model gives the numbers of the uncut file."""
+    from safetensors.torch import load_file
+
+    folder = folders("gemma3")
+    whole, tokenizer = load_model(write_gguf(folder, tmp_path / "whole.gguf", "gemma3"))
+    rows = len(tokenizer)
+    table = load_file(str(folder / "model.safetensors"))["model.embed_tokens.weight"].numpy()
+    assert rows < len(table)
+    path = write_gguf(folder, tmp_path / "cut.gguf", "gemma3", change={"token_embd.weight": table[:rows]})
+    cut, _ = load_model(path)
+    assert cut.config.vocab_size == rows
+    _, input_ids, attention_mask = batches(tokenizer)[1]
+    with torch.inference_mode():
+        a, b = cut(input_ids, attention_mask), whole(input_ids, attention_mask)
+    for x, y in zip(a.hidden_states + a.attentions, b.hidden_states + b.attentions):
+        assert torch.equal(x, y)

@@ -134,8 +134,12 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         scaling = self.field(f"{arch}.rope.scaling.type", "none")
         if scaling not in ("none", "linear"):
             raise ModelLoadError(f"the GGUF file scales its rotary positions ('{scaling}'), which this app does not")
-        if "vocab_size" not in values:  # as transformers: the tokenizer's size
-            values["vocab_size"] = len(self.reader.fields["tokenizer.ggml.tokens"].data)
+        embeddings = next((t for t in self.tensors.values() if t.name == "token_embd.weight"), None)
+        tokens = self.reader.fields.get("tokenizer.ggml.tokens")
+        if embeddings is not None:  # its rows (GGUF lists sizes innermost first): Gemma3's converter cuts the spare
+            values["vocab_size"] = int(embeddings.shape[-1])
+        elif "vocab_size" not in values and tokens is not None:  # as transformers: the tokenizer's size
+            values["vocab_size"] = len(tokens.data)
         try:
             self.kind.fill(values)
         except (TypeError, ZeroDivisionError, KeyError) as err:

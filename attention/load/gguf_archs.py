@@ -40,6 +40,13 @@ _GPT2 = {
 }
 _WINDOW = {"attention.sliding_window": "sliding_window"}
 _CAPS = {"attn_logit_softcapping": "attn_logit_softcapping", "final_logit_softcapping": "final_logit_softcapping"}
+_GEMMA3 = {
+    **_DECODER,
+    **_WINDOW,
+    "final_logit_softcapping": "final_logit_softcapping",
+    "rope.freq_base_swa": "rope_local_base_freq",
+    "attention.sliding_window_pattern": "windowed_layers",
+}
 
 
 def _rotary_base(values: dict) -> None:
@@ -62,12 +69,18 @@ def _gemma2(values: dict) -> None:
 
 
 def _gemma3(values: dict) -> None:
-    """Gemma3's full layers turn on the file's base, its windowed ones on 10,000 (llama.cpp's, not in the file)."""
-    base = values.pop("rope_theta", 1_000_000.0)
+    """Gemma3's full layers turn on the file's base, its windowed ones on rope.freq_base_swa (10,000 where the file
+    does not say: llama.cpp's); each sixth layer is full unless attention.sliding_window_pattern lists the windowed
+    ones; no attention.sliding_window: no window (the converter leaves it out for a model without one)."""
+    base, local = values.pop("rope_theta", 1_000_000.0), values.pop("rope_local_base_freq", 10_000.0)
     values["rope_parameters"] = {
         "full_attention": dict(rope_type="default", rope_theta=base),
-        "sliding_attention": dict(rope_type="default", rope_theta=10_000.0),
+        "sliding_attention": dict(rope_type="default", rope_theta=local),
     }
+    values.setdefault("sliding_window", None)
+    windowed = values.pop("windowed_layers", None)
+    if windowed is not None:
+        values["layer_types"] = ["sliding_attention" if w else "full_attention" for w in windowed]
     _gemma_scale(values, 62)
 
 
@@ -127,7 +140,7 @@ ARCHITECTURES = {
         Architecture("phi3", "phi3", {**_DECODER, **_WINDOW, "rope.dimension_count": "rotary_dims"}, _phi3),
         Architecture("gemma", "gemma", _DECODER, norm_offset=True),
         Architecture("gemma2", "gemma2", {**_DECODER, **_WINDOW, **_CAPS}, _gemma2, norm_offset=True),
-        Architecture("gemma3", "gemma3_text", {**_DECODER, **_WINDOW}, _gemma3, norm_offset=True),
+        Architecture("gemma3", "gemma3_text", _GEMMA3, _gemma3, norm_offset=True),
         Architecture(
             "gpt2",
             "gpt2",
