@@ -239,3 +239,18 @@ def test_gemma3s_embeddings_cut_to_the_tokenizer_are_its_vocabulary(folders, tmp
         a, b = cut(input_ids, attention_mask), whole(input_ids, attention_mask)
     for x, y in zip(a.hidden_states + a.attentions, b.hidden_states + b.attentions):
         assert torch.equal(x, y)
+
+
+def test_a_gpt2_file_with_its_head_written_out_writes_as_the_tied_one(folders, tmp_path):
+    """llama.cpp's GPT-2 converter writes output.weight, a copy of the token embeddings: it is set aside as the
+    LM head (read again for writing), and the model writes the same tokens as from the file without it."""
+    from safetensors.torch import load_file
+
+    folder = folders("gpt2")
+    table = load_file(str(folder / "model.safetensors"))["transformer.wte.weight"].numpy()
+    tied, tokenizer = load_model(write_gguf(folder, tmp_path / "tied.gguf", "gpt2"))
+    path = write_gguf(folder, tmp_path / "head.gguf", "gpt2", more=lambda w: w.add_tensor("output.weight", table))
+    headed, _ = load_model(path)
+    assert headed.load_report.ignored_keys == ("lm_head.weight",) and tied.load_report.ignored_keys == ()
+    a, b = generate(headed, tokenizer, SENTENCES[1], 5), generate(tied, tokenizer, SENTENCES[1], 5)
+    assert torch.equal(a.ids, b.ids) and torch.equal(a.top_probs, b.top_probs)
