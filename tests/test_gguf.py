@@ -287,6 +287,13 @@ def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path, architec
         load_model(path)
 
 
+def test_a_file_naming_no_architecture_is_one_clear_error(tiny, tmp_path):
+    path = tmp_path / "nameless.gguf"
+    path.write_bytes(tiny[1].read_bytes().replace(b"general.architecture", b"general.architecturX", 1))
+    with pytest.raises(ModelLoadError, match=r"nameless.gguf does not say which model it holds \(no general.arch"):
+        load_model(path)
+
+
 def test_an_unsupported_tensor_type_is_named(tiny, tmp_path):
     path = write_gguf(tiny[0], tmp_path / "ints.gguf", change={"blk.1.ffn_norm.weight": np.zeros(32, np.int32)})
     with pytest.raises(ModelLoadError, match="'blk.1.ffn_norm.weight' is stored as I32, a GGUF type this app does not"):

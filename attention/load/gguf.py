@@ -80,6 +80,8 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         except Exception as err:  # noqa: BLE001  (a file cut short or not GGUF: ValueError, struct, numpy errors)
             raise _unreadable(path, err) from None
         self.architecture = self.field("general.architecture")
+        if not isinstance(self.architecture, str):
+            raise ModelLoadError(f"{path.name} does not say which model it holds (no general.architecture)")
         if self.architecture not in ARCHITECTURES:
             raise ModelLoadError(
                 f"'{self.architecture}' GGUF models are not supported: "
