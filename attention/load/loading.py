@@ -27,7 +27,7 @@ from ..writing.processors import attach, settings_from_values
 from .checkpoint import read_checkpoint
 from .checkpoint_sizes import WeightBudget
 from .convert import LAYERS_HINT, check_tensors, convert_checkpoint, copy_weights
-from .gguf import GGUFCheckpoint
+from .gguf import GGUFCheckpoint, transformers_reads
 from .sources import DEFAULT_NAME, gguf_source, resolve_source
 from .tokenizer import FirstUseTokenizer, load_tokenizer
 
@@ -206,11 +206,12 @@ def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.de
     tensors checked by name and shape against a model on the meta device, then dequantized one at a time and
     copied strictly; its generation settings and tokenizer are the file's own."""
     shapes = GGUFCheckpoint(path, shapes_only=True)
-    if model_type is not None and shapes.architecture != model_type:
+    if model_type is not None and shapes.family.model_type != model_type:
         title = FAMILIES[model_type].title
         raise ModelLoadError(f"{path.name} holds a '{shapes.architecture}' model, not a {title} one")
-    family, values = FAMILIES[shapes.architecture], shapes.config_values()
-    byte_level = shapes.field("tokenizer.ggml.model") == "gpt2"  # llama.cpp's name for a byte-level BPE
+    family, values = shapes.family, shapes.config_values()
+    # a byte-level BPE (llama.cpp's "gpt2"), or a file transformers cannot make a config of: its tokenizer class
+    direct = shapes.field("tokenizer.ggml.model") == "gpt2" or not transformers_reads(shapes.architecture)
     try:
         config = family.read_config(values)
     except ConfigError as err:
@@ -232,7 +233,7 @@ def _load_gguf(source: str, path: Path, model_type: str | None, device: torch.de
         attach(model, settings=settings_from_values(values, path.name))
     except ConfigError as err:
         raise ModelLoadError(str(err)) from None
-    tokenizer = load_tokenizer(path.parent, config.vocab_size, gguf_file=path.name, byte_level=byte_level)
+    tokenizer = load_tokenizer(path.parent, config.vocab_size, gguf_file=path.name, direct=direct)
     model.load_report = LoadReport(
         source, str(path.parent), path.name, tuple(ignored), origins, str(device), str(dtype).removeprefix("torch.")
     )

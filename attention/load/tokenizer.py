@@ -18,16 +18,17 @@ from ..config import read_json
 from ..errors import ModelLoadError
 
 
-def load_tokenizer(folder: Path, vocab_size: int, gguf_file: str | None = None, byte_level: bool = False):
+def load_tokenizer(folder: Path, vocab_size: int, gguf_file: str | None = None, direct: bool = False):
     """transformers' fast tokenizer for the checkpoint, whatever its kind, or the one inside the GGUF file
     `gguf_file` in `folder` (which transformers builds from the file's vocabulary and merges); its ids must fit the
     model's vocabulary. It returns token_type_ids, zeros if it has no token types, and pads (GPT-2's with
-    its end-of-text token). `byte_level`: a GGUF file's byte-level BPE tokenizer is built by the class AutoTokenizer
-    picks for one, TokenizersBackend, at once: AutoTokenizer would first read the whole file again to make a model
-    config (6-7 s for SmolLM2's on a busy 2-core machine, against 0.6 s)."""
+    its end-of-text token). `direct`: a GGUF file's tokenizer is built by TokenizersBackend at once, the class
+    AutoTokenizer picks for a byte-level BPE: AutoTokenizer would first read the whole file again to make a model
+    config (6-7 s for SmolLM2's on a busy 2-core machine, against 0.6 s), which it cannot for an architecture
+    transformers does not load (Gemma 1's)."""
     from transformers import AutoTokenizer
 
-    if byte_level:
+    if direct:
         from transformers.tokenization_utils_tokenizers import TokenizersBackend as AutoTokenizer  # type: ignore[assignment]
 
     files = ("tokenizer.json", "vocab.txt")

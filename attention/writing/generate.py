@@ -81,14 +81,17 @@ def load_lm_head(model: Transformer) -> LMHead:
 
 def _head_source(report) -> tuple[Mapping[str, torch.Tensor], dict]:
     """The checkpoint's tensors and config values: the folder's weights and config.json, or a GGUF file's
-    (gguf.py), whose output head is the token embeddings when it has no output.weight, which load_model lists
-    among the tensors it did not use (read again from the file only then)."""
+    (gguf.py: its metadata as config values, Gemma2's final_logit_softcapping among them), whose output head is
+    the token embeddings when it has no output.weight, which load_model lists among the tensors it did not use
+    (read again from the file only then)."""
     folder = Path(report.path)
     if not report.weights_file.endswith(".gguf"):
         return read_checkpoint(folder)[0], read_json(folder / "config.json")
+    checkpoint = GGUFCheckpoint(folder / report.weights_file)
+    values = checkpoint.config_values()
     if "lm_head.weight" not in report.ignored_keys:
-        return {}, {"tie_word_embeddings": True}
-    return GGUFCheckpoint(folder / report.weights_file), {"tie_word_embeddings": False}
+        return {}, dict(values, tie_word_embeddings=True)
+    return checkpoint, dict(values, tie_word_embeddings=False)
 
 
 def lay_out_by_columns(table: torch.nn.Embedding) -> torch.Tensor:

@@ -44,3 +44,22 @@ def test_a_gguf_file_is_read_only_under_the_operators_folders(tmp_path, monkeypa
     open_server.check(str(inside / "m.gguf"))  # a file, not a folder: allowed where it lies under the list
     with pytest.raises(ModelLoadError):
         open_server.check(str(outside / "m.gguf"))
+
+
+def test_a_broken_gguf_file_is_one_message_and_the_previous_model_stays(tmp_path, monkeypatch):
+    """A .gguf under the operator's folders that is cut short: one clear error, no traceback, the model shown
+    before still shown."""
+    from test_app import head_figure
+
+    monkeypatch.setenv("ATTENTION_FILE_DIRS", str(tmp_path))
+    (tmp_path / "cut.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")  # the magic and version, then nothing
+    at = start()
+    at.text_input(key="model_input").input(str(tmp_path / "cut.gguf"))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    assert not at.exception
+    errors = [e.value.replace("\\", "") for e in at.error]  # markdown's escapes taken off
+    assert len(errors) == 1 and "cut.gguf is not a readable GGUF file" in errors[0], errors
+    assert "previous model stays" in errors[0]
+    assert at.session_state.source == ""  # the bundled reader, as before
+    assert head_figure(at)["layout"]["title"]["text"].startswith("Layer ")

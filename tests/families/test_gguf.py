@@ -7,6 +7,7 @@ transformers does on the same file (tests/families/test_gguf_smollm2.py)."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,18 @@ from families import make_family
 
 from attention import ModelLoadError, encode, generate, load_model
 
+WRITTEN = (
+    "llama",
+    "smollm3",
+    "olmo2",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gpt2",
+)  # write_gguf's architectures
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 
 
@@ -28,7 +41,7 @@ def permute(weights: np.ndarray, n_head: int) -> np.ndarray:
     )
 
 
-def tokenizer_fields(writer, folder: Path) -> None:
+def tokenizer_fields(writer, folder: Path, bos: int = 1, eos: int = 2) -> None:
     """The folder's byte-level BPE tokenizer (tokenizer.json) as GGUF's gpt2-model tokenizer fields."""
     model = json.loads((folder / "tokenizer.json").read_text())
     added = {t["content"]: t["id"] for t in model["added_tokens"]}
@@ -40,9 +53,69 @@ def tokenizer_fields(writer, folder: Path) -> None:
     writer.add_token_list(tokens)
     writer.add_token_types([3 if t in added else 1 for t in tokens])  # control, normal
     writer.add_token_merges(merges)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    writer.add_bos_token_id(bos)
+    writer.add_eos_token_id(eos)
     writer.add_add_bos_token(False)
+
+
+def decoder_fields(writer, config: dict, architecture: str) -> None:
+    """A Llama-style config.json as convert_hf_to_gguf.py writes its metadata for `architecture`."""
+    n_head = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // n_head
+    rope = config.get("rope_parameters") or {}
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(config["num_key_value_heads"])
+    full = rope.get("full_attention", rope)  # Gemma3's full layers
+    writer.add_rope_freq_base(full["rope_theta"])
+    if full.get("rope_type") == "linear":
+        writer.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(full["factor"])
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_vocab_size(config["vocab_size"])
+    if architecture in ("llama", "smollm3"):
+        writer.add_rope_dimension_count(head_dim)
+    elif architecture == "phi3":  # the rotated share of each head
+        writer.add_rope_dimension_count(int(rope.get("partial_rotary_factor", 1.0) * head_dim))
+    elif config.get("head_dim"):  # as the converter: only a config that gives it
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    if config.get("sliding_window") and architecture.startswith("gemma"):
+        writer.add_sliding_window(config["sliding_window"])
+    if architecture == "phi3":  # always: 0 for none
+        writer.add_sliding_window(config.get("sliding_window") or 0)
+    if architecture == "gemma2":
+        writer.add_attn_logit_softcapping(config["attn_logit_softcapping"])
+        writer.add_final_logit_softcapping(config["final_logit_softcapping"])
+
+
+def gpt2_fields(writer, config: dict) -> None:
+    writer.add_block_count(config["n_layer"])
+    writer.add_context_length(config["n_positions"])
+    writer.add_embedding_length(config["n_embd"])
+    writer.add_feed_forward_length(config.get("n_inner") or 4 * config["n_embd"])
+    writer.add_head_count(config["n_head"])
+    writer.add_layer_norm_eps(config["layer_norm_epsilon"])
+
+
+def gguf_tensor(name: str, weights: np.ndarray, architecture: str, config: dict, rotary: bool) -> np.ndarray:
+    """A tensor as convert_hf_to_gguf.py stores it: a Llama's q and k permuted (unless `rotary` is False), Gemma's
+    norms plus 1, GPT-2's Conv1D weights transposed to (out, in)."""
+    permuted = rotary and architecture in ("llama", "smollm3")  # LlamaModel.permute
+    if permuted and ".attn_q." in name:
+        return permute(weights, config["num_attention_heads"])
+    if permuted and ".attn_k." in name:
+        return permute(weights, config["num_key_value_heads"])
+    if architecture.startswith("gemma") and name.endswith("norm.weight"):
+        return weights + np.float32(1.0)
+    if architecture == "gpt2" and name.endswith(
+        ("attn_qkv.weight", "attn_output.weight", "ffn_up.weight", "down.weight")
+    ):
+        return np.ascontiguousarray(weights.T)
+    return weights
 
 
 def write_gguf(
@@ -54,47 +127,39 @@ def write_gguf(
     drop: tuple[str, ...] = (),
     rotary: bool = True,
     more=None,
+    tokenizer=tokenizer_fields,
 ) -> Path:
-    """The safetensors Llama in `folder` written as a GGUF file: its tensors under gguf's own names for them
-    (gguf.get_tensor_name_map), q and k permuted unless `rotary` is False, each stored as F32 or the
-    GGMLQuantizationType `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out,
-    `more(writer)` adds to them."""
+    """The safetensors checkpoint in `folder` written as a GGUF file of `architecture` (a Llama's written under
+    the name given, for one not in WRITTEN): its tensors under gguf's own names for them
+    (gguf.get_tensor_name_map) as gguf_tensor lays them out, each stored as F32 or the GGMLQuantizationType
+    `quantize` names for it; `change` replaces tensors (by GGUF name), `drop` leaves some out, `more(writer)` adds
+    to them; `tokenizer(writer, folder, bos, eos)` writes the tokenizer's fields."""
     import gguf
     from safetensors.torch import load_file
 
     config = json.loads((folder / "config.json").read_text())
-    n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config["num_hidden_layers"])
+    known = {name: kind for kind, name in gguf.MODEL_ARCH_NAMES.items()}
+    kind = architecture if architecture in WRITTEN else "llama"
+    names = gguf.get_tensor_name_map(known[kind], config.get("num_hidden_layers") or config["n_layer"])
     writer = gguf.GGUFWriter(str(path), architecture)
-    writer.add_block_count(config["num_hidden_layers"])
-    writer.add_context_length(config["max_position_embeddings"])
-    writer.add_embedding_length(config["hidden_size"])
-    writer.add_feed_forward_length(config["intermediate_size"])
-    writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_kv)
-    writer.add_rope_freq_base(config["rope_parameters"]["rope_theta"])
-    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_rope_dimension_count(config["hidden_size"] // n_head)
-    writer.add_vocab_size(config["vocab_size"])
-    tokenizer_fields(writer, folder)
+    if kind == "gpt2":
+        gpt2_fields(writer, config)
+    else:
+        decoder_fields(writer, config, kind)
+    tokenizer(writer, folder, config.get("bos_token_id", 1), config.get("eos_token_id", 2))
     if more is not None:  # more metadata or tensors
         more(writer)
     for hf_name, tensor in load_file(str(folder / "model.safetensors")).items():
         stem, suffix = hf_name.rsplit(".", 1)
         name = f"{names.get_name(stem)}.{suffix}"
-        weights = tensor.float().numpy()
-        if rotary and ".attn_q." in name:
-            weights = permute(weights, n_head)
-        if rotary and ".attn_k." in name:
-            weights = permute(weights, n_kv)
-        weights = (change or {}).get(name, weights)
+        weights = (change or {}).get(name, gguf_tensor(name, tensor.float().numpy(), kind, config, rotary))
         if name in drop:
             continue
-        kind = (quantize or {}).get(name)
-        if kind is None:
+        kind_of = (quantize or {}).get(name)
+        if kind_of is None:
             writer.add_tensor(name, weights)
         else:
-            writer.add_tensor(name, gguf.quants.quantize(weights, kind), raw_dtype=kind)
+            writer.add_tensor(name, gguf.quants.quantize(weights, kind_of), raw_dtype=kind_of)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -102,14 +167,15 @@ def write_gguf(
     return path
 
 
-def transformers_gguf(path: Path):
-    """transformers' own Llama on a GGUF file, eager attention: its config and tensors (dequantized, renamed and
-    un-permuted) read by its GGUF loader, load_gguf_checkpoint, as from_pretrained(gguf_file=...) reads them
-    (which would need accelerate only to place the weights)."""
+def transformers_gguf(path: Path, **unread):
+    """transformers' own model on a GGUF file, eager attention: its config and tensors (dequantized, renamed and
+    laid out as it saves them) read by its GGUF loader, load_gguf_checkpoint, as from_pretrained(gguf_file=...)
+    reads them (which would need accelerate only to place the weights); `unread`: config values its reading of
+    the file's metadata leaves out (at the values llama.cpp runs)."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    config = AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name, **unread)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=model)["tensors"]
     loaded = model.load_state_dict(tensors, strict=False)
@@ -198,9 +264,12 @@ def test_quantized_tensors_give_transformers_numbers(tiny, tmp_path):
     "broken, message",
     [
         (lambda data: data[: len(data) // 2], "is not a readable GGUF file"),
+        (lambda data: data[:-10], "is not a readable GGUF file"),  # the last tensor's data
         (lambda data: b"not a gguf file at all", "is not a readable GGUF file"),
+        (lambda data: bytes(random.Random(0).getrandbits(8) for _ in data), "is not a readable GGUF file"),
+        (lambda data: b"GGUF" + bytes(random.Random(1).getrandbits(8) for _ in data[4:]), "not a readable GGUF"),
     ],
-    ids=["cut short", "not gguf"],
+    ids=["cut short", "cut at the end", "not gguf", "random bytes", "random after the magic"],
 )
 def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
     path = tmp_path / "broken.gguf"
@@ -209,15 +278,40 @@ def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
         load_model(path)
 
 
-def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path):
-    path = write_gguf(tiny[0], tmp_path / "mamba.gguf", architecture="mamba")
-    with pytest.raises(ModelLoadError, match="'mamba' GGUF models are not supported: the architecture must be llama"):
+@pytest.mark.parametrize("architecture", ["mamba", "no-such-model"])
+def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path, architecture):
+    path = write_gguf(tiny[0], tmp_path / "other.gguf", architecture=architecture)
+    with pytest.raises(
+        ModelLoadError, match=f"'{architecture}' GGUF models are not supported: the architecture must be"
+    ):
+        load_model(path)
+
+
+def test_a_file_naming_no_architecture_is_one_clear_error(tiny, tmp_path):
+    path = tmp_path / "nameless.gguf"
+    path.write_bytes(tiny[1].read_bytes().replace(b"general.architecture", b"general.architecturX", 1))
+    with pytest.raises(ModelLoadError, match=r"nameless.gguf does not say which model it holds \(no general.arch"):
         load_model(path)
 
 
 def test_an_unsupported_tensor_type_is_named(tiny, tmp_path):
     path = write_gguf(tiny[0], tmp_path / "ints.gguf", change={"blk.1.ffn_norm.weight": np.zeros(32, np.int32)})
     with pytest.raises(ModelLoadError, match="'blk.1.ffn_norm.weight' is stored as I32, a GGUF type this app does not"):
+        load_model(path)
+
+
+def test_a_tensor_type_the_gguf_package_does_not_know_is_named(tiny, tmp_path):
+    """A type number past gguf's GGMLQuantizationType (a newer llama.cpp's) is named, not shown as a traceback."""
+    import struct
+
+    data = bytearray(tiny[1].read_bytes())
+    name = b"blk.1.ffn_norm.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)  # then n_dims, its sizes, its type
+    assert struct.unpack_from("<I", data, at)[0] == 1
+    struct.pack_into("<I", data, at + 4 + 8, 99)
+    path = tmp_path / "new.gguf"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="new.gguf stores a tensor as GGML type 99, which the installed gguf"):
         load_model(path)
 
 
@@ -247,8 +341,8 @@ def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_
     "more, message",
     [
         (
-            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR),
-            r"rotary positions \('linear'\)",
+            lambda w: w.add_rope_scaling_type(__import__("gguf").RopeScalingType.YARN),
+            r"rotary positions \('yarn'\)",
         ),
         (lambda w: w.add_tensor("rope_freqs.weight", np.ones(4, np.float32)), r"rotary frequencies \(rope_freqs\)"),
     ],
