@@ -1,8 +1,8 @@
 """GGUF files of every architecture gguf_archs.py reads (Qwen2, Qwen3, Phi-3, Gemma 1-3, GPT-2; Llama's in
-tests/families/test_gguf.py), written here from tiny random transformers checkpoints as llama.cpp's convert_hf_to_gguf.py
-writes them (test_gguf.write_gguf): in F32 each is the same model as its safetensors, weight for weight; with
-quantized and half-precision tensors it gives the numbers of transformers' own GGUF loading of the same file,
-where transformers reads that architecture (all but Gemma 1)."""
+tests/families/test_gguf.py), written here from tiny random transformers checkpoints as llama.cpp's
+convert_hf_to_gguf.py writes them (test_gguf.write_gguf): in F32 each is the same model as its safetensors, weight
+for weight; with quantized and half-precision tensors it gives the numbers of transformers' own GGUF loading of the
+same file, where transformers reads that architecture (all but Gemma 1)."""
 
 from __future__ import annotations
 
