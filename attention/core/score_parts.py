@@ -3,8 +3,9 @@ built (mha.MultiHeadAttention's `cap`), and dot_product.attention_probs applies 
 
 A cap is called with the scores (B, H, L, S) and the recorder and returns the capped scores, recorded under its
 `step` name; `fusable` says whether torch's fused kernel can compute it (a cap is never a mask, so it cannot);
-`steps` names the (B, H, L, S) maps it records (trace.kept_bytes sizes them); `words(step, scaling)` is the
-shape-flow diagram's and the walk's sentence for its step (attention/tracing/steps.py asks the part).
+`steps` names the (B, H, L, S) maps it records (trace.kept_bytes sizes them), `worded` any other step it changes;
+`words(step, scaling)` is the shape-flow diagram's and the walk's sentence for such a step
+(attention/tracing/steps.py asks the part).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Sinks:
     attention's `sinks` parameter, (H,); `softmax` takes them shaped to the scores' heads."""
 
     steps: tuple[str, ...] = ()  # it records no map of its own: the map is the keys' share
+    worded = ("probs",)  # the step whose words it gives: the softmax that covers the sink
     fusable = False  # torch's kernel has no sink column
 
     @staticmethod

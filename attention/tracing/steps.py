@@ -156,10 +156,19 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attent
 
 
 def score_parts(attention: nn.Module | None) -> dict:
-    """The steps the layer's score parts record, each with its part: its cap (score_parts.py) and its terms
-    (models/disentangled.py); each part says in words what its step does."""
-    parts = [getattr(attention, "cap", None), *getattr(attention, "terms", ())]
-    return {step: part for part in parts if part is not None for step in getattr(part, "steps", ())}
+    """The steps the layer's score parts record or change, each with its part: its cap and sinks (score_parts.py)
+    and its terms (models/disentangled.py); each part says in words what its step does."""
+    return {step: part for part in _parts(attention) for step in (*part.steps, *getattr(part, "worded", ()))}
+
+
+def recorded_maps(attention: nn.Module) -> int:
+    """How many (B, H, L, S) maps the layer's score parts record besides the scores, masked scores and probs."""
+    return sum(len(part.steps) for part in _parts(attention))
+
+
+def _parts(attention: nn.Module | None) -> list:
+    parts = [getattr(attention, "cap", None), getattr(attention, "sink", None), *getattr(attention, "terms", ())]
+    return [part for part in parts if part is not None]
 
 
 def _embedding_sum(config) -> str:

@@ -27,7 +27,7 @@ from ..models import FAMILIES, Family
 from ..runs.bigrun import layer_hooks
 from ..runs.inputs import on_model_device
 from .source_lines import relative_path, source_of
-from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width, score_parts
+from .steps import TITLES, dims_of, layer_facts, op_words, projection_biases, qkv_width, recorded_maps
 
 # (step, what was kept of its tensor, the tensor's shape, file, line), in order
 Records = list[tuple[str, torch.Tensor | None, tuple[int, ...] | None, str, int]]
@@ -202,7 +202,7 @@ def kept_bytes(model, batch: int, n_tokens: int, head: int | None = None) -> int
     c = model.config
     n_heads = c.num_attention_heads
     width = max([4] + [torch.finfo(p.dtype).bits // 8 for p in model.parameters() if p.is_floating_point()])
-    n_maps = 3 + max(len(score_parts(layer.attention)) for layer in model.layers)  # scores, masked, probs, parts
+    n_maps = 3 + max(recorded_maps(layer.attention) for layer in model.layers)  # scores, masked, probs, parts
     square = batch * n_tokens * n_tokens * width
     mask = square * (n_heads if c.positions.position_embedding_type == "relative" else 1)
     per_token = 24 * batch * n_tokens * max(c.hidden_size, n_heads * c.head_size) * width

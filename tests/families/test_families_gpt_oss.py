@@ -44,6 +44,7 @@ def test_the_sinks_take_a_share_of_every_row_and_windows_alternate(load):
     enc = encode(tokenizer, SENTENCE)
     trace = trace_layer(model, enc.input_ids, enc.attention_mask, layer=1)
     assert "yarn rope scaling (factor 4)" in trace.step("q_rot").op
+    assert "learned sink" in trace.step("probs").op  # the shape flow names the sink where the softmax covers it
     run = run_sentence(model, tokenizer, SENTENCE)
     L = len(run.tokens)
     far = np.tril(np.ones((L, L), dtype=bool), k=-3)  # keys 3 or more positions back

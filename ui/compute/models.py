@@ -83,12 +83,17 @@ def get_seq2seq(source: str):
 
 def model_kinds(source: str) -> frozenset[str]:
     """What the model of `source` is, as the views' registry rows ask (ui/page/registry.py's KINDS): an encoder-decoder
-    "seq2seq", a decoder "causal", else "encoder", with "deberta" for DeBERTa's position terms."""
+    "seq2seq", a decoder "causal", else "encoder", with "deberta" for DeBERTa's position terms and "sinks" for
+    learned sinks (gpt-oss)."""
     if get_seq2seq(source) is not None:
         return frozenset({"seq2seq"})
     config = get_model(source)[0].config
-    kind = "causal" if config.attention.causal else "encoder"
-    return frozenset({kind, "deberta"} if config.positions.position_embedding_type == "disentangled" else {kind})
+    kinds = {"causal" if config.attention.causal else "encoder"}
+    if config.positions.position_embedding_type == "disentangled":
+        kinds.add("deberta")
+    if config.attention.sinks:
+        kinds.add("sinks")
+    return frozenset(kinds)
 
 
 def _get_loaded(source: str):

@@ -18,9 +18,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 # what a model is, as the views ask: "encoder" (reads both ways), "causal" (a decoder that writes), "seq2seq" (an
-# encoder-decoder: the views read its encoder, Cross-attention its decoder) and "deberta" (an encoder with
-# DeBERTa's position terms)
-KINDS = frozenset({"encoder", "causal", "seq2seq", "deberta"})
+# encoder-decoder: the views read its encoder, Cross-attention its decoder), "deberta" (an encoder with
+# DeBERTa's position terms) and "sinks" (each head's learned sink takes a share of every row: gpt-oss)
+KINDS = frozenset({"encoder", "causal", "seq2seq", "deberta", "sinks"})
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,11 @@ def draw(ctx: ViewContext) -> None:
     layer, head = ctx.layer, ctx.head
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
+        matrix, keys = with_sink(hm, "sinks" in ctx.model.kinds and not hide)
         fig = viz.head_heatmap(
-            hm.matrix,
+            matrix,
             hm.labels,
+            keys,
             title=f"Layer {layer}, head {head}",
             font_size=font_size(ctx.present),
             title_size=size.get("min_label"),
@@ -95,6 +97,19 @@ def draw(ctx: ViewContext) -> None:
             show(fig, f"layer{layer}-lines")
         hm = maps[0]
     panel.caption(hm.note)
+
+
+SINK = "∅ sink"  # the column of a learned sink: the share of each row that goes to no token
+
+
+def with_sink(hm, sinks: bool) -> tuple[np.ndarray, list[str]]:
+    """The map and its key labels; for a model with learned sinks (gpt-oss) one more column, each row's share
+    that went to its sink and to no token (1 − the row's sum), so that every row of the figure sums to 1. Not
+    where special tokens are hidden: their columns' share would read as the sink's."""
+    if not sinks:
+        return hm.matrix, list(hm.labels)
+    share = np.clip(1.0 - hm.matrix.sum(axis=1, keepdims=True), 0.0, 1.0)  # (rows, 1)
+    return np.concatenate([hm.matrix, share], axis=1), [*hm.labels, SINK]
 
 
 def marked(fig, hm, run, panel) -> None:
