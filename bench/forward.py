@@ -140,13 +140,29 @@ BASE_SHAPES.update(
         # three layers of four windowed to 256 keys: at 500 tokens the window drops keys
         "olmo3": ("Olmo3Model", "Olmo3Config", dict(_DECODER, pad_token_id=0, eos_token_id=0, sliding_window=256)),
         "smollm3": ("SmolLM3Model", "SmolLM3Config", dict(_DECODER, pad_token_id=0)),  # each fourth layer NoPE
+        # sinks, windowed and full layers alternating (128 keys), 8 experts of which each token takes 2, yarn rotary
+        "gpt_oss": (
+            "GptOssModel",
+            "GptOssConfig",
+            dict(
+                _DECODER,
+                head_dim=64,
+                intermediate_size=768,
+                sliding_window=128,
+                num_local_experts=8,
+                num_experts_per_tok=2,
+                pad_token_id=0,
+                eos_token_id=0,
+            ),
+        ),
         "gemma": ("GemmaModel", "GemmaConfig", dict(_DECODER, head_dim=64)),
         "gemma2": ("Gemma2Model", "Gemma2Config", dict(_DECODER, head_dim=64, sliding_window=256)),
         "gemma3_text": ("Gemma3TextModel", "Gemma3TextConfig", dict(_DECODER, head_dim=64, sliding_window=256)),
     }
 )
 DECODERS = (
-    "gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "olmo3", "smollm3", "gemma", "gemma2", "gemma3_text"
+    "gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "olmo3", "smollm3", "gpt_oss", "gemma", "gemma2",
+    "gemma3_text",
 )  # fmt: skip
 _LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
 
