@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._maps import prettify
 from viz._style import MODEBAR_PX, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
-from viz._text import escape_all, position_labels
+from viz._text import escape_all, position_labels, readable_all
 
 # Axes are categorical with one "token·i" label per position, so the hover
 # names both tokens without a per-cell array: L² strings would be several MB
@@ -158,7 +157,7 @@ def token_grid_layout(
 
     ``queries`` and ``keys`` are escaped tokens; the axes' categories are
     their ``position_labels`` (the raw pieces, named in the hover), their labels the pieces as text
-    (byte-level BPE's "Ġthe" as " the": ``prettify``). Cells shrink to fit ``width`` (see
+    (byte-level BPE's "Ġthe" as " the": ``readable``). Cells shrink to fit ``width`` (see
     ``grid_cell_px``); when they are thinner than ``MIN_TICK_PX`` only every
     k-th token is labelled, and column labels tilt or stand upright so that
     no two touch (``column_ticks``); hover still names every cell. ``right``
@@ -198,7 +197,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(keys)[:: x_ticks.stride],
-            ticktext=prettify(keys)[:: x_ticks.stride],
+            ticktext=readable_all(keys)[:: x_ticks.stride],
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -210,7 +209,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(queries)[:: y_ticks.stride],
-            ticktext=prettify(queries)[:: y_ticks.stride],
+            ticktext=readable_all(queries)[:: y_ticks.stride],
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),

@@ -8,6 +8,7 @@ import streamlit as st
 
 import viz
 from attention.runs.run import head_map
+from viz._text import readable
 from viz.heatmap import labels_every_token, mark_token
 from viz.lines import TooManyLines
 
@@ -108,7 +109,9 @@ def marked(fig, hm, run, panel) -> None:
         return
     row = hm.row_of(position)
     if row is None:
-        panel.caption(f"The marked token (position {position}), {plain(run.tokens[position])}, is hidden here.")
+        panel.caption(
+            f"The marked token (position {position}), {plain(readable(run.tokens[position]))}, is hidden here."
+        )
         return
     mark_token(fig, row)
     panel.caption(

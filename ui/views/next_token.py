@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from viz._text import escape, numbered, readable
 from viz.next_token import entropy_bits, next_token_figure, softmax
 
 from ..compute.generation import Continuation, lm_head, position_logits
@@ -35,7 +36,7 @@ def draw(ctx: ViewContext) -> None:
     position = chosen_position(tokens, ctx.continuation)
     slot = figure_slot(ctx.present)
     left, right = st.columns(2)
-    left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: f"{i}: {tokens[i]}")
+    left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i]))
     temperature = right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature")
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
@@ -48,7 +49,7 @@ def draw(ctx: ViewContext) -> None:
         candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
     explain(tokens, position, following, probs, ctx.continuation)
-    title = f"After position {position} ({tokens[position]}): the next token"
+    title = f"After position {position} ({escape(readable(tokens[position]))}): the next token"
     fig = next_token_figure(
         candidates,
         probs[order],
@@ -57,6 +58,7 @@ def draw(ctx: ViewContext) -> None:
         chosen=chosen,
         entropies=(entropy_bits(probs), entropy_bits(tempered)),
         title=title,
+        ids=[int(i) for i in order],
         font_size=font_size(ctx.present),
         **present_size_of_bars(ctx.present),
     )
@@ -89,7 +91,7 @@ def explain(tokens: list[str], position: int, following: int | None, probs, writ
     else:
         rank = int((probs > probs[following]).sum()) + 1
         who = "the model wrote" if by_model else "the text has"
-        token = plain(tokens[position + 1])
+        token = plain(readable(tokens[position + 1]))
         came = f"In red, the token {who} next ({token}): rank {rank}, p = {probs[following]:.3f}."
     show_text(
         f"The model reads the whole sequence once; at position {position} its LM head's logits, through a softmax, "
