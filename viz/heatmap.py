@@ -279,6 +279,7 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
 
 
 MARK_COLOUR = "#e8590c"  # an outline that stands out on the sequential scale's pale and dark cells
+DIVIDER = dict(color="#c8610c", width=2)  # where sentence B, or what a model wrote, starts
 
 
 def mark_token(fig: go.Figure, index: int) -> go.Figure:
@@ -293,4 +294,24 @@ def mark_token(fig: go.Figure, index: int) -> go.Figure:
         ("marked key", (index - 0.5, index + 0.5), (-0.5, n_q - 0.5)),
     ):
         fig.add_shape(type="rect", name=name, x0=x[0], x1=x[1], y0=y[0], y1=y[1], line=line, layer="above")
+    return fig
+
+
+def dividers(first: int, n_tokens: int) -> list[dict]:
+    """Two lines across a token grid of ``n_tokens`` before position ``first``: where sentence B, or what a model
+    wrote, starts (as a query and as a key)."""
+    edge = first - 0.5
+    line = dict(type="line", xref="x", yref="y", line=DIVIDER, layer="above")
+    return [
+        line | dict(x0=edge, x1=edge, y0=-0.5, y1=n_tokens - 0.5),
+        line | dict(x0=-0.5, x1=n_tokens - 0.5, y0=edge, y1=edge),
+    ]
+
+
+def mark_prompt_end(fig: go.Figure, first_new: int) -> go.Figure:
+    """A head's grid of a continuation: the lines where the prompt ends and the tokens the model wrote start
+    (row and column ``first_new``), named for readers of the figure."""
+    n = len(fig.data[0].y)
+    for shape in dividers(first_new, n):
+        fig.add_shape(shape, name="prompt ends")
     return fig

@@ -67,6 +67,7 @@ class Continuation:
     text: Written  # the prompt and the continuation as one text, with the ids written: what every view runs on
     prompt_len: int  # how many of `ids` are the prompt's
     ended: bool  # an end-of-sequence token came before n tokens
+    settings: Settings  # how it was written
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -99,7 +100,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
         new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
         text, prompt_len = prompt + new_text, len(ids) - n_new
         encoded = written_encoding(tokenizer, prompt, text, ids, prompt_len, model.config.max_position_embeddings)
-        return Continuation(prompt, Written.of(text, encoded), prompt_len, n_new < settings.n)
+        return Continuation(prompt, Written.of(text, encoded), prompt_len, n_new < settings.n, settings)
 
     return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
 

@@ -9,7 +9,7 @@ import streamlit as st
 import viz
 from attention.runs.run import head_map
 from viz._text import readable
-from viz.heatmap import labels_every_token, mark_token
+from viz.heatmap import labels_every_token, mark_prompt_end, mark_token
 from viz.lines import TooManyLines
 
 from ..page.layout import FIGURE_MAX_PX, column_px, main_px
@@ -71,6 +71,7 @@ def draw(ctx: ViewContext) -> None:
         )
         present_title(fig, ctx)  # one line with the sentence, for the PNG
         marked(fig, hm, run, panel)
+        prompt_end(fig, hm, ctx)
         with slot:
             show(fig, f"layer{layer}-head{head}")
     else:
@@ -96,6 +97,14 @@ def draw(ctx: ViewContext) -> None:
             show(fig, f"layer{layer}-lines")
         hm = maps[0]
     panel.caption(hm.note)
+
+
+def prompt_end(fig, hm, ctx: ViewContext) -> None:
+    """A continuation's map: lines where the prompt ends and what the model wrote starts."""
+    written = ctx.continuation
+    row = hm.row_of(written.prompt_len) if written is not None else None
+    if row is not None:
+        mark_prompt_end(fig, row)
 
 
 def marked(fig, hm, run, panel) -> None:

@@ -17,6 +17,7 @@ from ..state.url_values import TEMPERATURES
 from ..state.view_context import ViewContext
 
 TOP = 10  # candidates shown
+BARS_TEMPERATURE = 2.0  # the bars' comparison temperature beside a greedy text: flatter than the model's
 
 
 def draw(ctx: ViewContext) -> None:
@@ -35,8 +36,22 @@ def draw(ctx: ViewContext) -> None:
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
     slot = figure_slot(ctx.present)
-    left, right = st.columns(2)
+    left, back, ahead, right = st.columns([4, 1, 1, 4], vertical_alignment="bottom")
     left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i]))
+    for place, (step, key, shortcut) in zip(
+        (back, ahead), ((-1, "next_prev_position", "Left"), (1, "next_next_position", "Right"))
+    ):
+        place.button(
+            "Back" if step < 0 else "Next",
+            key=key,
+            on_click=step_position,
+            args=(step, len(ids)),
+            shortcut=shortcut,
+            help=f"The {'previous' if step < 0 else 'next'} position ({shortcut} key)",
+            disabled=not 0 <= position + step < len(ids),
+            width="stretch",
+        )
+    bars_temperature(ctx.continuation)
     temperature = right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature")
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
@@ -49,7 +64,7 @@ def draw(ctx: ViewContext) -> None:
         candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
     explain(tokens, position, following, probs, ctx.continuation)
-    title = f"After position {position} ({escape(readable(tokens[position]))}): the next token"
+    title = f"After position {position} ({escape(readable(tokens[position]).strip())}): the next token"
     fig = next_token_figure(
         candidates,
         probs[order],
@@ -69,14 +84,32 @@ def draw(ctx: ViewContext) -> None:
 def chosen_position(tokens: list[str], written: Continuation | None) -> int:
     """The position in session state, within the sequence: by default (or past its end, with a notice) the
     prompt's last token (`written`'s, where the text is a continuation), whose bars say what the model would
-    write first."""
+    write first; just after Write one token, the token before the one written, whose bars chose it."""
     default = (written.prompt_len if written else len(tokens)) - 1
+    if st.session_state.pop("next_follow", False) and written is not None and len(tokens) > written.prompt_len:
+        st.session_state.next_position = len(tokens) - 2
     position = st.session_state.get("next_position")
     if position is None or not 0 <= position < len(tokens):
         if position is not None:
             st.info(f"Position {position} is past the sequence (0–{len(tokens) - 1}); showing {default}.")
         st.session_state.next_position = position = default
     return position
+
+
+def step_position(step: int, n: int) -> None:
+    """← / →: the previous or next position, within the `n` of the sequence."""
+    st.session_state.next_position = min(max(int(st.session_state.get("next_position") or 0) + step, 0), n - 1)
+
+
+def bars_temperature(written: Continuation | None) -> None:
+    """The bars' comparison temperature, until one is chosen (a link's, the slider moved): the temperature the
+    text was sampled at (`written`'s), else BARS_TEMPERATURE; it follows the text's as that changes."""
+    settings = written.settings if written is not None else None
+    default = settings.temperature if settings is not None and settings.sample else BARS_TEMPERATURE
+    chosen = st.session_state.get("next_temperature")
+    if chosen is None or chosen == st.session_state.get("next_bars_default"):
+        st.session_state.next_temperature = default
+    st.session_state.next_bars_default = default
 
 
 def tokens_of(source: str, ids) -> list[str]:
