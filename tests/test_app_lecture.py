@@ -111,3 +111,44 @@ def test_what_cannot_be_written_is_said_and_the_text_kept(short_llama):
     write(at)
     no_errors(at)
     assert "Write one token needs a causal decoder" in infos(at) and "SmolLM2" in infos(at)
+
+
+def test_another_candidate_rewrites_the_text_from_there_and_the_link_keeps_it():
+    at = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="4")
+    no_errors(at)
+    before = at.session_state["continuation"]
+    assert at.session_state["next_position"] == before.prompt_len - 1  # the bars that chose the first written
+    box = at.selectbox(key="next_pick")
+    box.select(box.options[2]).run()  # the third of the other candidates
+    no_errors(at)
+    ((number, token),) = at.session_state["gen_picks"]
+    assert number == 0 and token != before.ids[before.prompt_len]
+    after = at.session_state["continuation"]
+    model, tokenizer = load_model(WRITER_NAME)
+    assert after.ids[: before.prompt_len] == before.ids[: before.prompt_len]
+    assert after.ids[before.prompt_len] == token and len(after.ids) == len(before.ids)  # written on from it
+    branched = PROMPT + tokenizer.decode([token])
+    assert tokenizer(branched)["input_ids"] == [*before.ids[: before.prompt_len], token]
+    following = generate(model, tokenizer, branched, max_new_tokens=3).ids[0].tolist()
+    assert list(after.ids[before.prompt_len + 1 :]) == following[-3:]  # greedy again after the token picked
+    assert at.query_params["pick"] == f"0.{token}"
+    colours = bars(at)["data"][0]["marker"]["color"]
+    assert colours.count("crimson") == 1 and colours[0] != "crimson"  # the token picked, not the top one
+    again = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="4", pick=f"0.{token}")
+    assert again.session_state["continuation"].ids == after.ids  # the branch is in the link
+    bad = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="4", pick="0.999999")
+    no_errors(bad)
+    assert "token id 999999 picked is not in the model's" in infos(bad)
+
+
+def test_a_written_token_clicked_opens_the_bars_it_was_chosen_from():
+    at = start(model=WRITER_NAME, s=PROMPT, view="head", cont="1", n="3")
+    no_errors(at)
+    written = at.session_state["continuation"]
+    pills = at.get("button_group")
+    (tokens,) = [p for p in pills if p.key == "written_token"]
+    tokens.set_value(2).run()  # the third token written
+    no_errors(at)
+    assert at.session_state["view"] == "Next token"
+    assert at.session_state["next_position"] == written.prompt_len + 1
+    assert at.selectbox(key="next_pick").options  # its candidates, to pick another from

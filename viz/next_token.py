@@ -55,7 +55,10 @@ def next_token_figure(
         raise ValueError(f"{k} candidates but probabilities of shapes {np.shape(probs)} and {np.shape(tempered)}")
     texts = readable_all(candidates)
     labels = [f"{escape(t)}·{i}" if texts.count(t) > 1 else escape(t) for i, t in enumerate(texts)]
-    pieces = [f"piece {escape(c)}" + (f", id {ids[i]}" if ids is not None else "") for i, c in enumerate(candidates)]
+    pieces = [  # the hover's line, and the id a click reads
+        [f"piece {escape(c)}" + (f", id {ids[i]}" if ids is not None else ""), ids[i] if ids is not None else -1]
+        for i, c in enumerate(candidates)
+    ]
     labels = [label.replace(" ", "␣") for label in labels]  # a leading space is part of the token
     names = ["T = 1: the model's probabilities", f"T = {temperature:g}"]
     if entropies is not None:
@@ -74,7 +77,7 @@ def next_token_figure(
                 textposition="outside",
                 cliponaxis=False,
                 customdata=pieces,
-                hovertemplate="%{y}: %{x:.4f}<br>%{customdata}<extra></extra>",
+                hovertemplate="%{y}: %{x:.4f}<br>%{customdata[0]}<extra></extra>",
                 showlegend=False,
             ),
             row=1,

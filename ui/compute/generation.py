@@ -36,14 +36,16 @@ class Settings:
     top_k: int | None
     top_p: float | None
     seed: int | None  # only sampling draws from it
+    picks: tuple[tuple[int, int], ...] = ()  # (new token number, id): tokens picked in place of the model's
 
     @classmethod
     def chosen(cls) -> Settings:
         """The page's settings (session state, as the link gave them or the widgets set them)."""
         s = st.session_state
         n = int(s.get("gen_n", 20))
+        picks = tuple((int(k), int(t)) for k, t in s.get("gen_picks") or () if k < n)
         if not s.get("gen_sample", False):  # greedy: the most probable token, whatever reshapes the scores
-            return cls(n, False, 1.0, None, None, None)
+            return cls(n, False, 1.0, None, None, None, picks)
         top_p = float(s.get("gen_top_p", 1.0))
         return cls(
             n=n,
@@ -52,13 +54,15 @@ class Settings:
             top_k=int(s.get("gen_top_k", 0)) or None,
             top_p=None if top_p >= 1 else top_p,
             seed=int(s.get("gen_seed", 0)),
+            picks=picks,
         )
 
     def describe(self) -> str:
+        picked = f", {len(self.picks)} picked in its place" if self.picks else ""
         if not self.sample:
-            return f"{self.n} tokens, greedy"
+            return f"{self.n} tokens, greedy{picked}"
         cut = (f", top-k {self.top_k}" if self.top_k else "") + (f", top-p {self.top_p:g}" if self.top_p else "")
-        return f"{self.n} tokens, sampled at temperature {self.temperature:g}{cut}, seed {self.seed}"
+        return f"{self.n} tokens, sampled at temperature {self.temperature:g}{cut}, seed {self.seed}{picked}"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
             top_p=settings.top_p,
             seed=settings.seed,
             keep_maps=False,  # the views read the written ids' maps through ui/compute/runs.py, within its bound
+            forced=dict(settings.picks),
         )
         ids = written.ids[0].tolist()
         n_new = written.new_ids.size(1)

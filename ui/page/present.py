@@ -150,7 +150,7 @@ def controls(run, kinds: Collection[str]) -> None:
         format_func=lambda i: f"Head {i}",
     )
     with keys_legend:
-        legend()
+        legend("causal" in kinds)
 
 
 def keys(run, kinds: Collection[str]) -> None:
@@ -178,9 +178,10 @@ def keys(run, kinds: Collection[str]) -> None:
         )
 
 
-def legend() -> None:
+def legend(writes: bool) -> None:
     """The keys, small beside the controls: two lines no taller than a select box. The view's own ← / →
-    (the shape flow's stages, the walk's steps) are named on the second line when it has them."""
+    (the shape flow's stages, the walk's steps, the next token's positions) are named on the second line when
+    it has them, and W where the model `writes`."""
     shown = {name: KEYS[name][2] for name in KEYS}
     own = VIEW_KEYS.get(registry.by_label(st.session_state.get("view")).key)
     ahead = f"<b>← / →</b> {own[0]} · " if own else ""
@@ -188,8 +189,11 @@ def legend() -> None:
         '<div class="present-keys" style="font-size: 14px; line-height: 1.35; color: #555">'
         f"Keys: <b>{shown['prev_head']}</b> / <b>{shown['next_head']}</b> head · "
         f"<b>{shown['prev_layer']}</b> / <b>{shown['next_layer']}</b> layer<br>"
-        f"{ahead}<b>{shown['next_view']}</b> next view · <b>{shown['write_one']}</b> write a token"
-        f"{'' if own else ' (or the buttons under the figure)'}</div>" + KEYS_SCRIPT,
+        f"{ahead}<b>{shown['next_view']}</b> next view"
+        + (f" · <b>{shown['write_one']}</b> write a token" if writes else "")
+        + ("" if own or writes else " (or the buttons under the figure)")
+        + "</div>"
+        + KEYS_SCRIPT,
         unsafe_allow_javascript=True,
     )
 

@@ -8,8 +8,10 @@ import html
 
 import streamlit as st
 
+from viz._text import readable
 from viz.tokens import WRITTEN
 
+from ..state.actions import open_written
 from ..state.view_context import ViewContext
 
 WRITING_PX = 44  # presentation mode: the line's height and the gap under it, taken from the figure's budget
@@ -73,3 +75,20 @@ def writing(ctx: ViewContext) -> None:
     )
     if not ctx.present:
         st.caption(CAPTION)
+        written_tokens(ctx)
+
+
+def written_tokens(ctx: ViewContext) -> None:
+    """The tokens the model wrote, one button each (up to MAX_NEW_TOKENS): a click opens the bars that chose the
+    token, where another of the candidates can be picked in its place."""
+    written = ctx.continuation
+    assert written is not None
+    tokens = written.text.encoded.tokens[written.prompt_len :]
+    st.pills(
+        "Click a written token for the candidates it was chosen from",
+        range(len(tokens)),
+        key="written_token",
+        format_func=lambda k: readable(tokens[k]).strip() or readable(tokens[k]),
+        on_change=open_written,
+        args=(written.prompt_len,),
+    )
