@@ -174,7 +174,7 @@ def continue_settings(beside: bool = False) -> None:
     sidebar's expander, or `beside` the sentence form in one row (presentation mode, which has no sidebar)."""
     box = st.container() if beside else st.expander("Continue: how the model writes")
     with box:
-        n, on, temperature, top_k, top_p, seed = st.columns([1.3, 1, 1.6, 1.3, 1.6, 1.4]) if beside else [box] * 6
+        n, on, temperature, top_k, top_p, seed = st.columns([1.2, 1.4, 1.6, 1.3, 1.6, 1.2]) if beside else [box] * 6
         n.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n")
         sample = on.toggle("Sample", key="gen_sample", help="Off: greedy, the most probable token at each step")
         temperature.slider("Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", disabled=not sample)
@@ -197,7 +197,7 @@ def _sentence_form(compact: bool = False) -> None:
     continues = causal()
     with st.form("sentence_form", border=not compact):
         spec = [4.5, 2.5, 1, 1.6, 2.4] if continues else [6, 3, 1]  # Continue's and Write one token's labels whole
-        boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)
+        boxes = places(spec, compact)
         first, second, run = boxes[:3]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
         if not writes:
@@ -227,6 +227,16 @@ def _sentence_form(compact: bool = False) -> None:
                 on_click=write_one,
                 help="The model writes one more token after the text: the Next token view shows its choice",
             )
+
+
+def places(spec: list[float] | list[int], compact: bool) -> list:
+    """The form's places: its boxes and buttons side by side (`compact`, at `spec`'s widths), else each box across
+    the form and the buttons in one row under them."""
+    if compact:
+        return list(st.columns(spec, vertical_alignment="bottom"))
+    first, second = st.container(), st.container()
+    widths = [1, 1.5, 2.2][: len(spec) - 2]  # Run, Continue, Write one token: their labels whole
+    return [first, second, *st.columns([*widths, 8 - sum(widths)])[: len(widths)]]
 
 
 BACK_CHARS = 60  # of the sentence named on the way back's button

@@ -74,7 +74,7 @@ def draw(ctx: ViewContext) -> None:
 
 def position_row(ids: tuple[int, ...], tokens: list[str], position: int, written: Continuation | None) -> float:
     """The position (a box, and Back / Next on ← / →) and the bars' comparison temperature; returns it."""
-    left, back, ahead, right = st.columns([4, 1, 1, 4], vertical_alignment="bottom")
+    left, back, ahead, right = st.columns([3.5, 1.3, 1.3, 3.5], vertical_alignment="bottom")
     left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i]))
     for place, (step, key, shortcut) in zip(
         (back, ahead), ((-1, "next_prev_position", "Left"), (1, "next_next_position", "Right"))
