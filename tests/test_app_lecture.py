@@ -26,7 +26,7 @@ def writing(at) -> str:
 
 def written_part(at) -> str:
     """The characters the writing line shows as the model's (its written and newest spans), unescaped."""
-    spans = re.findall(r'<span class="(?:written|newest)"[^>]*>(.*?)</span>', writing(at))
+    spans = re.findall(r'<span class="(?:written|picked|newest)"[^>]*>(.*?)</span>', writing(at))
     return html.unescape("".join(spans))
 
 
@@ -132,6 +132,8 @@ def test_another_candidate_rewrites_the_text_from_there_and_the_link_keeps_it():
     following = generate(model, tokenizer, branched, max_new_tokens=3).ids[0].tolist()
     assert list(after.ids[before.prompt_len + 1 :]) == following[-3:]  # greedy again after the token picked
     assert at.query_params["pick"] == f"0.{token}"
+    picked = re.findall(r'<span class="picked"[^>]*>(.*?)</span>', writing(at))
+    assert [html.unescape(p) for p in picked] == [tokenizer.decode([token])]  # shown apart in the text
     colours = bars(at)["data"][0]["marker"]["color"]
     assert colours.count("crimson") == 1 and colours[0] != "crimson"  # the token picked, not the top one
     again = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="4", pick=f"0.{token}")

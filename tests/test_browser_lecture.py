@@ -22,8 +22,8 @@ SHOTS = os.environ.get("LECTURE_SHOTS")  # a folder: the screens of the flow are
 STATE = """() => {
     const line = document.querySelector('.writing');
     const chart = document.querySelector('[data-testid="stPlotlyChart"]').getBoundingClientRect();
-    return {written: line ? line.querySelector('.written').textContent + line.querySelector('.newest').textContent
-                          : null,
+    const parts = line ? [...line.querySelectorAll('.written, .picked, .newest')] : [];
+    return {written: line ? parts.map((span) => span.textContent).join('') : null,
             newest: line ? line.querySelector('.newest').textContent : null,
             lineBottom: line ? line.getBoundingClientRect().bottom : null,
             top: chart.top, bottom: chart.bottom, scrollY: window.scrollY};
