@@ -107,6 +107,10 @@ def test_what_cannot_be_written_is_said_and_the_text_kept(short_llama):
     no_errors(at)
     assert "fills the model's 12 positions" in infos(at)
     assert at.session_state["continuation"].ids == full.ids  # kept as it was
+    at = start(model=str(short_llama), s="The cat sat on the mat. " * 3, present="1")  # the prompt fills them
+    write(at)
+    no_errors(at)
+    assert "prompt tokens and 1 new ones exceed 12 positions" in infos(at)  # said, the prompt shown
     at = start(s=PROMPT, present="1")  # the bundled encoder reads only
     write(at)
     no_errors(at)
