@@ -57,6 +57,7 @@ def test_write_one_token_at_a_time_in_presentation_mode():
         assert colours[0] == "crimson" and colours.count("crimson") == 1  # greedy: the top bar, marked
         assert written_part(at) == tokenizer.decode(expected[n_prompt : n_prompt + n])
         assert PROMPT in writing(at)
+        assert any("scrollTo" in h.proto.body for h in at.get("html"))  # back to the figure, from the button
     write(at, "next_prev_position")  # ← : the bars of the position before
     assert at.session_state["next_position"] == n_prompt - 1
     assert at.get("number_input") and any(w.key == "gen_n" for w in at.number_input)  # the settings, no sidebar
