@@ -1,7 +1,5 @@
 """Attention maps as a notebook hands them over, made into one (n_layers, H, L, S) array, and sent compactly."""
 
-from collections.abc import Sequence
-
 import numpy as np
 
 # Above this many bytes of float32 maps a figure sends whole percents as uint8 instead: plotly.js
@@ -43,11 +41,6 @@ def _numpy(array) -> np.ndarray:
     if hasattr(array, "detach"):  # a torch tensor, of any dtype or device
         return array.detach().float().cpu().numpy()
     return np.asarray(array)
-
-
-def prettify(tokens: Sequence[str]) -> list[str]:
-    """Byte-level BPE's "Ġ" and SentencePiece's "▁" shown as the spaces they stand for, as bertviz does."""
-    return [str(t).replace("Ġ", " ").replace("▁", " ").replace("</w>", "") for t in tokens]
 
 
 def is_compact(n_cells: int, compact: bool | None) -> bool:

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import base_layout
-from viz._text import escape_all
+from viz._text import escape_all, readable_all
 
 PANELS = (
     ("c2c", "content → content"),  # q·k; the formulas are in the hover (a panel's title has ~18 characters' room)
@@ -43,7 +43,7 @@ def disentangled_figure(
         raise ValueError(f"every map must be ({L}, {L}) for {L} tokens, got {[g.shape for g in grids]}")
     finite = np.concatenate([g[np.isfinite(g)] for g in grids]) if L else np.zeros(1)
     reach = float(np.abs(finite).max()) if finite.size else 1.0
-    labels = [f"{i}: {t}" for i, t in enumerate(escape_all(tokens))]
+    labels = [f"{i}: {t}" for i, t in enumerate(escape_all(readable_all(tokens)))]
     figure = make_subplots(rows=1, cols=len(PANELS), subplot_titles=[words for _, words in PANELS])
     for col, ((name, _), grid) in enumerate(zip(PANELS, grids), start=1):
         figure.add_trace(

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from viz._maps import prettify
 from viz._style import MODEBAR_PX, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
-from viz._text import escape_all, position_labels
+from viz._text import escape_all, position_labels, readable_all
 
 # Axes are categorical with one "token·i" label per position, so the hover
 # names both tokens without a per-cell array: L² strings would be several MB
@@ -158,7 +157,7 @@ def token_grid_layout(
 
     ``queries`` and ``keys`` are escaped tokens; the axes' categories are
     their ``position_labels`` (the raw pieces, named in the hover), their labels the pieces as text
-    (byte-level BPE's "Ġthe" as " the": ``prettify``). Cells shrink to fit ``width`` (see
+    (byte-level BPE's "Ġthe" as " the": ``readable``). Cells shrink to fit ``width`` (see
     ``grid_cell_px``); when they are thinner than ``MIN_TICK_PX`` only every
     k-th token is labelled, and column labels tilt or stand upright so that
     no two touch (``column_ticks``); hover still names every cell. ``right``
@@ -198,7 +197,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(keys)[:: x_ticks.stride],
-            ticktext=prettify(keys)[:: x_ticks.stride],
+            ticktext=readable_all(keys)[:: x_ticks.stride],
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -210,7 +209,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(queries)[:: y_ticks.stride],
-            ticktext=prettify(queries)[:: y_ticks.stride],
+            ticktext=readable_all(queries)[:: y_ticks.stride],
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),
@@ -280,6 +279,7 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
 
 
 MARK_COLOUR = "#e8590c"  # an outline that stands out on the sequential scale's pale and dark cells
+DIVIDER = dict(color="#c8610c", width=2)  # where sentence B, or what a model wrote, starts
 
 
 def mark_token(fig: go.Figure, index: int) -> go.Figure:
@@ -294,4 +294,24 @@ def mark_token(fig: go.Figure, index: int) -> go.Figure:
         ("marked key", (index - 0.5, index + 0.5), (-0.5, n_q - 0.5)),
     ):
         fig.add_shape(type="rect", name=name, x0=x[0], x1=x[1], y0=y[0], y1=y[1], line=line, layer="above")
+    return fig
+
+
+def dividers(first: int, n_tokens: int) -> list[dict]:
+    """Two lines across a token grid of ``n_tokens`` before position ``first``: where sentence B, or what a model
+    wrote, starts (as a query and as a key)."""
+    edge = first - 0.5
+    line = dict(type="line", xref="x", yref="y", line=DIVIDER, layer="above")
+    return [
+        line | dict(x0=edge, x1=edge, y0=-0.5, y1=n_tokens - 0.5),
+        line | dict(x0=-0.5, x1=n_tokens - 0.5, y0=edge, y1=edge),
+    ]
+
+
+def mark_prompt_end(fig: go.Figure, first_new: int) -> go.Figure:
+    """A head's grid of a continuation: the lines where the prompt ends and the tokens the model wrote start
+    (row and column ``first_new``), named for readers of the figure."""
+    n = len(fig.data[0].y)
+    for shape in dividers(first_new, n):
+        fig.add_shape(shape, name="prompt ends")
     return fig

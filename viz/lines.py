@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from viz._style import base_layout, clean_axis
-from viz._text import escape, escape_all
+from viz._text import escape, escape_all, readable_all
 
 X_QUERY, X_KEY = 0.0, 1.0
 LINE_AREA_PX = 300
@@ -125,7 +125,7 @@ def lines_view(
 
     most = max(1, max_lines // len(maps))  # each head's share
     drawn = [int(np.count_nonzero((m > 0) & (m >= threshold))) for m in maps]
-    names, key_names = escape_all(tokens), escape_all(keys)
+    names, key_names = escape_all(readable_all(tokens)), escape_all(readable_all(keys))  # pieces as text
     size = figure_bytes(sum(min(n, most) for n in drawn), len(maps) * n_bins + 2, [*names, *key_names, *heads])
     if size > MESSAGE_BYTES:
         raise TooManyLines(

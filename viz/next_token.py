@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import HIGHLIGHT, SEGMENT_A, base_layout, clean_axis, title_layout
-from viz._text import escape
+from viz._text import escape, readable_all
 
 BAR = SEGMENT_A[1]
 CHOSEN = HIGHLIGHT
@@ -43,15 +43,22 @@ def next_token_figure(
     font_size: int = 14,
     width: int | None = None,
     height: int | None = None,
+    ids: Sequence[int] | None = None,
 ) -> go.Figure:
     """Two panels of horizontal bars, the most probable candidate on top: `probs` (K,) at temperature 1 and
-    `tempered` (K,) at `temperature`, for the same `candidates` (K tokens, as the tokenizer writes them;
-    escaped here). `chosen`: the index of the candidate that came next, drawn in the highlight colour.
-    `entropies`: of the whole distribution at 1 and at `temperature`, in bits, for the panels' titles."""
+    `tempered` (K,) at `temperature`, for the same `candidates` (K tokens, as the tokenizer writes them: shown
+    as text, ``readable``, and escaped here; the raw piece and its id, from `ids`, in the hover). `chosen`: the
+    index of the candidate that came next, drawn in the highlight colour. `entropies`: of the whole distribution
+    at 1 and at `temperature`, in bits, for the panels' titles."""
     k = len(candidates)
     if np.shape(probs) != (k,) or np.shape(tempered) != (k,):
         raise ValueError(f"{k} candidates but probabilities of shapes {np.shape(probs)} and {np.shape(tempered)}")
-    labels = [f"{escape(c)!s}·{i}" if candidates.count(c) > 1 else escape(c) for i, c in enumerate(candidates)]
+    texts = readable_all(candidates)
+    labels = [f"{escape(t)}·{i}" if texts.count(t) > 1 else escape(t) for i, t in enumerate(texts)]
+    pieces = [  # the hover's line, and the id a click reads
+        [f"piece {escape(c)}" + (f", id {ids[i]}" if ids is not None else ""), ids[i] if ids is not None else -1]
+        for i, c in enumerate(candidates)
+    ]
     labels = [label.replace(" ", "␣") for label in labels]  # a leading space is part of the token
     names = ["T = 1: the model's probabilities", f"T = {temperature:g}"]
     if entropies is not None:
@@ -69,7 +76,8 @@ def next_token_figure(
                 text=[f"{v:.1%}" for v in values],
                 textposition="outside",
                 cliponaxis=False,
-                hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+                customdata=pieces,
+                hovertemplate="%{y}: %{x:.4f}<br>%{customdata[0]}<extra></extra>",
                 showlegend=False,
             ),
             row=1,

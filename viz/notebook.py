@@ -15,13 +15,12 @@ import plotly.graph_objects as go
 from viz._maps import colour_axis, encode, hover_weight, is_compact
 from viz._style import SEQUENTIAL, base_layout, clean_axis
 from viz._text import head_label, position_labels
-from viz.heatmap import COLORBAR_PX, SLACK_PX, _label_px, _plot_px, column_ticks, row_ticks
+from viz.heatmap import COLORBAR_PX, DIVIDER, SLACK_PX, _label_px, _plot_px, column_ticks, dividers, row_ticks
 from viz.kind_menu import kind_items, suffix
 from viz.panels import Panel, chosen_layers, pair_blocks, panels
 
 NOTEBOOK_PX = 960  # a notebook's output column
 MENU_PX, MENU_GAP_PX = 40, 16  # height of the row of menus; room between two menus
-DIVIDER = dict(color="#c8610c", width=2)  # the line between sentence A and B
 
 
 def head_view(
@@ -125,7 +124,7 @@ def head_view(
         )
     split = sentence_b_start if sentence_b_start is not None else views[0].first_new
     if split is not None and len(views) == 1:
-        fig.update_layout(shapes=_dividers(split, n_tokens))
+        fig.update_layout(shapes=dividers(split, n_tokens))
     fig.update_layout(updatemenus=_placed(menus, fig.layout))
     _apply_per_trace(fig, _layer_args(shown, first_layer)[0] | _head_args(shown, OVERLAY if overlay else first_head)[0])
     return fig
@@ -219,15 +218,6 @@ def _apply_per_trace(fig: go.Figure, values: dict) -> None:
 def _zoom_args(rows: slice, cols: slice) -> list[dict]:
     """Relayout arguments showing one block: the key axis over ``cols``, the query axis (first on top) over ``rows``."""
     return [{"xaxis.range": [cols.start - 0.5, cols.stop - 0.5], "yaxis.range": [rows.stop - 0.5, rows.start - 0.5]}]
-
-
-def _dividers(b_start: int, n_tokens: int) -> list[dict]:
-    edge = b_start - 0.5
-    line = dict(type="line", xref="x", yref="y", line=DIVIDER, layer="above")
-    return [
-        line | dict(x0=edge, x1=edge, y0=-0.5, y1=n_tokens - 0.5),
-        line | dict(x0=-0.5, x1=n_tokens - 0.5, y0=edge, y1=edge),
-    ]
 
 
 def _menu(name: str, items: list[tuple[str, list[dict]]], active: int, method: str = "restyle") -> dict:

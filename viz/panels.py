@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from viz._maps import layer_maps, prettify
-from viz._text import escape_all
+from viz._maps import layer_maps
+from viz._text import escape_all, readable_all
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def panels(
         tokens = attentions.tokens if tokens is None else tokens
         n_new = int(attentions.new_ids.shape[-1])
         first_new = len(tokens) - n_new if n_new else None
-    tidy = prettify if prettify_tokens else list
+    tidy = readable_all if prettify_tokens else list
     if attentions is not None:
         if tokens is None:
             raise ValueError("tokens are needed with attentions")

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import ACCENT, TITLED_COLORBAR_PX, base_layout, clean_axis
-from viz._text import escape_all, position_labels
+from viz._text import escape_all, position_labels, readable_all
 from viz.heatmap import MIN_TICK_PX, _label_px
 
 if TYPE_CHECKING:  # for the annotations only: viz needs no torch at run time
@@ -174,7 +174,12 @@ def _query_key_layout(
     )
     fig.update_yaxes(clean_axis(type="category", autorange="reversed"), row=2)
     fig.update_yaxes(
-        tickmode="array", tickvals=rows[::stride], ticktext=names[::stride], tickfont=dict(size=tick_size), row=2, col=1
+        tickmode="array",
+        tickvals=rows[::stride],
+        ticktext=readable_all(names)[::stride],
+        tickfont=dict(size=tick_size),
+        row=2,
+        col=1,
     )
     fig.update_yaxes(
         clean_axis(type="category", tickmode="array", tickvals=[rows[qk.query]], ticktext=["q"]), row=1, col=2

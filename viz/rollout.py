@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
-from viz._text import escape_all, position_labels
+from viz._text import escape_all, position_labels, readable_all
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, _label_px, column_ticks, row_ticks
 
 
@@ -165,7 +165,7 @@ def _pair_layout(
             type="category",
             tickmode="array",
             tickvals=cats[:: x_ticks.stride],
-            ticktext=names[:: x_ticks.stride],
+            ticktext=readable_all(names)[:: x_ticks.stride],
             tickfont=dict(size=x_ticks.size),
             tickangle=x_ticks.angle,
         )
@@ -175,7 +175,7 @@ def _pair_layout(
             type="category",
             tickmode="array",
             tickvals=cats[:: y_ticks.stride],
-            ticktext=names[:: y_ticks.stride],
+            ticktext=readable_all(names)[:: y_ticks.stride],
             tickfont=dict(size=y_ticks.size),
             autorange="reversed",
         )

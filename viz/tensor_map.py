@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis, title_room
-from viz._text import escape, escape_all, position_labels
+from viz._text import escape, escape_all, position_labels, readable
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, SLACK_PX, row_ticks, token_grid_layout
 
 DIVERGING = "RdBu_r"
@@ -171,7 +171,7 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list
     return dict(
         tickmode="array",
         tickvals=values,
-        ticktext=[labels[i] for i in positions],
+        ticktext=[readable(labels[i]) for i in positions],
         tickangle=-45 if tilted else 0,
         range=[-0.5, end] if across else [end, -0.5],
         label_px=label_px,

@@ -27,7 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEGMENT_A, SEGMENT_B, SPECIAL, base_layout, clean_axis
-from viz._text import escape
+from viz._text import escape, readable
 
 ROW_PX = 1000  # widest row before wrapping
 GAP_PX = 6  # between boxes of different words
@@ -112,7 +112,7 @@ def token_strip(
         raise ValueError(f"per_row must be at least 1, got {per_row}")
     compact = n > COMPACT_ABOVE if compact is None else compact
     sizes = Sizes(font_size, ids=not compact)
-    pieces = [escape(t) for t in tokens]
+    pieces = [escape(readable(t)) for t in tokens]  # as text: "Ġthe" as " the"; the raw piece in the hover
     widths = np.array([_box_width(p, i, sizes) for p, i in zip(pieces, ids)])
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
     kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
@@ -138,7 +138,7 @@ def token_strip(
             _show_pieces(pieces, attached),
             sizes.font,
             "#1a1a1a",
-            hovers=_hovers(pieces, ids, segments, special, new_from),
+            hovers=_hovers(tokens, ids, segments, special, new_from),
         )
     )
     if sizes.ids:
@@ -252,14 +252,16 @@ def _boxes(
     )
 
 
-def _hovers(pieces: list[str], ids, segments, special, new_from: int | None = None) -> list[str]:
-    """ "position i: piece (id N, segment A)", with ", special" for [CLS] / [SEP] and ", written" for a
-    token the model wrote."""
+def _hovers(tokens: Sequence[str], ids, segments, special, new_from: int | None = None) -> list[str]:
+    """ "position i: text (id N, segment A)", with the raw piece after the id where the text differs from it
+    ("Ġthe" for " the"), ", special" for [CLS] / [SEP] and ", written" for a token the model wrote. Escaped."""
     return [
-        f"position {i}: {piece} (id {ids[i]}, segment {'B' if segments[i] else 'A'}"
+        f"position {i}: {escape(readable(token))} (id {ids[i]}"
+        + (f", piece {escape(token)}" if readable(token) != token else "")
+        + f", segment {'B' if segments[i] else 'A'}"
         + (", special" if special[i] else "")
         + (", written by the model)" if new_from is not None and i >= new_from else ")")
-        for i, piece in enumerate(pieces)
+        for i, token in enumerate(tokens)
     ]
 
 

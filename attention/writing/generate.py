@@ -136,6 +136,7 @@ def generate(
     top: int = 5,
     keep_maps: bool = True,
     maps_bound: int | None = BIG_RUN_BYTES,
+    forced: Mapping[int, int] | None = None,
 ) -> Generation | Seq2SeqGeneration:
     """`text` continued by up to `max_new_tokens` tokens (fewer when an end-of-sequence token comes): greedy,
     or sampled (do_sample) with a torch generator seeded by `seed`. An encoder-decoder writes its decoder's
@@ -145,7 +146,9 @@ def generate(
     bigrun.maps_bytes) would be more than `maps_bound` bytes (the server's BIG_RUN_BYTES unless given; None: no
     bound) is refused (bigrun.KeepsTooMuch).
     `keep_maps=False` writes the same tokens with no map made (torch's fused attention at every step) and
-    `attentions` is () (the page reads the written ids' maps through its own runs, one layer at a time)."""
+    `attentions` is () (the page reads the written ids' maps through its own runs, one layer at a time).
+    `forced` (a causal decoder's): new token number → the id written there in place of the model's choice (a
+    branch of the text, search.search's); an id outside the vocabulary is a ValueError."""
     check_options(max_new_tokens, temperature, top_k, top_p, top)
     positions = model.config.max_position_embeddings
     (prompt,) = within_positions(positions, text)
@@ -175,7 +178,7 @@ def generate(
         return head(out.last_hidden_state[:, -1])  # (1, V)
 
     with torch.inference_mode():
-        written = search(logits_after, ids, settings, sampling, max_new_tokens, top)
+        written = search(logits_after, ids, settings, sampling, max_new_tokens, top, forced)
         if keep_maps:
             rows.add(decode(model, written.ids[:, -1:], cache, keep_maps=True).attentions)  # the last token's rows
         cache.clear()  # freed before the maps are laid out

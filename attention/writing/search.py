@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -177,6 +177,13 @@ class Written:
     top_probs: torch.Tensor  # (n_new, top): their probabilities, those the choice was made from
 
 
+def picked(token: int, vocabulary: int, chosen: torch.Tensor) -> torch.Tensor:
+    """The id `token` as the (1, 1) tensor `chosen` is; ValueError outside the `vocabulary`'s ids."""
+    if not 0 <= token < vocabulary:
+        raise ValueError(f"the token id {token} picked is not in the model's {vocabulary:,} ids")
+    return torch.full_like(chosen, token)
+
+
 def search(
     logits_after: Callable[[torch.Tensor], torch.Tensor],
     ids: torch.Tensor,
@@ -184,10 +191,14 @@ def search(
     sampling: Sampling,
     max_new_tokens: int,
     top: int,
+    forced: Mapping[int, int] | None = None,
 ) -> Written:
     """ids (1, L) continued by up to max_new_tokens tokens. `logits_after(new)` gives the next-token logits
-    (1, V) once the tokens `new` (1, n) follow those already given to it: first all of ids, then each token."""
+    (1, V) once the tokens `new` (1, n) follow those already given to it: first all of ids, then each token.
+    `forced`: new token number → the id written there instead of the one chosen (a branch of the text; the draw
+    is made all the same, so a sampled text's later draws come from the same generator)."""
     start = ids.size(1)
+    forced = dict(forced or {})
     tops: list[tuple[torch.Tensor, torch.Tensor]] = []
     logits = logits_after(ids)  # (1, V)
     while True:
@@ -195,6 +206,8 @@ def search(
         scores = process(logits, ids, settings, s.temperature, s.top_k, s.top_p, start, start + max_new_tokens)
         probs = scores.softmax(dim=-1)  # (1, V)
         token = torch.multinomial(probs, 1, generator=s.generator) if s.do_sample else scores.argmax(-1, keepdim=True)
+        if len(tops) in forced:
+            token = picked(forced[len(tops)], probs.size(-1), token)
         tops.append(probs[0].topk(min(top, probs.size(-1))))
         ids = torch.cat((ids, token), dim=1)  # (1, T)
         if int(token) in settings.eos_ids or len(tops) == max_new_tokens:

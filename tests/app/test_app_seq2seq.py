@@ -18,7 +18,7 @@ from attention.runs.inputs import encode
 from attention.writing.generate_seq2seq import generate_seq2seq
 from ui.compute.runs import MAX_NEW_TOKENS
 from ui.state.url_values import MAX_TARGET_CHARS
-from viz._text import escape_all, position_labels
+from viz._text import escape_all, position_labels, readable_all
 
 FAMILIES = ["bart", "marian", "t5"]
 TARGET = "Le chat est sur le tapis."
@@ -195,7 +195,8 @@ def test_the_lines_join_the_decoders_tokens_to_the_encoders(tmp_path):
         if any(t.get("mode") == "markers+text" for t in spec["data"])
     )
     columns = [t["text"] for t in lines["data"] if t.get("mode") == "markers+text"]
-    assert columns == [escape_all(out.tokens), escape_all(out.encoder_tokens)]  # queries left, keys right
+    shown = [escape_all(readable_all(out.tokens)), escape_all(readable_all(out.encoder_tokens))]
+    assert columns == shown  # queries left, keys right, the pieces as text
 
 
 def test_the_lines_text_is_the_presentations_size_in_presentation_mode(tmp_path):

@@ -1,6 +1,8 @@
 """The bundled writer on the page: the model box offers both bundled models by name, one click each; a locked
 server lets the writer through as it lets the default; a .gguf file is read only under the operator's folders."""
 
+import re
+
 import pytest
 from test_app import no_errors, start
 
@@ -63,3 +65,22 @@ def test_a_broken_gguf_file_is_one_message_and_the_previous_model_stays(tmp_path
     assert "previous model stays" in errors[0]
     assert at.session_state.source == ""  # the bundled reader, as before
     assert head_figure(at)["layout"]["title"]["text"].startswith("Layer ")
+
+
+def test_the_writers_pieces_read_as_text_on_the_page_the_raw_piece_in_the_hover():
+    """SmolLM2's byte-level pieces ("Ġanimal", "ĠcafÃ©") are shown as the text they stand for in the strip, the
+    next-token bars, their title and the position box; the strip's hover keeps the raw piece and its id."""
+    from test_app_generate import bars, strip
+
+    at = start(model="smollm2", s="The animal ate at a café", view="next")
+    no_errors(at)
+    piece = next(t for t in strip(at)["data"] if t.get("name") == "piece")
+    assert " animal" in piece["text"] and " café" in piece["text"]
+    assert not any("Ġ" in t or "Ã" in t for t in piece["text"])
+    assert any(re.search(r"animal \(id \d+, piece Ġanimal,", h) for h in piece["hovertext"])
+    fig = bars(at)
+    shown = [*fig["data"][0]["y"], fig["layout"]["title"]["text"]]
+    assert not any("Ġ" in t or "Ã" in t for t in shown), shown
+    assert "café" in fig["layout"]["title"]["text"]
+    options = at.selectbox(key="next_position").options
+    assert " animal" in options[1] and not any("Ġ" in o for o in options)

@@ -15,7 +15,7 @@ from test_app_seq2seq import figure
 
 from ui.page.layout import PAGE_PX
 from ui.page.present import MIN_PRESENT_LABEL_PX
-from viz._maps import prettify
+from viz._text import readable_all
 from viz.cross import part_grid
 from viz.heatmap import MIN_TICK_PX
 
@@ -85,7 +85,7 @@ def test_a_presentations_cross_attention_map_takes_the_screens_width_for_the_sou
     sources = [t.rsplit("·", 1)[0] for t in fig["data"][0]["x"]]
     assert len(sources) == 28
     labels, size = ticks(fig, "xaxis")
-    assert labels == prettify(sources) and size >= MIN_PRESENT_LABEL_PX  # every source token, as text, legible
+    assert labels == readable_all(sources) and size >= MIN_PRESENT_LABEL_PX  # every source token, as text, legible
     width, height = plot_px(fig)
     assert width >= MIN_PRESENT_LABEL_PX * 1.2 > height  # the columns wider than the height-bound rows
     assert 0.8 * (PAGE_PX - 2 * 5 * 22) <= fig["layout"]["width"] <= PAGE_PX - 2 * 5 * 22  # across the screen

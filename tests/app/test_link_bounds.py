@@ -18,7 +18,7 @@ STEP = 0.01  # a link's decimals have up to 3 places; its numbers are whole
 
 def ends(p) -> tuple:
     """(low, high) in the Param's own type: what its reader gives for them."""
-    kind = int if p.default is None else type(p.default)  # a value with no default (the flow's stage) is a count
+    kind = type(p.read(p.write(p.bounds[0])))  # as its reader gives it (the flow's stage: a count; t: a decimal)
     return kind(p.bounds[0]), kind(p.bounds[1])
 
 
@@ -62,8 +62,10 @@ def test_one_step_past_an_end_is_clamped_with_a_notice_or_refused(p):
         (uv._text, "x" * uv.MAX_SHORT_TEXT, "x" * (uv.MAX_SHORT_TEXT + 1)),
         (uv._path, "/" * uv.MAX_PATH, "/" * (uv.MAX_PATH + 1)),
         (uv._target, "x" * uv.MAX_TARGET_CHARS, "x" * (uv.MAX_TARGET_CHARS + 1)),
+        (uv._picks, f"{uv.MAX_NEW_TOKENS - 1}.{uv.MAX_TOKEN_ID}", f"{uv.MAX_NEW_TOKENS}.0"),
+        (uv._picks, f"0.{uv.MAX_TOKEN_ID}", f"0.{uv.MAX_TOKEN_ID + 1}"),
     ],
-    ids=["number", "tokens-low", "tokens-high", "list-chars", "text", "path", "target"],
+    ids=["number", "tokens-low", "tokens-high", "list-chars", "text", "path", "target", "pick-number", "pick-id"],
 )
 def test_a_reader_takes_its_last_value_and_refuses_the_next(reader, at_end, past_end):
     reader(at_end)

@@ -34,6 +34,7 @@ SHARED = {
 OWN = {
     "cross": {"cross_grid"},
     "global_qk": {"gqk_chart", "gqk_asked"},
+    "next_token": {"next_follow", "next_bars_default", "next_bars", "next_pick"},
     "query_key": {"qk_opened"},
     "shapeflow": {"shapeflow_chart", "shapeflow_map", "shapeflow_head"},
     "stats": {"stats_table"},

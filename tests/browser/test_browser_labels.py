@@ -16,7 +16,7 @@ from test_app import SENTENCE
 from test_browser_state import clean, wait_drawn
 from test_label_room import MID, PRESENT_ALL
 
-from viz._maps import prettify
+from viz._text import readable_all
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
@@ -57,7 +57,7 @@ def apart(labels: list, along: int) -> bool:
 
 
 def check(found: dict, axes: str = "xy") -> list[str]:
-    tokens = prettify(html.unescape(t.rsplit("·", 1)[0]) for t in found["tokens"])  # as drawn: pieces as text
+    tokens = readable_all(html.unescape(t.rsplit("·", 1)[0]) for t in found["tokens"])  # as drawn: pieces as text
     for axis in axes:
         assert [text for text, _ in found[axis]] == tokens, axis  # every token named, in order
         assert apart(found[axis], 0 if axis == "x" else 1), axis

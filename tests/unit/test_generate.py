@@ -322,3 +322,20 @@ def test_end_of_sequence_stops(tmp_path):
     ours = generate(model, tokenizer, PROMPT, max_new_tokens=N_NEW)
     assert ours.new_ids.tolist() == [[first]] and ours.top_ids.shape == (1, 5)
     assert torch.equal(ours.ids, reference_ids(folder, tokenizer))
+
+
+def test_a_forced_token_is_written_in_place_of_the_models_and_the_rest_follows_it(built):
+    """A branch: the token picked at new token 1, then the model writes on after it as it would after that text."""
+    _, model, tokenizer = built("llama")
+    options = dict(max_new_tokens=4, keep_maps=False)
+    plain = generate(model, tokenizer, PROMPT, **options).ids[0].tolist()
+    start = len(plain) - 4
+    token = next(t for t in range(5, 50) if t != plain[start + 1])
+    branched = generate(model, tokenizer, PROMPT, forced={1: token}, **options).ids[0].tolist()
+    assert branched[: start + 1] == plain[: start + 1] and branched[start + 1] == token
+    with torch.inference_mode():  # the next token is the model's most probable after the branch
+        logits = model(torch.tensor([branched[: start + 2]]), request=MapRequest((), keep_hidden=False))
+        expected = int(lm_head(model)(logits.last_hidden_state[0, -1]).argmax())
+    assert branched[start + 2] == expected
+    with pytest.raises(ValueError, match="not in the model's"):
+        generate(model, tokenizer, PROMPT, forced={0: 10**6}, **options)

@@ -42,3 +42,22 @@ def test_the_key_and_caption_wrap_within_a_narrow_strip():
     assert all(len(line) * small * CHAR_WIDTH <= room for line in lines)
     assert len(key_of(narrow).split("<br>")) == 2  # "written by the model" on a line of its own
     assert narrow.layout.margin.b > wide.layout.margin.b and narrow.layout.margin.t > wide.layout.margin.t
+
+
+def test_pieces_read_as_the_text_they_stand_for():
+    from viz._text import readable
+
+    assert readable("Ġthe") == " the" and readable("▁the") == " the"  # byte-level BPE's, SentencePiece's space
+    assert readable("Ã¼") == "ü" and readable("ĠcafÃ©") == " café" and readable("âĢĶ") == "—"  # UTF-8 bytes
+    assert readable("Ċ") == "↵" and readable("<0x0A>") == "↵"  # a new line, seen
+    assert readable("##ing") == "##ing" and readable("café") == "café" and readable("ł") == "ł"  # WordPiece's own
+
+
+def test_the_strip_shows_pieces_as_text_and_the_raw_piece_and_id_in_the_hover():
+    fig = viz.token_strip(
+        ["<|im_start|>", "Ġanimal", "Ã¼", "ber"], [1, 3161, 2, 3], [0] * 4, [True, False, False, False]
+    )
+    piece = next(t for t in fig.data if t.name == "piece")
+    assert list(piece.text) == ["&lt;|im_start|&gt;", " animal", "ü", "ber"] and not any("Ġ" in t for t in piece.text)
+    assert piece.hovertext[1] == "position 1:  animal (id 3161, piece Ġanimal, segment A)"
+    assert piece.hovertext[3] == "position 3: ber (id 3, segment A)"  # its own text: no piece repeated

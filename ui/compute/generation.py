@@ -36,14 +36,16 @@ class Settings:
     top_k: int | None
     top_p: float | None
     seed: int | None  # only sampling draws from it
+    picks: tuple[tuple[int, int], ...] = ()  # (new token number, id): tokens picked in place of the model's
 
     @classmethod
     def chosen(cls) -> Settings:
         """The page's settings (session state, as the link gave them or the widgets set them)."""
         s = st.session_state
         n = int(s.get("gen_n", 20))
+        picks = tuple((int(k), int(t)) for k, t in s.get("gen_picks") or () if k < n)
         if not s.get("gen_sample", False):  # greedy: the most probable token, whatever reshapes the scores
-            return cls(n, False, 1.0, None, None, None)
+            return cls(n, False, 1.0, None, None, None, picks)
         top_p = float(s.get("gen_top_p", 1.0))
         return cls(
             n=n,
@@ -52,13 +54,15 @@ class Settings:
             top_k=int(s.get("gen_top_k", 0)) or None,
             top_p=None if top_p >= 1 else top_p,
             seed=int(s.get("gen_seed", 0)),
+            picks=picks,
         )
 
     def describe(self) -> str:
+        picked = f", {len(self.picks)} picked in its place" if self.picks else ""
         if not self.sample:
-            return f"{self.n} tokens, greedy"
+            return f"{self.n} tokens, greedy{picked}"
         cut = (f", top-k {self.top_k}" if self.top_k else "") + (f", top-p {self.top_p:g}" if self.top_p else "")
-        return f"{self.n} tokens, sampled at temperature {self.temperature:g}{cut}, seed {self.seed}"
+        return f"{self.n} tokens, sampled at temperature {self.temperature:g}{cut}, seed {self.seed}{picked}"
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Continuation:
     text: Written  # the prompt and the continuation as one text, with the ids written: what every view runs on
     prompt_len: int  # how many of `ids` are the prompt's
     ended: bool  # an end-of-sequence token came before n tokens
+    settings: Settings  # how it was written
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -91,6 +96,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
             top_p=settings.top_p,
             seed=settings.seed,
             keep_maps=False,  # the views read the written ids' maps through ui/compute/runs.py, within its bound
+            forced=dict(settings.picks),
         )
         ids = written.ids[0].tolist()
         n_new = written.new_ids.size(1)
@@ -99,7 +105,7 @@ def continuation(source: str, prompt: str, settings: Settings) -> Continuation:
         new_text = whole[len(before) :] if whole.startswith(before) else tokenizer.decode(ids[len(ids) - n_new :])
         text, prompt_len = prompt + new_text, len(ids) - n_new
         encoded = written_encoding(tokenizer, prompt, text, ids, prompt_len, model.config.max_position_embeddings)
-        return Continuation(prompt, Written.of(text, encoded), prompt_len, n_new < settings.n)
+        return Continuation(prompt, Written.of(text, encoded), prompt_len, n_new < settings.n, settings)
 
     return store("continuations", 64, 4 * MB).get_or_compute((source, prompt, settings), compute)
 

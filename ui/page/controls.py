@@ -12,7 +12,16 @@ from attention.models import FAMILIES
 
 from ..compute.models import get_model, get_seq2seq, precision_caption
 from ..serve.sources import policy
-from ..state.actions import ask_for_bundled, ask_for_model, choose_model, continue_text, go_back, submit, use_preset
+from ..state.actions import (
+    ask_for_bundled,
+    ask_for_model,
+    choose_model,
+    continue_text,
+    go_back,
+    submit,
+    use_preset,
+    write_one,
+)
 from ..state.state import PRESETS
 from ..state.url_values import (
     MAX_NEW_TOKENS,
@@ -144,22 +153,34 @@ def input_form() -> None:
     """The sentence form. Presentation mode: folded with the examples, under the figure. Otherwise one
     row: the sentence, the optional second sentence and Run."""
     if st.session_state.present:  # the figure is the point; the form folds away
-        with st.expander("Sentence and examples"):
+        writes = causal()
+        with st.expander("Sentence, examples and writing" if writes else "Sentence and examples"):
             examples()
             _sentence_form()
+            if writes:  # no sidebar here: how Continue writes, beside it
+                continue_settings(beside=True)
     else:
         _sentence_form(compact=True)
 
 
-def continue_settings() -> None:
-    """How Continue writes: how many tokens, greedily or sampled (temperature, top-k, top-p, seed)."""
-    with st.expander("Continue: how the model writes"):
-        st.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n")
-        sample = st.toggle("Sample", key="gen_sample", help="Off: greedy, the most probable token at each step")
-        st.slider("Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", disabled=not sample)
-        st.number_input("Top-k (0: off)", 0, MAX_TOP_K, key="gen_top_k", disabled=not sample)
-        st.slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", disabled=not sample)
-        st.number_input("Seed", 0, MAX_SEED, key="gen_seed", disabled=not sample)
+def causal() -> bool:
+    """Whether the model in use writes (a causal decoder; an encoder-decoder has its own Target box)."""
+    source = st.session_state.source
+    return get_seq2seq(source) is None and get_model(source)[0].config.attention.causal
+
+
+def continue_settings(beside: bool = False) -> None:
+    """How Continue writes: how many tokens, greedily or sampled (temperature, top-k, top-p, seed); in the
+    sidebar's expander, or `beside` the sentence form in one row (presentation mode, which has no sidebar)."""
+    box = st.container() if beside else st.expander("Continue: how the model writes")
+    with box:
+        n, on, temperature, top_k, top_p, seed = st.columns([1.2, 1.4, 1.6, 1.3, 1.6, 1.2]) if beside else [box] * 6
+        n.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n")
+        sample = on.toggle("Sample", key="gen_sample", help="Off: greedy, the most probable token at each step")
+        temperature.slider("Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", disabled=not sample)
+        top_k.number_input("Top-k (0: off)", 0, MAX_TOP_K, key="gen_top_k", disabled=not sample)
+        top_p.slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", disabled=not sample)
+        seed.number_input("Seed", 0, MAX_SEED, key="gen_seed", disabled=not sample)
 
 
 def examples() -> None:
@@ -173,10 +194,10 @@ def _sentence_form(compact: bool = False) -> None:
     has a Target box in place of the second sentence: what its decoder is given to read (empty: it writes its
     own); a causal model has Continue beside Run."""
     writes = get_seq2seq(st.session_state.source) is not None
-    causal = not writes and get_model(st.session_state.source)[0].config.attention.causal
+    continues = causal()
     with st.form("sentence_form", border=not compact):
-        spec = [6, 3, 1, 1.5] if causal else [6, 3, 1]  # Continue's label whole
-        boxes = st.columns(spec, vertical_alignment="bottom") if compact else [st.container()] * len(spec)
+        spec = [4.5, 2.5, 1, 1.6, 2.4] if continues else [6, 3, 1]  # Continue's and Write one token's labels whole
+        boxes = places(spec, compact)
         first, second, run = boxes[:3]
         first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
         if not writes:
@@ -196,10 +217,26 @@ def _sentence_form(compact: bool = False) -> None:
                 help="The decoder's text, forced as its input (teacher forcing); empty: written greedily",
             )
         run.form_submit_button("Run", type="primary", on_click=submit)
-        if causal:  # a decoder writes: Continue runs the sentence and the model's continuation of it
+        if continues:  # a decoder writes: Continue runs the sentence and the model's continuation of it
             boxes[3].form_submit_button(
                 "Continue", on_click=continue_text, help="Run, then let the model write after the sentence"
             )
+            boxes[4].form_submit_button(
+                "Write one token",
+                key="write_one",
+                on_click=write_one,
+                help="The model writes one more token after the text: the Next token view shows its choice",
+            )
+
+
+def places(spec: list[float] | list[int], compact: bool) -> list:
+    """The form's places: its boxes and buttons side by side (`compact`, at `spec`'s widths), else each box across
+    the form and the buttons in one row under them."""
+    if compact:
+        return list(st.columns(spec, vertical_alignment="bottom"))
+    first, second = st.container(), st.container()
+    widths = [1, 1.5, 2.2][: len(spec) - 2]  # Run, Continue, Write one token: their labels whole
+    return [first, second, *st.columns([*widths, 8 - sum(widths)])[: len(widths)]]
 
 
 BACK_CHARS = 60  # of the sentence named on the way back's button

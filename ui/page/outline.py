@@ -16,6 +16,7 @@ from .present import controls as present_controls
 from .present import keys as present_keys
 from .present import link_control
 from .registry import by_label
+from .writing import writing
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
@@ -27,6 +28,11 @@ div[data-testid="stMainBlockContainer"] {padding-top: 0.75rem;}
 # ordinary mode: the page starts just under the header (3.75 rem), not 6 rem down, so the figure comes higher
 PAGE_CSS = """<style>div[data-testid="stMainBlockContainer"] {padding-top: 4rem;}</style>"""
 ENCODER_CAPTION = "An encoder-decoder: this view reads its encoder's self-attention; Cross-attention shows its decoder."
+SCROLL_SCRIPT = """<script>/* %d */
+for (const el of [document.querySelector('[data-testid="stMain"]'), document.scrollingElement]) {
+  if (el) el.scrollTo({top: 0});
+}
+</script>"""
 NO_TEXT = "Type a sentence above and press Run to see its tokens and attention."
 
 
@@ -71,8 +77,10 @@ class Ordinary:
         special_only(run)
         if reads_encoder():
             st.caption(ENCODER_CAPTION)
+        writing(ctx)
 
     def below(self, ctx: ViewContext, notices: list[str]) -> Any:
+        to_figure()
         return None
 
 
@@ -96,6 +104,7 @@ class Presentation:
     def above(self, ctx: ViewContext, notices: list[str]) -> None:
         special_only(ctx.run)
         present_controls(ctx.run, ctx.model.kinds)
+        writing(ctx)
 
     def below(self, ctx: ViewContext, notices: list[str]) -> Any:
         """What is not the figure; returns the place of the page's link (present.link_control), filled once
@@ -110,7 +119,17 @@ class Presentation:
         way_back(ctx.key)
         input_form()
         st.toggle("Presentation mode", key="present")
+        to_figure()
         return link
+
+
+def to_figure() -> None:
+    """After Run, Continue or Write one token (pressed under the figure in presentation mode, or on the keys'
+    row), the page scrolls back to its top: the figure on the first screen, not the form pressed."""
+    if not st.session_state.pop("to_figure", False):
+        return
+    st.session_state.scrolls = st.session_state.get("scrolls", 0) + 1  # a new script each time: it runs again
+    st.html(SCROLL_SCRIPT % st.session_state.scrolls, unsafe_allow_javascript=True)
 
 
 def layout() -> Ordinary | Presentation:

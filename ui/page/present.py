@@ -9,8 +9,11 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import streamlit as st
 
+from ..state.actions import write_one
 from ..state.state import offered
+from ..state.view_context import drawn
 from . import registry
+from .writing import WRITING_PX
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -23,11 +26,13 @@ KEYS = {
     "prev_layer": ("Previous layer", "Shift+Up", "Shift+↑"),
     "next_layer": ("Next layer", "Shift+Down", "Shift+↓"),
     "next_view": ("Next view", "V", "V"),
+    "write_one": ("Write one token", "W", "W"),
 }
 # a view's own keys, Left and Right, on its own buttons: view key → (what they step, previous and next button)
 VIEW_KEYS = {
     "shapeflow": ("stage", "shapeflow_prev_stage", "shapeflow_next_stage"),
     "walk": ("step", "walk_prev", "walk_next"),
+    "next": ("position", "next_prev_position", "next_next_position"),
 }
 # the key as the page's script names it (KeyboardEvent.key, "Shift+" when held) → the buttons it clicks, the
 # first on the page
@@ -37,6 +42,7 @@ PAGE_KEYS = {
     "Shift+ArrowUp": ["present_prev_layer"],
     "Shift+ArrowDown": ["present_next_layer"],
     "v": ["present_next_view"],
+    "w": ["present_write_one"],
     "ArrowLeft": [prev for _, prev, _ in VIEW_KEYS.values()],
     "ArrowRight": [ahead for _, _, ahead in VIEW_KEYS.values()],
 }
@@ -99,12 +105,16 @@ ICONS = {
     "prev_layer": ":material/arrow_upward: Layer",
     "next_layer": ":material/arrow_downward: Layer",
     "next_view": ":material/skip_next: View",
+    "write_one": ":material/edit: Write",
 }  # short: each button also shows its key
 
 
 def figure_height(used: int = 0) -> int:
-    """Height left for the view's main figure on the first screen, less ``used`` px above it."""
-    return SCREEN_PX - TOP_PX - BOTTOM_PX - used
+    """Height left for the view's main figure on the first screen, less ``used`` px above it and the line of a
+    continuation's text (ui/page/writing.py) where the page draws one."""
+    ctx = drawn()
+    writes = ctx is not None and ctx.present and ctx.continuation is not None
+    return SCREEN_PX - TOP_PX - BOTTOM_PX - used - (WRITING_PX if writes else 0)
 
 
 def step_head(delta: int, n_heads: int) -> None:
@@ -140,12 +150,12 @@ def controls(run, kinds: Collection[str]) -> None:
         format_func=lambda i: f"Head {i}",
     )
     with keys_legend:
-        legend()
+        legend("causal" in kinds)
 
 
 def keys(run, kinds: Collection[str]) -> None:
     """Under the figure, a button for each step, each on its key; the buttons name their keys. V steps through
-    the views for a model of these `kinds`."""
+    the views for a model of these `kinds`; W writes one token (ui/state/actions.py's write_one)."""
     layers, heads = offered(run.n_layers, run.n_heads)
     actions: dict[str, tuple[Callable[..., None], tuple]] = {
         "prev_head": (step_head, (-1, heads)),
@@ -153,6 +163,7 @@ def keys(run, kinds: Collection[str]) -> None:
         "prev_layer": (step_layer, (-1, layers)),
         "next_layer": (step_layer, (1, layers)),
         "next_view": (next_view, (kinds,)),
+        "write_one": (write_one, ()),  # a model that only reads says so
     }
     for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
         label, shortcut, shown = KEYS[name]
@@ -167,9 +178,10 @@ def keys(run, kinds: Collection[str]) -> None:
         )
 
 
-def legend() -> None:
+def legend(writes: bool) -> None:
     """The keys, small beside the controls: two lines no taller than a select box. The view's own ← / →
-    (the shape flow's stages, the walk's steps) are named on the second line when it has them."""
+    (the shape flow's stages, the walk's steps, the next token's positions) are named on the second line when
+    it has them, and W where the model `writes`."""
     shown = {name: KEYS[name][2] for name in KEYS}
     own = VIEW_KEYS.get(registry.by_label(st.session_state.get("view")).key)
     ahead = f"<b>← / →</b> {own[0]} · " if own else ""
@@ -178,7 +190,10 @@ def legend() -> None:
         f"Keys: <b>{shown['prev_head']}</b> / <b>{shown['next_head']}</b> head · "
         f"<b>{shown['prev_layer']}</b> / <b>{shown['next_layer']}</b> layer<br>"
         f"{ahead}<b>{shown['next_view']}</b> next view"
-        f"{'' if own else ' (or the buttons under the figure)'}</div>" + KEYS_SCRIPT,
+        + (f" · <b>{shown['write_one']}</b> write a token" if writes else "")
+        + ("" if own or writes else " (or the buttons under the figure)")
+        + "</div>"
+        + KEYS_SCRIPT,
         unsafe_allow_javascript=True,
     )
 

@@ -125,7 +125,22 @@ VIEWS = (
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's
 # continuation (ui/compute/generation.py) is part of the text every view runs on
-SHARED = ("view", "layer", "head", "present", "strip", "model", "cont", "n", "sample", "temp", "topk", "topp", "seed")
+SHARED = (
+    "view",
+    "layer",
+    "head",
+    "present",
+    "strip",
+    "model",
+    "cont",
+    "n",
+    "sample",
+    "temp",
+    "topk",
+    "topp",
+    "seed",
+    "pick",
+)
 DEFAULT = VIEWS[0]
 
 

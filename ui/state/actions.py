@@ -11,27 +11,80 @@ from attention import ModelLoadError
 from ..compute.models import get_model
 from ..page import registry
 from .state import PRESETS
-from .url_values import MAX_MARKED_TOKEN
+from .url_values import MAX_MARKED_TOKEN, MAX_NEW_TOKENS
+
+TO_WRITE = "Load “SmolLM2-135M · writes” (the Model box, or ?model=smollm2) to see a model write."
 
 
 def use_preset() -> None:
     st.session_state.head_mark = None  # marked in another sentence
     text, text_b = PRESETS[st.session_state.preset]
     st.session_state.text, st.session_state.text_b = text, text_b
-    st.session_state.submitted = (text, text_b)
+    st.session_state.submitted, st.session_state.gen_picks = (text, text_b), []
 
 
 def submit() -> None:
-    """Run: the sentence as typed, without a continuation."""
-    st.session_state.submitted = (st.session_state.text, st.session_state.text_b.strip())
+    """Run: the sentence as typed, without a continuation (tokens picked in another text's are dropped)."""
+    typed = (st.session_state.text, st.session_state.text_b.strip())
+    if typed != st.session_state.get("submitted"):
+        st.session_state.gen_picks = []
+    st.session_state.submitted = typed
     st.session_state.gen_on = False
     st.session_state.head_mark = None  # marked in another sentence
+    st.session_state.to_figure = True  # the page opens on the figure, not on the form pressed
+
+
+def notice(text: str) -> None:
+    """Said above the view (under it in presentation mode) on the next run."""
+    st.session_state.setdefault("url_notices", []).append(text)
 
 
 def continue_text() -> None:
     """Continue: the sentence as typed, continued by the model (ui/compute/generation.py)."""
     submit()
     st.session_state.gen_on = True
+
+
+def write_one() -> None:
+    """Write one token: the continuation one token longer (the first token, where the sentence as typed was not
+    continued), shown in the Next token view at the position whose bars chose it. What cannot be written is
+    said, and the text stays as it was: an encoder, the most tokens Continue writes, the model's positions, an
+    end-of-text token already written."""
+    s = st.session_state
+    model = get_model(s.source)[0]
+    if not model.config.attention.causal:
+        notice(f"Write one token needs a causal decoder (GPT-2, Llama …); this model reads text only. {TO_WRITE}")
+        return
+    same = bool(s.get("gen_on")) and s.submitted == (s.text, s.text_b.strip())
+    written = s.get("continuation") if same else None
+    n = int(s.get("gen_n", 1)) + 1 if written is not None else 1
+    if written is not None and written.ended:
+        notice("The model ended the text (it wrote its end-of-text token): there is nothing more to write.")
+    elif n > MAX_NEW_TOKENS:
+        notice(f"Continue writes at most {MAX_NEW_TOKENS} tokens; the text has them all.")
+    elif written is not None and len(written.ids) >= model.config.max_position_embeddings:
+        notice(f"The text fills the model's {model.config.max_position_embeddings:,} positions: no token fits after.")
+    else:
+        submit()
+        s.gen_on, s.gen_n, s.next_follow = True, n, True  # the Next token view follows the writing
+        s.view = registry.named("next").label
+
+
+def branch(number: int, token: int) -> None:
+    """The model's text rewritten from its written token `number` (0: the first it wrote): `token` there in place
+    of the one written, then written on from it as before; tokens picked earlier in the text are kept, later ones
+    (of the text rewritten) dropped."""
+    kept = [(k, t) for k, t in st.session_state.get("gen_picks") or () if k < number]
+    st.session_state.gen_picks = [*kept, (int(number), int(token))]
+
+
+def open_written(prompt_len: int) -> None:
+    """A written token clicked (the `written_token` pills: its number among those written): the Next token view
+    at the position whose bars chose it, where another can be picked in its place."""
+    number, st.session_state.written_token = st.session_state.get("written_token"), None
+    if number is not None:
+        st.session_state.next_position = prompt_len + int(number) - 1
+        st.session_state.view = registry.named("next").label
 
 
 def select(layer: int | None = None, head: int | None = None) -> None:
@@ -83,7 +136,7 @@ def open_sentence(text: str, layer: int, head: int, came_from: str | None = None
         st.session_state.opened_from = {"text": text, "came_from": came_from, "before": before}
     open_head(layer, head, mark)
     st.session_state.text, st.session_state.text_b = text, ""
-    st.session_state.submitted = (text, "")
+    st.session_state.submitted, st.session_state.gen_picks = (text, ""), []
 
 
 def go_back() -> None:

@@ -24,6 +24,7 @@ from .url_values import (
     _FLAG,
     _LIST,
     _PAIRS,
+    _PICKS,
     GQK_MIN_TOKENS,
     MAX_FLOW_STAGES,
     MAX_LIST_ITEMS,
@@ -151,8 +152,10 @@ PARAMS = [
     _param("gen_top_k", "topk", "top-k (0: off)", 0, _number, bounds=(0, MAX_TOP_K)),
     _param("gen_top_p", "topp", "top-p", 1.0, (_short, _decimal), bounds=(0.01, 1.0)),
     _param("gen_seed", "seed", "seed", 0, _whole, bounds=(0, MAX_SEED)),
+    _param("gen_picks", "pick", "tokens picked", [], _PICKS),
     _param("next_position", "pos", "position", None, _number),
-    _param("next_temperature", "t", "temperature of the bars", 2.0, (_short, _decimal), bounds=TEMPERATURES),
+    # the bars' comparison temperature: by default the sampling temperature (ui/views/next_token.py)
+    _param("next_temperature", "t", "temperature of the bars", None, (_short, _decimal), bounds=TEMPERATURES),
     _param("source", "model", "model", "", _path),
 ]
 registry.check_params(p.name for p in PARAMS)

@@ -23,6 +23,7 @@ GQK_MIN_TOKENS, GQK_MAX_TOKENS, GQK_TOKEN_STEP = 2_000, 20_000, 1_000  # a corpu
 MAX_TARGET_CHARS = 1_000  # an encoder-decoder's forced target (its decoder tokens are cut to its positions too)
 MAX_NEW_TOKENS = 64  # the most tokens Continue writes
 MAX_TOP_K = 1000  # top-k sampling's largest k
+MAX_TOKEN_ID = 999_999  # a token id picked in a link (one past the model's vocabulary is said, not written)
 MAX_SEED = 2**31 - 1
 MAX_MARKED_TOKEN = 8_191  # a marked token's position in a link (past the sentence's last token nothing is marked)
 MAX_FLOW_STAGES = 32  # the shape flow's stage in a link (a layer has about a dozen steps, a stage at least one)
@@ -74,6 +75,19 @@ def _name(text: str) -> str:
     if not re.fullmatch(r"[a-z_]{1,32}", text):
         raise ValueError("not a step name")
     return text
+
+
+def _picks(text: str) -> list[tuple[int, int]]:
+    """'3.1056,5.28' -> [(3, 1056), (5, 28)]: a written token's number (0: the first) and the id picked in its
+    place, by number, one each (the last given); a number past MAX_NEW_TOKENS or an id over MAX_TOKEN_ID is refused
+    (an id past the model's vocabulary is said when the text is written)."""
+    pairs = [part.split(".") for part in _parts(text)]
+    if any(len(p) != 2 or not all(re.fullmatch(r"\d{1,7}", x) for x in p) for p in pairs):
+        raise ValueError("not number.token pairs")
+    picked = {int(k): int(t) for k, t in pairs}
+    if any(k >= MAX_NEW_TOKENS or t > MAX_TOKEN_ID for k, t in picked.items()):
+        raise ValueError(f"past {MAX_NEW_TOKENS} tokens or over id {MAX_TOKEN_ID:,}")
+    return sorted(picked.items())
 
 
 def _decimal(text: str) -> float:
@@ -160,3 +174,4 @@ def _short(value: float) -> str:
 _FLAG = (lambda v: "1" if v else "0", _flag)
 _LIST = (lambda v: ",".join(map(str, v)), _numbers)
 _PAIRS = (lambda v: ",".join(f"{layer}.{head}" for layer, head in v), _heads)
+_PICKS = (lambda v: ",".join(f"{k}.{t}" for k, t in v), _picks)

@@ -8,7 +8,8 @@ import streamlit as st
 
 import viz
 from attention.runs.run import head_map
-from viz.heatmap import labels_every_token, mark_token
+from viz._text import readable
+from viz.heatmap import labels_every_token, mark_prompt_end, mark_token
 from viz.lines import TooManyLines
 
 from ..page.layout import FIGURE_MAX_PX, column_px, main_px
@@ -72,6 +73,7 @@ def draw(ctx: ViewContext) -> None:
         )
         present_title(fig, ctx)  # one line with the sentence, for the PNG
         marked(fig, hm, run, panel)
+        prompt_end(fig, hm, ctx)
         with slot:
             show(fig, f"layer{layer}-head{head}")
     else:
@@ -112,6 +114,14 @@ def with_sink(hm, sinks: bool) -> tuple[np.ndarray, list[str]]:
     return np.concatenate([hm.matrix, share], axis=1), [*hm.labels, SINK]
 
 
+def prompt_end(fig, hm, ctx: ViewContext) -> None:
+    """A continuation's map: lines where the prompt ends and what the model wrote starts."""
+    written = ctx.continuation
+    row = hm.row_of(written.prompt_len) if written is not None else None
+    if row is not None:
+        mark_prompt_end(fig, row)
+
+
 def marked(fig, hm, run, panel) -> None:
     """Outline the token a link or a click in another view marked (session_state.head_mark, a position in
     the sentence), and say which it is; a position the map does not show is said, not marked."""
@@ -123,7 +133,9 @@ def marked(fig, hm, run, panel) -> None:
         return
     row = hm.row_of(position)
     if row is None:
-        panel.caption(f"The marked token (position {position}), {plain(run.tokens[position])}, is hidden here.")
+        panel.caption(
+            f"The marked token (position {position}), {plain(readable(run.tokens[position]))}, is hidden here."
+        )
         return
     mark_token(fig, row)
     panel.caption(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention.analysis.query_key import query_key
+from viz._text import numbered
 from viz.query_key import query_key_figure
 
 from ..compute.runs import get_trace
@@ -23,7 +24,7 @@ def draw(ctx: ViewContext) -> None:
         st.session_state.qk_query = 0
     open_on_pronoun(run, ctx.sentence)
     slot = figure_slot(ctx.present)
-    query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: f"{i}: {run.tokens[i]}")
+    query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: numbered(i, run.tokens[i]))
     trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     qk = query_key(trace, head, query)
     st.caption(
