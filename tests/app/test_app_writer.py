@@ -84,3 +84,18 @@ def test_the_writers_pieces_read_as_text_on_the_page_the_raw_piece_in_the_hover(
     assert "café" in fig["layout"]["title"]["text"]
     options = at.selectbox(key="next_position").options
     assert " animal" in options[1] and not any("Ġ" in o for o in options)
+
+
+def test_a_writing_view_asked_of_the_reader_is_one_click_from_the_writer():
+    """A link to the Next token view on the bundled reader: the notice says why the Head view is shown, and one
+    button opens the Next token view on the bundled writer."""
+    at = start(s="The capital of France is", view="next")
+    no_errors(at)
+    assert any("Next token needs a causal decoder" in i.value for i in at.info)
+    button = next(b for b in at.button if b.key == "offer_writer_button")
+    assert "SmolLM2" in button.label
+    button.click()
+    at.run(timeout=180)
+    no_errors(at)
+    assert at.session_state.source == "smollm2" and at.session_state.view == "Next token"
+    assert not any(b.key == "offer_writer_button" for b in at.button)  # the writer needs no offer

@@ -90,6 +90,21 @@ def sidebar():
     return strip
 
 
+def writer_offer() -> None:
+    """Where a view for models that write was asked of a model that reads (fit_view): one click opens it on the
+    bundled writer."""
+    label = st.session_state.get("offer_writer")
+    if label:
+        st.button(
+            f"Open {label} on {BUNDLED[WRITER_NAME]}", key="offer_writer_button", on_click=open_on_writer, args=(label,)
+        )
+
+
+def open_on_writer(label: str) -> None:
+    ask_for_bundled(WRITER_NAME)
+    st.session_state.view = label
+
+
 def bundled_models(source: str) -> None:
     """The two bundled models by name, one click each: the one in use is shown pressed."""
     for column, (name, label) in zip(st.columns(2), BUNDLED.items()):

@@ -10,7 +10,7 @@ import streamlit as st
 
 from ..compute.models import get_seq2seq
 from ..state.view_context import ViewContext
-from .controls import input_form, sidebar, way_back
+from .controls import input_form, sidebar, way_back, writer_offer
 from .page import plain, selectors, tokens_strip
 from .present import controls as present_controls
 from .present import keys as present_keys
@@ -73,6 +73,7 @@ class Ordinary:
         tokens_strip(run, ctx.present, self.strip_place, new_from(ctx))
         for notice in notices:  # shown once, after the link was read
             st.info(notice)
+        writer_offer()
         way_back(ctx.key)
         special_only(run)
         if reads_encoder():
@@ -113,6 +114,7 @@ class Presentation:
             st.caption(ENCODER_CAPTION)
         for notice in notices:  # under the figure, never over it
             st.info(notice)
+        writer_offer()
         present_keys(ctx.run, ctx.model.kinds)
         link = link_control()
         tokens_strip(ctx.run, ctx.present, new_from=new_from(ctx))

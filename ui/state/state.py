@@ -237,13 +237,17 @@ def keep_choices() -> None:
 
 def fit_view(kinds: Collection[str]) -> None:
     """The chosen view, when it is not for this model (a link's, or the last model's), becomes the first view,
-    with a notice saying what the view needs."""
+    with a notice saying what the view needs; a view for models that write is offered on the bundled writer
+    (session_state.offer_writer, its label: controls.writer_offer)."""
     view = registry.by_label(st.session_state.get("view"))
+    st.session_state.offer_writer = None
     if not view.applies(kinds):
         st.session_state.url_notices.append(
             f"{view.label} needs {view.needs}; this model is not one, so {registry.DEFAULT.label} is shown."
         )
         st.session_state.view = registry.DEFAULT.label
+        if view.applies({"causal"}):  # a view for models that write: the bundled writer is one click away
+            st.session_state.offer_writer = view.label
 
 
 def view_key() -> str:
