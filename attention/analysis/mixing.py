@@ -20,6 +20,7 @@ Letters: H query heads, G key/value heads, L tokens, D model width, d head width
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,7 +85,8 @@ def each_layer(
     names: tuple[str, ...] = (),
 ) -> None:
     """One forward pass of the sentence that hands each of `layers` (all by default) to on_layer as it runs:
-    its probs (H, n, n) and f_h(x_j) (H, n, D) float64 over the n real tokens, and the steps `names` recorded."""
+    its probs (H, n, n) and f_h(x_j) (H, n, D) float64 over the n real tokens, and the steps `names` recorded. The
+    pass ends once the last of them is read: no later layer runs."""
     real = _one_sentence(model, input_ids, attention_mask)
     (ids, mask) = on_model_device(model, input_ids, attention_mask)
     layers = list(range(len(model.layers))) if layers is None else layers
@@ -100,13 +102,20 @@ def each_layer(
                 probs = tensor[0][:, on][:, :, on]  # (H, L, L) -> (H, n, n)
                 f = head_values(model.layers[i].attention, kept["v_heads"])[:, on]  # (H, n, D)
                 on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k != "v_heads"})
+                if i == max(layers):
+                    raise _AllRead  # the layers after it have nothing to give
             return tensor
 
         return record
 
     with torch.inference_mode():
         request = MapRequest(layers=(), keep_hidden=False)  # the recorded layers run their explicit steps
-        model(ids, mask, recorders={i: recorder(i) for i in layers}, request=request)
+        with contextlib.suppress(_AllRead):
+            model(ids, mask, recorders={i: recorder(i) for i in layers}, request=request)
+
+
+class _AllRead(Exception):
+    """Raised by each_layer's recorder once the last layer asked for is read, to end the forward pass there."""
 
 
 def mixed_norms(probs: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
