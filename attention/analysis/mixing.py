@@ -9,7 +9,8 @@ v_hj · W_O[:, h·d:(h+1)·d]ᵀ, (D,) (Kobayashi et al., EMNLP 2020, "Attention
 zeroing (Mohebbi et al., EACL 2023) zeroes token j's value vectors in every head: the probabilities read only q
 and k, so each query's attention output loses exactly Σ_h a_ij f_h(x_j), and the layer's output with token j's
 values zeroed is the rest of the block (residual, norms, feed-forward) applied to that output: one pass of the
-layer's position-wise part per token, never the whole model again.
+layer's position-wise part per token (a causal layer's: over the tokens at and after it), never the whole model
+again. ALTI, for post-norm encoders, is alti.py's.
 
 Every function takes one sentence, input_ids (1, L), and an optional attention_mask (1, L): the results are
 over its n real tokens only, (…, n, n), padding left out as ablation.ablate leaves it. A model is one stack
@@ -36,7 +37,9 @@ from ..runs.inputs import on_model_device
 from ..runs.run import read_only
 from .stats import first_share
 
-VALUE_ZEROING_MAX_TOKENS = 512  # value zeroing costs L passes of a layer's position-wise part over L tokens
+# value zeroing runs a layer's position-wise part (its norms and feed-forward block) over L tokens once per token:
+# L² token passes, 17.7 s at 200 tokens of SmolLM2 on two busy cores (bench/analysis.py), so 256 tokens at most
+VALUE_ZEROING_MAX_TOKENS = 256
 ZEROED_PER_PASS = 16  # tokens whose zeroed values go through the layer's rest at once: (16, L, D) at a time
 # one layer's mixing, read while the forward pass runs: (layer, probs (H, n, n), f (H, n, D) float64, records)
 OnLayer = Callable[[int, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]], None]
@@ -197,6 +200,7 @@ def value_zeroing(
         )
     block = model.layers[_check_layer(model, layer)]
     assert isinstance(block, Block)
+    causal = model.config.attention.causal
     read: dict[str, torch.Tensor] = {}
 
     def keep(i: int, probs: torch.Tensor, f: torch.Tensor, records: dict) -> None:
@@ -209,17 +213,18 @@ def value_zeroing(
     out = torch.bmm(a, f).sum(0) + (0 if bias is None else bias.double())  # (H, n, n) x (H, n, D) -> (n, D)
     with torch.inference_mode():
         base = _unit(block.residual.after_attention(block, x, block.join(x, out[None].to(x.dtype))))  # (1, n, D)
-        distances = []
+        d = torch.zeros(n, n, dtype=torch.float64, device=x.device)  # row i (query), column j (zeroed)
         for start in range(0, n, ZEROED_PER_PASS):
             zeroed = slice(start, min(start + ZEROED_PER_PASS, n))  # C tokens
-            # (C, n, H) x (C, H, D) -> (C, n, D): Σ_h a_ij f_h(x_j) for each zeroed j
-            moved = torch.bmm(a[:, :, zeroed].permute(2, 1, 0), f[:, zeroed].transpose(0, 1))
-            less = (out[None] - moved).to(x.dtype)  # (C, n, D): the attention output with token j's values zeroed
-            y = _unit(block.residual.after_attention(block, x, block.join(x, less)))  # (C, n, D)
-            distances.append(0.5 * (base - y).square().sum(-1))  # (C, n): ½‖ŷ_i − ŷ′_ij‖² = 1 − cos
-    d = torch.cat(distances).T.cpu().numpy()  # (n, n): row i (query), column j (zeroed)
-    sums = d.sum(axis=1, keepdims=True)
-    return read_only(np.divide(d, sums, out=np.zeros_like(d), where=sums > 0))
+            rows = slice(start if causal else 0, n)  # a causal layer's earlier tokens never read token j's values
+            # (C, n', H) x (C, H, D) -> (C, n', D): Σ_h a_ij f_h(x_j) for each zeroed j, of the rows that read it
+            moved = torch.bmm(a[:, rows, zeroed].permute(2, 1, 0), f[:, zeroed].transpose(0, 1))
+            less = (out[None, rows] - moved).to(x.dtype)  # (C, n', D): attention outputs with token j's values zeroed
+            y = _unit(block.residual.after_attention(block, x[:, rows], block.join(x[:, rows], less)))  # (C, n', D)
+            d[rows, zeroed] = 0.5 * (base[:, rows] - y).square().sum(-1).T  # (n', C): ½‖ŷ_i − ŷ′_ij‖² = 1 − cos
+    distances = d.cpu().numpy()  # (n, n)
+    sums = distances.sum(axis=1, keepdims=True)
+    return read_only(np.divide(distances, sums, out=np.zeros_like(distances), where=sums > 0))
 
 
 def _unit(y: torch.Tensor) -> torch.Tensor:

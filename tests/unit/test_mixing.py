@@ -108,7 +108,9 @@ def reference_zeroing(family: str, theirs, input_ids: torch.Tensor, layer: int) 
 
 
 @pytest.mark.parametrize("layer", [0, 1])
-def test_value_zeroing_matches_the_layer_run_again_with_zeroed_values(case, layer):
+@pytest.mark.parametrize("per_pass", [5, 16])  # the zeroed tokens in several passes, or in one
+def test_value_zeroing_matches_the_layer_run_again_with_zeroed_values(case, layer, per_pass, monkeypatch):
+    monkeypatch.setattr("attention.analysis.mixing.ZEROED_PER_PASS", per_pass)
     family, model, theirs, input_ids = case
     ours = torch.tensor(value_zeroing(model, input_ids, layer))
     expected = reference_zeroing(family, theirs, input_ids, layer)
