@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from families import make_family, make_more, make_seq2seq
+from families import DECODER_CONFIGS, MORE_CONFIGS, make_family, make_more, make_seq2seq
 
 from attention import load_model
 from attention.analysis.lens import logit_lens
@@ -121,3 +121,23 @@ def test_an_encoder_and_bad_input_are_refused(tmp_path, case):
     encoder, _ = load_model(make_family(tmp_path / "bert", "bert"))
     with pytest.raises(ModelLoadError, match="bert is an encoder with none: choose a causal decoder"):
         logit_lens(encoder, input_ids[:, :3])
+
+
+EVERY_CAUSAL = tuple(
+    n for n in (*DECODER_CONFIGS, *MORE_CONFIGS) if n not in ("xlm-roberta", "modernbert", "deberta-v2")
+)
+
+
+@pytest.mark.parametrize("name", EVERY_CAUSAL)
+def test_every_causal_familys_last_layer_is_its_next_token_distribution(tmp_path, name):
+    import transformers
+
+    (make_more if name in MORE_CONFIGS else make_family)(tmp_path, name)
+    model, tokenizer = load_model(tmp_path)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), attn_implementation="eager").eval()
+    input_ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    lens = logit_lens(model, input_ids, top=TOP)
+    with torch.no_grad():
+        logits = theirs(input_ids).logits[0]  # (L, V)
+    assert lens.ids.shape == (len(model.layers), input_ids.size(1), TOP)
+    assert_top(lens.ids[-1], lens.probs[-1], logits)
