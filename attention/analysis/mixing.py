@@ -101,7 +101,7 @@ def each_layer(
             if name in ("v_heads", *names):
                 kept[name] = tensor
             if name == "probs":  # the last step that reads the values' weights: the layer is read here
-                on = real.to(tensor.device)
+                on = slice(None) if mask is None else real.to(tensor.device)  # every token, or the real ones
                 probs = tensor[0][:, on][:, :, on]  # (H, L, L) -> (H, n, n)
                 f = head_values(model.layers[i].attention, kept["v_heads"])[:, on]  # (H, n, D)
                 on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k != "v_heads"})
