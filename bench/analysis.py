@@ -10,6 +10,13 @@ the query·key panel (recording one layer's pass included); ablation of one head
 conversion with its run and grid. Attention flow, the one slow analysis, is timed at each of
 `--flow-sizes` tokens (once each: it is deterministic and slow). bertviz, the tool the head and
 model views are compared with elsewhere, has none of these analyses, so there is no ratio to print.
+
+Then what attention mixes (attention/analysis/mixing.py, lens.py), on `--mixing-model` (the bundled SmolLM2) at
+`--mixing-tokens` tokens, as ratios against the work they are bounded by: value-weighted maps against a forward
+pass with maps (target <= 1.3), value zeroing of every token against L passes of one layer (one layer's time taken
+as the forward pass with maps over the layers; target <= 1), the logit lens in seconds (target <= 2 s) beside the
+floor its LM head sets (n_layers · L · D · V multiply-adds at this machine's measured matmul rate).
+`--mixing-only` skips the views above.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from attention import load_bert  # noqa: E402
+from attention import load_bert, load_model  # noqa: E402
 from attention.analysis.ablation import ablate  # noqa: E402
 from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
+from attention.analysis.lens import logit_lens  # noqa: E402
+from attention.analysis.mixing import norm_maps, value_zeroing  # noqa: E402
 from attention.analysis.query_key import query_key  # noqa: E402
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
 from attention.analysis.stats import (
@@ -57,8 +66,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--flow-sizes", type=int, nargs="+", default=[16, 32, 64])
+    ap.add_argument("--mixing-model", default="smollm2", help="a causal decoder (default: the bundled SmolLM2)")
+    ap.add_argument("--mixing-tokens", type=int, default=200)
+    ap.add_argument("--mixing-only", action="store_true", help="time only what attention mixes")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if not args.mixing_only:
+        views(args)
+    mixing(args)
+
+
+def views(args) -> None:
     model, tokenizer = load_bert(args.model)
     text = text_of_length(tokenizer, 16, 0)
     run = run_sentence(model, tokenizer, text)
@@ -122,6 +140,38 @@ def main() -> None:
         attention_flow(as_attention_tuple(sized.attentions), max_tokens=max(args.flow_sizes))
         print(f"{tokens:>7} {tokens * tokens:>18} {time.perf_counter() - start:>8.2f}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def mixing(args) -> None:
+    """What attention mixes, as ratios against the work each is bounded by (see the module's docstring)."""
+    model, tokenizer = load_model(args.mixing_model)
+    ids = tokenizer(text_of_length(tokenizer, args.mixing_tokens, 0), return_tensors="pt")["input_ids"]
+    L, n_layers = ids.size(1), len(model.layers)
+    layer = n_layers // 2
+
+    def forward_with_maps():
+        with torch.inference_mode():
+            model(ids)
+
+    forward, norms = interleaved_medians([forward_with_maps, lambda: norm_maps(model, ids)], args.repeats)
+    zeroing = interleaved_medians([lambda: value_zeroing(model, ids, layer)], max(1, args.repeats // 2))[0]
+    lens = interleaved_medians([lambda: logit_lens(model, ids)], args.repeats)[0]
+    V, D = model.embeddings.word_embeddings.weight.shape
+    hidden, head = torch.randn(L, D), torch.randn(D, V)
+    rate = 2 * L * D * V / interleaved_medians([lambda: hidden @ head], args.repeats)[0]  # multiply-adds: 2 flops
+    one_layer = forward / n_layers
+    print(f"\nwhat attention mixes: {args.mixing_model}, {L} tokens, {n_layers} layers; load {os.getloadavg()[0]:.2f}")
+    print(f"forward pass with maps {forward:.3f} s; one layer of it {one_layer * 1e3:.1f} ms")
+    print(f"value-weighted maps  {norms:8.3f} s  {norms / forward:6.2f} x the forward with maps (target <= 1.3)")
+    print(
+        f"value zeroing, layer {layer} {zeroing:8.3f} s  {zeroing / (L * one_layer):6.2f} x {L} passes of one layer "
+        "(target <= 1)"
+    )
+    floor = 2 * n_layers * L * D * V / rate
+    print(
+        f"logit lens           {lens:8.3f} s  (target <= 2 s); its LM head alone {floor:.3f} s at "
+        f"{rate / 1e9:.0f} GFLOP/s, {lens / floor:.2f} x that floor"
+    )
 
 
 if __name__ == "__main__":

@@ -11,4 +11,7 @@ maxflow    attention flow's max-flow problems, here or in a worker process (nump
 query_key  one head's query and key vectors for one token, from a recorded forward pass
 ablation   switch heads off and measure what changes
 gqa        the model converted to grouped-query attention, and how much each map moves
+mixing     what attention moves, not only where it looks: value-weighted maps, value zeroing, first-token shares
+alti       ALTI's token-to-token contributions of a post-norm encoder, and their rollout
+lens       the logit lens: each layer's output through the final norm and LM head
 """

@@ -46,8 +46,21 @@ def _mass_to(attn: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return attn[..., keys].sum(axis=-1).mean(axis=-1)
 
 
+def first_share(weights: np.ndarray) -> np.ndarray:
+    """Mean over query rows of each row's share on the first key, w_i0 / Σ_j w_ij: weights (..., L, L) -> (...).
+    Probabilities (rows summing to 1) give the attention to the first token, an attention sink's mark; value-weighted
+    maps (mixing.norm_maps) the share of what is moved. A row of zeros counts as 0."""
+    weights = np.asarray(weights, dtype=np.float64)
+    sums = weights.sum(axis=-1)  # (..., L)
+    return np.divide(weights[..., 0], sums, out=np.zeros_like(sums), where=sums > 0).mean(axis=-1)
+
+
 def head_stats(
-    attn: np.ndarray, special: Sequence[bool], sequence_ids: Sequence[int | None], is_punct: Sequence[bool] | np.ndarray
+    attn: np.ndarray,
+    special: Sequence[bool],
+    sequence_ids: Sequence[int | None],
+    is_punct: Sequence[bool] | np.ndarray,
+    norms: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Statistics of every head on one sentence (or pair), each an (n_layers, H) array.
 
@@ -64,6 +77,9 @@ def head_stats(
       distance        Σ_j a_ij·|i - j|, in positions
       within_segment  mass on keys of the query's own segment, over the non-special rows only;
                       for one sentence, the mass on its non-special tokens; NaN without such rows
+      to_first        mass on position 0, whatever its token (an attention sink; first_share)
+      to_first_weighted  with `norms`, value-weighted maps (n_layers, H, L, L) as mixing.norm_maps gives them:
+                      each row's share on position 0 (first_share); absent without them
     """
     attn = np.asarray(attn, dtype=np.float64)
     n_layers, H, L, _ = attn.shape
@@ -78,7 +94,7 @@ def head_stats(
     rows = segment >= 0
     in_segment = (attn * same).sum(axis=-1)  # (n_layers, H, L)
     logs = np.log(attn, out=np.zeros_like(attn), where=attn > 0)
-    return {
+    stats = {
         "entropy": -(attn * logs).sum(axis=-1).mean(axis=-1),
         "to_cls": _mass_to(attn, cls),
         "to_sep": _mass_to(attn, specials & ~cls),
@@ -88,7 +104,13 @@ def head_stats(
         "to_punct": _mass_to(attn, punct),
         "distance": (attn * np.abs(positions[:, None] - positions[None, :])).sum(axis=-1).mean(axis=-1),
         "within_segment": (in_segment[..., rows].mean(axis=-1) if rows.any() else np.full((n_layers, H), np.nan)),
+        "to_first": first_share(attn),
     }
+    if norms is not None:
+        if np.shape(norms) != attn.shape:
+            raise ValueError(f"norms must be shaped as the maps, {attn.shape}; got {np.shape(norms)}")
+        stats["to_first_weighted"] = first_share(norms)
+    return stats
 
 
 def pattern_labels(

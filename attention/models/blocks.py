@@ -155,7 +155,12 @@ class Block(nn.Module):
         attended, probs = self.attention(query, attention_mask=mask, rotary=rotary, cache=cache, call=call)
         if attended is None:  # (B, L, D), (B, H, L or P, L)
             return None, probs
-        return self.add(x, attended, self.attention_norm, getattr(self, "attention_post_norm", None)), probs
+        return self.join(x, attended), probs
+
+    def join(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The attention's output `attended` (its o_proj's, (..., L, D)) joined to the residual x (..., L, D), as the
+        block's residual part joins them; any leading dimensions (analysis/mixing.py's zeroed values batch them)."""
+        return self.add(x, attended, self.attention_norm, getattr(self, "attention_post_norm", None))
 
     def cross_attend(
         self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
@@ -268,13 +273,19 @@ class Transformer(nn.Module):
                 hidden_states.append(x)
         if request.stop:  # no output: the layers after `last` did not run
             return ModelOutput(None, tuple(hidden_states), tuple(attentions) + (None,) * (n_layers - 1 - last))
+        x = self.finish(x)
+        if request.keep_hidden:
+            hidden_states[-1] = x
+        return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        """What follows the last layer: the final norm (GPT-2's ln_f) and OPT's project_out where the model has them,
+        (..., D) -> (..., D or E); the logit lens reads every layer's output through it (analysis/lens.py)."""
         if self.config.norms.final_norm:
             x = self.final_norm(x)
         if self.config.embeddings.final_projection:  # OPT's project_out: back to the embedding width, (B, L, E)
             x = self.project_out(x)
-        if request.keep_hidden:
-            hidden_states[-1] = x
-        return ModelOutput(x, tuple(hidden_states), tuple(attentions))
+        return x
 
     def self_attention_masks(
         self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device
