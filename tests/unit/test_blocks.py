@@ -99,7 +99,7 @@ def test_no_bias_grouped_pre_norm_causal_model_runs():
         (dict(norm="batch_norm"), "norm 'batch_norm'"),
         (dict(num_key_value_heads=3), "not divisible by num_key_value_heads"),
         (dict(position_embedding_type="alibi"), "alibi"),
-        (dict(rope_type="yarn"), "rope_scaling type .yarn."),
+        (dict(rope_type="longrope"), "rope_scaling type .longrope."),
         (dict(pre_norm=1), "pre_norm should be a bool"),
     ],
 )
