@@ -15,6 +15,8 @@ reads v (map_only does not, so a separate value projection is skipped).
     map_only   the map (or its rows) and nothing else
     by_group   one new query of a written sequence: each K/V head's group of query heads as rows of one matrix
     by_head    every step, one head at a time: no (B, H, L, S) map made whole (attention/core/by_head.py)
+    long       the outputs fused, no map; kept instead, what recomputes any part of it exactly: q, grouped k,
+               the mask and each row's log-sum-exp (attention/core/long.py, read by attention/long_maps.py)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch.nn.functional as F
 
 from . import by_head as one_head
 from .dot_product import no_record, scaled_dot_product_attention
+from .long import long
 from .masks import pick_rows
 
 if TYPE_CHECKING:
@@ -133,4 +136,5 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
     "map_only": Implementation(map_only, values=False),
     "by_group": Implementation(by_group, shares=False),
     "by_head": Implementation(by_head),
+    "long": Implementation(long, shares=False),
 }
