@@ -16,6 +16,7 @@ log-sum-exps taken from the same scores. Letters as in mha.py; P query rows of a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,17 +59,17 @@ class LongLayer:
         """(H, L, S): the layer's maps' shape."""
         return self.q.size(0), self.q.size(1), self.k.size(1)
 
-    def scores(self, head: int, rows: slice, cols: slice = slice(None)) -> torch.Tensor:
-        """Head `head`'s scores of the query rows `rows` against the keys `cols`, as attention_probs makes them
-        before its softmax: q · kᵀ · scaling, soft-capped, the mask and the score terms added; float32 (P, C)."""
-        mask = None if self.mask is None else self.mask[None]  # (1, 1 or H, L or 1, S)
-        scores = _scores(self.attention, self.q[None, head : head + 1], self.k[None], mask, head, rows)  # (1,1,P,S)
-        return scores[0, 0, :, cols]  # against every key, as the log-sum-exps were: the same rounding
-
     def probs(self, head: int, rows: slice, cols: slice = slice(None)) -> torch.Tensor:
-        """map[rows, cols] of head `head`: exp(scores - lse), float32 (P, C); 0 where the mask hides a key."""
-        shifted = self.scores(head, rows, cols).sub_(self.largest[head, rows, None])  # (P, C)
-        return shifted.sub_(self.log_sum[head, rows, None]).exp_()  # (P, C)
+        """map[rows, cols] of head `head`: exp((scores - largest) - log_sum), float32 (P, C); 0 where the mask
+        hides a key. The scores are made against every key the rows may see, as the log-sum-exps were."""
+        mask = None if self.mask is None else self.mask[None]  # (1, 1 or H, L or 1, S)
+        scores, lo = _scores(self.attention, self.q[None, head : head + 1], self.k[None], mask, head, rows)
+        shifted = scores[0, 0].sub_(self.largest[head, rows, None]).sub_(self.log_sum[head, rows, None])  # (P, W)
+        if shifted.size(1) == self.k.size(1):  # every key seen by some row
+            return shifted.exp_()[:, cols]  # (P, C)
+        probs = shifted.new_zeros(shifted.size(0), self.k.size(1))  # (P, S)
+        probs[:, lo : lo + shifted.size(1)] = shifted.exp_()
+        return probs[:, cols]  # (P, C)
 
 
 def _scores(
@@ -78,26 +79,39 @@ def _scores(
     mask: torch.Tensor | None,
     head: int,
     rows: slice,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, int]:
     """q (B, 1, L, d) one head's for every query, k (B or 1, G, S, d) grouped, mask broadcastable to (B, H, L, S):
-    that head's scores of `rows` against every key, float32 (B, 1, P, S), the steps of dot_product.attention_probs."""
+    that head's scores of `rows`, float32 (B, 1, P, W), the steps of dot_product.attention_probs, against the keys
+    lo ... lo + W - 1 that some of the rows may see (a boolean mask's; every key with no mask or an additive
+    one), and lo: the keys outside are -inf, as the mask makes them."""
     group = attention.num_heads // attention.num_kv_heads
     q = q[:, :, rows]  # (B, 1, P, d)
     k = k[:, head // group : head // group + 1]  # (B, 1, S, d): the head's key/value group
     if mask is not None:
         mask = mask if mask.size(-3) == 1 else mask[..., head : head + 1, :, :]  # (B or 1, 1, L or 1, S)
         mask = mask if mask.size(-2) == 1 else mask[..., rows, :]  # (B or 1, 1, P or 1, S)
-    if attention.terms:  # DeBERTa's position terms, these rows' alone
+    lo, hi = seen(mask, k.size(2))
+    if attention.terms:  # DeBERTa's position terms, these rows' alone, against every key (p2c reads them all)
         mask = attention.add_terms(q, k, mask, no_record, head=head, rows=rows)  # (B, 1, P, S)
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(attention.scaling)  # (B,1,P,d) x (B,1,d,S) -> (B,1,P,S)
+    k, mask = k[:, :, lo:hi], None if mask is None else mask[..., lo:hi]  # (B, 1, W, d), (B or 1, 1, P or 1, W)
+    if math.frexp(attention.scaling)[0] == 0.5:  # a power of two (d = 64: 1/8) scales q · k to the bit: scale q
+        scores = torch.matmul(q * attention.scaling, k.transpose(-2, -1))  # (B,1,P,d) x (B,1,d,W) -> (B,1,P,W)
+    else:
+        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(attention.scaling)  # (B, 1, P, W)
     if attention.softcap is not None:
-        scores = scores.div_(attention.softcap).tanh_().mul_(attention.softcap)  # (B, 1, P, S)
-    if mask is not None:
-        if mask.dtype == torch.bool:  # as adding 0 / -inf, to the bit
-            scores = scores.masked_fill_(~mask, float("-inf"))
-        else:
-            scores = scores + mask
-    return scores.float()  # (B, 1, P, S)
+        scores = scores.div_(attention.softcap).tanh_().mul_(attention.softcap)  # (B, 1, P, W)
+    if mask is not None:  # a boolean one as adding 0 / -inf, to the bit
+        scores = torch.where(mask, scores, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return scores.float(), lo  # (B, 1, P, W)
+
+
+def seen(mask: torch.Tensor | None, keys: int) -> tuple[int, int]:
+    """(lo, hi): the keys lo ... hi - 1 hold every one a boolean `mask` (..., P or 1, S) lets some row see (a causal
+    tile of rows sees none past its last row); (0, keys) for another mask, or none, or one that hides them all."""
+    if mask is None or mask.dtype != torch.bool:
+        return 0, keys
+    index = mask.reshape(-1, mask.size(-1)).any(dim=0).nonzero()  # (n, 1): the keys some row sees
+    return (int(index[0]), int(index[-1]) + 1) if len(index) else (0, keys)
 
 
 def _stats(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,9 +153,8 @@ def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor 
     for h in range(H):
         for start in range(0, L, step):
             rows = slice(start, start + step)
-            largest[h, rows], log_sum[h, rows] = _stats(
-                _scores(attention, q[None, h : h + 1], k[None], mask, h, rows)[0, 0]
-            )
+            scores, _ = _scores(attention, q[None, h : h + 1], k[None], mask, h, rows)  # (1, 1, P, W)
+            largest[h, rows], log_sum[h, rows] = _stats(scores[0, 0])
     return largest, log_sum
 
 
@@ -161,7 +174,7 @@ def long(
 
 def _fused(attention, q, k, v, mask) -> torch.Tensor:
     """The fused kernel's output (B, H, L, d), a tile of query rows at a time when the mask has rows (the kernel
-    makes the rows it reads additive)."""
+    makes the rows it reads additive), each against the keys some of its rows may see."""
     from .implementations import _fused_heads  # the one place the fused kernel is called for an output
 
     if mask is None or mask.size(-2) == 1:
@@ -170,24 +183,28 @@ def _fused(attention, q, k, v, mask) -> torch.Tensor:
     heads, step = q.new_empty(B, H, L, v.size(-1)), tile_rows(k.size(2))
     for start in range(0, L, step):
         rows = slice(start, start + step)
-        heads[:, :, rows] = _fused_heads(attention, q[:, :, rows], k, v, mask[..., rows, :])  # (B, H, P, d)
+        lo, hi = seen(mask[..., rows, :], k.size(2))
+        keys = slice(lo, hi)
+        part = _fused_heads(attention, q[:, :, rows], k[:, :, keys], v[:, :, keys], mask[..., rows, keys])
+        heads[:, :, rows] = part  # (B, H, P, d)
     return heads
 
 
 def _tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """The explicit steps one head and one tile of query rows at a time, every batch element: (heads (B, H, L, d),
+    """The explicit steps one batch element, head and tile of query rows at a time: (heads (B, H, L, d),
     (largest, log_sum) (B, H, L) float32), no more than a tile's scores made at once."""
     B, H, L, _ = q.shape
     heads = q.new_empty(B, H, L, v.size(-1))  # (B, H, L, d)
     largest, log_sum = (torch.empty(B, H, L, dtype=torch.float32, device=q.device) for _ in range(2))
     group, step = H // k.size(1), tile_rows(k.size(2))
     wide = torch.float32 if q.dtype in HALF else None  # the softmax's dtype, as attention_probs takes it
-    for h in range(H):
-        values = v[:, h // group : h // group + 1]  # (B, 1, S, d)
+    for b, h in ((b, h) for b in range(B) for h in range(H)):
+        own = None if mask is None else mask[b : b + 1] if mask.size(0) > 1 else mask  # (1, ·, ·, S)
+        values = v[b : b + 1, h // group : h // group + 1]  # (1, 1, S, d)
         for start in range(0, L, step):
             rows = slice(start, start + step)
-            scores = _scores(attention, q[:, h : h + 1], k, mask, h, rows)  # (B, 1, P, S) float32
+            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
             probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
-            heads[:, h : h + 1, rows] = torch.matmul(probs.to(v.dtype), values)  # (B,1,P,S) x (B,1,S,d)
-            largest[:, h, rows], log_sum[:, h, rows] = (part[:, 0] for part in _stats(scores))
+            heads[b, h, rows] = torch.matmul(probs[0, 0].to(v.dtype), values[0, 0, lo : lo + scores.size(-1)])
+            largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0])  # (P,) each
     return heads, (largest, log_sum)
