@@ -79,11 +79,11 @@ def work(which: str, model, length: int, blocks: int, tile: int, device: torch.d
     clock: dict[str, float] = {}
 
     def timed(step: str, fn):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = fn()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        clock[step] = time.perf_counter() - start
+        clock[step], clock[step + " cpu"] = time.perf_counter() - start, time.process_time() - cpu
         return out
 
     with torch.inference_mode():
@@ -182,24 +182,25 @@ def main() -> None:
     )
     print(f"ours against eager's maps at 256 tokens: max |Δ| {check(device):.1e}")
     print(f"ours: the long pass, then every head's {args.blocks}×{args.blocks} mean blocks in every layer, one "
-          f"{args.tile}×{args.tile} tile, one row; seconds, and MB of peak memory above the model's")  # fmt: skip
+          f"{args.tile}×{args.tile} tile, one row; wall seconds (blocks/fused also by CPU time, steadier on a busy "
+          "machine), MB of peak memory above the model's")  # fmt: skip
     if device.type == "cpu":
         print(f"eager: skipped past {args.eager_max:,} tokens (its maps alone: layers · H · L² · 4 bytes)")
-    print(f"{'tokens':>6} {'fused':>6} {'pass':>6} {'blocks':>7} {'blocks/fused':>12} {'tile':>6} {'row':>6} "
-          f"{'eager':>13} {'fused MB':>8} {'ours MB':>8} {'eager MB':>13}")  # fmt: skip
+    print(f"{'tokens':>6} {'fused':>6} {'pass':>6} {'blocks':>7} {'blocks/fused':>12} {'(cpu time)':>10} "
+          f"{'tile':>6} {'row':>6} {'eager':>13} {'fused MB':>8} {'ours MB':>8} {'eager MB':>13}")  # fmt: skip
     for length in lengths:
         results = {}
         for which in METHODS:
             skip = which == "eager" and device.type == "cpu" and length > args.eager_max
             results[which] = {"skipped": True} if skip else run_child(which, length, args, device)
         fused, ours, eager = (results[m] for m in METHODS)
-        ratio = (
-            f"{ours['clock']['blocks'] / fused['clock']['fused']:.2f}" if "clock" in ours and "clock" in fused else "-"
-        )
+        both = "clock" in ours and "clock" in fused
+        ratio = f"{ours['clock']['blocks'] / fused['clock']['fused']:.2f}" if both else "-"
+        cpu = f"{ours['clock']['blocks cpu'] / fused['clock']['fused cpu']:.2f}" if both else "-"
         print(
             f"{length:>6} {cell(fused, 'fused'):>6} {cell(ours, 'pass'):>6} {cell(ours, 'blocks'):>7} {ratio:>12} "
-            f"{cell(ours, 'tile', 3):>6} {cell(ours, 'row', 3):>6} {cell(eager, 'eager'):>13} {memory(fused):>8} "
-            f"{memory(ours):>8} {memory(eager):>13}",
+            f"{cpu:>10} {cell(ours, 'tile', 3):>6} {cell(ours, 'row', 3):>6} {cell(eager, 'eager'):>13} "
+            f"{memory(fused):>8} {memory(ours):>8} {memory(eager):>13}",
             flush=True,
         )
 

@@ -4,14 +4,16 @@ never the map itself. Kept per layer, for one batch element (a `LongKeep`'s `bat
 module (its scaling, soft-cap and score terms) and each query row's log-sum-exp of its scores, (H, L), in two
 parts: the row's largest score and the log of the sum of exp(score - largest). Head h's map over any rectangle is
 then exp((scores - largest) - log_sum) for its rows (`LongLayer.probs`), its scores made one head and one row tile
-at a time (`LongLayer.scores`); attention/long_maps.py reads them. The two parts keep float32's precision where a
-probability is near 1: scores minus their largest are those the explicit softmax exponentiates, and log_sum is
-small, where a float32 log-sum-exp of scores of 30 is off by 2e-6 (its last bit) and so is every probability.
+at a time; attention/long_maps.py reads them. The two parts keep float32's precision where a probability is near
+1: scores minus their largest are those the explicit softmax exponentiates, and log_sum is small, where a float32
+log-sum-exp of scores of 30 is off by 2e-6 (its last bit) and so is every probability.
 
 The output: torch's fused kernel, a tile of query rows at a time (no more than a tile's rows of the mask made
 additive), when the mask is all the scores need, the log-sum-exps then taken one head and one row tile at a time;
 otherwise (a soft-cap, DeBERTa's position terms) the explicit steps a row tile at a time (`_tiled`), the
-log-sum-exps taken from the same scores. Letters as in mha.py; P query rows of a tile, C columns.
+log-sum-exps taken from the same scores. A boolean mask's tile of rows is scored against only the keys some of its
+rows may see (`seen`: a causal tile sees none past its last row). Letters as in mha.py; P query rows of a tile,
+W the keys it sees, C columns asked for.
 """
 
 from __future__ import annotations
