@@ -191,7 +191,7 @@ def test_8192_tokens_keep_far_below_one_layers_maps(tmp_path, monkeypatch):
     """A causal model of 4 heads over 8,192 tokens: one layer's maps would be H · L² · 4 bytes, 1 GiB, one head's
     256 MiB. The pass, every block of a head and a 512 × 512 tile raise the resident set by the model's own boolean
     causal mask (L² bytes, 64 MiB), the kept q and k (a few MiB) and a few tiles of rows (16 MiB each: a tile's
-    scores, their exponentials, its rows of the mask made additive for the kernel): measured 115 MiB. Made whole,
+    scores, their exponentials, its rows of the mask made additive for the kernel): measured 128 MiB. Made whole,
     a head's map alone would be past the bound."""
     folder = make_family(
         tmp_path / "llama-8k", "llama", max_position_embeddings=8192, hidden_size=64, num_hidden_layers=1
@@ -201,6 +201,6 @@ def test_8192_tokens_keep_far_below_one_layers_maps(tmp_path, monkeypatch):
     H, n = 4, 8192
     assert measured["tile"] == [512, 512]
     assert abs(measured["blocks"] - n / 32**2) < 1e-3  # every row sums to 1; 32 × 32 cells a block
-    bound = n * n + 6 * long.TILE_BYTES  # the causal mask and six tiles: 160 MiB
-    assert bound < n * n * 4 < H * n * n * 4
+    bound = n * n + 6 * 16 * 2**20  # the causal mask and six 16 MiB tiles (long.TILE_BYTES): 160 MiB
+    assert long.TILE_BYTES == 16 * 2**20 and bound < n * n * 4 < H * n * n * 4
     assert measured["peak"] < bound, f"peak {measured['peak'] / 2**20:.0f} MiB"
