@@ -21,6 +21,7 @@ reads v (map_only does not, so a separate value projection is skipped).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from . import by_head as one_head
+from . import long as kept
 from .dot_product import no_record, scaled_dot_product_attention
-from .long import long
 from .masks import pick_rows
 
 if TYPE_CHECKING:
@@ -120,6 +121,22 @@ def by_head(
     assert v is not None
     heads, probs = one_head.attend(attention, q, k, v, mask, call)
     return heads, probs if call.rows is None or probs is None else pick_rows(probs, call.rows)
+
+
+def long(
+    attention: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask, call: Call
+) -> Result:
+    """q (B, H, L, d), k and v (B, G, S, d): the heads' outputs (B, H, L, d) and no map; beside them q, k, the mask
+    and each row's log-sum-exp put in `call.keep` (attention/core/long.py). The fused kernel when the mask is all
+    the scores need; else (a soft-cap, score terms) the explicit steps a tile of query rows at a time."""
+    assert v is not None and call.keep is not None
+    if attention.fusable and not attention.terms:
+        fused = functools.partial(_fused_heads, attention)
+        heads, stats = kept.fused_in_tiles(fused, q, k, v, mask), None  # the log-sum-exps taken by keep.add
+    else:
+        heads, stats = kept.tiled(attention, q, k, v, mask)
+    call.keep.add(attention, q, k, mask, stats)
+    return heads, None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ log-sum-exp of scores of 30 is off by 2e-6 (its last bit) and so is every probab
 
 The output: torch's fused kernel, a tile of query rows at a time (no more than a tile's rows of the mask made
 additive), when the mask is all the scores need, the log-sum-exps then taken one head and one row tile at a time;
-otherwise (a soft-cap, DeBERTa's position terms) the explicit steps a row tile at a time (`_tiled`), the
+otherwise (a soft-cap, DeBERTa's position terms) the explicit steps a row tile at a time (`tiled`), the
 log-sum-exps taken from the same scores. A boolean mask's tile of rows is scored against only the keys some of its
 rows may see (`seen`: a causal tile sees none past its last row). Letters as in mha.py; P query rows of a tile,
 W the keys it sees, C columns asked for.
@@ -19,6 +19,7 @@ W the keys it sees, C columns asked for.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,6 @@ from .dot_product import HALF, no_record
 
 if TYPE_CHECKING:
     from .mha import MultiHeadAttention
-    from .request import Call
 
 TILE_BYTES = 2**24  # one head's float32 scores for a tile of query rows, (P, S): 16 MiB at most
 
@@ -160,39 +160,23 @@ def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor 
     return largest, log_sum
 
 
-def long(
-    attention: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask, call: Call
-) -> tuple[torch.Tensor, None]:
-    """q (B, H, L, d), k and v (B, G, S, d): the heads' outputs (B, H, L, d), and no map; q, k, the mask and each
-    row's log-sum-exp put in `call.keep` (a LongKeep)."""
-    assert v is not None and call.keep is not None
-    if attention.fusable and not attention.terms:  # the mask is all the scores need: the fused kernel
-        heads, stats = _fused(attention, q, k, v, mask), None
-    else:
-        heads, stats = _tiled(attention, q, k, v, mask)
-    call.keep.add(attention, q, k, mask, stats)
-    return heads, None
-
-
-def _fused(attention, q, k, v, mask) -> torch.Tensor:
-    """The fused kernel's output (B, H, L, d), a tile of query rows at a time when the mask has rows (the kernel
-    makes the rows it reads additive), each against the keys some of its rows may see."""
-    from .implementations import _fused_heads  # the one place the fused kernel is called for an output
-
+def fused_in_tiles(fused: Callable[..., torch.Tensor], q, k, v, mask) -> torch.Tensor:
+    """`fused`(q, k, v, mask), the fused kernel's output (B, H, L, d) (implementations.py's), a tile of query rows
+    at a time when the mask has rows (the kernel makes the rows it reads additive), each tile against the keys some
+    of its rows may see."""
     if mask is None or mask.size(-2) == 1:
-        return _fused_heads(attention, q, k, v, mask)
+        return fused(q, k, v, mask)
     B, H, L, _ = q.shape
     heads, step = q.new_empty(B, H, L, v.size(-1)), tile_rows(k.size(2))
     for start in range(0, L, step):
         rows = slice(start, start + step)
         lo, hi = seen(mask[..., rows, :], k.size(2))
         keys = slice(lo, hi)
-        part = _fused_heads(attention, q[:, :, rows], k[:, :, keys], v[:, :, keys], mask[..., rows, keys])
-        heads[:, :, rows] = part  # (B, H, P, d)
+        heads[:, :, rows] = fused(q[:, :, rows], k[:, :, keys], v[:, :, keys], mask[..., rows, keys])  # (B,H,P,d)
     return heads
 
 
-def _tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """The explicit steps one batch element, head and tile of query rows at a time: (heads (B, H, L, d),
     (largest, log_sum) (B, H, L) float32), no more than a tile's scores made at once."""
     B, H, L, _ = q.shape
