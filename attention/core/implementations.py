@@ -15,10 +15,13 @@ reads v (map_only does not, so a separate value projection is skipped).
     map_only   the map (or its rows) and nothing else
     by_group   one new query of a written sequence: each K/V head's group of query heads as rows of one matrix
     by_head    every step, one head at a time: no (B, H, L, S) map made whole (attention/core/by_head.py)
+    long       the outputs fused, no map; kept instead, what recomputes any part of it exactly: q, grouped k,
+               the mask and each row's log-sum-exp (attention/core/long.py, read by attention/long_maps.py)
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from . import by_head as one_head
+from . import long as kept
 from .dot_product import no_record, scaled_dot_product_attention
 from .masks import pick_rows
 
@@ -126,6 +130,22 @@ def by_head(
     return heads, probs if call.rows is None or probs is None else pick_rows(probs, call.rows)
 
 
+def long(
+    attention: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask, call: Call
+) -> Result:
+    """q (B, H, L, d), k and v (B, G, S, d): the heads' outputs (B, H, L, d) and no map; beside them q, k, the mask
+    and each row's log-sum-exp put in `call.keep` (attention/core/long.py). The fused kernel when the mask is all
+    the scores need; else (a soft-cap, score terms) the explicit steps a tile of query rows at a time."""
+    assert v is not None and call.keep is not None
+    if attention.fusable and not attention.terms:
+        fused = functools.partial(_fused_heads, attention)
+        heads, stats = kept.fused_in_tiles(fused, q, k, v, mask), None  # the log-sum-exps taken by keep.add
+    else:
+        heads, stats = kept.tiled(attention, q, k, v, mask)
+    call.keep.add(attention, q, k, mask, stats)
+    return heads, None
+
+
 @dataclass(frozen=True)
 class Implementation:
     run: Callable[..., Result]
@@ -140,4 +160,5 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
     "map_only": Implementation(map_only, values=False),
     "by_group": Implementation(by_group, shares=False),
     "by_head": Implementation(by_head),
+    "long": Implementation(long, shares=False),
 }

@@ -105,7 +105,7 @@ class MultiHeadAttention(nn.Module):
         self.projection, self.qk_norm = projection, qk_norm
         self.project = PROJECTIONS[projection]  # input -> q (B, H, L, d), k and v (B, G, S, d)
         self.qk_norm_part = QK_NORMS[qk_norm]
-        self.terms: tuple[Callable[..., torch.Tensor], ...] = ()  # term(q, k, mask, record, head=None) -> mask
+        self.terms: tuple[Callable[..., torch.Tensor], ...] = ()  # term(q, k, mask, record, head, rows) -> mask
         # widths of Q, K and V: H·d, G·d, G·d
         self.qkv_widths = (num_heads * self.head_dim, num_kv_heads * self.head_dim, num_kv_heads * self.head_dim)
         if projection == "separate":
@@ -147,11 +147,20 @@ class MultiHeadAttention(nn.Module):
         """(B, T, n·d) -> (B, n, T, d), recorded as `{name}_view` and `{name}_heads`."""
         return split_heads(x, n_heads, self.head_dim, name, record)
 
-    def add_terms(self, q: torch.Tensor, k: torch.Tensor, mask, record: Recorder, head: int | None = None):
+    def add_terms(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        mask,
+        record: Recorder,
+        head: int | None = None,
+        rows: slice | None = None,
+    ):
         """The mask with the score-term parts that read q and k added to it, (B, H, L, S) additive; the mask as it
-        is without such parts. `head`: q and k are that one head's (by_head.py)."""
+        is without such parts. `head`: q and k are that one head's (by_head.py); `rows`: q and the mask are those
+        query rows' only, (B, ·, P, ·), and so is what is returned (long.py)."""
         for term in self.terms:
-            mask = term(q, k, mask, record, head=head)
+            mask = term(q, k, mask, record, head=head, rows=rows)
         return mask
 
     def share(

@@ -16,6 +16,7 @@ import torch
 
 from .dot_product import Recorder, no_record
 from .implementations import IMPLEMENTATIONS
+from .long import LongKeep
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,7 +24,8 @@ class Call:
     """One attention call: `implementation`, a name in implementations.IMPLEMENTATIONS; `rows` (B, P), the query
     positions whose map rows are kept (None: every row); `record`, called at every step; `head_mask` (H,), 1 keeps
     a head and 0 ablates it, as `ablation` says ("zero" or "uniform"); `head`, the head whose maps a "by_head" call
-    records (the others are made a few rows at a time and let go)."""
+    records (the others are made a few rows at a time and let go); `keep`, where a "long" call puts what its map
+    needs (long.LongKeep)."""
 
     implementation: str = "explicit"
     rows: torch.Tensor | None = None
@@ -31,6 +33,7 @@ class Call:
     head_mask: torch.Tensor | None = None
     ablation: str = "zero"
     head: int | None = None
+    keep: LongKeep | None = None
 
     def __post_init__(self):
         if self.implementation not in IMPLEMENTATIONS:
@@ -49,13 +52,15 @@ class MapRequest:
     output computed fused (the same numbers as those rows of the full map). `stop`: only the maps are wanted, the
     last kept layer stops at its map and no layer after it runs. `keep_hidden`: every layer's hidden states kept
     (False: only the one the next layer reads). `head`: each kept layer makes its maps one head at a time, none
-    made whole, and a recorded layer records this head's (attention/core/by_head.py)."""
+    made whole, and a recorded layer records this head's (attention/core/by_head.py). `keep` (long.LongKeep): a
+    long pass, every layer "long", no map made and what recomputes one put in it (attention/long_maps.py)."""
 
     layers: Collection[int] | None = None
     rows: torch.Tensor | None = None
     stop: bool = False
     keep_hidden: bool = True
     head: int | None = None
+    keep: LongKeep | None = None
 
     def keeps(self, layer: int) -> bool:
         return self.layers is None or layer in self.layers
@@ -77,10 +82,15 @@ class MapRequest:
     ) -> Call:
         """Layer `layer`'s call, its implementation named from what is asked: "map_only" for the layer a stopping
         pass ends at; the explicit steps ("by_head" one head at a time) when its steps are recorded or a head is
-        ablated, or its map is kept whole; "rows" when only some rows are kept; "fused" when no map is."""
+        ablated, or its map is kept whole; "rows" when only some rows are kept; "fused" when no map is; "long"
+        for every layer of a long pass, which records nothing and ablates no head."""
         keep = self.keeps(layer)
         rows = rows if keep else None  # (B, P), normalised by the caller (masks.query_rows)
         changed = record is not no_record or head_mask is not None
+        if self.keep is not None:
+            if changed or rows is not None:
+                raise ValueError("a long pass keeps no rows, records no step and ablates no head")
+            return Call("long", keep=self.keep)
         if self.stop and layer == last:
             how = "map_only"
         elif changed or (keep and rows is None):

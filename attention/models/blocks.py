@@ -163,15 +163,15 @@ class Block(nn.Module):
         return self.add(x, attended, self.attention_norm, getattr(self, "attention_post_norm", None))
 
     def cross_attend(
-        self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None, call: Call = EXPLICIT
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The cross-attention sub-block: x (B, L, D) queries the encoder's output `memory` (B, S, D),
-        whose padding `memory_mask` (B, 1, 1, S) hides. Returns (x, probs (B, H, L, S))."""
+        whose padding `memory_mask` (B, 1, 1, S) hides. Returns (x, probs (B, H, L, S), None for a fused `call`)."""
         query = self.residual.input(x, self.cross_attention_norm)  # (B, L, D)
         attended, probs = self.cross_attention(
-            query, memory, memory, attention_mask=memory_mask
+            query, memory, memory, attention_mask=memory_mask, call=call
         )  # (B, L, D), (B, H, L, S)
-        assert attended is not None and probs is not None
+        assert attended is not None
         return self.add(x, attended, self.cross_attention_norm), probs
 
     def feed(self, x: torch.Tensor) -> torch.Tensor:

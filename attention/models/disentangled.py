@@ -73,6 +73,14 @@ class Indices:
         self.last = ((L, device), rows)
         return rows
 
+    def rows(self, L: int, rows: slice, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The query rows `rows` of both, (c2p's (P, L), p2c's (L, P)), computed for those rows alone (not kept):
+        the bucketed distance is odd, δ(j, i) = -δ(i, j), so p2c's rows are c2p's transposed."""
+        n, c = span(self.config), self.config
+        distance = log_buckets(L, c.positions.position_buckets, c.positions.max_relative_positions, device, rows)
+        c2p = (distance + n).clamp(0, 2 * n - 1)  # (P, L)
+        return c2p, c2p.t()
+
 
 class Disentangled:
     """One layer's position terms: called by its attention with q and k (B, H, L, d) and the mask, returns the
@@ -103,27 +111,36 @@ class Disentangled:
         return projection(table).view(-1, H, d).transpose(0, 1)[None]  # (1, H, R, d)
 
     def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, record: Recorder, head: int | None = None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        mask: torch.Tensor | None,
+        record: Recorder,
+        head: int | None = None,
+        rows: slice | None = None,
     ) -> torch.Tensor:
-        """`head`: q and k are that one head's, (B, 1, L, d) (attention/core/by_head.py), and so is what is returned."""
+        """`head`: q and k are that one head's, (B, 1, L, d) (attention/core/by_head.py), and so is what is returned.
+        `rows`: q and the mask are those query rows' only, (B, ·, P, ·), and what is returned is (B, ·, P, S),
+        their distances alone computed (attention/core/long.py)."""
         B, H, L, _ = q.shape
+        S = k.size(2)
         heads = slice(None) if head is None else slice(head, head + 1)  # the table's heads these q and k meet
-        if k.size(2) != L:
+        if (S if rows is None else len(range(S)[rows])) != L:
             raise ValueError("disentangled attention needs as many keys as queries (self-attention)")
-        c2p_rows, p2c_rows = self.indices(L, q.device)  # (L, L) each
+        c2p_rows, p2c_rows = self.indices(L, q.device) if rows is None else self.indices.rows(S, rows, q.device)
         table = self.table().to(q.dtype)  # (R, D)
         kinds, bias = terms(self.config), None  # bias: c2p + p2c (B, H, L, S), summed in the first term's buffer
         if "c2p" in kinds:  # query i's content against key j's relative position δ(i, j)
             by_row = q @ self.heads(self.attention.k_proj, table)[:, heads].transpose(-1, -2)  # (B, H, L, R)
-            index = c2p_rows.expand(B, H, L, L)  # (B, H, L, S)
+            index = c2p_rows.expand(B, H, L, S)  # (B, H, L, S)
             bias = record("c2p", by_row.gather(-1, index) / self.scale)  # (B, H, L, S)
         if "p2c" in kinds:  # key j's content against query i's relative position δ(j, i)
             by_row = k @ self.heads(self.attention.q_proj, table)[:, heads].transpose(-1, -2)  # (B, H, S, R)
-            index = p2c_rows.expand(B, H, L, L)  # (B, H, S, L): row j, column i
+            index = p2c_rows.expand(B, H, S, L)  # (B, H, S, L): row j, column i
             p2c = record("p2c", by_row.gather(-1, index).transpose(-1, -2) / self.scale)  # (B, H, L, S)
             bias = p2c if bias is None else bias.add_(p2c)  # (B, H, L, S)
         if bias is None:  # no position term
-            bias = torch.zeros(B, H, L, L, dtype=q.dtype, device=q.device)  # (B, H, L, S)
+            bias = torch.zeros(B, H, L, S, dtype=q.dtype, device=q.device)  # (B, H, L, S)
         if mask is None:
             return bias
         if mask.dtype == torch.bool:

@@ -84,11 +84,14 @@ def band(length: int, window: int, device: torch.device | None = None) -> torch.
     return ((index[:, None] - index[None, :]).abs() < window)[None, None]  # (1, 1, L, L)
 
 
-def log_buckets(length: int, buckets: int, max_distance: int, device: torch.device | None = None) -> torch.Tensor:
+def log_buckets(
+    length: int, buckets: int, max_distance: int, device: torch.device | None = None, rows: slice | None = None
+) -> torch.Tensor:
     """(L, L) DeBERTa's relative position of each key seen from each query, query - key: exact up to
-    buckets / 2 either way, then log-spaced up to max_distance (buckets <= 0: exact everywhere)."""
+    buckets / 2 either way, then log-spaced up to max_distance (buckets <= 0: exact everywhere). `rows`: those
+    queries' only, (P, L)."""
     index = torch.arange(length, dtype=torch.long, device=device)
-    distance = index[:, None] - index[None, :]  # (L, L)
+    distance = index[slice(None) if rows is None else rows, None] - index[None, :]  # (L or P, L)
     if buckets <= 0 or max_distance <= 0:
         return distance
     mid = buckets // 2

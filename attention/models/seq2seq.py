@@ -17,6 +17,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..core.mha import build_mask
+from ..core.request import EVERY_MAP, EXPLICIT, FUSED, MapRequest
 from .blocks import Block, Transformer
 
 if TYPE_CHECKING:
@@ -83,12 +84,15 @@ class EncoderDecoder(nn.Module):
         memory: torch.Tensor,
         memory_mask: torch.Tensor | None,
         on_map: OnDecoderMap | None = None,
+        request: MapRequest = EVERY_MAP,
     ) -> tuple[tuple[torch.Tensor, ...], ...]:
         """The decoder over input_ids (B, L) reading the encoder's output `memory` (B, S, D), whose
         padding memory_mask (B, S) marks. Returns (hidden states, self-attention maps, cross-attention maps).
         `on_map` given, each layer's maps are handed to it as they are made (its self-attention's, then its
         cross-attention's), not kept: the maps' tuples are empty and the hidden states are the last alone; this
-        pass holds one map at a time, and an exception from on_map ends it (seq2seq_maps.forced_maps)."""
+        pass holds one map at a time, and an exception from on_map ends it (seq2seq_maps.forced_maps). A long
+        `request` (request.MapRequest.keep) makes no map: each self-attention's kept in it, the cross-attention
+        fused, nothing handed on and both maps' tuples empty (attention/long_maps.py)."""
         decoder = self.decoder
         B, L = input_ids.shape
         if L > decoder.config.max_position_embeddings:
@@ -105,14 +109,17 @@ class EncoderDecoder(nn.Module):
         cross_maps: list[torch.Tensor] = []
         kept = {"decoder": self_maps, "cross": cross_maps}
         hand = on_map or (lambda part, i, maps: kept[part].append(maps))
+        long = request.keep is not None
         for i, layer in enumerate(decoder.layers):
             assert isinstance(layer, Block)
-            x, probs = layer.attend(x, mask)  # (B, L, D), (B, H, L, L)
-            assert x is not None and probs is not None  # an output and a map, as the explicit call gives
-            hand("decoder", i, probs)
+            x, probs = layer.attend(x, mask, call=request.call(i, len(decoder.layers) - 1))  # (B,L,D), (B,H,L,L)
+            assert x is not None and (long or probs is not None)  # an output and a map, as the explicit call gives
+            if probs is not None:
+                hand("decoder", i, probs)
             del probs  # let go before the next map is made
-            x, probs = layer.cross_attend(x, memory, cross_mask)  # (B, L, D), (B, H, L, S)
-            hand("cross", i, probs)
+            x, probs = layer.cross_attend(x, memory, cross_mask, FUSED if long else EXPLICIT)  # (B,L,D), (B,H,L,S)
+            if probs is not None:
+                hand("cross", i, probs)
             del probs
             x = layer.feed(x)  # (B, L, D)
             if on_map is not None:

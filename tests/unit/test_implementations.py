@@ -21,7 +21,7 @@ def attention_and_input(seed: int = 0, **parts):
 
 
 def test_the_table_names_every_implementation():
-    assert set(IMPLEMENTATIONS) == {"explicit", "fused", "rows", "map_only", "by_group", "by_head"}
+    assert set(IMPLEMENTATIONS) == {"explicit", "fused", "rows", "map_only", "by_group", "by_head", "long"}
     with pytest.raises(ValueError, match="no attention implementation 'flash'"):
         Call("flash")
 

@@ -1,0 +1,196 @@
+"""The "long" implementation (implementations.py): each layer's output, and beside it what an exact map needs,
+never the map itself. Kept per layer, for one batch element (a `LongKeep`'s `batch`): q after positions
+(H, L, d), k per key/value group (G, S, d), the layer's mask (a view of the one the model built), the attention
+module (its scaling, soft-cap and score terms) and each query row's log-sum-exp of its scores, (H, L), in two
+parts: the row's largest score and the log of the sum of exp(score - largest). Head h's map over any rectangle is
+then exp((scores - largest) - log_sum) for its rows (`LongLayer.probs`), its scores made one head and one row tile
+at a time; attention/long_maps.py reads them. The two parts keep float32's precision where a probability is near
+1: scores minus their largest are those the explicit softmax exponentiates, and log_sum is small, where a float32
+log-sum-exp of scores of 30 is off by 2e-6 (its last bit) and so is every probability.
+
+The output: torch's fused kernel, a tile of query rows at a time (no more than a tile's rows of the mask made
+additive), when the mask is all the scores need, the log-sum-exps then taken one head and one row tile at a time;
+otherwise (a soft-cap, DeBERTa's position terms) the explicit steps a row tile at a time (`tiled`), the
+log-sum-exps taken from the same scores. A boolean mask's tile of rows is scored against only the keys some of its
+rows may see (`seen`: a causal tile sees none past its last row). Letters as in mha.py; P query rows of a tile,
+W the keys it sees, C columns asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from .dot_product import HALF, no_record
+
+if TYPE_CHECKING:
+    from .mha import MultiHeadAttention
+
+TILE_BYTES = 2**24  # one head's float32 scores for a tile of query rows, (P, S): 16 MiB at most
+
+
+def tile_rows(keys: int) -> int:
+    """How many query rows one tile of scores against `keys` keys holds within TILE_BYTES."""
+    return max(1, TILE_BYTES // (4 * keys))
+
+
+@dataclass(frozen=True, eq=False)
+class LongLayer:
+    """One layer's kept tensors, of one batch element: q (H, L, d) after positions, k (G, S, d) after positions,
+    `mask` None or (1 or H, L or 1, S) boolean (True may attend) or additive; each row's log-sum-exp in two parts,
+    `largest` and `log_sum`, (H, L) float32 each (both 0 for a row with no key left)."""
+
+    attention: MultiHeadAttention
+    q: torch.Tensor
+    k: torch.Tensor
+    mask: torch.Tensor | None
+    largest: torch.Tensor
+    log_sum: torch.Tensor
+
+    @property
+    def lse(self) -> torch.Tensor:
+        """(H, L) each row's log-sum-exp, float64."""
+        return self.largest.double() + self.log_sum.double()
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(H, L, S): the layer's maps' shape."""
+        return self.q.size(0), self.q.size(1), self.k.size(1)
+
+    def probs(self, head: int, rows: slice, cols: slice = slice(None)) -> torch.Tensor:
+        """map[rows, cols] of head `head`: exp((scores - largest) - log_sum), float32 (P, C); 0 where the mask
+        hides a key. The scores are made against every key the rows may see, as the log-sum-exps were."""
+        mask = None if self.mask is None else self.mask[None]  # (1, 1 or H, L or 1, S)
+        scores, lo = _scores(self.attention, self.q[None, head : head + 1], self.k[None], mask, head, rows)
+        shifted = scores[0, 0].sub_(self.largest[head, rows, None]).sub_(self.log_sum[head, rows, None])  # (P, W)
+        if shifted.size(1) == self.k.size(1):  # every key seen by some row
+            return shifted.exp_()[:, cols]  # (P, C)
+        probs = shifted.new_zeros(shifted.size(0), self.k.size(1))  # (P, S)
+        probs[:, lo : lo + shifted.size(1)] = shifted.exp_()
+        return probs[:, cols]  # (P, C)
+
+
+def _scores(
+    attention: MultiHeadAttention,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    mask: torch.Tensor | None,
+    head: int,
+    rows: slice,
+) -> tuple[torch.Tensor, int]:
+    """q (B, 1, L, d) one head's for every query, k (B or 1, G, S, d) grouped, mask broadcastable to (B, H, L, S):
+    that head's scores of `rows`, float32 (B, 1, P, W), the steps of dot_product.attention_probs, against the keys
+    lo ... lo + W - 1 that some of the rows may see (a boolean mask's; every key with no mask or an additive
+    one), and lo: the keys outside are -inf, as the mask makes them."""
+    group = attention.num_heads // attention.num_kv_heads
+    q = q[:, :, rows]  # (B, 1, P, d)
+    k = k[:, head // group : head // group + 1]  # (B, 1, S, d): the head's key/value group
+    if mask is not None:
+        mask = mask if mask.size(-3) == 1 else mask[..., head : head + 1, :, :]  # (B or 1, 1, L or 1, S)
+        mask = mask if mask.size(-2) == 1 else mask[..., rows, :]  # (B or 1, 1, P or 1, S)
+    lo, hi = seen(mask, k.size(2))
+    if attention.terms:  # DeBERTa's position terms, these rows' alone, against every key (p2c reads them all)
+        mask = attention.add_terms(q, k, mask, no_record, head=head, rows=rows)  # (B, 1, P, S)
+    k, mask = k[:, :, lo:hi], None if mask is None else mask[..., lo:hi]  # (B, 1, W, d), (B or 1, 1, P or 1, W)
+    if math.frexp(attention.scaling)[0] == 0.5:  # a power of two (d = 64: 1/8) scales q · k to the bit: scale q
+        scores = torch.matmul(q * attention.scaling, k.transpose(-2, -1))  # (B,1,P,d) x (B,1,d,W) -> (B,1,P,W)
+    else:
+        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(attention.scaling)  # (B, 1, P, W)
+    if attention.softcap is not None:
+        scores = scores.div_(attention.softcap).tanh_().mul_(attention.softcap)  # (B, 1, P, W)
+    if mask is not None:  # a boolean one as adding 0 / -inf, to the bit
+        scores = torch.where(mask, scores, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return scores.float(), lo  # (B, 1, P, W)
+
+
+def seen(mask: torch.Tensor | None, keys: int) -> tuple[int, int]:
+    """(lo, hi): the keys lo ... hi - 1 hold every one a boolean `mask` (..., P or 1, S) lets some row see (a causal
+    tile of rows sees none past its last row); (0, keys) for another mask, or none, or one that hides them all."""
+    if mask is None or mask.dtype != torch.bool:
+        return 0, keys
+    index = mask.reshape(-1, mask.size(-1)).any(dim=0).nonzero()  # (n, 1): the keys some row sees
+    return (int(index[0]), int(index[-1]) + 1) if len(index) else (0, keys)
+
+
+def _stats(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(largest, log_sum) of each row of `scores` (..., S) float32: its largest score and log Σ exp(s - largest),
+    (...,) each; both 0 for a row with no key left, whose probabilities are then exp(-inf) = 0, as the explicit
+    steps make them."""
+    largest = scores.amax(dim=-1).nan_to_num_(neginf=0.0)  # (...,)
+    total = (scores - largest[..., None]).exp_().sum(dim=-1)  # (...,), one buffer of the scores' size
+    return largest, total.log_().nan_to_num_(neginf=0.0)
+
+
+class LongKeep:
+    """Where a "long" pass keeps each layer's tensors (request.MapRequest.keep): `layers`, in the order the
+    layers ran, of batch element `batch`."""
+
+    def __init__(self, batch: int = 0):
+        self.batch = batch
+        self.layers: list[LongLayer] = []
+
+    def add(self, attention, q, k, mask, stats: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        """q (B, H, L, d), k (B, G, S, d), `mask` broadcastable to (B, H, L, S), stats (largest, log_sum), each
+        (B, H, L), or None (then computed here, a row tile at a time): the kept batch element's, as LongLayer."""
+        b = self.batch
+        q, k = q[b].detach(), k[b].detach()  # (H, L, d), (G, S, d)
+        if q.size(0) > 1:  # copies, so that the batch's tensors are let go
+            q, k = q.clone(), k.clone()
+        if mask is not None:
+            mask = mask[b if mask.size(0) > 1 else 0]  # (1 or H, L or 1, S): a view of the model's one
+        largest, log_sum = _rows_stats(attention, q, k, mask) if stats is None else (s[b] for s in stats)
+        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum))
+
+
+def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None):
+    """(largest, log_sum) (H, L) of each head's scores, one head and one tile of rows at a time."""
+    H, L, _ = q.shape
+    largest, log_sum = (torch.empty(H, L, dtype=torch.float32, device=q.device) for _ in range(2))
+    step = tile_rows(k.size(1))
+    mask = None if mask is None else mask[None]  # (1, 1 or H, L or 1, S)
+    for h in range(H):
+        for start in range(0, L, step):
+            rows = slice(start, start + step)
+            scores, _ = _scores(attention, q[None, h : h + 1], k[None], mask, h, rows)  # (1, 1, P, W)
+            largest[h, rows], log_sum[h, rows] = _stats(scores[0, 0])
+    return largest, log_sum
+
+
+def fused_in_tiles(fused: Callable[..., torch.Tensor], q, k, v, mask) -> torch.Tensor:
+    """`fused`(q, k, v, mask), the fused kernel's output (B, H, L, d) (implementations.py's), a tile of query rows
+    at a time when the mask has rows (the kernel makes the rows it reads additive), each tile against the keys some
+    of its rows may see."""
+    if mask is None or mask.size(-2) == 1:
+        return fused(q, k, v, mask)
+    B, H, L, _ = q.shape
+    heads, step = q.new_empty(B, H, L, v.size(-1)), tile_rows(k.size(2))
+    for start in range(0, L, step):
+        rows = slice(start, start + step)
+        lo, hi = seen(mask[..., rows, :], k.size(2))
+        keys = slice(lo, hi)
+        heads[:, :, rows] = fused(q[:, :, rows], k[:, :, keys], v[:, :, keys], mask[..., rows, keys])  # (B,H,P,d)
+    return heads
+
+
+def tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The explicit steps one batch element, head and tile of query rows at a time: (heads (B, H, L, d),
+    (largest, log_sum) (B, H, L) float32), no more than a tile's scores made at once."""
+    B, H, L, _ = q.shape
+    heads = q.new_empty(B, H, L, v.size(-1))  # (B, H, L, d)
+    largest, log_sum = (torch.empty(B, H, L, dtype=torch.float32, device=q.device) for _ in range(2))
+    group, step = H // k.size(1), tile_rows(k.size(2))
+    wide = torch.float32 if q.dtype in HALF else None  # the softmax's dtype, as attention_probs takes it
+    for b, h in ((b, h) for b in range(B) for h in range(H)):
+        own = None if mask is None else mask[b : b + 1] if mask.size(0) > 1 else mask  # (1, ·, ·, S)
+        values = v[b : b + 1, h // group : h // group + 1]  # (1, 1, S, d)
+        for start in range(0, L, step):
+            rows = slice(start, start + step)
+            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
+            probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
+            heads[b, h, rows] = torch.matmul(probs[0, 0].to(v.dtype), values[0, 0, lo : lo + scores.size(-1)])
+            largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0])  # (P,) each
+    return heads, (largest, log_sum)

@@ -1,0 +1,172 @@
+"""Exact attention maps of long inputs, past the memory an (H, L, L) map per layer would take: one forward pass
+through the fused kernel keeps, per layer, what recomputing a map needs (attention/core/long.py: q and k after
+positions, the mask, each row's log-sum-exp), never a whole map. Then any rectangle of any head is
+exp(scores - lse) for its rows (`LongMaps.tile`), and a pooled overview reduces a head's map block by block in
+one pass of row tiles (`LongMaps.blocks`). Memory: the kept q and k, O(layers · L · d), plus one tile of rows.
+
+    maps = long_maps(model, input_ids)            # a Transformer, or an EncoderDecoder with part=
+    maps.blocks(layer, head, 256)                 # (256, 256): the map's mean over each block
+    maps.tile(layer, head, slice(0, 512), slice(1024, 1536))  # map[0:512, 1024:1536], exact
+
+The numbers are the explicit maps' (Transformer.forward's attentions) to float32 rounding: the same scores,
+mask, soft-cap and score terms, made a tile at a time. Letters as in attention/core/mha.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from .core.long import LongKeep, LongLayer, tile_rows
+from .core.request import NO_MAP, MapRequest
+from .models.blocks import Transformer
+from .models.seq2seq import EncoderDecoder
+
+# a block's sum (divided by its size afterwards) or its max
+REDUCTIONS: dict[str, Callable[..., torch.Tensor]] = {"mean": torch.sum, "max": torch.amax}
+TILE_CELLS = 2**24  # the most cells one tile may hold: 64 MiB of float32 (4,096 × 4,096)
+PARTS = ("encoder", "decoder")  # an encoder-decoder's self-attention stacks
+
+
+def long_maps(
+    model: Transformer | EncoderDecoder,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    batch: int = 0,
+    part: str = "encoder",
+    decoder_input_ids: torch.Tensor | None = None,
+    decoder_attention_mask: torch.Tensor | None = None,
+) -> LongMaps:
+    """One forward pass of `model` over input_ids (B, L) with its attention_mask (B, L) (1 token, 0 padding),
+    keeping what batch element `batch`'s maps need. An EncoderDecoder: `part` "encoder" (the encoder's
+    self-attention over input_ids) or "decoder" (the decoder's self-attention over decoder_input_ids (B, L_dec),
+    with its decoder_attention_mask, after the encoder's fused pass); cross-attention maps are not kept."""
+    if input_ids.dim() != 2 or not 0 <= batch < input_ids.size(0):
+        raise ValueError(
+            f"input_ids must be (batch, length) with batch element {batch} in it: {tuple(input_ids.shape)}"
+        )
+    keep = LongKeep(batch)
+    with torch.inference_mode():
+        if isinstance(model, EncoderDecoder):
+            _encoder_decoder(model, input_ids, attention_mask, keep, part, decoder_input_ids, decoder_attention_mask)
+        else:
+            model(input_ids, attention_mask, request=MapRequest(keep_hidden=False, keep=keep))
+    return LongMaps(keep.layers)
+
+
+def _encoder_decoder(model: EncoderDecoder, input_ids, attention_mask, keep, part, decoder_ids, decoder_mask):
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    if part == "encoder":
+        model.encoder(input_ids, attention_mask, request=MapRequest(keep_hidden=False, keep=keep))
+        return
+    if decoder_ids is None or decoder_ids.dim() != 2 or decoder_ids.size(0) != input_ids.size(0):
+        raise ValueError("the decoder's maps need decoder_input_ids, (batch, length) with the encoder's batch")
+    memory = model.encoder(input_ids, attention_mask, request=NO_MAP).last_hidden_state  # (B, S, D)
+    assert memory is not None
+    model.decode(decoder_ids, decoder_mask, memory, attention_mask, request=MapRequest(keep=keep))
+
+
+class LongMaps:
+    """Each layer's kept tensors (attention/core/long.py): any head's map, or any part of it, made on demand."""
+
+    def __init__(self, layers: list[LongLayer]):
+        self.layers = layers
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(layers, H, L, S): the maps' shape, as transformers' attentions stacked."""
+        H, L, S = self.layers[0].shape if self.layers else (0, 0, 0)
+        return len(self.layers), H, L, S
+
+    def _layer(self, layer: int, head: int) -> LongLayer:
+        n_layers, H, _, _ = self.shape
+        if not (0 <= layer < n_layers and 0 <= head < H):
+            raise ValueError(f"no layer {layer}, head {head}: {n_layers} layers of {H} heads")
+        return self.layers[layer]
+
+    def tile(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        """map[rows, cols] of `head` in `layer`, float32 (P, C), exact: rows and cols are Python slices (a
+        positive step or none), P · C at most TILE_CELLS."""
+        kept = self._layer(layer, head)
+        _, L, S = kept.shape
+        picked_rows, picked_cols = _positions(rows, L, "rows"), _positions(cols, S, "cols")
+        if len(picked_rows) * len(picked_cols) > TILE_CELLS:
+            raise ValueError(f"a tile holds at most {TILE_CELLS:,} cells: ask for a smaller one, or for blocks")
+        out = np.empty((len(picked_rows), len(picked_cols)), dtype=np.float32)
+        for window, first, count in _windows(picked_rows, tile_rows(S)):
+            probs = kept.probs(head, window, cols)  # (P, C): the window's rows, every key's scores made
+            out[first : first + count] = probs[picked_rows[first] - window.start :: picked_rows.step][:count].cpu()
+        return out
+
+    def blocks(self, layer: int, head: int, n: int, reduce: str = "mean") -> np.ndarray:
+        """(n, n) float32: the mean (or "max") of `head`'s map in `layer` over each block, its rows and columns
+        cut into n contiguous ranges as numpy.array_split cuts them; 1 <= n <= L. One pass of row tiles, each a
+        whole number of row blocks."""
+        kept = self._layer(layer, head)
+        _, L, S = kept.shape
+        if reduce not in REDUCTIONS:
+            raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+        if not 1 <= n <= min(L, S):
+            raise ValueError(f"n must be from 1 to {min(L, S)}, the map's length, got {n}")
+        op = REDUCTIONS[reduce]
+        out = torch.empty(n, n, dtype=torch.float32, device=kept.q.device)
+        for first, count, size in _uniform_runs(L, n):  # row blocks of one size at a time
+            per = max(1, tile_rows(S) // size)  # whole blocks per tile
+            for block in range(first, first + count, per):
+                k = min(per, first + count - block)
+                start = _start(L, n, block)
+                columns = _reduce_last(kept.probs(head, slice(start, start + k * size)), n, op)  # (k·size, n)
+                out[block : block + k] = op(columns.view(k, size, n), 1)  # (k, n)
+        if reduce == "mean":
+            out /= torch.outer(_sizes(L, n), _sizes(S, n)).to(out)  # each block's sum over its cells
+        return out.cpu().numpy()
+
+
+def _positions(picked: slice, length: int, name: str) -> range:
+    if not isinstance(picked, slice):
+        raise ValueError(f"{name} must be a slice, got {type(picked).__name__}")
+    positions = range(length)[picked]
+    if positions.step < 1:
+        raise ValueError(f"{name} must run forwards (a positive step), got step {positions.step}")
+    return positions
+
+
+def _windows(rows: range, span: int) -> list[tuple[slice, int, int]]:
+    """The row tiles that hold `rows`: (window, first, count) for each tile of `span` rows (from row 0 on, as the
+    log-sum-exps were taken: the same scores to the bit) that holds some, rows[first : first + count] in it."""
+    found = []
+    for start in range(rows[0] // span * span, rows[-1] + 1, span) if rows else ():
+        first = max(0, -(-(start - rows.start) // rows.step))  # the first of `rows` at or after `start`
+        stop = min(len(rows), -(-(start + span - rows.start) // rows.step))  # and after the last before its end
+        if first < stop:
+            found.append((slice(start, start + span), first, stop - first))
+    return found
+
+
+def _sizes(length: int, n: int) -> torch.Tensor:
+    """numpy.array_split's n sizes of `length`: the first length % n one longer."""
+    q, r = divmod(length, n)
+    return torch.tensor([q + 1] * r + [q] * (n - r), dtype=torch.float64)
+
+
+def _start(length: int, n: int, block: int) -> int:
+    """Where array_split's `block`-th of n pieces of `length` starts."""
+    q, r = divmod(length, n)
+    return block * q + min(block, r)
+
+
+def _uniform_runs(length: int, n: int) -> list[tuple[int, int, int]]:
+    """array_split's n pieces of `length` as runs of one size: (first piece, how many, size), the longer first."""
+    q, r = divmod(length, n)
+    return [run for run in ((0, r, q + 1), (r, n - r, q)) if run[1] and run[2]]
+
+
+def _reduce_last(x: torch.Tensor, n: int, op) -> torch.Tensor:
+    """x (P, S) -> (P, n): `op` over each of array_split's n pieces of the last axis, one view per run of a size."""
+    parts = [op(x[:, _start(x.size(1), n, first) :][:, : count * size].unflatten(1, (count, size)), 2)
+             for first, count, size in _uniform_runs(x.size(1), n)]  # fmt: skip
+    return torch.cat(parts, dim=1)  # (P, n)
