@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .dot_product import HALF, no_record
+from .score_parts import Sinks
 
 if TYPE_CHECKING:
     from .mha import MultiHeadAttention
@@ -100,8 +101,8 @@ def _scores(
         scores = torch.matmul(q * attention.scaling, k.transpose(-2, -1))  # (B,1,P,d) x (B,1,d,W) -> (B,1,P,W)
     else:
         scores = torch.matmul(q, k.transpose(-2, -1)).mul_(attention.scaling)  # (B, 1, P, W)
-    if attention.softcap is not None:
-        scores = scores.div_(attention.softcap).tanh_().mul_(attention.softcap)  # (B, 1, P, W)
+    if attention.cap is not None:  # a score part that bends the scores (score_parts.py: Gemma 2's soft-cap)
+        scores = attention.cap(scores, no_record)  # (B, 1, P, W)
     if mask is not None:  # a boolean one as adding 0 / -inf, to the bit
         scores = torch.where(mask, scores, float("-inf")) if mask.dtype == torch.bool else scores + mask
     return scores.float(), lo  # (B, 1, P, W)
@@ -116,13 +117,23 @@ def seen(mask: torch.Tensor | None, keys: int) -> tuple[int, int]:
     return (int(index[0]), int(index[-1]) + 1) if len(index) else (0, keys)
 
 
-def _stats(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _stats(scores: torch.Tensor, sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(largest, log_sum) of each row of `scores` (..., S) float32: its largest score and log Σ exp(s - largest),
     (...,) each; both 0 for a row with no key left, whose probabilities are then exp(-inf) = 0, as the explicit
-    steps make them."""
-    largest = scores.amax(dim=-1).nan_to_num_(neginf=0.0)  # (...,)
+    steps make them. `sink`, the head's learned sink logit (gpt-oss: score_parts.Sinks), joins every row's sum."""
+    largest = scores.amax(dim=-1)  # (...,)
+    if sink is not None:
+        largest = torch.maximum(largest, sink)
+    largest = largest.nan_to_num_(neginf=0.0)
     total = (scores - largest[..., None]).exp_().sum(dim=-1)  # (...,), one buffer of the scores' size
+    if sink is not None:
+        total = total + (sink - largest).exp()
     return largest, total.log_().nan_to_num_(neginf=0.0)
+
+
+def _sink(attention, head: int) -> torch.Tensor | None:
+    """Head `head`'s learned sink logit, float32, () (None without sinks)."""
+    return None if attention.sink is None else attention.sinks[head].detach().float()
 
 
 class LongKeep:
@@ -156,7 +167,7 @@ def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor 
         for start in range(0, L, step):
             rows = slice(start, start + step)
             scores, _ = _scores(attention, q[None, h : h + 1], k[None], mask, h, rows)  # (1, 1, P, W)
-            largest[h, rows], log_sum[h, rows] = _stats(scores[0, 0])
+            largest[h, rows], log_sum[h, rows] = _stats(scores[0, 0], _sink(attention, h))
     return largest, log_sum
 
 
@@ -190,7 +201,11 @@ def tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, t
         for start in range(0, L, step):
             rows = slice(start, start + step)
             scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
-            probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
+            sink = _sink(attention, h)
+            if sink is None:
+                probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
+            else:  # the head's sink takes its share of each row (score_parts.Sinks)
+                probs = Sinks.softmax(scores, sink.view(1, 1, 1, 1), wide, False)
             heads[b, h, rows] = torch.matmul(probs[0, 0].to(v.dtype), values[0, 0, lo : lo + scores.size(-1)])
-            largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0])  # (P,) each
+            largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0], sink)  # (P,) each
     return heads, (largest, log_sum)

@@ -27,6 +27,7 @@ CASES = {  # name -> (maker, family): what each adds
     "mistral": (make_family, "mistral"),  # a causal window of 5
     "smollm3": (make_more, "smollm3"),  # a layer with no positions
     "gemma2": (make_more, "gemma2"),  # a soft-cap, a window, its own scaling
+    "gpt_oss": (make_more, "gpt_oss"),  # learned sinks, alternating windows, yarn rotary, experts
     "modernbert": (make_more, "modernbert"),  # an encoder's band
     "deberta-v2": (make_more, "deberta-v2"),  # c2p and p2c position terms
     "t5": (make_seq2seq, "t5"),  # the relative bias on the scores, both stacks
