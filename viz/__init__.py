@@ -6,6 +6,7 @@ from viz.coref_ranking import ranked_heads
 from viz.fused import fused_panel
 from viz.gqa import gqa_change_grid
 from viz.heatmap import head_heatmap
+from viz.lens import lens_view
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
 from viz.model_view import model_view
@@ -19,6 +20,7 @@ from viz.stats import head_scatter, stats_frame
 from viz.tokens import token_strip
 
 __all__ = [
+    "lens_view",
     "ablation_figure",
     "attention_pair",
     "causal_mask_figure",

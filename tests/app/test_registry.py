@@ -55,9 +55,10 @@ def test_each_key_draws_its_rows_function(markers):
 
 def test_the_rows_say_which_models_their_views_are_for():
     assert registry.labels(ENCODER) == [
-        v.label for v in registry.VIEWS if v.key not in ("disentangled", "cross", "next")
+        v.label for v in registry.VIEWS if v.key not in ("disentangled", "cross", "next", "lens")
     ]
     assert "Next token" in registry.labels({"causal"}) and "Cross-attention" not in registry.labels({"causal"})
+    assert "Logit lens" in registry.labels({"causal"}) and "Logit lens" not in registry.labels(ENCODER)
     assert "Cross-attention" in registry.labels({"seq2seq"}) and "Next token" not in registry.labels({"seq2seq"})
     assert "DeBERTa terms" in registry.labels({"encoder", "deberta"})
     assert registry.labels() == [v.label for v in registry.VIEWS]  # no kinds given: every view

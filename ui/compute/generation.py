@@ -15,6 +15,7 @@ import streamlit as st
 import torch
 
 from attention import ModelLoadError
+from attention.analysis.lens import Lens, logit_lens
 from attention.core.request import MapRequest
 from attention.writing.generate import generate
 from attention.writing.generate import lm_head as kept_lm_head
@@ -136,6 +137,22 @@ def final_hidden(source: str, ids: tuple[int, ...]) -> np.ndarray:
         return out.last_hidden_state[0].float().cpu().numpy()
 
     return store("final-hidden", 16, 32 * MB).get_or_compute((source, ids), compute)
+
+
+LENS_MAX_TOKENS = 256  # the lens runs the LM head at every layer and position: SmolLM2 at 256 tokens, 30 · 256
+# rows through a 49,152 × 576 head, about 0.4 TFLOP (10-20 s on a 2-core machine); one layer's logits (L, V) at a time
+
+
+def lens_of(source: str, ids: tuple[int, ...]) -> Lens:
+    """The logit lens of `ids` (attention/analysis/lens.py): every layer's top 5 next tokens at every position,
+    kept. The caller bounds len(ids) by LENS_MAX_TOKENS first."""
+
+    def compute() -> Lens:
+        model, _ = get_model(source)
+        device = model.embeddings.word_embeddings.weight.device
+        return logit_lens(model, torch.tensor([ids], device=device), top=5)
+
+    return store("lenses", 16, 8 * MB).get_or_compute((source, ids), compute)
 
 
 def position_logits(source: str, ids: tuple[int, ...], position: int) -> np.ndarray:

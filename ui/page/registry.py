@@ -121,6 +121,15 @@ VIEWS = (
         kinds=frozenset({"causal"}),
         needs="a causal decoder (GPT-2, Llama …: a model that writes the next token)",
     ),
+    View(
+        "lens",
+        "Logit lens",
+        "ui.views.lens.draw",
+        False,
+        own_heads=False,
+        kinds=frozenset({"causal"}),
+        needs="a causal decoder (GPT-2, Llama …: a model with an LM head to read each layer through)",
+    ),
     View("walk", "Guided walk", "ui.views.walk.draw", False, ("walk", "rank")),
 )
 # the URL names of the Params every view reads (the rest belong to the rows that read them): a causal model's

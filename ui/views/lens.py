@@ -1,0 +1,51 @@
+"""The Logit lens view: what each layer would write next at each position, were it the last (the final norm and
+the LM head applied to its output: attention/analysis/lens.py), and where the model commits to what it writes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from viz._text import readable
+from viz.lens import commit_layers, lens_view
+
+from ..compute.generation import LENS_MAX_TOKENS, lens_of, lm_head
+from ..compute.models import get_model
+from ..page.layout import main_px
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_text
+from ..state.view_context import ViewContext
+
+
+def draw(ctx: ViewContext) -> None:
+    run, source = ctx.run, ctx.source
+    head, why = lm_head(source)
+    if head is None:  # a causal decoder's only (the registry's kinds): here its LM head could not be read
+        st.info(f"This model has no next-token head to read through: {plain(why or 'unknown')}.")
+        return
+    ids = tuple(int(i) for i in run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
+    if len(ids) > LENS_MAX_TOKENS:  # bounded before any work
+        st.info(
+            f"The logit lens reads the LM head at every layer and position, so it is offered up to "
+            f"{LENS_MAX_TOKENS} tokens; this text has {len(ids)}. Shorten it to see it."
+        )
+        return
+    with st.spinner("Reading every layer through the final norm and the LM head…"):
+        lens = lens_of(source, ids)
+    tokenizer = get_model(source)[1]
+    n_layers, L, top = lens.ids.shape
+    pieces = tokenizer.convert_ids_to_tokens(lens.ids.reshape(-1).tolist())
+    top_tokens = [[pieces[(i * L + j) * top : (i * L + j + 1) * top] for j in range(L)] for i in range(n_layers)]
+    tokens = tokenizer.convert_ids_to_tokens(list(ids))
+    size = present_size(ctx.present) or {"width": main_px(ctx.present)}
+    fig = lens_view(top_tokens, lens.ids, lens.probs, tokens, font_size=font_size(ctx.present), **size)
+    with figure_slot(ctx.present) or st.container():
+        show(fig, "logit-lens")
+    commit = int(commit_layers(lens.ids[:, :, 0])[-1])
+    last = plain(readable(top_tokens[-1][-1][0]))
+    show_text(
+        f"Each row is a layer's output read as if it were the last: the model's final norm and LM head applied "
+        f"to it, a softmax over the vocabulary. A cell shows the most probable next token there, its colour that "
+        f"token's probability; the hover lists the top {top}. The open square marks where the model commits: the "
+        f"first layer from which the top token stays the last layer's. After the last token the model writes "
+        f"{last} (p = {lens.probs[-1, -1, 0]:.2f}), on top from layer {commit} of {n_layers}.",
+        "lens-caption",
+    )

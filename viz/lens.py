@@ -1,0 +1,106 @@
+"""The Logit lens view's figure: what each layer would write next at each position, were it the last
+(attention/analysis/lens.py), as a grid of layers × positions coloured by the top token's probability."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
+from viz._text import escape, escape_all, position_labels, readable, readable_all
+from viz.heatmap import FIGURE_PX, column_ticks
+
+CELL_CHARS = 7  # a cell shows the top token's first characters; the hover has it whole, and the next ones
+MARK = "where the model commits"  # the first layer from which a position's final top token stays on top
+
+
+def commit_layers(top_ids: np.ndarray) -> np.ndarray:
+    """(L,) for each position, the first layer from which the top token is the last layer's at every later
+    layer: where the model commits to what it writes. top_ids (n_layers, L)."""
+    same = top_ids == top_ids[-1]  # (n_layers, L)
+    # the last layer where it differs, plus one (0 where no layer differs)
+    differs = ~same
+    last_differs = np.where(differs.any(axis=0), top_ids.shape[0] - 1 - np.argmax(differs[::-1], axis=0), -1)
+    return last_differs + 1
+
+
+def lens_view(
+    top_tokens: Sequence[Sequence[Sequence[str]]],
+    top_ids: np.ndarray,
+    probs: np.ndarray,
+    tokens: Sequence[str],
+    title: str = "Logit lens",
+    *,
+    font_size: int = 12,
+    width: int | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """Layers (rows, the last on top) × positions (columns, the input's tokens): each cell the top next token at
+    that layer, its probability the colour; the hover lists the top ones with their probabilities. An open square
+    marks each position's commit layer (`commit_layers`).
+
+    top_tokens[layer][position][k] the raw pieces of the k-th candidate, top_ids and probs (n_layers, L, top).
+    Pieces are shown as text (readable) and escaped; ``title`` is plotly markup and is not escaped."""
+    n_layers, L, top = probs.shape
+    columns = position_labels(escape_all(readable_all(tokens)))
+    rows = [f"layer {i}" for i in range(n_layers)]
+    cells = [[escape(readable(top_tokens[i][j][0]))[:CELL_CHARS] for j in range(L)] for i in range(n_layers)]
+    hover = [
+        [
+            f"layer {i}, after {columns[j]}<br>"
+            + "<br>".join(
+                f"{k + 1}. {escape(readable(top_tokens[i][j][k]))!s}  {probs[i, j, k]:.3f}" for k in range(top)
+            )
+            for j in range(L)
+        ]
+        for i in range(n_layers)
+    ]
+    width = width or FIGURE_PX
+    height = height or max(320, min(900, 28 * n_layers + 160))
+    fig = go.Figure(
+        go.Heatmap(
+            z=probs[:, :, 0].astype(np.float32),
+            x=columns,
+            y=rows,
+            text=cells,
+            texttemplate="%{text}",
+            textfont=dict(size=max(8, font_size - 3)),
+            hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>",
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=SEQUENTIAL,
+            colorbar=dict(title="top p", thickness=12, x=1.0 + TITLED_COLORBAR_PX / width),
+        )
+    )
+    commit = commit_layers(top_ids[:, :, 0])
+    fig.add_trace(
+        go.Scatter(
+            x=columns,
+            y=[rows[c] for c in commit],
+            mode="markers",
+            name=MARK,
+            marker=dict(symbol="square-open", size=max(10, font_size + 4), color="#d62728", line=dict(width=2)),
+            hovertemplate=f"{MARK}: %{{y}}<extra></extra>",
+            showlegend=False,
+        )
+    )
+    shown = escape_all(readable_all(tokens))
+    ticks = column_ticks(shown, (width - 160) / max(L, 1), font_size)
+    fig.update_layout(
+        **base_layout(font_size, title),
+        width=width,
+        height=height,
+        xaxis=clean_axis(
+            title="position (the token read; each cell: what comes next)",
+            tickmode="array",
+            tickvals=columns[:: ticks.stride],
+            ticktext=shown[:: ticks.stride],
+            tickfont=dict(size=ticks.size),
+            tickangle=ticks.angle,
+        ),
+        yaxis=clean_axis(tickfont=dict(size=font_size)),
+    )
+    return fig
