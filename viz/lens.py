@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels, readable, readable_all
-from viz.heatmap import FIGURE_PX, column_ticks
+from viz.heatmap import FIGURE_PX, column_ticks, row_ticks
 
 CELL_CHARS = 7  # a cell shows the top token's first characters; the hover has it whole, and the next ones
 MARK = "where the model commits"  # the first layer from which a position's final top token stays on top
@@ -36,13 +36,16 @@ def lens_view(
     font_size: int = 12,
     width: int | None = None,
     height: int | None = None,
+    min_label: int | None = None,
 ) -> go.Figure:
     """Layers (rows, the last on top) × positions (columns, the input's tokens): each cell the top next token at
     that layer, its probability the colour; the hover lists the top ones with their probabilities. An open square
     marks each position's commit layer (`commit_layers`).
 
     top_tokens[layer][position][k] the raw pieces of the k-th candidate, top_ids and probs (n_layers, L, top).
-    Pieces are shown as text (readable) and escaped; ``title`` is plotly markup and is not escaped."""
+    Pieces are shown as text (readable) and escaped; ``title`` is plotly markup and is not escaped. At most
+    ``width`` × ``height`` px (by default FIGURE_PX wide, 500 tall: the first screen of a laptop); axis labels of
+    at least ``min_label`` px where given (fewer of them on small cells)."""
     n_layers, L, top = probs.shape
     columns = position_labels(escape_all(readable_all(tokens)))
     rows = [f"layer {i}" for i in range(n_layers)]
@@ -57,8 +60,7 @@ def lens_view(
         ]
         for i in range(n_layers)
     ]
-    width = width or FIGURE_PX
-    height = height or max(320, min(900, 28 * n_layers + 160))
+    width, height = width or FIGURE_PX, height or 500
     fig = go.Figure(
         go.Heatmap(
             z=probs[:, :, 0].astype(np.float32),
@@ -66,7 +68,7 @@ def lens_view(
             y=rows,
             text=cells,
             texttemplate="%{text}",
-            textfont=dict(size=max(8, font_size - 3)),
+            textfont=dict(size=max(7, min(font_size - 3, int((height - 160) / max(n_layers, 1) * 0.7)))),
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
             zmin=0.0,
@@ -76,19 +78,23 @@ def lens_view(
         )
     )
     commit = commit_layers(top_ids[:, :, 0])
+    row_px = int((height - 160) / max(n_layers, 1))  # about a row's height: the mark fits its cell
     fig.add_trace(
         go.Scatter(
             x=columns,
             y=[rows[c] for c in commit],
             mode="markers",
             name=MARK,
-            marker=dict(symbol="square-open", size=max(10, font_size + 4), color="#d62728", line=dict(width=2)),
+            marker=dict(
+                symbol="square-open", size=max(6, min(font_size + 4, row_px)), color="#d62728", line=dict(width=2)
+            ),
             hovertemplate=f"{MARK}: %{{y}}<extra></extra>",
             showlegend=False,
         )
     )
     shown = escape_all(readable_all(tokens))
-    ticks = column_ticks(shown, (width - 160) / max(L, 1), font_size)
+    ticks = column_ticks(shown, (width - 160) / max(L, 1), font_size, min_label)
+    side = row_ticks(rows, (height - 160) / max(n_layers, 1), font_size, min_label)
     fig.update_layout(
         **base_layout(font_size, title),
         width=width,
@@ -101,6 +107,6 @@ def lens_view(
             tickfont=dict(size=ticks.size),
             tickangle=ticks.angle,
         ),
-        yaxis=clean_axis(tickfont=dict(size=font_size)),
+        yaxis=clean_axis(tickmode="array", tickvals=rows[:: side.stride], tickfont=dict(size=side.size)),
     )
     return fig

@@ -15,7 +15,7 @@ from attention.writing.generate import lm_head
 
 
 def lens_figure(at) -> dict:
-    found = [f for f in figures(at) if (f["layout"].get("title") or {}).get("text") == "Logit lens"]
+    found = [f for f in figures(at) if ((f["layout"].get("title") or {}).get("text") or "").startswith("Logit lens")]
     assert len(found) == 1, [(f["layout"].get("title") or {}).get("text") for f in figures(at)]
     return found[0]
 
@@ -37,6 +37,15 @@ def test_each_layer_read_through_the_head_the_last_the_models_own(tmp_path):
     assert "1. " in grid["hovertext"][0][0] and "5. " in grid["hovertext"][0][0]
     assert marks["name"] == "where the model commits" and len(marks["x"]) == ids.size(1)
     assert any("commits" in c.value for c in at.caption)
+
+
+def test_presentation_mode_draws_it_to_the_first_screen(tmp_path):
+    from ui.page.page import figure_height
+
+    folder = make_family(tmp_path / "llama", "llama")
+    at = start(model=str(folder), s=SENTENCE, view="lens", present="1")
+    no_errors(at)
+    assert lens_figure(at)["layout"]["height"] <= figure_height()
 
 
 def test_an_encoder_is_offered_the_bundled_writer():
