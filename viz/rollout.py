@@ -20,8 +20,10 @@ def attention_pair(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    raw_title: str = "Attention, mean over heads",
 ) -> go.Figure:
-    """A layer's head-averaged attention beside rollout or flow, on the same token axes.
+    """A layer's head-averaged attention (or what ``raw_title`` names) beside rollout or flow, on the same token
+    axes.
 
     raw and derived are (T, T) with rows = positions (first on top) and columns = tokens; both
     maps share one colour scale from 0 to the larger maximum, so equal colours mean equal values.
@@ -50,7 +52,7 @@ def attention_pair(
         cols=cols,
         shared_yaxes=not stacked,
         horizontal_spacing=gap_px / (2 * panel_px + gap_px),
-        subplot_titles=["Attention, mean over heads", derived_title],
+        subplot_titles=[raw_title, derived_title],
     )
     fig.add_trace(
         go.Heatmap(

@@ -6,6 +6,7 @@ is sent from."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from attention import ModelLoadError
 from attention.analysis.ablation import ablate, score_ablated
@@ -26,6 +27,7 @@ from attention.analysis.coref.heads import (
     separates,
 )
 from attention.analysis.gqa import map_change, to_grouped
+from attention.analysis.mixing import NormMaps, norm_maps, value_zeroing
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
 from attention.analysis.stats import (
     embed_heads,
@@ -105,6 +107,35 @@ def rollout_at(source: str, run, text: Text, text_b: str, layer: int) -> np.ndar
         return rollout(through_layer(run, layer))[-1, 0].numpy()
 
     return store("rollouts", 16, 50 * MB).get_or_compute((source, text, text_b, layer), compute)
+
+
+def mixing_of(source: str, run, text: Text, text_b: str) -> NormMaps:
+    """Every layer's value-weighted maps of the run's sentence (attention/analysis/mixing.py), one forward pass,
+    cached; sized by norm_maps itself before the work (the server's map bound)."""
+
+    def compute() -> NormMaps:
+        model, _ = get_model(source)
+        return norm_maps(model, *sentence_inputs(model, run))
+
+    return store("mixings", 8, 64 * MB).get_or_compute((source, text, text_b), compute)
+
+
+def zeroing_of(source: str, run, text: Text, text_b: str, layer: int) -> np.ndarray:
+    """Layer `layer`'s value zeroing (L, L) of the run's sentence, cached; the caller bounds the tokens first
+    (mixing.VALUE_ZEROING_MAX_TOKENS)."""
+
+    def compute() -> np.ndarray:
+        model, _ = get_model(source)
+        ids, mask = sentence_inputs(model, run)
+        return value_zeroing(model, ids, layer, mask)
+
+    return store("zeroings", 16, 16 * MB).get_or_compute((source, text, text_b, layer), compute)
+
+
+def sentence_inputs(model, run) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's input ids and attention mask (1, L), on the model's device."""
+    device = model.embeddings.word_embeddings.weight.device
+    return run.encoded.input_ids.to(device), run.encoded.attention_mask.to(device)
 
 
 def flow_into(source: str, run, text: Text, text_b: str, layer: int, progress) -> np.ndarray:

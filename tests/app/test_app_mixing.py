@@ -1,0 +1,67 @@
+"""The Mixing view (AppTest): a head's raw map beside its value-weighted map, the layer's, or the layer's value
+zeroing, each the library's numbers with every row divided by its sum; the special tokens hidden on request; a text
+past value zeroing's cap is one message before any work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_app import decode, figures, no_errors, start
+
+from attention import encode
+from attention.analysis.mixing import norm_maps, value_zeroing
+
+WORDS = "The animal didn't cross the street because it was too tired"
+
+
+def pair(at) -> tuple[np.ndarray, np.ndarray]:
+    found = [f for f in figures(at) if len([d for d in f["data"] if d["type"] == "heatmap"]) == 2]
+    assert len(found) == 1
+    left, right = (decode(d["z"]) for d in found[0]["data"] if d["type"] == "heatmap")
+    return left, right
+
+
+def rows_of(m: np.ndarray) -> np.ndarray:
+    return m / m.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def bundled(minilm):
+    model, tokenizer = minilm
+    return model, encode(tokenizer, WORDS)
+
+
+def test_a_heads_value_weighted_map_beside_its_raw_one(bundled):
+    model, enc = bundled
+    at = start(s=WORDS, view="mixing", layer="2", head="5")
+    no_errors(at)
+    left, right = pair(at)
+    norms = norm_maps(model, enc.input_ids, enc.attention_mask)
+    np.testing.assert_allclose(right, rows_of(norms.heads[2][5]), atol=1e-5)
+    assert np.allclose(left.sum(1), 1, atol=1e-5) and not np.allclose(left, right, atol=1e-3)
+    assert any("[CLS]/[SEP]" in c.value and "raw" in c.value for c in at.caption)
+
+
+def test_the_layers_value_zeroing_with_special_tokens_hidden(bundled):
+    model, enc = bundled
+    at = start(s=WORDS, view="mixing", layer="1")
+    at.radio(key="mixing_kind").set_value("Value zeroing, the layer").run(timeout=120)
+    at.checkbox(key="hide_special").check().run(timeout=120)
+    no_errors(at)
+    left, right = pair(at)
+    keep = ~np.array(enc.special, dtype=bool)
+    zeroed = value_zeroing(model, enc.input_ids, 1, enc.attention_mask)[np.ix_(keep, keep)]
+    assert right.shape == (keep.sum(), keep.sum())
+    np.testing.assert_allclose(right, rows_of(zeroed), atol=1e-5)
+
+
+def test_past_the_cap_value_zeroing_is_one_message_and_no_work(monkeypatch):
+    import ui.compute.computations as computations
+    import ui.views.mixing as view
+
+    monkeypatch.setattr(view, "VALUE_ZEROING_MAX_TOKENS", 4)
+    monkeypatch.setattr(computations, "value_zeroing", lambda *a, **k: pytest.fail("value zeroing ran past its cap"))
+    at = start(s=WORDS, view="mixing")
+    at.radio(key="mixing_kind").set_value("Value zeroing, the layer").run(timeout=120)
+    no_errors(at)
+    assert any("offered up to 4 tokens" in i.value for i in at.info)
