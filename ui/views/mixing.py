@@ -31,11 +31,12 @@ def draw(ctx: ViewContext) -> None:
     if ctx.text_b:
         st.info("Mixing reads one sentence: clear the second sentence to see it.")
         return
+    slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it
     special = np.array(run.encoded.special, dtype=bool)
     specials = "/".join(dict.fromkeys(t for t, s in zip(run.tokens, special) if s)) or "special tokens"
-    hide = st.checkbox(f"Hide {specials}", key="hide_special", disabled=bool(not special.any() or special.all()))
-    choice = st.radio("Beside the raw attention", CHOICES, key="mixing_kind", horizontal=True)
-    slot = figure_slot(ctx.present)
+    beside, hiding = st.columns([3, 1])
+    choice = beside.radio("Beside the raw attention", CHOICES, key="mixing_kind", horizontal=True)
+    hide = hiding.checkbox(f"Hide {specials}", key="hide_special", disabled=bool(not special.any() or special.all()))
     keep = ~special if hide and special.any() and not special.all() else np.ones(len(special), dtype=bool)
     if choice == CHOICES[2]:
         if len(run.tokens) > VALUE_ZEROING_MAX_TOKENS:  # bounded before the work
@@ -62,7 +63,7 @@ def draw(ctx: ViewContext) -> None:
     labels = [t for t, k in zip(run.tokens, keep) if k]
     size = present_size(ctx.present) or {"width": main_px(ctx.present)}
     fig = attention_pair(left, right, labels, title, font_size=font_size(ctx.present), raw_title=raw_title, **size)
-    with slot or st.container():
+    with slot:
         show(fig, f"mixing-layer{layer}")
     said = ""
     if special.any() and not hide:  # Kobayashi et al.: the special tokens' columns shrink once the norms count
