@@ -159,13 +159,13 @@ def sink_shares(
     model: Transformer, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
 ) -> dict[str, np.ndarray]:
     """Each head's share of attention to the first (real) token, mean over the query rows, (n_layers, H) each:
-    `to_first` of the probabilities, `to_first_weighted` of the value-weighted maps ‖a_ij f_h(x_j)‖, each row
-    divided by its sum (stats.first_share; stats.head_stats gives both from maps held already)."""
+    `to_first` of the probabilities as they are, `to_first_weighted` of the value-weighted maps ‖a_ij f_h(x_j)‖,
+    each row divided by its sum (stats.first_share; stats.head_stats gives both from maps held already)."""
     shares: dict[str, list[np.ndarray]] = {"to_first": [], "to_first_weighted": []}
 
     def keep(i: int, probs: torch.Tensor, f: torch.Tensor, records: dict) -> None:
         by_head, _ = mixed_norms(probs, f)
-        shares["to_first"].append(first_share(probs.double().cpu().numpy()))  # (H,)
+        shares["to_first"].append(first_share(probs.double().cpu().numpy(), shares=False))  # (H,)
         shares["to_first_weighted"].append(first_share(by_head.cpu().numpy()))  # (H,)
 
     each_layer(model, input_ids, attention_mask, keep)

@@ -46,11 +46,14 @@ def _mass_to(attn: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return attn[..., keys].sum(axis=-1).mean(axis=-1)
 
 
-def first_share(weights: np.ndarray) -> np.ndarray:
+def first_share(weights: np.ndarray, shares: bool = True) -> np.ndarray:
     """Mean over query rows of each row's share on the first key, w_i0 / Σ_j w_ij: weights (..., L, L) -> (...).
-    Probabilities (rows summing to 1) give the attention to the first token, an attention sink's mark; value-weighted
+    Probabilities give the attention to the first token, an attention sink's mark, taken as they are (`shares`
+    False: a row of gpt-oss's learned sinks sums to less than 1, the rest going to no token); value-weighted
     maps (mixing.norm_maps) the share of what is moved. A row of zeros counts as 0."""
     weights = np.asarray(weights, dtype=np.float64)
+    if not shares:
+        return weights[..., 0].mean(axis=-1)
     sums = weights.sum(axis=-1)  # (..., L)
     return np.divide(weights[..., 0], sums, out=np.zeros_like(sums), where=sums > 0).mean(axis=-1)
 
@@ -104,7 +107,7 @@ def head_stats(
         "to_punct": _mass_to(attn, punct),
         "distance": (attn * np.abs(positions[:, None] - positions[None, :])).sum(axis=-1).mean(axis=-1),
         "within_segment": (in_segment[..., rows].mean(axis=-1) if rows.any() else np.full((n_layers, H), np.nan)),
-        "to_first": first_share(attn),
+        "to_first": first_share(attn, shares=False),
     }
     if norms is not None:
         if np.shape(norms) != attn.shape:

@@ -112,10 +112,11 @@ def attention_probs(
     #    into a new float32 buffer. A row with no key left softmaxes to NaN (0/0); such a query
     #    attends to nothing.
     wide = torch.float32 if scores.dtype in HALF else None  # the softmax's dtype (None: the scores')
-    if sink is not None:  # each head's sink takes its share of every row (score_parts.Sinks)
-        probs = Sinks.softmax(scores, sink, wide, in_place)
-    else:
-        probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
+    # each head's learned sink, where it has one, keeps a share of every row for no key (score_parts.Sinks)
+    kept = None if sink is None else Sinks.kept(scores, sink, wide)  # (B, H, L, 1), read before the scores go
+    probs = torch.softmax(scores, dim=-1, dtype=wide, out=scores if in_place and wide is None else None)
+    if kept is not None:
+        probs = probs.mul_(kept) if in_place else probs * kept
     if may_empty_rows(mask):
         probs = probs.nan_to_num_(nan=0.0) if in_place else probs.nan_to_num(nan=0.0)
     if head_mask is not None:  # ablated heads: zero or uniform probabilities

@@ -65,5 +65,12 @@ class Sinks:
         total = e.sum(-1, keepdim=True) + (sink - top).exp()  # (B, H, L, 1)
         return e.div_(total) if in_place and dtype is None else e / total
 
+    @staticmethod
+    def kept(scores: torch.Tensor, logits: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+        """What of each row the keys keep, Σ exp(s) / (Σ exp(s) + exp(sink)) = sigmoid(logsumexp(s) − sink),
+        (B, H, L, 1): the keys' softmax times it is `softmax`'s; 0 for a row whose keys are all masked."""
+        s = scores if dtype is None else scores.to(dtype)
+        return torch.sigmoid(torch.logsumexp(s, dim=-1, keepdim=True) - logits.to(s.dtype))
+
     def words(self, step: str, scaling: float) -> str:
         return "softmax over the keys and each head's learned sink: a row's sink share goes to no key"

@@ -17,6 +17,7 @@ VIEWS = [
     "coref",
     "stats",
     "rollout",
+    "mixing",
     "qk",
     "ablation",
     "efficient",
@@ -24,6 +25,7 @@ VIEWS = [
     "disentangled",
     "cross",
     "next",
+    "lens",
     "walk",
 ]
 
@@ -51,7 +53,9 @@ def test_every_view_after_an_empty_run():
     submit(at, SENTENCE)
     no_errors(at)
     labels = at.segmented_control(key="view").options
-    assert len(labels) == len(VIEWS) - 3  # the bundled encoder's: not DeBERTa terms, Cross-attention, Next token
+    assert (
+        len(labels) == len(VIEWS) - 4
+    )  # the bundled encoder's: not DeBERTa terms, Cross-attention, Next token, Logit lens
     for label in labels:
         at.segmented_control(key="view").set_value(label).run()
         no_errors(at)

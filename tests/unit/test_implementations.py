@@ -90,6 +90,13 @@ def test_a_sink_is_a_column_of_no_key_in_every_rows_softmax(in_place):
     scores[0, :, 2] = float("-inf")  # a row whose keys are all masked
     reference = torch.softmax(torch.cat((scores, sinks.expand(2, H, L, 1)), dim=-1), dim=-1)[..., :-1]
     ours = Sinks.softmax(scores.clone(), sinks, None, in_place)
+    from attention.core.dot_product import attention_probs
+
+    keys = torch.eye(L).expand(2, H, L, L)  # q · kᵀ = the scores themselves, through the attention's own steps
+    masked = torch.ones(2, 1, L, L, dtype=torch.bool)
+    masked[0, :, 2] = False
+    steps = attention_probs(scores.nan_to_num(neginf=0.0), keys, masked, 1.0, sink=sinks)
+    torch.testing.assert_close(steps, reference, atol=1e-6, rtol=0)
     torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)  # probabilities: a few float32 steps
     assert torch.equal(ours[0, :, 2], torch.zeros(H, L))
     wide = Sinks.softmax(scores.to(torch.bfloat16), sinks, torch.float32, in_place)  # half scores, float32 softmax
