@@ -202,10 +202,9 @@ def tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, t
             rows = slice(start, start + step)
             scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
             sink = _sink(attention, h)
-            if sink is None:
-                probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
-            else:  # the head's sink takes its share of each row (score_parts.Sinks)
-                probs = Sinks.softmax(scores, sink.view(1, 1, 1, 1), wide, False)
+            probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
+            if sink is not None:  # the head's sink keeps its share of each row (score_parts.Sinks)
+                probs = probs.mul_(Sinks.kept(scores, sink.view(1, 1, 1, 1), wide))
             heads[b, h, rows] = torch.matmul(probs[0, 0].to(v.dtype), values[0, 0, lo : lo + scores.size(-1)])
             largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0], sink)  # (P,) each
     return heads, (largest, log_sum)

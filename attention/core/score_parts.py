@@ -54,21 +54,10 @@ class Sinks:
     fusable = False  # torch's kernel has no sink column
 
     @staticmethod
-    def softmax(scores: torch.Tensor, logits: torch.Tensor, dtype: torch.dtype | None, in_place: bool) -> torch.Tensor:
-        """softmax over [scores, sink] with the sink's column dropped: exp(s_j − m) / (Σ exp(s − m) + exp(sink − m)),
-        m the row's largest of both. scores (B, H, L, S); logits broadcastable to (B, H, L, 1). A row whose keys
-        are all masked gives zeros (its whole share is the sink's)."""
-        s = scores if dtype is None else scores.to(dtype)
-        sink = logits.to(s.dtype)  # (1, H, 1, 1) or as given
-        top = torch.maximum(s.amax(-1, keepdim=True), sink)  # (B, H, L, 1)
-        e = s.sub_(top).exp_() if in_place and dtype is None else (s - top).exp()  # (B, H, L, S)
-        total = e.sum(-1, keepdim=True) + (sink - top).exp()  # (B, H, L, 1)
-        return e.div_(total) if in_place and dtype is None else e / total
-
-    @staticmethod
     def kept(scores: torch.Tensor, logits: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
         """What of each row the keys keep, Σ exp(s) / (Σ exp(s) + exp(sink)) = sigmoid(logsumexp(s) − sink),
-        (B, H, L, 1): the keys' softmax times it is `softmax`'s; 0 for a row whose keys are all masked."""
+        (B, H, L, 1): the keys' softmax times it is the softmax over [scores, sink] with the sink's column
+        dropped; 0 for a row whose keys are all masked."""
         s = scores if dtype is None else scores.to(dtype)
         return torch.sigmoid(torch.logsumexp(s, dim=-1, keepdim=True) - logits.to(s.dtype))
 

@@ -79,26 +79,20 @@ def test_a_request_names_each_layers_implementation():
     assert MapRequest((), stop=True).last(3) == -1  # nothing kept: no layer runs
 
 
-@pytest.mark.parametrize("in_place", [False, True])
-def test_a_sink_is_a_column_of_no_key_in_every_rows_softmax(in_place):
-    """score_parts.Sinks.softmax against torch's softmax over the scores with the sink logit as one more column,
-    that column then dropped (transformers' gpt-oss eager attention); a row with every key masked gives zeros."""
-    from attention.core.score_parts import Sinks
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_sink_is_a_column_of_no_key_in_every_rows_softmax(dtype):
+    """attention_probs with sinks (score_parts.Sinks.kept) against torch's softmax over the scores with the sink
+    logit as one more column, that column then dropped (transformers' gpt-oss eager attention), for float32 and for
+    half scores softmaxed in float32; a row with every key masked gives zeros."""
+    from attention.core.dot_product import attention_probs
 
     torch.manual_seed(1)
     scores, sinks = torch.randn(2, H, L, L) * 4, torch.randn(1, H, 1, 1) * 4
-    scores[0, :, 2] = float("-inf")  # a row whose keys are all masked
-    reference = torch.softmax(torch.cat((scores, sinks.expand(2, H, L, 1)), dim=-1), dim=-1)[..., :-1]
-    ours = Sinks.softmax(scores.clone(), sinks, None, in_place)
-    from attention.core.dot_product import attention_probs
-
     keys = torch.eye(L).expand(2, H, L, L)  # q · kᵀ = the scores themselves, through the attention's own steps
     masked = torch.ones(2, 1, L, L, dtype=torch.bool)
-    masked[0, :, 2] = False
-    steps = attention_probs(scores.nan_to_num(neginf=0.0), keys, masked, 1.0, sink=sinks)
-    torch.testing.assert_close(steps, reference, atol=1e-6, rtol=0)
+    masked[0, :, 2] = False  # a row whose keys are all masked
+    ours = attention_probs(scores.to(dtype), keys.to(dtype), masked, 1.0, sink=sinks)
+    seen = scores.to(dtype).float().masked_fill(~masked, float("-inf"))
+    reference = torch.softmax(torch.cat((seen, sinks.expand(2, H, L, 1)), dim=-1), dim=-1)[..., :-1]
     torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)  # probabilities: a few float32 steps
     assert torch.equal(ours[0, :, 2], torch.zeros(H, L))
-    wide = Sinks.softmax(scores.to(torch.bfloat16), sinks, torch.float32, in_place)  # half scores, float32 softmax
-    torch.testing.assert_close(wide, torch.softmax(torch.cat((scores.to(torch.bfloat16).float(),
-        sinks.expand(2, H, L, 1)), -1), -1)[..., :-1], atol=1e-6, rtol=0)  # fmt: skip
