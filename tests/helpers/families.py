@@ -1,5 +1,5 @@
 """Tiny random checkpoints of every family, saved as transformers' task classes save them, with a
-tokenizer that fits: BERT's WordPiece vocabulary (conftest.TINY_VOCAB) for BERT, DistilBERT and
+tokenizer that fits: BERT's WordPiece vocabulary (tiny.TINY_VOCAB) for BERT, DistilBERT and
 ELECTRA, a byte-level BPE trained here on a few sentences for RoBERTa, GPT-2 and the Llama-style
 decoders (with a <s> token before each text, as Llama's tokenizer adds). Offline."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import TINY, write_tiny_tokenizer
+from tiny import TINY, write_tiny_tokenizer
 
 BPE_VOCAB = 300  # 256 bytes, the special tokens and a few merges
 SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
