@@ -35,6 +35,7 @@ def main() -> None:
     st.set_page_config(page_title="Attention visualizer", layout="wide")
     warm_up()
     from ui.compute.generation import run_key
+    from ui.compute.longruns import needs_long, page_long_run
     from ui.compute.runs import get_run
     from ui.page import outline
     from ui.page.page import report_button, start_report
@@ -54,6 +55,10 @@ def main() -> None:
         layout.no_text()
         return
     key, written = run_key(st.session_state.source, text, text_b)  # the prompt and its continuation, if any
+    if needs_long(key.source, key.text, key.text_b):  # one layer's maps too big to hold: made a tile at a time
+        run = page_long_run(key.source, key.text, key.text_b)
+        if run is None:  # refused or stopped: said on the page, the text kept
+            return
     with st.spinner("Running the model…"):
         run = get_run(key.source, key.text, key.text_b)
     kinds = choose_view(run, key.text)

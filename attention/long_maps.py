@@ -82,6 +82,16 @@ class LongMaps:
         H, L, S = self.layers[0].shape if self.layers else (0, 0, 0)
         return len(self.layers), H, L, S
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes the kept tensors hold, each storage once (the layers share the model's mask)."""
+        storages = {}
+        for kept in self.layers:
+            for x in (kept.q, kept.k, kept.mask, kept.largest, kept.log_sum):
+                if x is not None:
+                    storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        return sum(storages.values())
+
     def _layer(self, layer: int, head: int) -> LongLayer:
         n_layers, H, _, _ = self.shape
         if not (0 <= layer < n_layers and 0 <= head < H):
@@ -106,24 +116,38 @@ class LongMaps:
         """(n, n) float32: the mean (or "max") of `head`'s map in `layer` over each block, its rows and columns
         cut into n contiguous ranges as numpy.array_split cuts them; 1 <= n <= L. One pass of row tiles, each a
         whole number of row blocks."""
+        return self.pooled(layer, head, n, (reduce,))[0]
+
+    def pooled(self, layer: int, head: int, n: int, reduces: tuple[str, ...] = ("mean", "max")) -> list[np.ndarray]:
+        """`blocks` for each of `reduces`, (n, n) float32 each, from the one pass of row tiles."""
         kept = self._layer(layer, head)
         _, L, S = kept.shape
-        if reduce not in REDUCTIONS:
-            raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
         if not 1 <= n <= min(L, S):
             raise ValueError(f"n must be from 1 to {min(L, S)}, the map's length, got {n}")
-        op = REDUCTIONS[reduce]
-        out = torch.empty(n, n, dtype=torch.float32, device=kept.q.device)
+        for reduce in reduces:
+            if reduce not in REDUCTIONS:
+                raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+        ops = [REDUCTIONS[reduce] for reduce in reduces]
+        outs = [torch.empty(n, n, dtype=torch.float32, device=kept.q.device) for _ in ops]
         for first, count, size in _uniform_runs(L, n):  # row blocks of one size at a time
             per = max(1, tile_rows(S) // size)  # whole blocks per tile
             for block in range(first, first + count, per):
                 k = min(per, first + count - block)
                 start = _start(L, n, block)
-                columns = _reduce_last(kept.probs(head, slice(start, start + k * size)), n, op)  # (k·size, n)
-                out[block : block + k] = op(columns.view(k, size, n), 1)  # (k, n)
-        if reduce == "mean":
-            out /= torch.outer(_sizes(L, n), _sizes(S, n)).to(out)  # each block's sum over its cells
-        return out.cpu().numpy()
+                probs = kept.probs(head, slice(start, start + k * size))  # (k·size, S)
+                for op, out in zip(ops, outs):
+                    out[block : block + k] = op(_reduce_last(probs, n, op).view(k, size, n), 1)  # (k, n)
+        for reduce, out in zip(reduces, outs):
+            if reduce == "mean":
+                out /= torch.outer(_sizes(L, n), _sizes(S, n)).to(out)  # each block's sum over its cells
+        return [out.cpu().numpy() for out in outs]
+
+    def row(self, layer: int, head: int, query: int) -> np.ndarray:
+        """(S,) float32: query `query`'s whole row of `head`'s map in `layer`, over every key."""
+        _, _, L, _ = self.shape
+        if not 0 <= query < L:
+            raise ValueError(f"query must be from 0 to {L - 1}, got {query}")
+        return self.tile(layer, head, slice(query, query + 1), slice(None))[0]
 
 
 def _positions(picked: slice, length: int, name: str) -> range:

@@ -108,6 +108,10 @@ def test_blocks_and_tiles_equal_the_explicit_maps(built, case, part, tiles, monk
                 np.testing.assert_allclose(some, full[3:20:2, 1::3], atol=tol, rtol=0)
                 np.testing.assert_allclose(maps.blocks(layer, head, 5), pooled(full, 5, np.mean), atol=tol, rtol=0)
                 np.testing.assert_allclose(maps.blocks(layer, head, 7, "max"), pooled(full, 7, np.max), atol=tol)
+                mean, most = maps.pooled(layer, head, 6)  # both reductions from one pass
+                np.testing.assert_allclose(mean, pooled(full, 6, np.mean), atol=tol, rtol=0)
+                np.testing.assert_allclose(most, pooled(full, 6, np.max), atol=tol, rtol=0)
+                np.testing.assert_allclose(maps.row(layer, head, 9), full[9], atol=tol, rtol=0)
         assert maps.blocks(0, 0, full.shape[0]).shape == full.shape  # one cell a block: the map itself
 
 
@@ -161,6 +165,8 @@ def test_bad_requests_say_what_is_wrong(built):
         (lambda: maps.tile(0, 4, slice(None), slice(None)), "no layer 0, head 4"),
         (lambda: maps.tile(0, 0, slice(None, None, -1), slice(None)), "rows must run forwards"),
         (lambda: maps.tile(0, 0, slice(None), 3), "cols must be a slice, got int"),
+        (lambda: maps.row(0, 0, 23), "query must be from 0 to 22"),
+        (lambda: maps.pooled(0, 0, 4, ("mean", "median")), "median"),
         (lambda: long_maps(model, ids, mask, batch=3), "batch element 3"),
         (lambda: long_maps(built("t5"), ids, mask, part="cross"), "part must be one of encoder, decoder"),
         (lambda: long_maps(built("t5"), ids, mask, part="decoder"), "need decoder_input_ids"),

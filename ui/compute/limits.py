@@ -17,6 +17,7 @@ ADVICE = {
     "ablation": "try a shorter sentence",
     "gqa": "try a shorter sentence or a smaller model",
     "global": "try fewer tokens, one head, or PCA",
+    "long": "try a shorter text or a smaller model",
 }
 
 

@@ -35,7 +35,16 @@ BIG_STORES = {
 
 def get_run(source: str, text: Text, text_b: str, causal: bool = False):
     """The run of one sentence (or pair): a SentenceRun holding every map, or, when every map together
-    would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time."""
+    would be more than BIG_RUN_BYTES, a PooledRun holding pooled tiles and reading one layer at a time; past
+    that, where even one layer's maps would be, the LongRun the page made (ui/compute/longruns.py)."""
+    from .longruns import needs_long, stored_long_run
+
+    if needs_long(source, text, text_b):
+        if causal:  # an encoder read causally (the Masks view) at this length: every map at once
+            model, enc = encoded_input(source, text, text_b)
+            c = model.config
+            raise bigrun.NeedsSmallerInput(c.num_hidden_layers, c.num_attention_heads, len(enc.tokens))
+        return stored_long_run(source, text, text_b)
 
     def compute():
         model, enc = encoded_input(source, text, text_b)

@@ -46,6 +46,8 @@ def size_of(value: Any) -> int:
         return int(value.memory_usage(deep=True))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(size_of(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(getattr(type(value), "nbytes", None), property):  # an object that counts its own (LongMaps)
+        return int(value.nbytes)
     if isinstance(value, (list, tuple)):
         return sum(size_of(v) for v in value)
     if isinstance(value, dict):

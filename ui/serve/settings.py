@@ -8,6 +8,9 @@
     ATTENTION_TIME_LIMIT_ABLATION=60     seconds one ablation may take
     ATTENTION_TIME_LIMIT_GQA=120         seconds one grouped-query conversion and run may take
     ATTENTION_TIME_LIMIT_GLOBAL=180      seconds the global Q·K view's points of a corpus may take
+    ATTENTION_TIME_LIMIT_LONG=300        seconds one long text's run may take (its forward pass and every thumbnail)
+    ATTENTION_LONG_MAX_TOKENS=8192       the most tokens a long text may have (its maps made a tile at a time)
+    ATTENTION_LONG_MAX_MB=1024           the most a long text's run may keep (each layer's queries and keys), in MB
     ATTENTION_MAX_UPLOAD_MB=2            the largest coreference suite file taken, in MB
     ATTENTION_MAX_EXAMPLES=5000          the most examples an uploaded suite may have
     ATTENTION_DEVICE=auto                where the model runs: auto (a CUDA GPU when there is one, else the CPU),
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("attention-app")
 
-HEAVY_KINDS = ("flow", "suite", "comparison", "ablation", "gqa", "global")
+HEAVY_KINDS = ("flow", "suite", "comparison", "ablation", "gqa", "global", "long")
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,12 @@ SETTINGS: dict[str, Setting | Choice] = {
         f"limit_{kind}": Setting(
             f"ATTENTION_TIME_LIMIT_{kind.upper()}", default, 1, 3600, False, f"the time limit of {kind} (s)"
         )
-        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120, 180))
+        for kind, default in zip(HEAVY_KINDS, (60, 120, 60, 60, 120, 180, 300))
     },
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),
+    "long_max_tokens": Setting("ATTENTION_LONG_MAX_TOKENS", 8192, 1, 1_000_000, True, "a long text's tokens"),
+    "long_max_mb": Setting("ATTENTION_LONG_MAX_MB", 1024, 16, 1_000_000, False, "what a long run keeps (MB)"),
     # where and in what precision the model runs: a GPU only when the operator asks for one
     "device": Choice(
         "ATTENTION_DEVICE",
@@ -153,6 +158,8 @@ HEAVY_WAIT_S = float(VALUES["heavy_wait_s"])
 TIME_LIMITS = {kind: float(VALUES[f"limit_{kind}"]) for kind in HEAVY_KINDS}  # seconds per kind
 MAX_UPLOAD_BYTES = int(float(VALUES["max_upload_mb"]) * 1024 * 1024)
 MAX_EXAMPLES = int(VALUES["max_examples"])
+LONG_MAX_TOKENS = int(VALUES["long_max_tokens"])
+LONG_MAX_BYTES = int(float(VALUES["long_max_mb"]) * 1024 * 1024)
 DEVICE = str(VALUES["device"])  # passed to attention.load_model: "cpu", "auto", "cuda" or "cuda:N"
 DTYPE = str(VALUES["dtype"])  # "auto" (bfloat16 on a GPU, float32 on the CPU), "float32", "bfloat16" or "float16"
 

@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 import viz
+from attention.runs.longrun import LongRun
 from attention.runs.run import head_map
 from viz._text import readable
 from viz.heatmap import labels_every_token, mark_prompt_end, mark_token
@@ -16,6 +17,7 @@ from ..page.layout import FIGURE_MAX_PX, column_px, main_px
 from ..page.page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
 from ..state.state import DRAW_MODES
 from ..state.view_context import ViewContext
+from . import head_long
 
 SPEC = [3, 2]  # the map, and beside it a panel of its controls
 PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets it be, the panel in what is left
@@ -47,6 +49,8 @@ def places(ctx: ViewContext) -> tuple:
 
 def draw(ctx: ViewContext) -> None:
     run = ctx.run
+    if isinstance(run, LongRun):  # a long text: its maps made a tile at a time
+        return head_long.draw(ctx)
     slot, panel, size, beside = places(ctx)
     a, b, c, d = [panel] * 4 if beside else panel.columns(4)
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))

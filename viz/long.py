@@ -1,0 +1,117 @@
+"""A long text's maps: one head's block map (its exact means over blocks of rows and keys, the axes in token
+positions), a query's whole row as a line over every key, and where a tile sits on the block map."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ._style import SEQUENTIAL, base_layout
+from ._text import escape, readable
+
+
+def block_edges(length: int, n: int) -> np.ndarray:
+    """Where numpy.array_split's n pieces of `length` start, and the length: (n + 1,) positions."""
+    q, r = divmod(length, n)
+    sizes = [q + 1] * r + [q] * (n - r)
+    return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def block_figure(
+    blocks: np.ndarray,
+    tokens: Sequence[str],
+    title: str,
+    *,
+    font_size: int = 14,
+    width: int = 560,
+    height: int = 560,
+) -> go.Figure:
+    """`blocks` (n, n): a head's map's mean over each block of rows and keys, drawn with each block at the token
+    positions it covers; the hover names its rows and keys, their first tokens, and its mean."""
+    n, L = blocks.shape[0], len(tokens)
+    edges = block_edges(L, n)
+    centres = (edges[:-1] + edges[1:] - 1) / 2
+    first = [escape(readable(tokens[int(e)])) for e in edges[:-1]]
+    spans = [f"{int(a)}–{int(b) - 1}" for a, b in zip(edges[:-1], edges[1:])]
+    rows, cols = (grid.ravel() for grid in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    custom = np.stack(
+        [np.array(spans)[rows], np.array(spans)[cols], np.array(first)[rows], np.array(first)[cols],
+         np.char.mod("%.2e", blocks.ravel())], axis=1,
+    )  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=blocks,
+            x=centres,
+            y=centres,
+            colorscale=SEQUENTIAL,
+            zmin=0.0,
+            colorbar=dict(title=dict(text="mean", side="right"), thickness=14),
+            hoverinfo="skip",
+        )
+    )
+    # plotly selects no heatmap cell on a click: an invisible marker on each block takes the click, the drag and
+    # the hover
+    fig.add_trace(
+        go.Scattergl(
+            x=centres[cols],
+            y=centres[rows],
+            customdata=custom,
+            mode="markers",
+            marker=dict(size=max(2.0, width / n), symbol="square", opacity=0),
+            hovertemplate="queries %{customdata[0]} (from “%{customdata[2]}”)<br>"
+            "keys %{customdata[1]} (from “%{customdata[3]}”)<br>mean weight %{customdata[4]}<extra></extra>",
+            showlegend=False,
+            name="blocks",
+        )
+    )
+    fig.update_layout(
+        **{**base_layout(font_size, title), "margin": dict(l=70, r=20, t=50, b=50)},
+        width=width,
+        height=height,
+        xaxis=dict(title="key position", range=[-0.5, L - 0.5], autorange=False, constrain="domain"),
+        yaxis=dict(title="query position", range=[L - 0.5, -0.5], autorange=False, scaleanchor="x", constrain="domain"),
+    )
+    return fig
+
+
+def mark_tile(fig: go.Figure, rows: range, cols: range) -> go.Figure:
+    """Outline the rectangle of rows and keys that the tile below the block map shows."""
+    fig.add_shape(
+        type="rect",
+        x0=cols.start - 0.5,
+        x1=cols.stop - 0.5,
+        y0=rows.start - 0.5,
+        y1=rows.stop - 0.5,
+        line=dict(color="#e4572e", width=2),
+    )
+    return fig
+
+
+def row_figure(row: np.ndarray, query: int, tokens: Sequence[str], *, font_size: int = 14, width: int = 900,
+               height: int = 260) -> go.Figure:  # fmt: skip
+    """Query `query`'s whole row over every key, as a line: where in a long text the token looks."""
+    text = [escape(readable(t)) for t in tokens[: len(row)]]
+    fig = go.Figure(
+        go.Scattergl(
+            x=np.arange(len(row)),
+            y=row,
+            mode="lines",
+            line=dict(width=1.5, color="#2a6f97"),
+            customdata=text,
+            hovertemplate="key %{x}: “%{customdata}”<br>weight %{y:.3e}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        **{
+            **base_layout(font_size, f"Row of query {query}, “{escape(readable(tokens[query]))}”, over every key"),
+            "margin": dict(l=70, r=20, t=50, b=45),
+        },
+        width=width,
+        height=height,
+        xaxis=dict(title="key position", range=[0, max(len(row) - 1, 1)]),
+        yaxis=dict(title="weight", rangemode="tozero"),
+        showlegend=False,
+    )
+    return fig
