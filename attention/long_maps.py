@@ -39,11 +39,13 @@ def long_maps(
     part: str = "encoder",
     decoder_input_ids: torch.Tensor | None = None,
     decoder_attention_mask: torch.Tensor | None = None,
+    token_type_ids: torch.Tensor | None = None,
 ) -> LongMaps:
     """One forward pass of `model` over input_ids (B, L) with its attention_mask (B, L) (1 token, 0 padding),
     keeping what batch element `batch`'s maps need. An EncoderDecoder: `part` "encoder" (the encoder's
     self-attention over input_ids) or "decoder" (the decoder's self-attention over decoder_input_ids (B, L_dec),
-    with its decoder_attention_mask, after the encoder's fused pass); cross-attention maps are not kept."""
+    with its decoder_attention_mask, after the encoder's fused pass); cross-attention maps are not kept. A
+    Transformer with token types reads token_type_ids (B, L) as its forward does (None: none added)."""
     if input_ids.dim() != 2 or not 0 <= batch < input_ids.size(0):
         raise ValueError(
             f"input_ids must be (batch, length) with batch element {batch} in it: {tuple(input_ids.shape)}"
@@ -53,7 +55,7 @@ def long_maps(
         if isinstance(model, EncoderDecoder):
             _encoder_decoder(model, input_ids, attention_mask, keep, part, decoder_input_ids, decoder_attention_mask)
         else:
-            model(input_ids, attention_mask, request=MapRequest(keep_hidden=False, keep=keep))
+            model(input_ids, attention_mask, token_type_ids, request=MapRequest(keep_hidden=False, keep=keep))
     return LongMaps(keep.layers)
 
 

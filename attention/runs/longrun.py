@@ -55,8 +55,8 @@ def long_run(model, enc, progress: Progress | None = None) -> LongRun:
     """The long run of `enc` (attention.runs.inputs.Encoded): one forward pass keeping what maps need, then every
     head's thumbnail, at most POOL_CELLS blocks a side, and its strongest entry (the largest of its blocks' maxima,
     found in that block's tile)."""
-    ids, mask = on_model_device(model, enc.input_ids, enc.attention_mask)
-    maps = long_maps(model, ids, mask)
+    ids, mask, types = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
+    maps = long_maps(model, ids, mask, token_type_ids=types)
     n_layers, H, L, _ = maps.shape
     n = min(POOL_CELLS, L)
     pooled = np.empty((n_layers, H, n, n), dtype=np.float32)

@@ -35,6 +35,9 @@ def test_the_caps_come_from_the_environment():
     assert values["limit_flow"] == 15.5 and values["limit_gqa"] == 300 and values["limit_suite"] == 120
     assert values["max_upload_mb"] == 1 and values["max_examples"] == 100
     assert read({})[0]["heavy_slots"] == 1 and read({})[0]["limit_ablation"] == 60
+    long = read({"ATTENTION_LONG_MAX_TOKENS": "4096", "ATTENTION_LONG_MAX_MB": "64", "ATTENTION_TIME_LIMIT_LONG": "30"})
+    assert long == ({**read({})[0], "long_max_tokens": 4096, "long_max_mb": 64, "limit_long": 30}, [])
+    assert read({})[0]["long_max_tokens"] == 8192 and read({})[0]["long_max_mb"] == 512
 
 
 @pytest.mark.parametrize(
@@ -49,6 +52,8 @@ def test_the_caps_come_from_the_environment():
         ("ATTENTION_HEAVY_WAIT_S", "1e9"),
         ("ATTENTION_MAX_UPLOAD_MB", "0.5"),
         ("ATTENTION_MAX_EXAMPLES", "5k"),
+        ("ATTENTION_LONG_MAX_TOKENS", "0"),
+        ("ATTENTION_LONG_MAX_MB", "8"),
     ],
 )
 def test_a_bad_value_is_ignored_and_said_in_the_log(var, bad):

@@ -10,7 +10,7 @@
     ATTENTION_TIME_LIMIT_GLOBAL=180      seconds the global Q·K view's points of a corpus may take
     ATTENTION_TIME_LIMIT_LONG=300        seconds one long text's run may take (its forward pass and every thumbnail)
     ATTENTION_LONG_MAX_TOKENS=8192       the most tokens a long text may have (its maps made a tile at a time)
-    ATTENTION_LONG_MAX_MB=1024           the most a long text's run may keep (each layer's queries and keys), in MB
+    ATTENTION_LONG_MAX_MB=512            the most a long text's run may keep (each layer's queries and keys), in MB
     ATTENTION_MAX_UPLOAD_MB=2            the largest coreference suite file taken, in MB
     ATTENTION_MAX_EXAMPLES=5000          the most examples an uploaded suite may have
     ATTENTION_DEVICE=auto                where the model runs: auto (a CUDA GPU when there is one, else the CPU),
@@ -115,7 +115,7 @@ SETTINGS: dict[str, Setting | Choice] = {
     "max_upload_mb": Setting("ATTENTION_MAX_UPLOAD_MB", 2, 1, 200, False, "the largest upload (MB)"),
     "max_examples": Setting("ATTENTION_MAX_EXAMPLES", 5000, 1, 1_000_000, True, "a suite's size"),
     "long_max_tokens": Setting("ATTENTION_LONG_MAX_TOKENS", 8192, 1, 1_000_000, True, "a long text's tokens"),
-    "long_max_mb": Setting("ATTENTION_LONG_MAX_MB", 1024, 16, 1_000_000, False, "what a long run keeps (MB)"),
+    "long_max_mb": Setting("ATTENTION_LONG_MAX_MB", 512, 16, 1_000_000, False, "what a long run keeps (MB)"),
     # where and in what precision the model runs: a GPU only when the operator asks for one
     "device": Choice(
         "ATTENTION_DEVICE",

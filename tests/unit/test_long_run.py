@@ -1,0 +1,62 @@
+"""A long input's run (attention/runs/longrun.py): its thumbnails and strongest entries are those of the explicit
+maps, pooled as a big run pools them; what it keeps is within its bound, sized before the work; whole layers are
+refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from families import make_family
+
+from attention import load_model
+from attention.runs.bigrun import NeedsSmallerInput
+from attention.runs.inputs import encode
+from attention.runs.longrun import is_long, kept_bytes, long_run
+from attention.runs.pooling import head_tiles
+from attention.runs.run import run_encoded
+from viz.long import block_edges
+
+TEXT = "the cat sat on the mat because it was tired and she read the book . " * 3
+
+
+@pytest.fixture(scope="module", params=["llama", "bert"])
+def model_and_input(request, tmp_path_factory):
+    folder = make_family(tmp_path_factory.mktemp(request.param), request.param)
+    model, tokenizer = load_model(str(folder))
+    return model, encode(tokenizer, TEXT, max_length=model.config.max_position_embeddings)
+
+
+def test_thumbnails_and_strongest_entries_are_the_explicit_maps(model_and_input):
+    model, enc = model_and_input
+    assert len(enc.tokens) > 32  # pooled: more tokens than thumbnail cells
+    seen = []
+    run = long_run(model, enc, lambda done, total: seen.append((done, total)))
+    explicit = np.asarray(run_encoded(model, enc).attentions)  # (layers, H, L, L)
+    strongest = head_tiles(explicit, 32)[1]
+    edges = block_edges(explicit.shape[-1], 32)  # numpy.array_split's 32 blocks (LongMaps.blocks's)
+    sums = np.add.reduceat(np.add.reduceat(explicit.astype(np.float64), edges[:-1], -1), edges[:-1], -2)
+    pooled = sums / np.outer(np.diff(edges), np.diff(edges))
+    # the same probabilities, a tile at a time: float32 rounding of values at most 1, summed over at most 4 cells
+    np.testing.assert_allclose(run.pooled, pooled, atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(run.strongest[..., :2], strongest[..., :2])
+    np.testing.assert_allclose(run.strongest[..., 2], strongest[..., 2], atol=1e-6, rtol=0)
+    n = explicit.shape[0] * explicit.shape[1]
+    assert seen == [(i, n) for i in range(1, n + 1)]  # progress after every head
+    tile = run.maps.tile(1, 2, slice(5, 20), slice(0, 30))
+    np.testing.assert_allclose(tile, explicit[1, 2, 5:20, :30], atol=1e-6, rtol=0)
+
+
+def test_whole_layers_are_refused_and_the_bound_holds(model_and_input):
+    model, enc = model_and_input
+    run = long_run(model, enc)
+    with pytest.raises(NeedsSmallerInput, match="every head's full map at once"):
+        run.attentions[0]
+    with pytest.raises(NeedsSmallerInput):
+        np.asarray(run.attentions)
+    assert run.maps.nbytes <= kept_bytes(model, len(enc.tokens))
+    assert run.maps.nbytes > 0
+
+
+def test_long_is_one_layers_maps_past_the_bound():
+    assert not is_long(8, 1773) and is_long(8, 1774)  # 8 heads: 8·1773²·4 B ≤ 96 MiB < 8·1774²·4 B
+    assert is_long(32, 1000)
