@@ -11,6 +11,8 @@ import plotly.graph_objects as go
 from ._style import SEQUENTIAL, base_layout
 from ._text import escape, readable
 
+MARK_SHARE = 0.02  # the tile's outline on the block map: at least this share of its side
+
 
 def block_edges(length: int, n: int) -> np.ndarray:
     """Where numpy.array_split's n pieces of `length` start, and the length: (n + 1,) positions."""
@@ -77,13 +79,16 @@ def block_figure(
 
 
 def mark_tile(fig: go.Figure, rows: range, cols: range) -> go.Figure:
-    """Outline the rectangle of rows and keys that the tile below the block map shows."""
+    """Outline the rectangle of rows and keys that the tile beside the block map shows, drawn at least
+    MARK_SHARE of the map's side (a 16-token tile of 8,000 would be a dot)."""
+    length = fig.layout.xaxis.range[1] + 0.5
+    grow = max(0.0, MARK_SHARE * length - len(rows)) / 2, max(0.0, MARK_SHARE * length - len(cols)) / 2
     fig.add_shape(
         type="rect",
-        x0=cols.start - 0.5,
-        x1=cols.stop - 0.5,
-        y0=rows.start - 0.5,
-        y1=rows.stop - 0.5,
+        x0=cols.start - 0.5 - grow[1],
+        x1=cols.stop - 0.5 + grow[1],
+        y0=rows.start - 0.5 - grow[0],
+        y1=rows.stop - 0.5 + grow[0],
         line=dict(color="#e4572e", width=2),
     )
     return fig

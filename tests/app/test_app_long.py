@@ -51,12 +51,12 @@ def test_the_head_view_draws_blocks_the_exact_tile_and_a_found_words_row(llama, 
     edges = block_edges(L, n)
     sums = np.add.reduceat(np.add.reduceat(explicit[1, 2].astype(np.float64), edges[:-1], 1), edges[:-1], 0)
     np.testing.assert_allclose(blocks, sums / np.outer(np.diff(edges), np.diff(edges)), atol=1e-6, rtol=0)
-    tile = decode(by_title(at, "Queries 0–31, keys 0–31")["data"][0]["z"]).reshape(32, 32)
-    np.testing.assert_allclose(tile, explicit[1, 2, :32, :32], atol=1e-6, rtol=0)
+    tile = decode(by_title(at, "Queries 0–15 × keys 0–15")["data"][0]["z"]).reshape(16, 16)
+    np.testing.assert_allclose(tile, explicit[1, 2, :16, :16], atol=1e-6, rtol=0)
     at.session_state["long_row0"], at.session_state["long_col0"] = 20, 3  # as a click on the block map sets them
     at.run()
-    tile = decode(by_title(at, "Queries 20–51, keys 3–34")["data"][0]["z"]).reshape(32, 32)
-    np.testing.assert_allclose(tile, explicit[1, 2, 20:52, 3:35], atol=1e-6, rtol=0)
+    tile = decode(by_title(at, "Queries 20–35 × keys 3–18")["data"][0]["z"]).reshape(16, 16)
+    np.testing.assert_allclose(tile, explicit[1, 2, 20:36, 3:19], atol=1e-6, rtol=0)
     at.text_input(key="long_find").input("SHE ").run()  # the text's words, whatever the pieces and the case
     no_errors(at)
     query = at.selectbox(key="long_query").value

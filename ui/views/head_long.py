@@ -17,7 +17,7 @@ from ..page.page import font_size, plain, present_size, show
 from ..state.view_context import ViewContext
 
 BLOCKS = 128  # the block map's cells a side
-SIDES = (32, 64, 128)  # a tile's rows and keys: every one labelled up to 64
+SIDES = (16, 32, 64, 128)  # a tile's rows and keys: at 16 (the first) every one labelled at 1280 px
 FOUND_MAX = 200  # the most positions a search lists
 SPEC = [1, 1]  # the block map, and the tile beside it
 FIRST_SCREEN_PX = 400  # the figures' height: under the selectors and the token strip, within 800 px
@@ -50,7 +50,7 @@ def draw(ctx: ViewContext) -> None:
     labels = [numbered(i, run.tokens[i]) for i in range(L)]
     tile_fig = viz.head_heatmap(
         tile, labels[rows.start : rows.stop], labels[cols.start : cols.stop],
-        title=f"Queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1}",
+        title=f"Queries {rows.start}–{rows.stop - 1} × keys {cols.start}–{cols.stop - 1}",
         font_size=font_size(ctx.present), width=width, height=height,
     )  # fmt: skip
     with right:
