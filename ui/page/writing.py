@@ -18,6 +18,7 @@ from ..state.view_context import ViewContext
 WRITING_PX = 44  # presentation mode: the line's height and the gap under it, taken from the figure's budget
 PRESENT_CHARS = 100  # presentation mode: the text's last characters shown (one line at 1280 px)
 ORDINARY_CHARS = 1_500  # the ordinary page: the text's last characters shown (a long prompt's head is cut)
+ORDINARY_LINES = 3  # the ordinary page: the lines of text seen at once, the rest scrolled to (the end shown)
 WRITTEN_STYLE = f"color: #1a1a1a; background: {WRITTEN[0]}; border-radius: 3px"
 STYLES = {  # the kinds of segment: the prompt, the model's tokens, a token picked in place of one, the newest
     "prompt": "color: #333",
@@ -25,6 +26,7 @@ STYLES = {  # the kinds of segment: the prompt, the model's tokens, a token pick
     "picked": "color: #1a1a1a; background: #fde7c8; border-radius: 3px; text-decoration: underline dotted",
     "newest": f"{WRITTEN_STYLE}; outline: 2px solid {WRITTEN[1]}",
 }
+ONE_LINE = "white-space: nowrap; overflow: hidden"
 CAPTION = (
     "The model's writing: your text, then in green what it wrote (the newest token outlined; a token picked in "
     "place of the model's in orange)."
@@ -69,21 +71,29 @@ def shown(found: list[tuple[str, str]], limit: int, one_line: bool) -> list[tupl
 
 
 def writing(ctx: ViewContext) -> None:
-    """The continuation's text above the figure, where the text is one."""
+    """The continuation's text above the figure, where the text is one. On the ordinary page a box of at most
+    ORDINARY_LINES lines: a column-reverse flex box starts scrolled to its end, the newest token."""
     found = segments(ctx)
     if found is None:
         return
     spans = shown(found, PRESENT_CHARS if ctx.present else ORDINARY_CHARS, ctx.present)
-    lines = "white-space: nowrap; overflow: hidden" if ctx.present else "white-space: pre-wrap"
-    size = "font-size: 20px; line-height: 30px" if ctx.present else "font-size: 16px; line-height: 1.5"
+    text = "".join(f'<span class="{kind}" style="{STYLES[kind]}">{part}</span>' for kind, part in spans)
+    if ctx.present:
+        st.html(f'<div class="writing" style="font-size: 20px; line-height: 30px; {ONE_LINE}">{text}</div>')
+        return
     st.html(
-        f'<div class="writing" style="{size}; {lines}">'
-        + "".join(f'<span class="{kind}" style="{STYLES[kind]}">{part}</span>' for kind, part in spans)
-        + "</div>"
+        f'<div style="display: flex; flex-direction: column-reverse; overflow-y: auto; max-height: '
+        f'{1.5 * ORDINARY_LINES}em; font-size: 16px"><div class="writing" style="line-height: 1.5; '
+        f'white-space: pre-wrap">{text}</div></div>'
     )
-    if not ctx.present:
-        st.caption(CAPTION)
-        written_tokens(ctx)
+
+
+def notes(ctx: ViewContext) -> None:
+    """The ordinary page, under the view: what the writing's colours say and its tokens' buttons."""
+    if ctx.present or ctx.continuation is None:
+        return
+    st.caption(CAPTION)
+    written_tokens(ctx)
 
 
 def written_tokens(ctx: ViewContext) -> None:

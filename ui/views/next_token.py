@@ -36,7 +36,7 @@ def draw(ctx: ViewContext) -> None:
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
-    slot = figure_slot(ctx.present)
+    slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it (1280 × 800)
     temperature = position_row(ids, tokens, position, ctx.continuation)
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
@@ -64,11 +64,11 @@ def draw(ctx: ViewContext) -> None:
     )
     number = written_number(ctx.continuation, position, len(ids))
     if number is None:
-        with slot or st.container():
+        with slot:
             show(fig, f"next-token-{position}")
         return
     offer_picks(number, [int(i) for i in order], candidates, chosen)
-    with slot or st.container():  # a click on a bar picks its token in place of the one written
+    with slot:  # a click on a bar picks its token in place of the one written
         show(fig, f"next-token-{position}", key="next_bars", on_select=lambda: pick_clicked(number))
 
 
