@@ -1,5 +1,7 @@
 """In Chromium, SmolLM2 writing one token at a time on the Next token view: on the ordinary page at 1280 × 800 the
-bars stay wholly on the first screen as the text grows."""
+bars stay wholly on the first screen as the text grows; at 1280 × 720 in presentation mode another candidate is
+picked in the box under the bars (nothing in it cut) and the page comes back to the bars of the text rewritten.
+LECTURE_SHOTS (a folder) keeps the screens as PNGs."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 from browser import CHROMIUM, served_chromium
+from test_browser_lecture import shoot
 from test_browser_present import address
 from test_browser_state import clean, wait_drawn
 
@@ -75,4 +78,57 @@ def test_on_a_laptop_screen_the_bars_stay_on_the_first_screen_as_tokens_are_writ
     assert bars["scrollY"] == 0, bars
     assert 0 <= bars["top"] and bars["bottom"] <= LAPTOP["height"], bars  # the whole figure, unscrolled
     assert 0 <= bars["left"] and bars["right"] <= LAPTOP["width"], bars
+    shoot(page, "writer-800-3-written.png")
+    page.close()
+
+
+PRESENT = {"width": 1280, "height": 720}
+# the box that offers another candidate, its list when open, and the writing line: any text cut
+OFFER = """() => {
+    const cut = (el) => el.scrollWidth > el.clientWidth + 1;
+    const box = document.querySelector('.st-key-next_pick');
+    const options = [...document.querySelectorAll('[role="option"]')];
+    return {label: box.querySelector('label')?.textContent || '', labelCut: cut(box.querySelector('label')),
+            options: options.map((o) => o.textContent),
+            optionsCut: options.filter((o) => cut(o) || o.getBoundingClientRect().right > window.innerWidth
+                || o.getBoundingClientRect().left < 0).map((o) => o.textContent)};
+}"""
+
+
+def picked(page) -> str | None:
+    found = re.search(r"[?&]pick=([^&]+)", address(page))
+    return found.group(1) if found else None
+
+
+def test_in_presentation_another_candidate_is_picked_and_the_bars_come_back_on_the_first_screen(browser):
+    chromium, url = browser
+    page = chromium.new_page(viewport=PRESENT)
+    page.goto(f"{url}/?model=smollm2&present=1&view=next&s={quote(PROMPT)}&cont=1&n=3&pos=4")  # chose the first written
+    wait_drawn(page)
+    wait_idle(page)
+    clean(page)
+    before = page.evaluate(BARS)["written"]
+    box = page.locator(".st-key-next_pick")
+    box.scroll_into_view_if_needed()
+    box.locator('[role="combobox"]').click()
+    page.wait_for_selector('[role="option"]', timeout=30_000)
+    offer = page.evaluate(OFFER)
+    shoot(page, "writer-present-720-offer.png")
+    assert len(offer["options"]) >= 9 and not offer["labelCut"] and not offer["optionsCut"], offer
+    choice = offer["options"][1]
+    page.locator('[role="option"]').nth(1).click()
+    deadline = time.time() + 90
+    while picked(page) is None and time.time() < deadline:
+        time.sleep(0.2)
+    wait_idle(page)
+    wait_drawn(page)
+    clean(page)
+    assert picked(page) is not None and picked(page).startswith("0."), address(page)  # the first written token's
+    time.sleep(0.5)
+    bars = page.evaluate(BARS)
+    line = page.locator(".writing .picked").first.text_content() or ""
+    assert line.strip() == choice.strip().replace("␣", " ").strip(), (line, choice)  # the candidate in its place
+    assert bars["written"] != before, bars
+    assert bars["scrollY"] == 0 and 0 <= bars["top"] and bars["bottom"] <= PRESENT["height"], bars  # back on top
+    shoot(page, "writer-present-720-picked.png")
     page.close()
