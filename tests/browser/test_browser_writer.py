@@ -1,6 +1,7 @@
 """In Chromium, SmolLM2 writing one token at a time on the Next token view: on the ordinary page at 1280 × 800 the
 bars stay wholly on the first screen as the text grows; at 1280 × 720 in presentation mode another candidate is
-picked in the box under the bars (nothing in it cut) and the page comes back to the bars of the text rewritten.
+picked in the box under the bars (nothing in it cut) and the page comes back to the bars of the text rewritten; a
+click on a bar writes its token in place of the one written.
 LECTURE_SHOTS (a folder) keeps the screens as PNGs."""
 
 from __future__ import annotations
@@ -131,4 +132,31 @@ def test_in_presentation_another_candidate_is_picked_and_the_bars_come_back_on_t
     assert bars["written"] != before, bars
     assert bars["scrollY"] == 0 and 0 <= bars["top"] and bars["bottom"] <= PRESENT["height"], bars  # back on top
     shoot(page, "writer-present-720-picked.png")
+    page.close()
+
+
+def test_a_click_on_a_bar_writes_its_token_in_place_of_the_one_written(browser):
+    chromium, url = browser
+    page = chromium.new_page(viewport=LAPTOP)
+    page.goto(f"{url}/?model=smollm2&view=next&s={quote(PROMPT)}&cont=1&n=3&pos=4")  # chose the first written
+    wait_drawn(page)
+    wait_idle(page)
+    clean(page)
+    chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first
+    bar = chart.locator(".barlayer .trace").first.locator(".point").nth(1).bounding_box()  # the second candidate's
+    assert bar is not None
+    middle = bar["y"] + bar["height"] / 2
+    ticks = [(t.bounding_box(), t.text_content() or "") for t in chart.locator(".yaxislayer-above .ytick text").all()]
+    label = min(ticks, key=lambda tick: abs(tick[0]["y"] + tick[0]["height"] / 2 - middle))[1]  # the bar's row
+    page.mouse.click(bar["x"] + bar["width"] / 2, bar["y"] + bar["height"] / 2)
+    deadline = time.time() + 90
+    while picked(page) is None and time.time() < deadline:
+        time.sleep(0.2)
+    wait_idle(page)
+    wait_drawn(page)
+    clean(page)
+    assert picked(page) is not None and picked(page).startswith("0."), address(page)  # the first written token's
+    line = page.locator(".writing .picked").first.text_content() or ""
+    assert line == label.replace("␣", " "), (line, label)  # the bar's token in its place
+    shoot(page, "writer-800-bar-clicked.png")
     page.close()
