@@ -9,6 +9,8 @@ POSITION_MARK = "·"  # joins a token and its position: "it·10"
 VISIBLE = {"\n": "↵", "\r": "↵", "\t": "⇥"}
 SPACE_MARKS = ("Ġ", "▁")  # a piece that starts a word: byte-level BPE's, SentencePiece's
 BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback
+SHOWN_BYTES = re.compile(r"<0x[0-9A-F]{2}(?: 0x[0-9A-F]{2})*>")  # what ``bytes_shown`` writes for them
+HALF = re.compile("[\udc80-\udcff]+")  # bytes that are no UTF-8, as Python's surrogateescape decodes them
 
 
 def _byte_chars() -> dict[str, int]:
@@ -22,23 +24,42 @@ def _byte_chars() -> dict[str, int]:
 BYTE_CHARS = _byte_chars()
 
 
-def readable(token: str) -> str:
+def readable(token: str, byte_level: bool = False) -> str:
     """A piece as the text it stands for: byte-level BPE's "Ġthe" as " the" and "Ã¼" as "ü", SentencePiece's
-    "▁the" as " the" and "<0x0A>" as a new line, a newline or tab as a visible sign (↵, ⇥). A byte-level piece
-    that is not whole UTF-8 (half a character) keeps its letters, its "Ġ" shown as a space; WordPiece's pieces
-    are their own text. The raw piece is for hovers."""
+    "▁the" as " the" and "<0x0A>" as a new line, a newline or tab as a visible sign (↵, ⇥). A piece that is not
+    whole UTF-8 (half a character: byte-level BPE can cut one across pieces) shows the bytes it lacks text for,
+    "ĠðŁ" as " <0xF0 0x9F>", where the tokenizer is known to be byte-level (`byte_level`); else it keeps its
+    letters, its "Ġ" shown as a space (a WordPiece piece "é" is its own text, not the byte 0xE9). The raw piece
+    is for hovers."""
     text = str(token).replace("</w>", "")
     byte_piece = BYTE_PIECE.fullmatch(text)
     if byte_piece and int(byte_piece.group(1), 16) < 0x80:
         text = chr(int(byte_piece.group(1), 16))
     elif all(c in BYTE_CHARS for c in text):
+        raw = bytes(BYTE_CHARS[c] for c in text)
         try:
-            text = bytes(BYTE_CHARS[c] for c in text).decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            pass
+            if byte_level:
+                text = bytes_shown(raw)
     for mark in SPACE_MARKS:
         text = text.replace(mark, " ")
     return "".join(VISIBLE.get(c, c) for c in text)
+
+
+def bytes_shown(raw: bytes) -> str:
+    """Bytes as text, each run of bytes that is not whole UTF-8 as its values: b" \\xf0\\x9f" as " <0xF0 0x9F>"."""
+    text = raw.decode("utf-8", errors="surrogateescape")  # a byte that is no character: U+DC80 + the byte
+    return HALF.sub(lambda run: "<" + " ".join(f"0x{ord(c) - 0xDC00:02X}" for c in run.group()) + ">", text)
+
+
+def spaces_marked(text: str) -> str:
+    """A piece's spaces as "␣" (a leading space is part of the token), those between bytes shown aside."""
+    kept, last = [], 0
+    for group in SHOWN_BYTES.finditer(text):
+        kept += [text[last : group.start()].replace(" ", "␣"), group.group()]
+        last = group.end()
+    return "".join(kept) + text[last:].replace(" ", "␣")
 
 
 def numbered(position: int, token: str) -> str:
@@ -46,9 +67,9 @@ def numbered(position: int, token: str) -> str:
     return f"{position}: {readable(token)}"
 
 
-def readable_all(tokens: Iterable[str]) -> list[str]:
+def readable_all(tokens: Iterable[str], byte_level: bool = False) -> list[str]:
     """Every piece of ``tokens`` as ``readable`` shows it."""
-    return [readable(t) for t in tokens]
+    return [readable(t, byte_level) for t in tokens]
 
 
 def escape(text: str) -> str:

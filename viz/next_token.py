@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import HIGHLIGHT, SEGMENT_A, base_layout, clean_axis, title_layout
-from viz._text import escape, readable_all
+from viz._text import escape, readable_all, spaces_marked
 
 BAR = SEGMENT_A[1]
 CHOSEN = HIGHLIGHT
@@ -44,22 +44,23 @@ def next_token_figure(
     width: int | None = None,
     height: int | None = None,
     ids: Sequence[int] | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """Two panels of horizontal bars, the most probable candidate on top: `probs` (K,) at temperature 1 and
     `tempered` (K,) at `temperature`, for the same `candidates` (K tokens, as the tokenizer writes them: shown
-    as text, ``readable``, and escaped here; the raw piece and its id, from `ids`, in the hover). `chosen`: the
-    index of the candidate that came next, drawn in the highlight colour. `entropies`: of the whole distribution
-    at 1 and at `temperature`, in bits, for the panels' titles."""
+    as text, ``readable``, half a character of a `byte_level` tokenizer's as its bytes, and escaped here; the raw
+    piece and its id, from `ids`, in the hover). `chosen`: the index of the candidate that came next, drawn in
+    the highlight colour. `entropies`: of the whole distribution at 1 and at `temperature`, in bits, for the
+    panels' titles."""
     k = len(candidates)
     if np.shape(probs) != (k,) or np.shape(tempered) != (k,):
         raise ValueError(f"{k} candidates but probabilities of shapes {np.shape(probs)} and {np.shape(tempered)}")
-    texts = readable_all(candidates)
+    texts = [spaces_marked(t) for t in readable_all(candidates, byte_level)]  # a leading space is part of it
     labels = [f"{escape(t)}·{i}" if texts.count(t) > 1 else escape(t) for i, t in enumerate(texts)]
     pieces = [  # the hover's line, and the id a click reads
         [f"piece {escape(c)}" + (f", id {ids[i]}" if ids is not None else ""), ids[i] if ids is not None else -1]
         for i, c in enumerate(candidates)
     ]
-    labels = [label.replace(" ", "␣") for label in labels]  # a leading space is part of the token
     names = ["T = 1: the model's probabilities", f"T = {temperature:g}"]
     if entropies is not None:
         names = [f"{name} · entropy {h:.2f} bits" for name, h in zip(names, entropies)]

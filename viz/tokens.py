@@ -27,7 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEGMENT_A, SEGMENT_B, SPECIAL, base_layout, clean_axis
-from viz._text import escape, readable
+from viz._text import escape, readable_all
 
 ROW_PX = 1000  # widest row before wrapping
 GAP_PX = 6  # between boxes of different words
@@ -90,8 +90,10 @@ def token_strip(
     compact: bool | None = None,
     width: int | None = None,
     new_from: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
-    """The pieces as boxes in reading order, wrapping to rows.
+    """The pieces as boxes in reading order, wrapping to rows (each as ``readable`` shows it, half a character of
+    a `byte_level` tokenizer's as its bytes).
 
     ``segments`` holds the token type of each piece (0 for A, 1 for B) and
     ``special`` marks the special tokens ([CLS] / [SEP], <s> / </s>). Rows wrap between words at ``ROW_PX``
@@ -112,7 +114,8 @@ def token_strip(
         raise ValueError(f"per_row must be at least 1, got {per_row}")
     compact = n > COMPACT_ABOVE if compact is None else compact
     sizes = Sizes(font_size, ids=not compact)
-    pieces = [escape(readable(t)) for t in tokens]  # as text: "Ġthe" as " the"; the raw piece in the hover
+    texts = readable_all(tokens, byte_level)
+    pieces = [escape(t) for t in texts]  # as text: "Ġthe" as " the"; the raw piece in the hover
     widths = np.array([_box_width(p, i, sizes) for p, i in zip(pieces, ids)])
     attached = np.array([_is_continuation(t, s) for t, s in zip(tokens, special)])
     kinds = [_kind(seg, sp) for seg, sp in zip(segments, special)]
@@ -138,7 +141,7 @@ def token_strip(
             _show_pieces(pieces, attached),
             sizes.font,
             "#1a1a1a",
-            hovers=_hovers(tokens, ids, segments, special, new_from),
+            hovers=_hovers(tokens, texts, ids, segments, special, new_from),
         )
     )
     if sizes.ids:
@@ -252,12 +255,13 @@ def _boxes(
     )
 
 
-def _hovers(tokens: Sequence[str], ids, segments, special, new_from: int | None = None) -> list[str]:
-    """ "position i: text (id N, segment A)", with the raw piece after the id where the text differs from it
-    ("Ġthe" for " the"), ", special" for [CLS] / [SEP] and ", written" for a token the model wrote. Escaped."""
+def _hovers(tokens: Sequence[str], texts, ids, segments, special, new_from: int | None = None) -> list[str]:
+    """ "position i: text (id N, segment A)", with the raw piece after the id where its text (`texts`) differs
+    from it ("Ġthe" for " the"), ", special" for [CLS] / [SEP] and ", written" for a token the model wrote.
+    Escaped."""
     return [
-        f"position {i}: {escape(readable(token))} (id {ids[i]}"
-        + (f", piece {escape(token)}" if readable(token) != token else "")
+        f"position {i}: {escape(texts[i])} (id {ids[i]}"
+        + (f", piece {escape(token)}" if texts[i] != token else "")
         + f", segment {'B' if segments[i] else 'A'}"
         + (", special" if special[i] else "")
         + (", written by the model)" if new_from is not None and i >= new_from else ")")

@@ -29,6 +29,7 @@ class Encoded:
     total_tokens: int  # length before truncation
     notice: str | None  # set when the input was truncated
     special_tokens_mask: tuple[bool, ...] | None = None  # the tokenizer's: True for the tokens it added
+    byte_level: bool = False  # byte-level BPE's pieces (``byte_level``): half a character is shown as its bytes
 
     @property
     def truncated(self) -> bool:
@@ -56,6 +57,14 @@ def within_positions(max_length: int, *texts: str | None) -> tuple[str | None, .
     call on a visitor's text reads, so that its time and memory are bounded by the model's positions."""
     bound = CHARS_PER_POSITION * max_length
     return tuple(t if t is None or len(t) <= bound else t[:bound] for t in texts)
+
+
+def byte_level(tokenizer) -> bool:
+    """Whether a fast tokenizer's pieces are byte-level BPE's (GPT-2's, Llama 3's, SmolLM2's): each character a
+    byte, so one piece may hold half a character (viz._text.readable shows those as their bytes)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    parts = (getattr(backend, "decoder", None), getattr(backend, "pre_tokenizer", None))
+    return any(type(part).__name__ == "ByteLevel" for part in parts)
 
 
 def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int = 512) -> Encoded:
@@ -108,4 +117,5 @@ def encode(tokenizer, text: str, text_pair: str | None = None, max_length: int =
         total_tokens=total,
         notice=notice,
         special_tokens_mask=tuple(bool(m) for m in enc.special_tokens_mask),
+        byte_level=byte_level(tokenizer),
     )

@@ -16,7 +16,7 @@ from .present import controls as present_controls
 from .present import keys as present_keys
 from .present import link_control
 from .registry import by_label
-from .writing import writing
+from .writing import notes, writing
 
 PRESENTATION_CSS = """<style>
 section[data-testid="stSidebar"], div[data-testid="stSidebarCollapsedControl"] {display: none;}
@@ -81,6 +81,7 @@ class Ordinary:
         writing(ctx)
 
     def below(self, ctx: ViewContext, notices: list[str]) -> Any:
+        notes(ctx)
         to_figure()
         return None
 

@@ -250,6 +250,7 @@ def strip_figure(enc, width: int, present: bool, new_from: int | None = None):
         font_size=font_size(present),
         width=width,
         new_from=new_from,
+        byte_level=enc.byte_level,
     )
 
 

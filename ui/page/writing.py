@@ -9,7 +9,7 @@ import html
 
 import streamlit as st
 
-from viz._text import readable
+from viz._text import SHOWN_BYTES, readable
 from viz.tokens import WRITTEN
 
 from ..state.actions import open_written
@@ -18,6 +18,7 @@ from ..state.view_context import ViewContext
 WRITING_PX = 44  # presentation mode: the line's height and the gap under it, taken from the figure's budget
 PRESENT_CHARS = 100  # presentation mode: the text's last characters shown (one line at 1280 px)
 ORDINARY_CHARS = 1_500  # the ordinary page: the text's last characters shown (a long prompt's head is cut)
+ORDINARY_LINES = 3  # the ordinary page: the lines of text seen at once, the rest scrolled to (the end shown)
 WRITTEN_STYLE = f"color: #1a1a1a; background: {WRITTEN[0]}; border-radius: 3px"
 STYLES = {  # the kinds of segment: the prompt, the model's tokens, a token picked in place of one, the newest
     "prompt": "color: #333",
@@ -25,29 +26,43 @@ STYLES = {  # the kinds of segment: the prompt, the model's tokens, a token pick
     "picked": "color: #1a1a1a; background: #fde7c8; border-radius: 3px; text-decoration: underline dotted",
     "newest": f"{WRITTEN_STYLE}; outline: 2px solid {WRITTEN[1]}",
 }
+ONE_LINE = "white-space: nowrap; overflow: hidden"
 CAPTION = (
     "The model's writing: your text, then in green what it wrote (the newest token outlined; a token picked in "
     "place of the model's in orange)."
 )
 
 
-def segments(ctx: ViewContext) -> list[tuple[str, str]] | None:
+def segments(ctx: ViewContext, halves: list[str] | None = None) -> list[tuple[str, str]] | None:
     """The continuation's text as (kind, characters) segments: the prompt, then each written token with the spaces
-    before it, of a kind of STYLES, neighbours of one kind joined; None where the text is not a continuation."""
+    before it, of a kind of STYLES, neighbours of one kind joined; None where the text is not a continuation. A
+    written piece that is half a character the text has no whole character for (its "�", the pieces after it
+    until one adds characters) is shown as its bytes ("<0xF0 0x9F>"), its raw piece added to `halves`."""
     written = ctx.continuation
     if written is None:
         return None
     text, start = written.text.text, len(written.prompt)
     picked = {written.prompt_len + k for k, _ in written.settings.picks}
-    offsets, last = written.text.encoded.offsets, len(written.ids) - 1
+    encoded = written.text.encoded
+    offsets, last, pending = encoded.offsets, len(written.ids) - 1, False
     found = [("prompt", text[:start])]
     for i in range(written.prompt_len, len(written.ids)):
         end = len(text) if i == last else min(max(offsets[i][1], start), len(text))
         kind = "newest" if i == last else "picked" if i in picked else "written"
-        if found[-1][0] == kind:
-            found[-1] = (kind, found[-1][1] + text[start:end])
+        part, piece = text[start:end], encoded.tokens[i]
+        if encoded.byte_level and ("\ufffd" in part or (pending and not part)):
+            shown_bytes = readable(piece, byte_level=True)
+            pending = shown_bytes != readable(piece)  # half a character: shown as its bytes
+            if pending:
+                part = shown_bytes
+                if halves is not None:
+                    halves.append(piece)
         else:
-            found.append((kind, text[start:end]))
+            pending = False
+        if found[-1][0] == kind:
+            found[-1] = (kind, found[-1][1] + part)
+        else:
+            found.append((kind, part))
         start = end
     return found
 
@@ -69,21 +84,35 @@ def shown(found: list[tuple[str, str]], limit: int, one_line: bool) -> list[tupl
 
 
 def writing(ctx: ViewContext) -> None:
-    """The continuation's text above the figure, where the text is one."""
-    found = segments(ctx)
+    """The continuation's text above the figure, where the text is one. On the ordinary page a box of at most
+    ORDINARY_LINES lines: a column-reverse flex box starts scrolled to its end, the newest token."""
+    halves: list[str] = []
+    found = segments(ctx, halves)
     if found is None:
         return
     spans = shown(found, PRESENT_CHARS if ctx.present else ORDINARY_CHARS, ctx.present)
-    lines = "white-space: nowrap; overflow: hidden" if ctx.present else "white-space: pre-wrap"
-    size = "font-size: 20px; line-height: 30px" if ctx.present else "font-size: 16px; line-height: 1.5"
-    st.html(
-        f'<div class="writing" style="{size}; {lines}">'
-        + "".join(f'<span class="{kind}" style="{STYLES[kind]}">{part}</span>' for kind, part in spans)
-        + "</div>"
+    hover = f' title="{html.escape("Half a character, shown as its bytes: " + " ".join(halves))}"'
+    titled = [hover if SHOWN_BYTES.search(html.unescape(part)) else "" for _, part in spans]
+    text = "".join(
+        f'<span class="{kind}" style="{STYLES[kind]}"{title}>{part}</span>'
+        for (kind, part), title in zip(spans, titled)
     )
-    if not ctx.present:
-        st.caption(CAPTION)
-        written_tokens(ctx)
+    if ctx.present:
+        st.html(f'<div class="writing" style="font-size: 20px; line-height: 30px; {ONE_LINE}">{text}</div>')
+        return
+    st.html(
+        f'<div style="display: flex; flex-direction: column-reverse; overflow-y: auto; max-height: '
+        f'{1.5 * ORDINARY_LINES}em; font-size: 16px"><div class="writing" style="line-height: 1.5; '
+        f'white-space: pre-wrap">{text}</div></div>'
+    )
+
+
+def notes(ctx: ViewContext) -> None:
+    """The ordinary page, under the view: what the writing's colours say and its tokens' buttons."""
+    if ctx.present or ctx.continuation is None:
+        return
+    st.caption(CAPTION)
+    written_tokens(ctx)
 
 
 def written_tokens(ctx: ViewContext) -> None:
@@ -91,12 +120,12 @@ def written_tokens(ctx: ViewContext) -> None:
     token, where another of the candidates can be picked in its place."""
     written = ctx.continuation
     assert written is not None
-    tokens = written.text.encoded.tokens[written.prompt_len :]
+    tokens, level = written.text.encoded.tokens[written.prompt_len :], written.text.encoded.byte_level
     st.pills(
         "Click a written token for the candidates it was chosen from",
         range(len(tokens)),
         key="written_token",
-        format_func=lambda k: readable(tokens[k]).strip() or readable(tokens[k]),
+        format_func=lambda k: readable(tokens[k], level).strip() or readable(tokens[k], level),
         on_change=open_written,
         args=(written.prompt_len,),
     )

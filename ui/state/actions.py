@@ -73,9 +73,11 @@ def write_one() -> None:
 def branch(number: int, token: int) -> None:
     """The model's text rewritten from its written token `number` (0: the first it wrote): `token` there in place
     of the one written, then written on from it as before; tokens picked earlier in the text are kept, later ones
-    (of the text rewritten) dropped."""
+    (of the text rewritten) dropped. The page goes back to its top (outline.to_figure): the bars of the text
+    rewritten on the first screen, where the candidate was picked in the box under them."""
     kept = [(k, t) for k, t in st.session_state.get("gen_picks") or () if k < number]
     st.session_state.gen_picks = [*kept, (int(number), int(token))]
+    st.session_state.to_figure = True
 
 
 def open_written(prompt_len: int) -> None:

@@ -63,6 +63,7 @@ def written_encoding(tokenizer, prompt: str, text: str, ids: list[int], prompt_l
         total_tokens=len(ids),
         notice=None,
         special_tokens_mask=tuple(special),
+        byte_level=read.byte_level,
     )
 
 

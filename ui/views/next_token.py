@@ -36,7 +36,7 @@ def draw(ctx: ViewContext) -> None:
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
-    slot = figure_slot(ctx.present)
+    slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it (1280 × 800)
     temperature = position_row(ids, tokens, position, ctx.continuation)
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
@@ -48,8 +48,9 @@ def draw(ctx: ViewContext) -> None:
         order = np.append(order, following)
         candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
-    explain(tokens, position, following, probs, ctx.continuation)
-    title = f"After position {position} ({escape(readable(tokens[position]).strip())}): the next token"
+    level = run.encoded.byte_level  # half a character shown as its bytes
+    explain(tokens, position, following, probs, ctx.continuation, level)
+    title = f"After position {position} ({escape(readable(tokens[position], level).strip())}): the next token"
     fig = next_token_figure(
         candidates,
         probs[order],
@@ -59,16 +60,17 @@ def draw(ctx: ViewContext) -> None:
         entropies=(entropy_bits(probs), entropy_bits(tempered)),
         title=title,
         ids=[int(i) for i in order],
+        byte_level=level,
         font_size=font_size(ctx.present),
         **present_size_of_bars(ctx.present),
     )
     number = written_number(ctx.continuation, position, len(ids))
     if number is None:
-        with slot or st.container():
+        with slot:
             show(fig, f"next-token-{position}")
         return
-    offer_picks(number, [int(i) for i in order], candidates, chosen)
-    with slot or st.container():  # a click on a bar picks its token in place of the one written
+    offer_picks(number, [int(i) for i in order], readable_all(candidates, level), chosen)
+    with slot:  # a click on a bar picks its token in place of the one written
         show(fig, f"next-token-{position}", key="next_bars", on_select=lambda: pick_clicked(number))
 
 
@@ -101,11 +103,11 @@ def written_number(written: Continuation | None, position: int, n: int) -> int |
     return position + 1 - written.prompt_len
 
 
-def offer_picks(number: int, order: list[int], candidates: list[str], chosen: int | None) -> None:
-    """Another of the candidates in place of the written token `number` (ui/state/actions.py's branch): the text is
-    written again from there."""
+def offer_picks(number: int, order: list[int], texts_of: list[str], chosen: int | None) -> None:
+    """Another of the candidates (their ids, `order`, shown as `texts_of`) in place of the written token `number`
+    (ui/state/actions.py's branch): the text is written again from there."""
     others = [token for k, token in enumerate(order) if k != chosen]
-    texts = dict(zip(order, readable_all(candidates)))
+    texts = dict(zip(order, texts_of))
     st.selectbox(
         "Write another token here (or click its bar)",
         others,
@@ -169,7 +171,9 @@ def tokens_of(source: str, ids) -> list[str]:
     return tokenizer.convert_ids_to_tokens([int(i) for i in ids])
 
 
-def explain(tokens: list[str], position: int, following: int | None, probs, written: Continuation | None) -> None:
+def explain(
+    tokens: list[str], position: int, following: int | None, probs, written: Continuation | None, level: bool
+) -> None:
     by_model = written is not None and position + 1 >= written.prompt_len
     number = position + 1 - written.prompt_len if written is not None else -1
     picked = written is not None and number in dict(written.settings.picks)
@@ -178,7 +182,7 @@ def explain(tokens: list[str], position: int, following: int | None, probs, writ
     else:
         rank = int((probs > probs[following]).sum()) + 1
         who = "picked in place of the model's" if picked else "the model wrote" if by_model else "the text has"
-        token = plain(readable(tokens[position + 1]))
+        token = plain(readable(tokens[position + 1], level))
         came = f"In red, the token {who} next ({token}): rank {rank}, p = {probs[following]:.3f}."
     show_text(
         f"The model reads the whole sequence once; at position {position} its LM head's logits, through a softmax, "

@@ -1,0 +1,64 @@
+"""Half a character: SmolLM2's byte-level BPE cuts an emoji across pieces, each of which alone decodes to "�". Such a
+piece reads as its bytes ("<0xF0 0x9F>"), its raw piece in the hover, in the Next token bars, the writing line and
+the token strip (AppTest, the bundled writer)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_app import no_errors, start
+from test_app_generate import bars, charts
+from test_app_lecture import writing, written_part
+
+from attention import encode, load_model
+from attention.load.sources import WRITER_NAME
+from viz._text import readable
+
+TEXT = "I love pizza 🍕 and café 🦜"
+PROMPT = "I love pizza"
+HALF = "ĠðŁ"  # " " and the first two bytes of 🍕 (F0 9F 8D 95), one of SmolLM2's pieces
+GROUP = re.compile(r"<((?:0x[0-9A-F]{2} ?)+)>")
+
+
+def as_bytes(shown: str) -> bytes:
+    """The bytes a readable text stands for: its "<0x.. 0x..>" groups as those bytes, the rest as UTF-8."""
+    out, last = b"", 0
+    for group in GROUP.finditer(shown):
+        out += shown[last : group.start()].encode() + bytes(int(b, 16) for b in group.group(1).split())
+        last = group.end()
+    return out + shown[last:].encode()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_model(WRITER_NAME)[1]
+
+
+def test_each_piece_of_an_emoji_reads_as_its_bytes_and_together_they_are_the_text(tokenizer):
+    enc = encode(tokenizer, TEXT)
+    assert enc.byte_level
+    shown = [readable(t, enc.byte_level) for t in enc.tokens]
+    halves = [s for s in shown if GROUP.search(s)]
+    assert len(halves) >= 4 and " <0xF0 0x9F>" in shown  # both emoji cut into pieces, each shown as bytes
+    assert not [s for s in shown if "\ufffd" in s or re.search("[\u0080-\u017f]", s) and "é" not in s], shown
+    assert as_bytes("".join(shown)) == TEXT.encode()  # nothing lost or made up
+    assert readable("é") == "é" and readable("##é") == "##é"  # a WordPiece piece is its own text
+
+
+def test_half_a_character_written_reads_as_its_bytes_in_the_bars_the_writing_and_the_strip(tokenizer):
+    (half,) = tokenizer.convert_tokens_to_ids([HALF])
+    at = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="1", pick=f"0.{half}")
+    no_errors(at)
+    assert at.session_state["continuation"].ids[-1] == half
+    assert written_part(at) == " <0xF0 0x9F>" and "\ufffd" not in writing(at)  # the writing line
+    assert f'title="Half a character, shown as its bytes: {HALF}"' in writing(at)  # the raw piece on hover
+    fig = bars(at)
+    labels = fig["data"][0]["y"]
+    (k,) = [i for i, label in enumerate(labels) if "0xF0" in label]
+    assert labels[k] == "␣&lt;0xF0 0x9F&gt;" and fig["data"][0]["marker"]["color"][k] == "crimson"  # written
+    assert fig["data"][0]["customdata"][k][0] == f"piece {HALF}, id {half}"  # the raw piece in the hover
+    strip = next(c for c in charts(at) if any("position 0:" in str(t.get("hovertext")) for t in c["data"]))
+    texts = [str(t.get("text")) + str(t.get("hovertext")) for t in strip["data"]]
+    assert any("&lt;0xF0 0x9F&gt;" in t for t in texts) and any(f"piece {HALF}" in t for t in texts)
+    assert not any("ðŁ" in str(t.get("text")) for t in strip["data"])  # no letters of the byte alphabet
