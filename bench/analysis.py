@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -153,7 +154,7 @@ def mixing(args) -> None:
         with torch.inference_mode():
             model(ids)
 
-    forward, norms = interleaved_medians([forward_with_maps, lambda: norm_maps(model, ids)], args.repeats)
+    ratio, low, high, forward = paired_ratio(lambda: norm_maps(model, ids), forward_with_maps, args.repeats)
     zeroing = interleaved_medians([lambda: value_zeroing(model, ids, layer)], max(1, args.repeats // 2))[0]
     lens = interleaved_medians([lambda: logit_lens(model, ids)], args.repeats)[0]
     V, D = model.embeddings.word_embeddings.weight.shape
@@ -162,7 +163,10 @@ def mixing(args) -> None:
     one_layer = forward / n_layers
     print(f"\nwhat attention mixes: {args.mixing_model}, {L} tokens, {n_layers} layers; load {os.getloadavg()[0]:.2f}")
     print(f"forward pass with maps {forward:.3f} s; one layer of it {one_layer * 1e3:.1f} ms")
-    print(f"value-weighted maps  {norms:8.3f} s  {norms / forward:6.2f} x the forward with maps (target <= 1.3)")
+    print(
+        f"value-weighted maps  {ratio * forward:8.3f} s  {ratio:6.2f} x the forward with maps (target <= 1.3; "
+        f"median of {args.repeats} paired rounds, {low:.2f} to {high:.2f})"
+    )
     print(
         f"value zeroing, layer {layer} {zeroing:8.3f} s  {zeroing / (L * one_layer):6.2f} x {L} passes of one layer "
         "(target <= 1)"
@@ -172,6 +176,23 @@ def mixing(args) -> None:
         f"logit lens           {lens:8.3f} s  (target <= 2 s); its LM head alone {floor:.3f} s at "
         f"{rate / 1e9:.0f} GFLOP/s, {lens / floor:.2f} x that floor"
     )
+
+
+def paired_ratio(numerator, denominator, repeats: int) -> tuple[float, float, float, float]:
+    """How many times `denominator`'s time `numerator` takes, as the median over `repeats` rounds of each round's own
+    ratio, the two run back to back and in alternating order (so that both see the same load, and neither always
+    runs first): (median ratio, lowest, highest, the denominator's median seconds). One warm-up of each first."""
+    numerator(), denominator()
+    ratios, below = [], []
+    for k in range(max(1, repeats)):
+        seconds = {}
+        for fn in (numerator, denominator) if k % 2 == 0 else (denominator, numerator):
+            start = time.perf_counter()
+            fn()
+            seconds[fn] = time.perf_counter() - start
+        ratios.append(seconds[numerator] / seconds[denominator])
+        below.append(seconds[denominator])
+    return statistics.median(ratios), min(ratios), max(ratios), statistics.median(below)
 
 
 if __name__ == "__main__":
