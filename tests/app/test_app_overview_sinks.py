@@ -10,6 +10,7 @@ from test_app import SENTENCE, decode, figures, no_errors, start
 from attention.analysis.mixing import norm_maps
 from attention.analysis.stats import first_share, head_stats, punctuation_mask
 from attention.runs.run import run_sentence
+from viz.stats import STAT_DECIMALS
 
 
 def tiles_of(at) -> dict:
@@ -53,3 +54,17 @@ def test_no_outline_by_default():
     no_errors(at)
     tiles = tiles_of(at)
     assert tiles["marker"].get("symbol") == "square" and "to the first token" not in str(tiles["hovertext"])
+
+
+def test_head_stats_lists_both_first_token_shares(minilm):
+    model, tokenizer = minilm
+    run = run_sentence(model, tokenizer, SENTENCE)
+    enc = run.encoded
+    raw = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))["to_first"]
+    weighted = np.stack([first_share(h) for h in norm_maps(model, enc.input_ids, enc.attention_mask).heads])
+    at = start(view="stats")
+    no_errors(at)
+    frame = at.dataframe[0].value.sort_values(["layer", "head"])
+    step = 10.0**-STAT_DECIMALS  # the table's rounding, and the float32 maps' last digits
+    np.testing.assert_allclose(frame["to_first"].to_numpy(), raw.reshape(-1), atol=step, rtol=0)
+    np.testing.assert_allclose(frame["to_first_weighted"].to_numpy(), weighted.reshape(-1), atol=step, rtol=0)

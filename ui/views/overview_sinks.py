@@ -30,14 +30,22 @@ def sink_shares_of(ctx: ViewContext, where) -> dict[str, np.ndarray] | None:
     raw = {"raw": np.asarray(sentence_patterns(ctx.source, ctx.run)[0]["to_first"])}
     if choice == SINK_COLOURS["raw"]:
         return raw
+    weighted, why = weighted_first_share(ctx)
+    if weighted is None:
+        st.info(f"{why} The outlines show the raw share.")
+        return raw
+    return {"value-weighted": weighted, **raw}
+
+
+def weighted_first_share(ctx: ViewContext) -> tuple[np.ndarray | None, str]:
+    """Each head's share of the value-weighted maps on the first token, (n_layers, H), from the Mixing view's
+    cached norm_maps; or None and why not (a model with no such maps, an input past their bound)."""
     mixing = registry.named("mixing")
     if not mixing.applies(ctx.model.kinds):
-        st.info(f"Value-weighted maps need {mixing.needs}: the outlines show the raw share.")
-        return raw
+        return None, f"Value-weighted maps need {mixing.needs}."
     try:
         with st.spinner("Weighting every map by the size of what it moves…"):
             norms = mixing_of(ctx.source, ctx.run, ctx.text, ctx.text_b)
     except KeepsTooMuch as err:  # sized before the work by norm_maps
-        st.info(f"{plain(str(err))} The outlines show the raw share.")
-        return raw
-    return {"value-weighted": np.stack([first_share(heads) for heads in norms.heads]), **raw}
+        return None, plain(str(err))
+    return np.stack([first_share(heads) for heads in norms.heads]), ""
