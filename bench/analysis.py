@@ -15,7 +15,9 @@ Then what attention mixes (attention/analysis/mixing.py, lens.py), on `--mixing-
 `--mixing-tokens` tokens, as ratios against the work they are bounded by: value-weighted maps against a forward
 pass with maps (target <= 1.3), value zeroing of every token against L passes of one layer (one layer's time taken
 as the forward pass with maps over the layers; target <= 1), the logit lens in seconds (target <= 2 s) beside the
-floor its LM head sets (n_layers · L · D · V multiply-adds at this machine's measured matmul rate).
+floor its LM head sets (n_layers · L · D · V multiply-adds at the rate of one of the lens's own products through the
+head, timed interleaved with it), in wall and CPU time. The value-weighted ratio is in CPU time: the median of paired
+rounds' own ratios (paired_ratio), with their range.
 `--mixing-only` skips the views above.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from attention import load_bert, load_model  # noqa: E402
 from attention.analysis.ablation import ablate  # noqa: E402
 from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
-from attention.analysis.lens import logit_lens  # noqa: E402
+from attention.analysis.lens import LOGITS_BYTES, logit_lens  # noqa: E402
 from attention.analysis.mixing import norm_maps, value_zeroing  # noqa: E402
 from attention.analysis.query_key import query_key  # noqa: E402
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
@@ -49,6 +52,7 @@ from attention.analysis.stats import (
 )
 from attention.runs.run import run_sentence  # noqa: E402
 from attention.tracing.trace import trace_layer  # noqa: E402
+from attention.writing.generate import lm_head  # noqa: E402
 from bench.forward import interleaved_medians, text_of_length  # noqa: E402
 from ui.state.state import PRESETS  # noqa: E402
 from viz.ablation import ablation_figure  # noqa: E402
@@ -153,25 +157,63 @@ def mixing(args) -> None:
         with torch.inference_mode():
             model(ids)
 
-    forward, norms = interleaved_medians([forward_with_maps, lambda: norm_maps(model, ids)], args.repeats)
-    zeroing = interleaved_medians([lambda: value_zeroing(model, ids, layer)], max(1, args.repeats // 2))[0]
-    lens = interleaved_medians([lambda: logit_lens(model, ids)], args.repeats)[0]
-    V, D = model.embeddings.word_embeddings.weight.shape
-    hidden, head = torch.randn(L, D), torch.randn(D, V)
-    rate = 2 * L * D * V / interleaved_medians([lambda: hidden @ head], args.repeats)[0]  # multiply-adds: 2 flops
+    # CPU time of this process: a busy machine's other work stops our clock, not only slows it (both use 2 threads)
+    rounds = 2 * args.repeats + 1  # about a second each: more rounds than the slow rows, for a steadier median
+    ratio, low, high, forward = paired_ratio(
+        lambda: norm_maps(model, ids), forward_with_maps, rounds, time.process_time
+    )
+    zeroing = interleaved_medians(
+        [lambda: value_zeroing(model, ids, layer)], max(1, args.repeats // 2), time.process_time
+    )[0]
+    head = lm_head(model)
+    V, D = head.weight.shape
+    hidden = torch.randn(min(n_layers * L, LOGITS_BYTES // (4 * V)), D)  # one of the lens's products through the head
+
+    def product():
+        with torch.inference_mode():
+            head(hidden)
+
+    # wall and CPU time of the lens, and the head's rate on the same machine load, interleaved
+    lens, product_s = interleaved_medians([lambda: logit_lens(model, ids), product], args.repeats)
+    lens_cpu, product_cpu = interleaved_medians(
+        [lambda: logit_lens(model, ids), product], args.repeats, time.process_time
+    )
+    rate = 2 * hidden.size(0) * D * V / product_s  # multiply-adds: 2 flops
     one_layer = forward / n_layers
     print(f"\nwhat attention mixes: {args.mixing_model}, {L} tokens, {n_layers} layers; load {os.getloadavg()[0]:.2f}")
-    print(f"forward pass with maps {forward:.3f} s; one layer of it {one_layer * 1e3:.1f} ms")
-    print(f"value-weighted maps  {norms:8.3f} s  {norms / forward:6.2f} x the forward with maps (target <= 1.3)")
+    print(f"CPU time (both threads): forward pass with maps {forward:.3f} s; one layer of it {one_layer * 1e3:.1f} ms")
     print(
-        f"value zeroing, layer {layer} {zeroing:8.3f} s  {zeroing / (L * one_layer):6.2f} x {L} passes of one layer "
-        "(target <= 1)"
+        f"value-weighted maps  {ratio * forward:8.3f} s CPU  {ratio:6.2f} x the forward with maps (target <= 1.3; "
+        f"median of {rounds} paired rounds, {low:.2f} to {high:.2f})"
+    )
+    print(
+        f"value zeroing, layer {layer} {zeroing:8.3f} s CPU  {zeroing / (L * one_layer):6.2f} x {L} passes of one "
+        "layer (target <= 1)"
     )
     floor = 2 * n_layers * L * D * V / rate
     print(
-        f"logit lens           {lens:8.3f} s  (target <= 2 s); its LM head alone {floor:.3f} s at "
-        f"{rate / 1e9:.0f} GFLOP/s, {lens / floor:.2f} x that floor"
+        f"logit lens           {lens:8.3f} s wall  (target <= 2 s); its LM head alone {floor:.3f} s at "
+        f"{rate / 1e9:.0f} GFLOP/s, {lens / floor:.2f} x that floor; CPU time {lens_cpu:.3f} s, "
+        f"{lens_cpu / (floor * product_cpu / product_s):.2f} x the head's"
     )
+
+
+def paired_ratio(numerator, denominator, repeats: int, clock=time.perf_counter) -> tuple[float, float, float, float]:
+    """How many times `denominator`'s time `numerator` takes, as the median over `repeats` rounds of each round's own
+    ratio, the two run back to back and in alternating order (so that both see the same load, and neither always
+    runs first): (median ratio, lowest, highest, the denominator's median seconds), on `clock` (time.process_time:
+    this process's CPU time). One warm-up of each first."""
+    numerator(), denominator()
+    ratios, below = [], []
+    for k in range(max(1, repeats)):
+        seconds = {}
+        for fn in (numerator, denominator) if k % 2 == 0 else (denominator, numerator):
+            start = clock()
+            fn()
+            seconds[fn] = clock() - start
+        ratios.append(seconds[numerator] / seconds[denominator])
+        below.append(seconds[denominator])
+    return statistics.median(ratios), min(ratios), max(ratios), statistics.median(below)
 
 
 if __name__ == "__main__":

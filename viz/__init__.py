@@ -9,6 +9,7 @@ from viz.heatmap import head_heatmap
 from viz.lens import lens_view
 from viz.lines import lines_view
 from viz.masks import causal_mask_figure, padding_mask_figure
+from viz.mixing import mixing_view
 from viz.model_view import model_view
 from viz.notebook import head_view
 from viz.overview import overview_grid
@@ -33,6 +34,7 @@ __all__ = [
     "head_view",
     "html_report",
     "lines_view",
+    "mixing_view",
     "model_view",
     "overview_grid",
     "padding_mask_figure",

@@ -12,6 +12,7 @@ MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
 CELL_PX, MIN_CELLS = 2.5, 4  # a pooled cell's least width, and the fewest cells a tile has
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays in the hover)
+SINK_SCALE, SINK_BAR_PX = "Oranges", 90  # the first-token share's outlines and the room its colour bar takes
 
 
 def tile_maps(maps: np.ndarray) -> np.ndarray:
@@ -40,6 +41,7 @@ def overview_grid(
     font_size: int = 14,
     width: int | None = None,
     height: int | None = None,
+    sinks: Mapping[str, np.ndarray] | None = None,
 ) -> go.Figure:
     """Thumbnails of every head of ``attentions [n_layers, n_heads, L, L]``.
 
@@ -54,13 +56,14 @@ def overview_grid(
     outlined. The colour range is [0, zmax], zmax defaulting to the
     largest pooled value. ``title`` is plotly markup and is not escaped;
     tokens and labels are. With ``width`` and ``height`` (px) the tiles
-    shrink to fit, and the head and layer labels are thinned to stay legible.
+    shrink to fit, and the head and layer labels are thinned to stay legible. ``sinks`` outlines each
+    tile in the colour of its head's share of attention to the first token (``sink_outlines``).
     """
     attentions = np.asarray(attentions)
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
         raise ValueError(f"expected attentions [n_layers, n_heads, L, L], got shape {attentions.shape}")
     n_layers, n_heads, n_tokens, _ = attentions.shape
-    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height, bool(sinks))
     from attention.runs.pooling import head_tiles  # here: `import viz` imports no torch
 
     pooled, strongest = head_tiles(attentions, min(max_cells, _cells_for(tile_px)))
@@ -76,6 +79,7 @@ def overview_grid(
         font_size=font_size,
         width=width,
         height=height,
+        sinks=sinks,
     )
 
 
@@ -93,6 +97,7 @@ def overview_figure(
     font_size: int = 14,
     width: int | None = None,
     height: int | None = None,
+    sinks: Mapping[str, np.ndarray] | None = None,
 ) -> go.Figure:
     """The overview from what ``head_tiles`` keeps: ``pooled [n_layers, n_heads, C, C]`` maps of
     ``n_tokens`` positions and ``strongest [n_layers, n_heads, 3]``; as ``overview_grid``, whose
@@ -109,7 +114,8 @@ def overview_figure(
     if tokens is not None and len(tokens) != n_tokens:
         raise ValueError(f"{len(tokens)} tokens given for maps over {n_tokens} positions")
     _check_heads(labels or {}, highlight, n_layers, n_heads)
-    tile_px = tile_px_for(n_layers, n_heads, title, width, height)
+    sinks = _checked_sinks(sinks or {}, n_layers, n_heads)
+    tile_px = tile_px_for(n_layers, n_heads, title, width, height, bool(sinks))
     pooled = pool_map(pooled, min(max_cells, _cells_for(tile_px))).astype(np.float32)  # (layers, heads, C, C)
     cells = pooled.shape[-1]
     step = cells + 1  # one tile plus its NaN gap, in data units
@@ -123,9 +129,12 @@ def overview_figure(
         hoverinfo="skip",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     )
-    hovers = _tile_hovers(strongest, tokens, n_tokens, labels or {})
+    hovers = _tile_hovers(strongest, tokens, n_tokens, labels or {}, sinks)
     markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers)
     layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size)
+    if sinks:
+        sink_outlines(markers, sinks, tile_px)
+        layout["width"] += SINK_BAR_PX
     written = labels if tile_px >= LABEL_MIN_TILE_PX else {}  # too small to write on: the hover says it
     layout.update(
         annotations=_label_annotations(written or {}, step, centre, font_size),
@@ -134,11 +143,14 @@ def overview_figure(
     return go.Figure([heatmap, markers], layout)
 
 
-def tile_px_for(n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None) -> float:
-    """A tile's side: GRID_PX across the heads within [MIN_TILE_PX, MAX_TILE_PX], less to fit a budget."""
+def tile_px_for(
+    n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None, sinks: bool = False
+) -> float:
+    """A tile's side: GRID_PX across the heads within [MIN_TILE_PX, MAX_TILE_PX], less to fit a budget (less
+    SINK_BAR_PX for the first-token share's colour bar with `sinks`)."""
     tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
     if width is not None:  # a size budget (the page's column, presentation mode): the tiles shrink to fit it
-        tile_px = min(tile_px, (width - 140) / n_heads)
+        tile_px = min(tile_px, (width - 140 - (SINK_BAR_PX if sinks else 0)) / n_heads)
     if height is not None:
         tile_px = min(tile_px, (height - (110 if title else 70)) / n_layers)
     return max(tile_px, 4.0)
@@ -209,7 +221,7 @@ def _check_heads(labels, highlight, n_layers: int, n_heads: int) -> None:
             raise ValueError(f"head ({layer}, {head}) is outside {n_layers} layers × {n_heads} heads")
 
 
-def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels) -> list[str]:
+def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels, sinks) -> list[str]:
     """One hover text per head, in layer-major order, from each head's [query, key, weight]."""
     n_layers, n_heads, _ = strongest.shape
     names = escape_all(tokens) if tokens is not None else [str(i) for i in range(n_tokens)]
@@ -219,6 +231,8 @@ def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels) -> list[s
         text = f"{head_label(layer, head)}<br>max {names[int(query)]} → {names[int(key)]}: {weight:.3f}"
         if (layer, head) in labels:
             text += f"<br>{escape(labels[layer, head])}"
+        if sinks:
+            text += "<br>to the first token: " + ", ".join(f"{v[layer, head]:.3f} {k}" for k, v in sinks.items())
         hovers.append(text)
     return hovers
 
@@ -252,4 +266,34 @@ def _outline(highlight: tuple[int, int], step: int, cells: int) -> dict:
         y0=layer * step - 1,
         y1=layer * step + cells,
         line=dict(color=HIGHLIGHT, width=3),
+    )
+
+
+def _checked_sinks(sinks: Mapping[str, np.ndarray], n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
+    checked = {str(name): np.asarray(shares, dtype=np.float64) for name, shares in sinks.items()}
+    for name, shares in checked.items():
+        if shares.shape != (n_layers, n_heads):
+            raise ValueError(f"sink shares {name!r} must be ({n_layers}, {n_heads}), one a head; got {shares.shape}")
+    return checked
+
+
+def sink_outlines(markers: go.Scatter, sinks: Mapping[str, np.ndarray], tile_px: float) -> None:
+    """Outline each tile in the colour of its head's share of attention to the first token: the first of `sinks`
+    ({name: (n_layers, H)}, e.g. "value-weighted" before "raw"), on a 0 to 1 scale (SINK_SCALE) with its colour
+    bar; the tiles' markers (_tile_markers, layer-major) become open squares just inside each tile."""
+    name, shares = next(iter(sinks.items()))
+    markers.marker = dict(
+        symbol="square-open",
+        size=tile_px * 0.9,
+        color=np.asarray(shares, dtype=np.float64).reshape(-1).tolist(),
+        colorscale=SINK_SCALE,
+        cmin=0.0,
+        cmax=1.0,
+        line=dict(width=max(1.5, tile_px * 0.08)),
+        colorbar=dict(  # beside the maps' own colour bar, SINK_BAR_PX to its right
+            title=dict(text=f"to the first<br>token, {escape(name)}"),
+            thickness=12,
+            x=1.02 + SINK_BAR_PX / (shares.shape[1] * tile_px),
+            xanchor="left",
+        ),
     )

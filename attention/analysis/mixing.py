@@ -72,11 +72,14 @@ def _one_sentence(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
 
 def head_values(attention, v: torch.Tensor) -> torch.Tensor:
     """f_h(x_j) of every head and token: v (1, G, L, d), a layer's values as recorded ("v_heads"), shared over each
-    group of query heads, through each head's slice of o_proj's weight, bias left out: (H, L, D) float64."""
+    group of query heads, through each head's slice of o_proj's weight, bias left out: (H, L, D) float64. The product
+    is taken in float32 (or the model's wider float), as the model's own o_proj takes it: in float64 it was most of
+    what value-weighted maps cost beyond the forward pass; mixed_norms sums its squares in float64."""
     H, d = attention.num_heads, attention.head_dim
-    v = v[0].double().repeat_interleave(H // v.size(1), dim=0)  # (G, L, d) -> (H, L, d)
-    W = attention.o_proj.weight.double().view(-1, H, d).permute(1, 2, 0)  # (D, H·d) -> (D, H, d) -> (H, d, D)
-    return torch.bmm(v, W)  # (H, L, d) x (H, d, D) -> (H, L, D)
+    dtype = torch.promote_types(v.dtype, torch.float32)
+    v = v[0].to(dtype).repeat_interleave(H // v.size(1), dim=0)  # (G, L, d) -> (H, L, d)
+    W = attention.o_proj.weight.to(dtype).view(-1, H, d).permute(1, 2, 0)  # (D, H·d) -> (D, H, d) -> (H, d, D)
+    return torch.bmm(v, W).double()  # (H, L, d) x (H, d, D) -> (H, L, D)
 
 
 def each_layer(

@@ -69,6 +69,7 @@ CHOICES = [
     (dict(view="head", hide="1"), "hide_special", True),
     (dict(view="head", merge="1"), "merge_words", True),
     (dict(view="overview", patterns="1"), "overview_patterns", True),
+    (dict(view="overview", sink="weighted"), "overview_sinks", "Value-weighted"),
     (dict(view="shapeflow", padded="1"), "shapeflow_padded", True),
     (dict(view="coref", coref="suite"), "coref_mode", "Suite"),
     (dict(view="coref", coref="pairs"), "coref_mode", "Minimal pairs"),

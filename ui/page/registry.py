@@ -54,7 +54,7 @@ class View:
 
 VIEWS = (
     View("head", "Head", "ui.views.head.draw", False, ("draw", "heads", "hide", "renorm", "merge", "mark")),
-    View("overview", "Overview", "ui.views.overview.draw", False, ("patterns", "over", "run")),
+    View("overview", "Overview", "ui.views.overview.draw", False, ("patterns", "over", "run", "sink")),
     View("shapeflow", "Shape flow", "ui.views.shapeflow.draw", False, ("padded", "step", "stage"), aliases=("flow",)),
     View("masks", "Masks", "ui.views.masks.draw", False),
     View(

@@ -93,6 +93,8 @@ GQK_SCOPES = {"head": "This head", "layer": "Every head of the layer"}
 GQK_COLOURS = {"kind": "Query or key", "position": "Position", "token_kind": "Token kind"}
 GQK_LAYOUTS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}  # PCA first: seconds where UMAP takes a minute
 # the Head stats view: this sentence's heads or a corpus run's (a folder), and what its grid shows
+# the Overview's outlines: each head's share of attention to the first token (an attention sink's mark)
+SINK_COLOURS = {"none": "No outline", "raw": "Raw", "weighted": "Value-weighted"}
 STATS_OVER = {"sentence": "This sentence", "corpus": "A corpus run (folder)"}
 STATS_MEASURES = {"entropy": "Entropy (nats)", **{p: f"Share of texts: {p}" for p in PATTERNS}}
 CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
@@ -110,6 +112,13 @@ PARAMS = [
     _param("merge_words", "merge", "merge word pieces", False, _FLAG),
     _param("head_mark", "mark", "marked token", None, _number, bounds=(0, MAX_MARKED_TOKEN)),
     _param("overview_patterns", "patterns", "pattern labels", False, _FLAG),
+    _param(
+        "overview_sinks",
+        "sink",
+        "heads outlined by the first token's share",
+        SINK_COLOURS["none"],
+        _choice(SINK_COLOURS),
+    ),
     _param("shapeflow_padded", "padded", "padded batch", False, _FLAG),
     _param("shapeflow_step", "step", "step", SHAPEFLOW_DEFAULT_STEP, _name),
     _param("shapeflow_stage", "stage", "stage of the shape flow", None, _number, bounds=(1, MAX_FLOW_STAGES)),

@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from attention.analysis.mixing import VALUE_ZEROING_MAX_TOKENS
-from viz.rollout import attention_pair
+from viz.mixing import mixing_maps, mixing_view, shares
 
 from ..compute.computations import mixing_of, zeroing_of
 from ..page.layout import main_px
@@ -17,13 +17,6 @@ from ..page.page import figure_slot, font_size, present_size, show, show_text
 from ..state.view_context import ViewContext
 
 CHOICES = ("Value-weighted, this head", "Value-weighted, the layer", "Value zeroing, the layer")
-
-
-def shares(matrix: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """The kept rows and columns, each row divided by its sum (0 where a row has nothing left)."""
-    part = matrix[np.ix_(keep, keep)].astype(np.float64)
-    total = part.sum(axis=1, keepdims=True)
-    return np.divide(part, total, out=np.zeros_like(part), where=total > 0).astype(np.float32)
 
 
 def draw(ctx: ViewContext) -> None:
@@ -38,6 +31,7 @@ def draw(ctx: ViewContext) -> None:
     choice = beside.radio("Beside the raw attention", CHOICES, key="mixing_kind", horizontal=True)
     hide = hiding.checkbox(f"Hide {specials}", key="hide_special", disabled=bool(not special.any() or special.all()))
     keep = ~special if hide and special.any() and not special.all() else np.ones(len(special), dtype=bool)
+    weighted, zeroing = None, None
     if choice == CHOICES[2]:
         if len(run.tokens) > VALUE_ZEROING_MAX_TOKENS:  # bounded before the work
             st.info(
@@ -47,27 +41,31 @@ def draw(ctx: ViewContext) -> None:
             )
             return
         with st.spinner(f"Zeroing each token's values in layer {layer}…"):
-            moved = zeroing_of(ctx.source, run, ctx.text, ctx.text_b, layer)
-        raw, title = run.attentions[layer].mean(axis=0), f"Value zeroing, layer {layer}"
-        raw_title = "Attention, mean over heads"
+            zeroing = zeroing_of(ctx.source, run, ctx.text, ctx.text_b, layer)
     else:
         with st.spinner("Weighting every map by the size of what it moves…"):
-            norms = mixing_of(ctx.source, run, ctx.text, ctx.text_b)
-        if choice == CHOICES[0]:
-            raw, moved = run.attentions[layer, head], norms.heads[layer][head]
-            raw_title, title = f"Attention, L{layer} H{head}", f"‖a·f(x)‖, L{layer} H{head}"
-        else:
-            raw, moved = run.attentions[layer].mean(axis=0), norms.layers[layer]
-            raw_title, title = "Attention, mean over heads", f"‖Σ_h a·f(x)‖, layer {layer}"
-    left, right = shares(raw, keep), shares(moved, keep)
-    labels = [t for t, k in zip(run.tokens, keep) if k]
+            weighted = mixing_of(ctx.source, run, ctx.text, ctx.text_b)
+    by_head = head if choice == CHOICES[0] else None
     size = present_size(ctx.present) or {"width": main_px(ctx.present)}
-    fig = attention_pair(left, right, labels, title, font_size=font_size(ctx.present), raw_title=raw_title, **size)
+    fig = mixing_view(
+        run.attentions,
+        run.tokens,
+        layer,
+        by_head,
+        keep=keep,
+        font_size=font_size(ctx.present),
+        **size,
+        weighted=weighted,
+        zeroing=zeroing,
+    )
     with slot:
         show(fig, f"mixing-layer{layer}")
     said = ""
     if special.any() and not hide:  # Kobayashi et al.: the special tokens' columns shrink once the norms count
-        to_special = [float(m[:, special[keep]].sum(axis=1).mean()) for m in (left, right)]
+        pair = mixing_maps(run.attentions, layer, by_head, weighted=weighted, zeroing=zeroing)[
+            :2
+        ]  # every token kept: not hidden
+        to_special = [float(shares(m, keep)[:, special].sum(axis=1).mean()) for m in pair]
         said = f" To {specials}: {to_special[0]:.0%} of each row raw, {to_special[1]:.0%} here."
     show_text(
         "Each row is a token as a query, divided by its sum so that the two maps' shares compare. Raw attention "

@@ -14,6 +14,7 @@ from ..page.page import figure_slot, font_size, present_size, show
 from ..state.actions import open_clicked_head
 from ..state.state import STATS_OVER
 from ..state.view_context import ViewContext
+from .overview_sinks import sink_shares_of
 
 
 def pattern_labels(ctx: ViewContext) -> dict[tuple[int, int], str] | None:
@@ -40,11 +41,13 @@ def draw(ctx: ViewContext) -> None:
     labels = None
     if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
         labels = pattern_labels(ctx)
+    sinks = sink_shares_of(ctx, st)
     size = {k: v for k, v in present_size(ctx.present).items() if k != "min_label"} or {"width": main_px(ctx.present)}
     highlight = (ctx.layer, ctx.head)
     if (
         labels
-        and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height")) < LABEL_MIN_TILE_PX
+        and tile_px_for(run.n_layers, run.n_heads, None, size.get("width"), size.get("height"), bool(sinks))
+        < LABEL_MIN_TILE_PX
     ):
         st.caption(f"{run.n_layers} × {run.n_heads} tiles are too small to write on: hover a tile to read its pattern.")
     if is_big(run):  # pooled as the forward pass went: the full maps were never held together
@@ -56,11 +59,18 @@ def draw(ctx: ViewContext) -> None:
             labels=labels,
             highlight=highlight,
             font_size=font_size(ctx.present),
+            sinks=sinks,
             **size,
         )
     else:
         fig = viz.overview_grid(
-            run.attentions, run.tokens, labels=labels, highlight=highlight, font_size=font_size(ctx.present), **size
+            run.attentions,
+            run.tokens,
+            labels=labels,
+            highlight=highlight,
+            font_size=font_size(ctx.present),
+            sinks=sinks,
+            **size,
         )
     with slot or st.container():
         show(

@@ -21,6 +21,7 @@ from ..state.actions import open_clicked_head, open_head
 from ..state.state import STATS_OVER
 from ..state.view_context import ViewContext
 from .corpus_stats import draw_corpus
+from .overview_sinks import weighted_first_share
 
 
 def open_selected_row(frame) -> None:
@@ -38,13 +39,16 @@ def draw(ctx: ViewContext) -> None:
         draw_corpus(places[1], places[2], ctx.present, slot)
         return
     stats, labels = sentence_patterns(ctx.source, run)
+    weighted = weighted_first_share(ctx)[0]  # the Mixing view's maps, cached; None where a model has none
+    stats = stats if weighted is None else {**stats, "to_first_weighted": weighted}  # the cached dict kept as it is
     st.caption(
         "Per head, on this sentence: mean row entropy (nats), share of attention to [CLS], to [SEP], to "
         "the token itself, to the previous and next token and to punctuation, and mean distance (positions) "
-        "from query to key. Click a column to sort, a row to open the head. Patterns (Kovaleva et al. 2019): "
-        "vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when previous+self+next get ≥ 0.5, block when a pair's "
-        "queries keep ≥ 0.8 within their sentence, broad when entropy ≥ 0.7 of a uniform row's, else "
-        "heterogeneous."
+        "from query to key; share to the first token (an attention sink's mark), raw and, where the model has "
+        "them, of the value-weighted maps ‖a·f(x)‖ (what the head moves). Click a column to sort, a row to open "
+        "the head. Patterns (Kovaleva et al. 2019): vertical when [CLS]+[SEP] get ≥ 0.5, diagonal when "
+        "previous+self+next get ≥ 0.5, block when a pair's queries keep ≥ 0.8 within their sentence, broad when "
+        "entropy ≥ 0.7 of a uniform row's, else heterogeneous."
     )
     frame = stats_frame(stats, labels)
     counts = {name: int((labels == name).sum()) for name in np.unique(labels)}

@@ -1,7 +1,7 @@
 """The command line: per-head statistics of a corpus written as Parquet, resumable.
 
     python -m attention.analysis.corpus FILE --model SOURCE --out DIR [--engine ray] [--address ADDR]
-        [--batch-size N] [--limit N] [--field NAME] [--workers N] [--gpus G]
+        [--batch-size N] [--limit N] [--field NAME] [--workers N] [--gpus G] [--measures sinks,weighted]
 
 FILE is read by attention.analysis.texts.iter_texts. DIR receives:
   texts/part-<first text>.parquet  one file per batch: a row per (text, layer, head), its text indices
@@ -41,6 +41,7 @@ from ..runs import RUN, OneLineParser, RunError, check_folder, fail, fingerprint
 from ..stats import PATTERNS
 from ..texts import CorpusError, iter_numbered, iter_texts
 from .engines import ENGINES, batches
+from .measures import check_measures
 from .scoring import SHARES, add_sums, finish, head_sums
 
 PARTS, AGGREGATE = "texts", "heads.parquet"
@@ -114,12 +115,14 @@ def write_aggregate(out: Path) -> None:
         pq.write_table(pa.Table.from_pandas(finish(total), preserve_index=False), out / AGGREGATE)
 
 
-def check_run(out: Path, model: str | None, file: str, field: str) -> tuple[dict, bool]:
+def check_run(out: Path, model: str | None, file: str, field: str, measures: tuple = ()) -> tuple[dict, bool]:
     """The record of the run in `out`, and whether it is new (nothing written yet): a RunError for a folder
     holding a run of another model, file or field, or of this file before it changed. A run of the bundled
-    model recorded as null (before records named it) is resumed, its record naming the model from then on."""
+    model recorded as null (before records named it) is resumed, its record naming the model from then on. A run
+    with --measures records them (one without records none), so that a run is resumed with the same columns."""
     name = DEFAULT_PACKAGE if model is None else model
     run = {"model": name, "file": str(Path(file).resolve()), "field": field, "input": fingerprint(file)}
+    run |= {"measures": list(measures)} if measures else {}
     old = read_run(out)
     unnamed = model is None and old is not None and "model" in old and old["model"] is None
     before = check_folder(out, run | {"model": None} if unnamed else run, output=(PARTS, AGGREGATE), kept=("parts",))
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
     total = sum(1 for _ in iter_texts(args.file, args.field, args.limit))  # a bad line is found before any work
     if not total:
         raise RunError(f"{args.file} holds no texts")
-    record, fresh = check_run(out, args.model, args.file, args.field)
+    record, fresh = check_run(out, args.model, args.file, args.field, args.measures)
     if not fresh:
         set_aside_unlisted(out)
     done = set() if fresh else done_texts(out)
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace, stop_after: int | None = None) -> Path:
         tokenizer,
         todo,
         args.batch_size,
+        args.measures,
         **(options if args.engine == "ray" else {}),
     )
     listed, listed_at = record["parts"], time.monotonic()
@@ -189,7 +193,22 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--field", default="text", help="the JSON Lines field or dataset column (default: text)")
     ap.add_argument("--workers", type=positive, default=1, help="Ray actors, each holding the model (default: 1)")
     ap.add_argument("--gpus", type=float, default=0, help="GPUs per Ray actor (default: 0, the CPU)")
+    ap.add_argument(
+        "--measures",
+        type=measure_list,
+        default=(),
+        help="comma-separated, added per head: sinks (the first token's share, raw and value-weighted), weighted "
+        "(the statistics of the value-weighted maps); one more forward pass a text (default: none)",
+    )
     return ap
+
+
+def measure_list(text: str) -> tuple[str, ...]:
+    """--measures' value: the named measures, each once (argparse says a bad one in one line)."""
+    try:
+        return check_measures(text.split(","))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

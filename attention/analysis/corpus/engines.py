@@ -25,17 +25,18 @@ def batches(
     tokenizer,
     numbered: Iterable[tuple[int, str, int]],
     batch_size: int = 32,
+    measures: tuple[str, ...] = (),
     **ray_options,
 ) -> Iterator[dict[str, np.ndarray]]:
     """score_batch's rows of the (index, text, line) triples, batch by batch, in order of length (read as they go:
-    only a window of texts is held at a time by the local engine)."""
+    only a window of texts is held at a time by the local engine), with the columns `measures` add."""
     check_engine(engine)
     if not isinstance(model, Transformer):
         raise ValueError(f"corpus statistics take an encoder or a causal decoder of ours, not {type(model).__name__}")
     ordered = length_order(tokenizer, numbered, batch_size, model.config.max_position_embeddings)
     if engine == "local":
-        return local_batches(model, tokenizer, ordered, batch_size)
-    return ray_batches(model, tokenizer, ordered, batch_size, **ray_options)
+        return local_batches(model, tokenizer, ordered, batch_size, measures)
+    return ray_batches(model, tokenizer, ordered, batch_size, measures=measures, **ray_options)
 
 
 def check_engine(engine: str) -> None:
@@ -57,17 +58,22 @@ def start_ray(address: str | None = None):
     return ray
 
 
-def local_batches(model, tokenizer, ordered: Iterable[tuple[int, str, int]], batch_size: int):
+def local_batches(
+    model, tokenizer, ordered: Iterable[tuple[int, str, int]], batch_size: int, measures: tuple[str, ...] = ()
+):
     ordered = iter(ordered)
     while batch := list(islice(ordered, batch_size)):
         index, texts, lines = zip(*batch)
-        yield score_batch(model, tokenizer, index, texts, lines)
+        yield score_batch(model, tokenizer, index, texts, lines, measures)
 
 
 class BatchScorer:
     """score_batch as a Ray Data callable class: each actor holds one model, given or loaded from `source`."""
 
-    def __init__(self, model=None, tokenizer=None, source: str | None = None, device: str = "cpu"):
+    def __init__(
+        self, model=None, tokenizer=None, source: str | None = None, device: str = "cpu", measures: tuple = ()
+    ):
+        self.measures = measures
         if model is None:
             from ... import load_model
 
@@ -76,7 +82,7 @@ class BatchScorer:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         index, texts, lines = (batch[name].tolist() for name in ("index", "text", "line"))
-        return score_batch(self.model, self.tokenizer, index, texts, lines)
+        return score_batch(self.model, self.tokenizer, index, texts, lines, self.measures)
 
 
 def ray_batches(
@@ -89,6 +95,7 @@ def ray_batches(
     source: str | None = None,
     workers: int = 1,
     gpus: float = 0,
+    measures: tuple[str, ...] = (),
 ) -> Iterator[dict[str, np.ndarray]]:
     """The same batches as a Ray Data job. Without `address`, Ray starts on this machine (2 CPUs, no
     dashboard) unless it already runs; with one, it joins that cluster. The actors get `model` and
@@ -98,7 +105,8 @@ def ray_batches(
     items = [{"index": i, "text": text, "line": line} for i, text, line in ordered]
     if not items:
         return
-    args = (None, None, source, "cuda" if gpus else "cpu") if source is not None else (model, tokenizer)
+    args = (None, None, source, "cuda" if gpus else "cpu") if source is not None else (model, tokenizer, None, "cpu")
+    args = (*args, tuple(measures))
     blocks = -(-len(items) // batch_size)  # a block per batch, in length order
     scored = ray.data.from_items(items, override_num_blocks=blocks).map_batches(
         BatchScorer,

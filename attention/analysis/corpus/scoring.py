@@ -32,6 +32,9 @@ from ..stats import head_stats as text_head_stats
 
 STATS = ("entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "to_punct", "distance")
 SHARES = tuple(f"share_{label}" for label in PATTERNS)
+# what --measures may add to a row (measures.measure_columns): means over query positions, as the STATS are
+SINK_COLUMNS, WEIGHTED_COLUMNS = ("to_first", "to_first_weighted"), tuple(f"{name}_weighted" for name in STATS)
+MEASURED = (*SINK_COLUMNS, *WEIGHTED_COLUMNS)
 WINDOW_BATCHES = 16  # texts are put in order of length within windows of this many batches
 CONTENT_CHARS = 500  # of each text, kept in its rows (`content`)
 
@@ -63,13 +66,21 @@ def _on_cpu(probs: torch.Tensor) -> np.ndarray:
 
 
 def score_batch(
-    model, tokenizer, index: Sequence[int], texts: Sequence[str], lines: Sequence[int] | None = None
+    model,
+    tokenizer,
+    index: Sequence[int],
+    texts: Sequence[str],
+    lines: Sequence[int] | None = None,
+    measures: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
     """One row per (text, layer, head) of a batch of texts: `text` (the text's index), `line` (its line in
     its file; by default index + 1), `layer`, `head`, `tokens` (the text's length), the STATS of
     stats.head_stats, its stats.pattern_labels label (`pattern`) and the text's first CONTENT_CHARS
     characters (`content`). One forward pass; each layer's maps are reduced text by text, each on its own
-    tokens, and let go."""
+    tokens, and let go. `measures` (measures.MEASURES) add their columns after the STATS, one more pass a text."""
+    from .measures import check_measures, measure_columns, text_measures  # mixing's torch code: only when asked
+
+    measures = check_measures(measures)
     encoded = [encode(tokenizer, text, max_length=model.config.max_position_embeddings) for text in texts]
     n_layers, H = model.config.num_hidden_layers, model.config.num_attention_heads
     per_layer: list[list[dict[str, np.ndarray]]] = [[] for _ in encoded]  # [text][layer] -> {stat: (1, H)}
@@ -83,7 +94,8 @@ def score_batch(
     inputs = on_model_device(model, *padded(encoded))
     with torch.inference_mode(), layer_hooks(model, reduce, convert=_on_cpu):
         model(*inputs)
-    names = ("text", "line", "layer", "head", "tokens", *STATS, "pattern", "content")
+    added = measure_columns(measures)
+    names = ("text", "line", "layer", "head", "tokens", *STATS, *added, "pattern", "content")
     columns: dict[str, list[np.ndarray]] = {name: [] for name in names}
     layer, head = np.divmod(np.arange(n_layers * H), H)
     lines = [i + 1 for i in index] if lines is None else lines
@@ -94,16 +106,25 @@ def score_batch(
             columns[name].append(np.broadcast_to(np.int64(value) if np.ndim(value) == 0 else value, layer.shape))
         for name in STATS:
             columns[name].append(stats[name].ravel())
+        if added:
+            measured = text_measures(model, e, measures)
+            for name in added:
+                columns[name].append(measured[name].ravel())
         columns["pattern"].append(pattern_labels(stats, len(e.tokens)).ravel())
         columns["content"].append(np.full(layer.shape, text[:CONTENT_CHARS], dtype=object))
     return {name: np.concatenate(parts) for name, parts in columns.items()}
 
 
+def means_of(frame: pd.DataFrame) -> list[str]:
+    """The columns of `frame` that are means over query positions: the STATS, then any a run's measures added."""
+    return [*STATS, *(c for c in frame.columns if c in MEASURED)]
+
+
 def head_sums(rows: pd.DataFrame | dict[str, np.ndarray]) -> pd.DataFrame:
-    """Per (layer, head), what the means and shares are made of: `tokens` (summed), each STAT times its
-    text's tokens (summed: a sum over query positions), `texts` and a count per pattern label (`share_*`)."""
+    """Per (layer, head), what the means and shares are made of: `tokens` (summed), each STAT (and measure) times
+    its text's tokens (summed: a sum over query positions), `texts` and a count per pattern label (`share_*`)."""
     rows = pd.DataFrame(rows)
-    weighted = rows[list(STATS)].mul(rows["tokens"], axis=0)
+    weighted = rows[means_of(rows)].mul(rows["tokens"], axis=0)
     labels = pd.get_dummies(rows["pattern"]).reindex(columns=list(PATTERNS), fill_value=0).astype(np.int64)
     labels.columns = list(SHARES)
     frame = pd.concat([rows[["layer", "head", "tokens"]], weighted, labels], axis=1).assign(texts=1)
@@ -117,8 +138,8 @@ def add_sums(total: pd.DataFrame | None, sums: pd.DataFrame) -> pd.DataFrame:
 def finish(sums: pd.DataFrame) -> pd.DataFrame:
     """head_sums of a whole corpus as its means: one row per (layer, head) with `layer`, `head`, `tokens`,
     each STAT as the mean over every query position of every text, and each label's share of the texts."""
-    out = sums.copy()
-    out[list(STATS)] = sums[list(STATS)].div(sums["tokens"], axis=0)
+    out, means = sums.copy(), means_of(sums)
+    out[means] = sums[means].div(sums["tokens"], axis=0)
     out[list(SHARES)] = sums[list(SHARES)].div(sums["texts"], axis=0)
     out["tokens"] = out["tokens"].astype(np.int64)
-    return out.reset_index()[["layer", "head", "tokens", *STATS, *SHARES]]
+    return out.reset_index()[["layer", "head", "tokens", *means, *SHARES]]
