@@ -103,3 +103,42 @@ def test_every_view_of_a_long_text_draws_or_says_what_it_needs(llama, small_boun
         no_errors(at)
         said = [m.value for m in (*at.info, *at.warning)]
         assert at.get("plotly_chart") or said, view
+
+
+class Attrs(dict):
+    """Stands for st.session_state outside a page."""
+
+    def __getattr__(self, name):
+        return self.get(name)
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class Upload:
+    def __init__(self, name: str, data: bytes):
+        self.name, self.data, self.size = name, data, len(data)
+
+    def getvalue(self) -> bytes:
+        return self.data
+
+
+@pytest.mark.parametrize(
+    "data, text, said",
+    [
+        ("\ufeffline one\r\nline two".encode(), "line one\nline two", "“a.txt”: 17 characters, run as the sentence."),
+        (b"caf\xe9", None, "“a.txt” is not UTF-8 text (byte 3); the sentence is as it was."),
+        (b"  \n ", None, "“a.txt” holds no text; the sentence is as it was."),
+        (("é" * 50_001).encode(), "é" * 50_000, "its first 50,000 characters (the sentence box's most)"),
+    ],
+    ids=["crlf-bom", "latin-1", "blank", "past-the-box"],
+)
+def test_a_text_file_becomes_the_sentence_or_says_why_not(monkeypatch, data, text, said):
+    from ui.state import actions
+
+    session = Attrs(text_file=Upload("a.txt", data), text="mine", text_b="", submitted=("mine", ""), url_notices=[])
+    monkeypatch.setattr(actions.st, "session_state", session)
+    actions.take_text_file()
+    assert any(said in n for n in session.url_notices), session.url_notices
+    assert session.submitted == ((text, "") if text is not None else ("mine", ""))
+    assert session.text == (text if text is not None else "mine")

@@ -51,3 +51,21 @@ def test_a_long_texts_block_map_and_tile_fit_the_first_screen_and_a_click_opens_
         first_query, first_key = map(int, found.groups())
         # the click's block, at 70 % down and 30 % across the map, centred in a 16-token tile
         assert abs(first_query - 0.7 * n_tokens) < 0.05 * n_tokens and abs(first_key - 0.3 * n_tokens) < 0.05 * n_tokens
+
+
+def test_a_txt_file_chosen_in_the_sidebar_runs_as_a_long_text(tmp_path):
+    folder = make_family(tmp_path / "llama", "llama", max_position_embeddings=4096)
+    (tmp_path / "story.txt").write_text(TEXT + "\n", encoding="utf-8")
+    with served_chromium() as (browser, url):
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(url + "/?" + urllib.parse.urlencode({"model": str(folder), "layer": 1, "head": 2}))
+        wait_drawn(page)
+        page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(str(tmp_path / "story.txt"))
+        page.wait_for_function(
+            "() => document.body.innerText.includes('“story.txt”:')", timeout=120_000
+        )  # the notice, on the run that read it
+        wait_drawn(page)
+        clean(page)
+        assert "run as the sentence" in page.inner_text("body")
+        assert page.locator(BLOCKS).count() == 1  # past one layer's bound: the long run's block map
+        assert page.locator("textarea").first.input_value().startswith("the cat sat on the mat")

@@ -19,6 +19,7 @@ from ..state.actions import (
     continue_text,
     go_back,
     submit,
+    take_text_file,
     use_preset,
     write_one,
 )
@@ -45,6 +46,14 @@ def sidebar():
         st.title("Attention visualizer")
         st.toggle("Presentation mode", key="present")
         examples()
+        st.file_uploader(
+            "A long text from a file",
+            type=["txt"],
+            key="text_file",
+            on_change=take_text_file,
+            help=f"A UTF-8 .txt file (at most 2 MB; its first {MAX_TEXT_CHARS:,} characters) run as the sentence. "
+            "A text past what one layer's maps can hold is drawn a tile at a time.",
+        )
         strip = st.container()
         model, _ = get_model(st.session_state.source)
         if model.config.attention.causal:

@@ -11,7 +11,7 @@ from attention import ModelLoadError
 from ..compute.models import get_model
 from ..page import registry
 from .state import PRESETS
-from .url_values import MAX_MARKED_TOKEN, MAX_NEW_TOKENS
+from .url_values import MAX_MARKED_TOKEN, MAX_NEW_TOKENS, MAX_TEXT_CHARS
 
 TO_WRITE = "Load “SmolLM2-135M · writes” (the Model box, or ?model=smollm2) to see a model write."
 
@@ -21,6 +21,29 @@ def use_preset() -> None:
     text, text_b = PRESETS[st.session_state.preset]
     st.session_state.text, st.session_state.text_b = text, text_b
     st.session_state.submitted, st.session_state.gen_picks = (text, text_b), []
+
+
+def take_text_file() -> None:
+    """A .txt file chosen in the sidebar: its text (its first MAX_TEXT_CHARS characters) becomes the sentence and
+    runs, as an example does; a file that is not UTF-8 text, or holds none, is said and changes nothing. Its size
+    is bounded before it is read (the server's maxUploadSize, .streamlit/config.toml)."""
+    upload = st.session_state.get("text_file")
+    if upload is None:
+        return
+    try:
+        text = upload.getvalue().decode("utf-8-sig").replace("\r\n", "\n")
+    except UnicodeDecodeError as err:
+        notice(f"“{upload.name}” is not UTF-8 text (byte {err.start:,}); the sentence is as it was.")
+        return
+    if not text.strip():
+        notice(f"“{upload.name}” holds no text; the sentence is as it was.")
+        return
+    cut = len(text) > MAX_TEXT_CHARS
+    text = text[:MAX_TEXT_CHARS]
+    st.session_state.text, st.session_state.text_b = text, ""
+    st.session_state.submitted, st.session_state.gen_picks, st.session_state.head_mark = (text, ""), [], None
+    whole = f"its first {MAX_TEXT_CHARS:,} characters (the sentence box's most)" if cut else f"{len(text):,} characters"
+    notice(f"“{upload.name}”: {whole}, run as the sentence.")
 
 
 def submit() -> None:
