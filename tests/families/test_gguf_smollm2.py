@@ -11,6 +11,7 @@ from attention import ModelLoadError, encode, generate, load_model
 from attention.load.sources import WRITER_NAME, writer_file
 
 PROMPT = "The capital of France is"
+PROMPTS = (PROMPT, "Once upon a time, a little fox", "def add(a, b):\n    return")
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +66,17 @@ def test_smollm2_gives_transformers_maps_states_and_tokens(smollm2):
         hidden, attention = largest_differences(model, theirs, input_ids, attention_mask)
         print(f"\n{kind:13} max|Δ hidden|/max|hidden| {hidden:.2e}  max|Δ attention| {attention:.2e}")
         assert hidden <= 1e-5 and attention <= 1e-6, (kind, hidden, attention)
-    ours = generate(model, tokenizer, PROMPT, max_new_tokens=8)
-    ids = encode(tokenizer, PROMPT).input_ids
-    with torch.inference_mode():
-        expected = theirs.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
-    print("written:", repr(tokenizer.decode(ours.new_ids[0])))
-    assert torch.equal(ours.ids, expected)
+    for prompt in PROMPTS:  # greedy continuations, and each step's top 5 and their probabilities
+        ours = generate(model, tokenizer, prompt, max_new_tokens=8, keep_maps=False)
+        ids = encode(tokenizer, prompt).input_ids
+        with torch.inference_mode():
+            expected = theirs.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                output_scores=True, return_dict_in_generate=True,
+            )  # fmt: skip
+        print("written:", repr(tokenizer.decode(ours.new_ids[0])))
+        assert torch.equal(ours.ids, expected.sequences), prompt
+        probs = torch.stack(expected.scores)[:, 0].float().softmax(-1)  # (n_new, vocab): greedy, unprocessed
+        top = probs.topk(5, dim=-1)
+        assert torch.equal(ours.top_ids, top.indices), prompt
+        assert (ours.top_probs - top.values).abs().max() <= 1e-4, prompt
