@@ -37,6 +37,10 @@ def test_each_layer_read_through_the_head_the_last_the_models_own(tmp_path):
     assert "1. " in grid["hovertext"][0][0] and "5. " in grid["hovertext"][0][0]
     assert marks["name"] == "where the model commits" and len(marks["x"]) == ids.size(1)
     assert any("commits" in c.value for c in at.caption)
+    from test_app_report import fact, report
+
+    page = report(at)  # the report holds the grid and a link that reopens it
+    assert "view=lens" in fact(page, "Link") and fact(page, "View") == "Logit lens" and "<figure" in page
 
 
 def test_presentation_mode_draws_it_to_the_first_screen(tmp_path):

@@ -65,3 +65,26 @@ def test_past_the_cap_value_zeroing_is_one_message_and_no_work(monkeypatch):
     at.radio(key="mixing_kind").set_value("Value zeroing, the layer").run(timeout=120)
     no_errors(at)
     assert any("offered up to 4 tokens" in i.value for i in at.info)
+
+
+def test_a_link_reopens_value_zeroing_and_the_report_and_presentation_hold_it(bundled):
+    from test_app_report import fact, report
+
+    from ui.page.present import figure_height
+
+    model, enc = bundled
+    at = start(s=WORDS, view="mixing", layer="1", mix="zeroing")
+    no_errors(at)
+    assert at.radio(key="mixing_kind").value == "Value zeroing, the layer"
+    right = pair(at)[1]
+    np.testing.assert_allclose(right, rows_of(value_zeroing(model, enc.input_ids, 1, enc.attention_mask)), atol=1e-5)
+    page = report(at)
+    assert fact(page, "Beside the raw map") == "Value zeroing, the layer"
+    assert "mix=zeroing" in fact(page, "Link") and page.count("<figure") >= 1
+    chosen = start(s=WORDS, view="mixing", layer="1")
+    chosen.radio(key="mixing_kind").set_value("Value-weighted, the layer").run()
+    assert "mix=layer" in fact(report(chosen), "Link")  # a choice made on the page is written to its link
+    shown = start(s=WORDS, view="mixing", layer="1", mix="layer", present="1")
+    no_errors(shown)
+    (fig,) = [f for f in figures(shown) if len([d for d in f["data"] if d["type"] == "heatmap"]) == 2]
+    assert fig["layout"]["height"] <= figure_height()  # the pair within the first screen

@@ -87,6 +87,7 @@ VIEWS = (
         "Mixing",
         "ui.views.mixing.draw",
         False,
+        ("mix", "hide"),
         kinds=frozenset({"encoder", "causal"}),
         needs="an encoder or a decoder (its self-attention and values read in one stack)",
     ),

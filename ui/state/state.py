@@ -95,6 +95,12 @@ GQK_LAYOUTS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}  # PCA first: seco
 # the Head stats view: this sentence's heads or a corpus run's (a folder), and what its grid shows
 # the Overview's outlines: each head's share of attention to the first token (an attention sink's mark)
 SINK_COLOURS = {"none": "No outline", "raw": "Raw", "weighted": "Value-weighted"}
+# the Mixing view: what goes beside the raw attention (ui/views/mixing.py)
+MIXING_KINDS = {
+    "head": "Value-weighted, this head",
+    "layer": "Value-weighted, the layer",
+    "zeroing": "Value zeroing, the layer",
+}
 STATS_OVER = {"sentence": "This sentence", "corpus": "A corpus run (folder)"}
 STATS_MEASURES = {"entropy": "Entropy (nats)", **{p: f"Share of texts: {p}" for p in PATTERNS}}
 CROSS_PARTS = {"cross": "Cross-attention", "decoder": "Decoder self-attention", "encoder": "Encoder self-attention"}
@@ -119,6 +125,7 @@ PARAMS = [
         SINK_COLOURS["none"],
         _choice(SINK_COLOURS),
     ),
+    _param("mixing_kind", "mix", "beside the raw map", MIXING_KINDS["head"], _choice(MIXING_KINDS)),
     _param("shapeflow_padded", "padded", "padded batch", False, _FLAG),
     _param("shapeflow_step", "step", "step", SHAPEFLOW_DEFAULT_STEP, _name),
     _param("shapeflow_stage", "stage", "stage of the shape flow", None, _number, bounds=(1, MAX_FLOW_STAGES)),

@@ -14,9 +14,10 @@ from viz.mixing import mixing_maps, mixing_view, shares
 from ..compute.computations import mixing_of, zeroing_of
 from ..page.layout import main_px
 from ..page.page import figure_slot, font_size, present_size, show, show_text
+from ..state.state import MIXING_KINDS
 from ..state.view_context import ViewContext
 
-CHOICES = ("Value-weighted, this head", "Value-weighted, the layer", "Value zeroing, the layer")
+CHOICES = tuple(MIXING_KINDS.values())  # this head's value-weighted map, the layer's, the layer's value zeroing
 
 
 def draw(ctx: ViewContext) -> None:
