@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from families import make_family
+from families import make_family, make_seq2seq
 
-from attention import load_model
+from attention import EncoderDecoder, load_model
 from attention.runs.bigrun import NeedsSmallerInput
 from attention.runs.inputs import encode
 from attention.runs.longrun import is_long, kept_bytes, long_run
@@ -19,10 +19,11 @@ from viz.long import block_edges
 TEXT = "the cat sat on the mat because it was tired and she read the book . " * 3
 
 
-@pytest.fixture(scope="module", params=["llama", "bert"])
+@pytest.fixture(scope="module", params=["llama", "bert", "t5"])
 def model_and_input(request, tmp_path_factory):
-    folder = make_family(tmp_path_factory.mktemp(request.param), request.param)
-    model, tokenizer = load_model(str(folder))
+    made = make_seq2seq if request.param == "t5" else make_family  # an encoder-decoder: the app reads its encoder
+    model, tokenizer = load_model(str(made(tmp_path_factory.mktemp(request.param), request.param)))
+    model = model.encoder if isinstance(model, EncoderDecoder) else model
     return model, encode(tokenizer, TEXT, max_length=model.config.max_position_embeddings)
 
 
