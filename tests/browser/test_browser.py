@@ -9,6 +9,9 @@ import time
 import pytest
 from browser import CHROMIUM, served_chromium, wait_settled
 
+# the Coreference view's suite upload (the sidebar has a file box of its own: a long text)
+SUITE_UPLOAD = '[data-testid="stMain"] input[type=file]'
+
 pytestmark = pytest.mark.skipif(
     shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
     reason="Debian's chromium is not installed (apt-get install -y chromium)",
@@ -185,7 +188,7 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
     page.wait_for_function("() => document.body.innerText.includes('Upload a JSONL file')", timeout=60_000)
     bad = tmp_path / "weights.jsonl"
     bad.write_bytes(b"\x00\xff\xfe binary \x00")
-    page.locator("input[type=file]").set_input_files(str(bad))
+    page.locator(SUITE_UPLOAD).set_input_files(str(bad))
     page.wait_for_function("() => document.body.innerText.includes('not UTF-8')", timeout=60_000)
     assert "The examples in use stay as they were" in page.inner_text("body")
     good = tmp_path / "mini.jsonl"
@@ -208,7 +211,7 @@ def test_coreference_upload_refuses_a_bad_file_and_uses_a_good_one(page, tmp_pat
             ]
         )
     )
-    page.locator("input[type=file]").set_input_files(str(good))
+    page.locator(SUITE_UPLOAD).set_input_files(str(good))
     page.wait_for_function("() => document.body.innerText.includes('2 examples from mini.jsonl')", timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from browser import CHROMIUM, served_chromium, wait_settled
-from test_browser import fresh, pick
+from test_browser import SUITE_UPLOAD, fresh, pick
 
 pytestmark = pytest.mark.skipif(
     shutil.which(CHROMIUM) is None and not __import__("os").path.exists(CHROMIUM),
@@ -42,7 +42,7 @@ def test_bad_lines_are_listed_and_the_good_ones_scored_from_the_button(page, tmp
     pick(page, "Examples to score", "Upload")
     file = tmp_path / "half.jsonl"
     file.write_text("\n".join([json.dumps(GOOD), "{oops", json.dumps({**GOOD, "answer": "cow"}), json.dumps(GOOD)]))
-    page.locator("input[type=file]").set_input_files(str(file))
+    page.locator(SUITE_UPLOAD).set_input_files(str(file))
     body_has(page, "half.jsonl has 2 bad lines:")
     text = page.inner_text("body")
     assert "line 2: not valid JSON" in text and "line 3: answer 'cow' is not one of the candidates" in text
