@@ -52,7 +52,7 @@ def folders(tmp_path_factory):
 
 def transformers_t5_gguf(path, **unread):
     """transformers' T5 on a GGUF file, eager attention, read by its GGUF loader (test_gguf.transformers_gguf's
-    way, for an encoder-decoder)."""
+    way, for an encoder-decoder); `unread`: config values its reading of the file leaves out or gets wrong."""
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -63,6 +63,7 @@ def transformers_t5_gguf(path, **unread):
     tied = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}
     assert not loaded.unexpected_keys and set(loaded.missing_keys) <= tied, loaded
     model.tie_weights()
+    model.set_input_embeddings(model.shared)  # both stacks read the shared table (untied, tie_weights leaves them)
     return model
 
 
@@ -123,3 +124,37 @@ def test_a_relative_bias_in_every_layer_is_refused_by_name(folders, tmp_path):
     )
     with pytest.raises(ModelLoadError, match="has a tensor this T5 model does not know: 'enc.blk.1.attn_rel_b.weight'"):
         load_model(path)
+
+
+@pytest.mark.parametrize("head", ["tied", "output.weight"])
+def test_a_t5_gguf_writes_as_transformers_does_on_the_same_file(folders, tmp_path, head):
+    """The LM head is the file's: the shared embeddings (scaled by d_model^-0.5 first, T5's tied head) where it has
+    no output.weight, else that tensor (unscaled), as transformers reads the file: the same greedy ids, the same
+    top-5 probabilities."""
+    from attention import generate
+
+    folder = folders("t5-gated", 2)
+    table = np.random.default_rng(0).normal(0.0, 0.5, (304, 32)).astype(np.float32)
+    more = None if head == "tied" else (lambda w: w.add_tensor("output.weight", table))
+    path = write_gguf(folder, tmp_path / "w.gguf", "t5", more=more)
+    ours, tokenizer = load_model(path)
+    # transformers reads a T5 file with output.weight as tied still, and that tensor then overwrites the shared
+    # embeddings it is tied to: told it is not tied, it reads the file as llama.cpp runs it
+    untied = {} if head == "tied" else dict(tie_word_embeddings=False)
+    theirs = transformers_t5_gguf(path, **UNREAD["t5-gated"], **untied)
+    assert torch.equal(theirs.lm_head.weight, theirs.shared.weight if head == "tied" else torch.from_numpy(table))
+    written = generate(ours, tokenizer, TEXTS[1], max_new_tokens=5)
+    enc = tokenizer(TEXTS[1], return_tensors="pt")
+    with torch.inference_mode():
+        expected = theirs.generate(
+            input_ids=enc["input_ids"],
+            attention_mask=enc["attention_mask"],
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=5,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+    assert torch.equal(written.ids, expected.sequences), (written.ids, expected.sequences)
+    probs = torch.cat(expected.scores).softmax(-1).topk(5)
+    torch.testing.assert_close(written.top_probs, probs.values, rtol=1e-4, atol=1e-5)
