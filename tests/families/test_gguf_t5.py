@@ -158,3 +158,45 @@ def test_a_t5_gguf_writes_as_transformers_does_on_the_same_file(folders, tmp_pat
     assert torch.equal(written.ids, expected.sequences), (written.ids, expected.sequences)
     probs = torch.cat(expected.scores).softmax(-1).topk(5)
     torch.testing.assert_close(written.top_probs, probs.values, rtol=1e-4, atol=1e-5)
+
+
+def unigram_fields(writer, folder, bos: int, eos: int) -> None:
+    """llama.cpp's T5 tokenizer ("t5": SentencePiece unigram): <pad>, </s>, <unk>, scored pieces, and [PAD<id>]
+    placeholders up to the embeddings' rows (the converter's padding, which transformers turns into the first
+    <extra_id_N>)."""
+    pieces = ["▁", *"Thecatsonm.", "▁T", "he", "▁The", "at", "▁c", "▁cat", "▁s", "▁sat", "▁o", "▁on", "▁t", "▁the"]
+    pieces += ["▁m", "▁mat"]
+    tokens = ["<pad>", "</s>", "<unk>", *pieces]
+    blanks = 304 - len(tokens)
+    writer.add_tokenizer_model("t5")
+    writer.add_token_list(tokens + [f"[PAD{len(tokens) + i}]" for i in range(blanks)])
+    writer.add_token_scores([0.0] * 3 + [len(piece) - 10.0 for piece in pieces] + [0.0] * blanks)
+    writer.add_token_types([3, 3, 2] + [1] * len(pieces) + [5] * blanks)  # control, unknown, normal, unused
+    writer.add_eos_token_id(1)
+    writer.add_unk_token_id(2)
+    writer.add_add_eos_token(True)
+
+
+def test_a_t5_file_with_llama_cpps_unigram_tokenizer_loads_it_as_transformers_does(tmp_path):
+    """A T5 file's own tokenizer (llama.cpp's unigram vocabulary, not a BPE) is the T5Tokenizer AutoTokenizer
+    builds from the file: the same ids (</s> last), its placeholders within the model's 304 rows; the model writes
+    from <pad>, its decoder's start."""
+    from transformers import AutoTokenizer
+
+    from attention import generate
+
+    folder = make_seq2seq(
+        tmp_path / "t5",
+        "t5-gated",
+        **dict(CASES["t5-gated"], num_decoder_layers=2, pad_token_id=0, decoder_start_token_id=0),
+    )
+    (tmp_path / "file").mkdir()  # apart from the folder's tokenizer.json
+    path = write_gguf(folder, tmp_path / "file" / "u.gguf", "t5", tokenizer=unigram_fields)
+    ours, tokenizer = load_model(path)
+    theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    assert type(tokenizer).__name__ == type(theirs).__name__ == "T5Tokenizer" and len(tokenizer) == 304
+    for text in TEXTS:
+        ids = tokenizer(text)["input_ids"]
+        assert ids == theirs(text)["input_ids"] and ids[-1] == 1, text
+    written = generate(ours, tokenizer, TEXTS[1], max_new_tokens=3)
+    assert written.tokens[0] == "<pad>" and 1 <= written.new_ids.size(1) <= 3
