@@ -96,7 +96,10 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         layers = self.field(f"{self.architecture}.block_count")
         if isinstance(layers, bool) or not isinstance(layers, int) or not 0 < layers <= 1024:
             raise ModelLoadError(f"the GGUF file's {self.architecture}.block_count is not a layer count: {layers!r}")
-        names, types = hf_names(self.architecture, self.family, layers), readable_types()
+        decoder = self.field(f"{self.architecture}.decoder_block_count", layers)  # T5's, where it differs
+        if isinstance(decoder, bool) or not isinstance(decoder, int) or not 0 < decoder <= 1024:
+            raise ModelLoadError(f"the GGUF file's {self.architecture}.decoder_block_count is not a layer count")
+        names, types = hf_names(self.architecture, self.family, max(layers, decoder)), readable_types()
         tensors = {}
         for tensor in self.reader.tensors:
             if tensor.name in _ROPE_FACTORS:
@@ -143,6 +146,8 @@ class GGUFCheckpoint(Mapping[str, torch.Tensor]):
         elif "vocab_size" not in values and tokens is not None:  # as transformers: the tokenizer's size
             values["vocab_size"] = len(tokens.data)
         try:
+            if self.kind.layout is not None:
+                self.kind.layout(values, frozenset(t.name for t in self.tensors.values()))
             self.kind.fill(values)
         except (TypeError, ZeroDivisionError, KeyError) as err:
             raise ModelLoadError(f"the GGUF file's {arch} sizes do not fit together ({type(err).__name__})") from None

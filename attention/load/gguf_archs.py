@@ -39,6 +39,20 @@ _GPT2 = {
     "vocab_size": "vocab_size",
 }
 _WINDOW = {"attention.sliding_window": "sliding_window"}
+_T5 = {
+    "context_length": "n_positions",
+    "block_count": "num_layers",
+    "decoder_block_count": "num_decoder_layers",
+    "feed_forward_length": "d_ff",
+    "embedding_length": "d_model",
+    "attention.key_length": "d_kv",
+    "attention.head_count": "num_heads",
+    "attention.layer_norm_epsilon": "layer_norm_epsilon",
+    "attention.layer_norm_rms_epsilon": "layer_norm_epsilon",  # the converter writes both, the same
+    "attention.relative_buckets_count": "relative_attention_num_buckets",
+    "decoder_start_token_id": "decoder_start_token_id",
+    "vocab_size": "vocab_size",
+}
 _CAPS = {"attn_logit_softcapping": "attn_logit_softcapping", "final_logit_softcapping": "final_logit_softcapping"}
 _GEMMA3 = {
     **_DECODER,
@@ -108,6 +122,20 @@ def _smollm3(values: dict) -> None:
     values["no_rope_layer_interval"] = 4
 
 
+def _t5(values: dict) -> None:
+    """T5's decoder as deep as its encoder unless decoder_block_count says otherwise, and the relative distances
+    bucketed up to 128 (llama.cpp's fixed reach: the file does not hold relative_attention_max_distance)."""
+    values.setdefault("num_decoder_layers", values["num_layers"])
+    values["relative_attention_max_distance"] = 128
+
+
+def _t5_layout(values: dict, names: frozenset[str]) -> None:
+    """T5's feed-forward as llama.cpp runs it: gated GELU where the file has ffn_gate tensors (v1.1, Flan-T5),
+    else ReLU (v1.0)."""
+    gated = any(re.fullmatch(r"(enc|dec)\.blk\.\d+\.ffn_gate\.weight", name) for name in names)
+    values["feed_forward_proj"] = "gated-gelu" if gated else "relu"
+
+
 def linear_scaling(values: dict, factor: Any) -> None:
     """rope.scaling.type linear (Gemma3 4B and up): the full layers' positions divided by the factor."""
     params = values.get("rope_parameters") or {}
@@ -127,6 +155,7 @@ class Architecture:
     norm_offset: bool = False  # RMSNorm weights saved as 1 + w (Gemma's): 1 is taken off again
     transposed: str | None = None  # GGUF names of the weights saved (out, in) where transformers saves (in, out)
     needed: tuple[str, ...] = field(default=_NEEDED)
+    layout: Callable[[dict, frozenset[str]], None] | None = None  # values the GGUF tensor names tell
 
 
 ARCHITECTURES = {
@@ -148,6 +177,14 @@ ARCHITECTURES = {
             lambda values: None,
             transposed=r"blk\.\d+\.(attn_qkv|attn_output|ffn_up|ffn_down)\.weight",
             needed=("block_count", "embedding_length", "attention.head_count", "context_length"),
+        ),
+        Architecture(
+            "t5",
+            "t5",
+            _T5,
+            _t5,
+            needed=("block_count", "embedding_length", "feed_forward_length", "attention.head_count"),
+            layout=_t5_layout,
         ),
     )
 }

@@ -21,22 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from ..config import read_json
 from ..core.mha import KeyValueCache
 from ..errors import ModelLoadError
-from ..load.checkpoint import read_checkpoint
-from ..load.gguf import GGUFCheckpoint
 from ..models import FAMILIES, EncoderDecoder, Transformer
 from ..models.decoding import decode
 from ..runs.bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from ..runs.inputs import on_model_device, within_positions
 from .generate_seq2seq import Seq2SeqGeneration, generate_seq2seq, load_seq2seq_head
 from .processors import settings_of
-from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check_options, head_source, kept_head, search
 
 KEEP_LESS = "Write fewer tokens or from a shorter prompt, or with keep_maps=False (no map kept) or maps_bound=None."
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
@@ -54,7 +50,7 @@ def load_lm_head(model: Transformer) -> LMHead:
         raise ModelLoadError("only a causal decoder loaded by load_model has an LM head to read")
     name = family.tied[0][1]  # "lm_head.weight", GPT-NeoX's "embed_out.weight"
     root = name.removesuffix("weight")
-    checkpoint, values = _head_source(report)
+    checkpoint, values = head_source(report)
     extra = [n for n in checkpoint if n.startswith(root) and n not in (name, root + "bias")]
     if extra:
         raise ModelLoadError(f"the checkpoint's LM head has tensors this model does not use: {', '.join(extra)}")
@@ -77,21 +73,6 @@ def load_lm_head(model: Transformer) -> LMHead:
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0):
         raise ModelLoadError(f"final_logit_softcapping should be a positive number or null, not {cap!r}")
     return LMHead(weight, bias, cap=cap)
-
-
-def _head_source(report) -> tuple[Mapping[str, torch.Tensor], dict]:
-    """The checkpoint's tensors and config values: the folder's weights and config.json, or a GGUF file's
-    (gguf.py: its metadata as config values, Gemma2's final_logit_softcapping among them), whose output head is
-    the token embeddings when it has no output.weight, which load_model lists among the tensors it did not use
-    (read again from the file only then)."""
-    folder = Path(report.path)
-    if not report.weights_file.endswith(".gguf"):
-        return read_checkpoint(folder)[0], read_json(folder / "config.json")
-    checkpoint = GGUFCheckpoint(folder / report.weights_file)
-    values = checkpoint.config_values()
-    if "lm_head.weight" not in report.ignored_keys:
-        return {}, dict(values, tie_word_embeddings=True)
-    return checkpoint, dict(values, tie_word_embeddings=False)
 
 
 def lay_out_by_columns(table: torch.nn.Embedding) -> torch.Tensor:

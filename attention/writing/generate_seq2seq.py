@@ -12,7 +12,8 @@ layer's rows are laid out as its (1, H, T, T) and (1, H, T, S) maps of the whole
 The LM head is read strictly from the checkpoint: `lm_head.weight` if saved, else the shared word table;
 BART's, mBART's and Marian's `final_logits_bias` (1, V), which their checkpoints always hold; T5 multiplies
 the last hidden state by d_model ** -0.5 before the head unless its config.json sets scale_decoder_outputs (or,
-in older saves, tie_word_embeddings) false.
+in older saves, tie_word_embeddings) false; from a T5 GGUF file, its output.weight unscaled, or, where it has
+none, the shared table scaled (search.head_source).
 
 The generation config is followed (processors.py): decoder_start_token_id, end-of-sequence ids, forced first
 and last tokens, minimum lengths, repetition penalty, no-repeat n-grams and bad words. Its num_beams is not:
@@ -23,24 +24,21 @@ here (greedy search or sampling); the result keeps the number asked for (checkpo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from ..config import read_json
 from ..core.dot_product import no_record, scaled_dot_product_attention
 from ..core.mha import KeyValueCache, MultiHeadAttention
 from ..core.request import MapRequest
 from ..errors import ModelLoadError
-from ..load.checkpoint import read_checkpoint
 from ..models import EncoderDecoder
 from ..models.blocks import Block
 from ..models.decoding import decode_masks, step_call
 from ..runs.bigrun import BIG_RUN_BYTES, maps_bytes, within_bound
 from .processors import Settings, settings_of
-from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, kept_head, search
+from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, head_source, kept_head, search
 
 BIASED = ("bart", "mbart", "marian")  # families whose LM head adds final_logits_bias
 KEEP_LESS = "Try a shorter text (or target), or write with keep_maps=False (no map kept) or maps_bound=None."
@@ -51,13 +49,11 @@ def load_seq2seq_head(model: EncoderDecoder) -> LMHead:
     report = getattr(model, "load_report", None)
     if report is None:
         raise ModelLoadError("only an encoder-decoder loaded by load_model has an LM head to read")
-    folder = Path(report.path)
-    checkpoint = read_checkpoint(folder)[0]
+    checkpoint, config = head_source(report)  # a GGUF file's: its output.weight, or tied where it has none
     words = model.decoder.embeddings.word_embeddings.weight  # (V, D), the shared table
     extra = [n for n in checkpoint if n.startswith("lm_head.") and n != "lm_head.weight"]
     if extra:
         raise ModelLoadError(f"the checkpoint's LM head has tensors this model does not use: {', '.join(extra)}")
-    config = read_json(folder / "config.json")
     tied = config.get("tie_word_embeddings") is not False
     kind = model.config.model_type
     weight = words

@@ -11,10 +11,14 @@ import numbers
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from ..config import read_json
 from ..core.mha import KeyValueCache
+from ..load.checkpoint import read_checkpoint
+from ..load.gguf import GGUFCheckpoint
 from .processors import Settings, process
 
 
@@ -214,3 +218,19 @@ def search(
             break
         logits = logits_after(token)  # (1, V): one new position
     return Written(ids, torch.stack([i for _, i in tops]), torch.stack([p for p, _ in tops]))
+
+
+def head_source(report) -> tuple[Mapping[str, torch.Tensor], dict]:
+    """The checkpoint's tensors and config values, for the LM head of a causal decoder or an encoder-decoder: the
+    folder's weights and config.json, or a GGUF file's (gguf.py: its metadata as config values, Gemma2's
+    final_logit_softcapping among them), whose output head is the token embeddings when it has no output.weight
+    (tie_word_embeddings true: T5's then scaled), which load_model lists among the tensors it did not use (read
+    again from the file only then)."""
+    folder = Path(report.path)
+    if not report.weights_file.endswith(".gguf"):
+        return read_checkpoint(folder)[0], read_json(folder / "config.json")
+    checkpoint = GGUFCheckpoint(folder / report.weights_file)
+    values = checkpoint.config_values()
+    if "lm_head.weight" not in report.ignored_keys:
+        return {}, dict(values, tie_word_embeddings=True)
+    return checkpoint, dict(values, tie_word_embeddings=False)

@@ -28,6 +28,7 @@ WRITTEN = (
     "gemma2",
     "gemma3",
     "gpt2",
+    "t5",
 )  # write_gguf's architectures
 SENTENCES = ["The animal didn't cross the street because it was too tired.", "The cat sat on the mat."]
 
@@ -101,6 +102,25 @@ def gpt2_fields(writer, config: dict) -> None:
     writer.add_layer_norm_eps(config["layer_norm_epsilon"])
 
 
+def t5_fields(writer, config: dict) -> None:
+    """A T5 config.json as convert_hf_to_gguf.py's T5Model writes it (both norm epsilons, 512 positions where
+    n_positions is not given); its decoder's depth only where it differs (a newer converter's key)."""
+    writer.add_context_length(config.get("n_positions") or 512)
+    writer.add_embedding_length(config["d_model"])
+    writer.add_feed_forward_length(config["d_ff"])
+    writer.add_block_count(config["num_layers"])
+    if config.get("num_decoder_layers") not in (None, config["num_layers"]):
+        writer.add_decoder_block_count(config["num_decoder_layers"])
+    writer.add_head_count(config["num_heads"])
+    writer.add_key_length(config["d_kv"])
+    writer.add_value_length(config["d_kv"])
+    writer.add_layer_norm_eps(config["layer_norm_epsilon"])
+    writer.add_layer_norm_rms_eps(config["layer_norm_epsilon"])
+    writer.add_relative_attn_buckets_count(config["relative_attention_num_buckets"])
+    writer.add_decoder_start_token_id(config["decoder_start_token_id"])
+    writer.add_pad_token_id(config["pad_token_id"])
+
+
 def gguf_tensor(name: str, weights: np.ndarray, architecture: str, config: dict, rotary: bool) -> np.ndarray:
     """A tensor as convert_hf_to_gguf.py stores it: a Llama's q and k permuted (unless `rotary` is False), Gemma's
     norms plus 1, GPT-2's Conv1D weights transposed to (out, in)."""
@@ -140,13 +160,21 @@ def write_gguf(
     config = json.loads((folder / "config.json").read_text())
     known = {name: kind for kind, name in gguf.MODEL_ARCH_NAMES.items()}
     kind = architecture if architecture in WRITTEN else "llama"
-    names = gguf.get_tensor_name_map(known[kind], config.get("num_hidden_layers") or config["n_layer"])
+    layers = (
+        config.get("num_hidden_layers")
+        or config.get("n_layer")
+        or max(config["num_layers"], config["num_decoder_layers"])
+    )
+    names = gguf.get_tensor_name_map(known[kind], layers)
     writer = gguf.GGUFWriter(str(path), architecture)
     if kind == "gpt2":
         gpt2_fields(writer, config)
+    elif kind == "t5":
+        t5_fields(writer, config)
     else:
         decoder_fields(writer, config, kind)
-    tokenizer(writer, folder, config.get("bos_token_id", 1), config.get("eos_token_id", 2))
+    bos = config.get("bos_token_id", 1)  # T5 has none: its BPE's <s>
+    tokenizer(writer, folder, 0 if bos is None else bos, config.get("eos_token_id", 2))
     if more is not None:  # more metadata or tensors
         more(writer)
     for hf_name, tensor in load_file(str(folder / "model.safetensors")).items():
@@ -278,7 +306,8 @@ def test_a_broken_file_is_one_clear_error(tiny, tmp_path, broken, message):
         load_model(path)
 
 
-@pytest.mark.parametrize("architecture", ["mamba", "no-such-model"])
+# gptneox, phi2, bert, gpt-oss: families this app runs, but transformers reads none of their GGUF files right
+@pytest.mark.parametrize("architecture", ["mamba", "no-such-model", "gptneox", "phi2", "bert", "gpt-oss"])
 def test_an_unsupported_architecture_is_one_clear_error(tiny, tmp_path, architecture):
     path = write_gguf(tiny[0], tmp_path / "other.gguf", architecture=architecture)
     with pytest.raises(
