@@ -169,7 +169,7 @@ def test_lm_head_read_once_per_model(tmp_path, monkeypatch):
     def unread(*args, **kwargs):
         raise AssertionError("the checkpoint was read again")
 
-    monkeypatch.setattr(importlib.import_module("attention.writing.generate"), "read_checkpoint", unread)
+    monkeypatch.setattr(importlib.import_module("attention.writing.search"), "read_checkpoint", unread)
     assert torch.equal(generate(model, tokenizer, PROMPT, max_new_tokens=3).ids, first.ids)
     assert lm_head(model) is head
 
