@@ -13,6 +13,7 @@ from attention.runs.longrun import LongRun, is_long, kept_bytes, long_run
 
 from ..serve.settings import LONG_MAX_BYTES, LONG_MAX_TOKENS
 from ..state.written import Text
+from .inputs import encoded_input, token_bound
 from .limits import heavy_guard
 from .models import get_model
 from .stores import store
@@ -28,8 +29,6 @@ def needs_long(source: str, text: Text, text_b: str) -> bool:
     """Whether this input's run is a long one: one layer's maps at its tokens more than BIG_RUN_BYTES. The
     tokens are counted (the tokenizer's reading, within the model's positions) only where the text's bound says
     it might be."""
-    from .runs import encoded_input, token_bound
-
     heads = get_model(source)[0].config.num_attention_heads
     if not is_long(heads, token_bound(text, text_b)):
         return False
@@ -57,8 +56,6 @@ def refusal(source: str, n_tokens: int) -> str | None:
 def page_long_run(source: str, text: Text, text_b: str) -> LongRun | None:
     """The long run of this input: kept, or made now with progress and a Stop button. None, with a message on the
     page, when the server's caps refuse it, when its visitor stopped it, or when it ran past its time limit."""
-    from .runs import encoded_input
-
     model, enc = encoded_input(source, text, text_b)
     key = (source, text, text_b)
     kept = long_store().get(key)
@@ -93,8 +90,6 @@ def page_long_run(source: str, text: Text, text_b: str) -> LongRun | None:
 def stored_long_run(source: str, text: Text, text_b: str) -> LongRun:
     """The long run the page made for this input; NeedsSmallerInput where there is none (a computation asked for
     a long input's run outside the page's own making of it)."""
-    from .runs import encoded_input
-
     kept = long_store().get((source, text, text_b))
     if kept is None:
         model, enc = encoded_input(source, text, text_b)

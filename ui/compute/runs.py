@@ -20,6 +20,7 @@ from attention.runs.run import read_only, run_batch, run_encoded, stack_attentio
 from attention.tracing import trace
 
 from ..state.written import Text, Written
+from .inputs import encoded_input, token_bound
 from .models import get_model, get_seq2seq
 from .stores import MB, store
 
@@ -56,13 +57,6 @@ def get_run(source: str, text: Text, text_b: str, causal: bool = False):
     return store("runs", 32, 400 * MB).get_or_compute(
         (source, text, text_b, causal), compute, small=is_small_run(source, text, text_b)
     )
-
-
-def token_bound(*texts: Text) -> int:
-    """At most how many tokens `texts` make together: every token covers at least one byte of the
-    UTF-8 text (a character for WordPiece, a byte for byte-level BPE), plus a few special tokens; a written
-    text, its ids."""
-    return sum(len(t.ids) if isinstance(t, Written) else len(t.encode()) for t in texts) + 4
 
 
 def is_small_run(source: str, text: Text, text_b: str = "") -> bool:
@@ -267,15 +261,6 @@ def _writing_loader(key: tuple, part: str, ids: tuple[tuple[int, ...], tuple[int
 
 
 # ---- a big run's pieces, on demand ------------------------------------------------------------------
-
-
-def encoded_input(source: str, text: Text, text_b: str):
-    """The model of `source` and one sentence's (or pair's) input to it: a written text's ids, else the
-    tokenizer's reading of the text, within the model's positions."""
-    model, tokenizer = get_model(source)
-    if isinstance(text, Written):  # Continue writes after one sentence: there is no second
-        return model, text.encoded
-    return model, encode(tokenizer, text, text_b or None, max_length=model.config.max_position_embeddings)
 
 
 Inputs = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]  # input_ids, attention_mask, token_type_ids

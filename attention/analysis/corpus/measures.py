@@ -19,7 +19,7 @@ import torch
 from ...runs.inputs import Encoded
 from ..mixing import each_layer, mixed_norms
 from ..stats import first_share, head_stats, punctuation_mask
-from .scoring import SINK_COLUMNS, STATS, WEIGHTED_COLUMNS  # scoring imports this module only when a run asks
+from .columns import SINK_COLUMNS, STATS, WEIGHTED_COLUMNS
 
 COLUMNS = {"sinks": SINK_COLUMNS, "weighted": WEIGHTED_COLUMNS}
 MEASURES = tuple(COLUMNS)

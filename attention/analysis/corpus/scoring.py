@@ -29,12 +29,9 @@ from ...runs.bigrun import layer_hooks
 from ...runs.inputs import Encoded, encode, on_model_device, within_positions
 from ..stats import PATTERNS, pattern_labels, punctuation_mask
 from ..stats import head_stats as text_head_stats
+from .columns import MEASURED, STATS
 
-STATS = ("entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "to_punct", "distance")
 SHARES = tuple(f"share_{label}" for label in PATTERNS)
-# what --measures may add to a row (measures.measure_columns): means over query positions, as the STATS are
-SINK_COLUMNS, WEIGHTED_COLUMNS = ("to_first", "to_first_weighted"), tuple(f"{name}_weighted" for name in STATS)
-MEASURED = (*SINK_COLUMNS, *WEIGHTED_COLUMNS)
 WINDOW_BATCHES = 16  # texts are put in order of length within windows of this many batches
 CONTENT_CHARS = 500  # of each text, kept in its rows (`content`)
 
