@@ -59,8 +59,9 @@ def main() -> None:
         run = page_long_run(key.source, key.text, key.text_b)
         if run is None:  # refused or stopped: said on the page, the text kept
             return
-    with st.spinner("Running the model…"):
-        run = get_run(key.source, key.text, key.text_b)
+    else:
+        with st.spinner("Running the model…"):
+            run = get_run(key.source, key.text, key.text_b)
     kinds = choose_view(run, key.text)
     notices, st.session_state.url_notices = st.session_state.url_notices, []
     with drawing(view_context(run, key, kinds, written)) as ctx:
