@@ -6,6 +6,7 @@ one pass of row tiles (`LongMaps.blocks`). Memory: the kept q and k, O(layers ·
 
     maps = long_maps(model, input_ids)            # a Transformer, or an EncoderDecoder with part=
     maps.blocks(layer, head, 256)                 # (256, 256): the map's mean over each block
+    maps = long_maps(model, input_ids, pool=256)  # every head's blocks made in the pass, read by blocks()
     maps.tile(layer, head, slice(0, 512), slice(1024, 1536))  # map[0:512, 1024:1536], exact
 
 The numbers are the explicit maps' (Transformer.forward's attentions) to float32 rounding: the same scores,
@@ -19,7 +20,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .core.long import LongKeep, LongLayer, tile_rows
+from .core import pooling
+from .core.long import LongKeep, LongLayer, Progress, tile_rows
 from .core.request import NO_MAP, MapRequest
 from .models.blocks import Transformer
 from .models.seq2seq import EncoderDecoder
@@ -40,17 +42,21 @@ def long_maps(
     decoder_input_ids: torch.Tensor | None = None,
     decoder_attention_mask: torch.Tensor | None = None,
     token_type_ids: torch.Tensor | None = None,
+    pool: int | None = None,
+    progress: Progress | None = None,
 ) -> LongMaps:
     """One forward pass of `model` over input_ids (B, L) with its attention_mask (B, L) (1 token, 0 padding),
     keeping what batch element `batch`'s maps need. An EncoderDecoder: `part` "encoder" (the encoder's
     self-attention over input_ids) or "decoder" (the decoder's self-attention over decoder_input_ids (B, L_dec),
     with its decoder_attention_mask, after the encoder's fused pass); cross-attention maps are not kept. A
-    Transformer with token types reads token_type_ids (B, L) as its forward does (None: none added)."""
+    Transformer with token types reads token_type_ids (B, L) as its forward does (None: none added). With `pool`
+    n, every head's (n, n) blocks (mean and max) are made in the pass itself, from the scores its output is made
+    of (`blocks` and `pooled` at that n then read them), and `progress`(heads done) is called after each head."""
     if input_ids.dim() != 2 or not 0 <= batch < input_ids.size(0):
         raise ValueError(
             f"input_ids must be (batch, length) with batch element {batch} in it: {tuple(input_ids.shape)}"
         )
-    keep = LongKeep(batch)
+    keep = LongKeep(batch, pool, progress)
     with torch.inference_mode():
         if isinstance(model, EncoderDecoder):
             _encoder_decoder(model, input_ids, attention_mask, keep, part, decoder_input_ids, decoder_attention_mask)
@@ -89,7 +95,7 @@ class LongMaps:
         """The bytes the kept tensors hold, each storage once (the layers share the model's mask)."""
         storages = {}
         for kept in self.layers:
-            for x in (kept.q, kept.k, kept.mask, kept.largest, kept.log_sum):
+            for x in (kept.q, kept.k, kept.mask, kept.largest, kept.log_sum, *(kept.blocks or ())):
                 if x is not None:
                     storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
         return sum(storages.values())
@@ -129,19 +135,22 @@ class LongMaps:
         for reduce in reduces:
             if reduce not in REDUCTIONS:
                 raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+        if kept.blocks is not None and kept.blocks[0].size(-1) == n:  # pooled in the pass
+            made = dict(zip(REDUCTIONS, kept.blocks))
+            return [made[reduce][head].cpu().numpy() for reduce in reduces]
         ops = [REDUCTIONS[reduce] for reduce in reduces]
         outs = [torch.empty(n, n, dtype=torch.float32, device=kept.q.device) for _ in ops]
-        for first, count, size in _uniform_runs(L, n):  # row blocks of one size at a time
+        for first, count, size in pooling.uniform_runs(L, n):  # row blocks of one size at a time
             per = max(1, tile_rows(S) // size)  # whole blocks per tile
             for block in range(first, first + count, per):
                 k = min(per, first + count - block)
-                start = _start(L, n, block)
+                start = pooling.start(L, n, block)
                 probs = kept.probs(head, slice(start, start + k * size))  # (k·size, S)
                 for op, out in zip(ops, outs):
-                    out[block : block + k] = op(_reduce_last(probs, n, op).view(k, size, n), 1)  # (k, n)
+                    out[block : block + k] = op(pooling.reduce_last(probs, n, op).view(k, size, n), 1)  # (k, n)
         for reduce, out in zip(reduces, outs):
             if reduce == "mean":
-                out /= torch.outer(_sizes(L, n), _sizes(S, n)).to(out)  # each block's sum over its cells
+                out /= torch.outer(pooling.sizes(L, n), pooling.sizes(S, n)).to(out)  # each block's sum over its cells
         return [out.cpu().numpy() for out in outs]
 
     def row(self, layer: int, head: int, query: int) -> np.ndarray:
@@ -171,28 +180,3 @@ def _windows(rows: range, span: int) -> list[tuple[slice, int, int]]:
         if first < stop:
             found.append((slice(start, start + span), first, stop - first))
     return found
-
-
-def _sizes(length: int, n: int) -> torch.Tensor:
-    """numpy.array_split's n sizes of `length`: the first length % n one longer."""
-    q, r = divmod(length, n)
-    return torch.tensor([q + 1] * r + [q] * (n - r), dtype=torch.float64)
-
-
-def _start(length: int, n: int, block: int) -> int:
-    """Where array_split's `block`-th of n pieces of `length` starts."""
-    q, r = divmod(length, n)
-    return block * q + min(block, r)
-
-
-def _uniform_runs(length: int, n: int) -> list[tuple[int, int, int]]:
-    """array_split's n pieces of `length` as runs of one size: (first piece, how many, size), the longer first."""
-    q, r = divmod(length, n)
-    return [run for run in ((0, r, q + 1), (r, n - r, q)) if run[1] and run[2]]
-
-
-def _reduce_last(x: torch.Tensor, n: int, op) -> torch.Tensor:
-    """x (P, S) -> (P, n): `op` over each of array_split's n pieces of the last axis, one view per run of a size."""
-    parts = [op(x[:, _start(x.size(1), n, first) :][:, : count * size].unflatten(1, (count, size)), 2)
-             for first, count, size in _uniform_runs(x.size(1), n)]  # fmt: skip
-    return torch.cat(parts, dim=1)  # (P, n)

@@ -5,9 +5,10 @@ timed in this process.
 
     python bench/long_page.py [--tokens 8192] [--repeats 1]
 
-The page runs the long implementation (ui/compute/longruns.py: one pass keeping q, k and row log-sum-exps, then
-every head's exact block means) with its progress bar; the time is the wall clock from the click on Run to the
-Overview's figure drawn with the page settled. Target (issue "Long inputs"): at most 30 s at 8,192 tokens.
+The page runs the long implementation (ui/compute/longruns.py: one pass keeping q, k and row log-sum-exps, every
+head's exact block means and maxima pooled from the same scores) with its progress bar; the time is the wall clock
+from the click on Run to the Overview's figure drawn with the page settled. Target (issue "Long inputs"): at most
+30 s at 8,192 tokens.
 """
 
 from __future__ import annotations

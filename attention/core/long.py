@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .dot_product import HALF, no_record
+from .dot_product import no_record
+from .pooling import Pooled
 from .score_parts import Sinks
 
 if TYPE_CHECKING:
     from .mha import MultiHeadAttention
 
+Progress = Callable[[int], None]  # progress(heads done): called after each head of a pooling pass
 TILE_BYTES = 2**24  # one head's float32 scores for a tile of query rows, (P, S): 16 MiB at most
 
 
@@ -51,6 +53,7 @@ class LongLayer:
     mask: torch.Tensor | None
     largest: torch.Tensor
     log_sum: torch.Tensor
+    blocks: tuple[torch.Tensor, torch.Tensor] | None = None  # (means, maxima), (H, n, n) each: the pass's pooling
 
     @property
     def lse(self) -> torch.Tensor:
@@ -138,15 +141,28 @@ def _sink(attention, head: int) -> torch.Tensor | None:
 
 class LongKeep:
     """Where a "long" pass keeps each layer's tensors (request.MapRequest.keep): `layers`, in the order the
-    layers ran, of batch element `batch`."""
+    layers ran, of batch element `batch`. With `pool` n, each layer's every head is also pooled into (n, n)
+    blocks in the pass itself (`tiled`: the scores made once for the output, the log-sum-exps and the blocks);
+    `progress`(heads done) is called after each head of the pass then (it may raise to stop it)."""
 
-    def __init__(self, batch: int = 0):
-        self.batch = batch
+    def __init__(self, batch: int = 0, pool: int | None = None, progress: Progress | None = None):
+        self.batch, self.pool, self.progress = batch, pool, progress
         self.layers: list[LongLayer] = []
+        self.heads_done = 0
 
-    def add(self, attention, q, k, mask, stats: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+    def pooled(self, q: torch.Tensor, k: torch.Tensor) -> Pooled | None:
+        """A layer's Pooled for q (B, H, L, d) and k (B, G, S, d), or None without `pool`."""
+        return None if self.pool is None else Pooled(q.size(1), q.size(2), k.size(2), self.pool, q.device)
+
+    def head_done(self) -> None:
+        self.heads_done += 1
+        if self.progress is not None:
+            self.progress(self.heads_done)
+
+    def add(self, attention, q, k, mask, stats: tuple[torch.Tensor, torch.Tensor] | None, pooled=None) -> None:
         """q (B, H, L, d), k (B, G, S, d), `mask` broadcastable to (B, H, L, S), stats (largest, log_sum), each
-        (B, H, L), or None (then computed here, a row tile at a time): the kept batch element's, as LongLayer."""
+        (B, H, L), or None (then computed here, a row tile at a time), `pooled` the layer's Pooled or None: the
+        kept batch element's, as LongLayer."""
         b = self.batch
         q, k = q[b].detach(), k[b].detach()  # (H, L, d), (G, S, d)
         if q.size(0) > 1:  # copies, so that the batch's tensors are let go
@@ -154,7 +170,8 @@ class LongKeep:
         if mask is not None:
             mask = mask[b if mask.size(0) > 1 else 0]  # (1 or H, L or 1, S): a view of the model's one
         largest, log_sum = _rows_stats(attention, q, k, mask) if stats is None else (s[b] for s in stats)
-        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum))
+        blocks = None if pooled is None else (pooled.means(), pooled.maxima)
+        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum, blocks))
 
 
 def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None):
@@ -187,24 +204,41 @@ def fused_in_tiles(fused: Callable[..., torch.Tensor], q, k, v, mask) -> torch.T
     return heads
 
 
-def tiled(attention, q, k, v, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def tiled(attention, q, k, v, mask, keep: LongKeep | None = None) -> tuple[torch.Tensor, tuple, Pooled | None]:
     """The explicit steps one batch element, head and tile of query rows at a time: (heads (B, H, L, d),
-    (largest, log_sum) (B, H, L) float32), no more than a tile's scores made at once."""
+    (largest, log_sum) (B, H, L) float32, the kept batch element's Pooled or None), no more than a tile's scores
+    made at once; each tile's probabilities pooled into `keep`'s blocks where it pools."""
     B, H, L, _ = q.shape
     heads = q.new_empty(B, H, L, v.size(-1))  # (B, H, L, d)
     largest, log_sum = (torch.empty(B, H, L, dtype=torch.float32, device=q.device) for _ in range(2))
     group, step = H // k.size(1), tile_rows(k.size(2))
-    wide = torch.float32 if q.dtype in HALF else None  # the softmax's dtype, as attention_probs takes it
+    pooled = None if keep is None else keep.pooled(q, k)
     for b, h in ((b, h) for b in range(B) for h in range(H)):
+        pooling = pooled if keep is not None and b == keep.batch else None  # the kept element's rows alone
         own = None if mask is None else mask[b : b + 1] if mask.size(0) > 1 else mask  # (1, ·, ·, S)
         values = v[b : b + 1, h // group : h // group + 1]  # (1, 1, S, d)
+        sink = _sink(attention, h)
         for start in range(0, L, step):
             rows = slice(start, start + step)
             scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
-            sink = _sink(attention, h)
-            probs = torch.softmax(scores, dim=-1, dtype=wide).nan_to_num_(nan=0.0)  # a row with no key: 0
-            if sink is not None:  # the head's sink keeps its share of each row (score_parts.Sinks)
-                probs = probs.mul_(Sinks.kept(scores, sink.view(1, 1, 1, 1), wide))
-            heads[b, h, rows] = torch.matmul(probs[0, 0].to(v.dtype), values[0, 0, lo : lo + scores.size(-1)])
-            largest[b, h, rows], log_sum[b, h, rows] = _stats(scores[0, 0], sink)  # (P,) each
-    return heads, (largest, log_sum)
+            probs, (largest[b, h, rows], log_sum[b, h, rows]) = _softmax(scores[0, 0], sink)  # (P, W)
+            heads[b, h, rows] = torch.matmul(probs.to(v.dtype), values[0, 0, lo : lo + probs.size(-1)])
+            if pooling is not None:
+                pooling.add(h, rows, lo, probs)
+        if pooling is not None and keep is not None:
+            keep.head_done()
+    return heads, (largest, log_sum), pooled
+
+
+def _softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
+    """scores (P, W) float32 -> (probabilities (P, W), (largest, log_sum) (P,) each): torch's softmax, as the
+    explicit steps take it (a row with no key 0; a sink keeps its share, score_parts.Sinks), and its row
+    statistics read from it: the largest score's probability is exp(0) / Σ exp(s - largest), so log_sum is minus
+    its log (to float32 rounding of that sum), with no second exp of the scores."""
+    probs = torch.softmax(scores, dim=-1).nan_to_num_(nan=0.0)  # (P, W)
+    if sink is not None:
+        probs = probs.mul_(Sinks.kept(scores[None, None], sink.view(1, 1, 1, 1), None)[0, 0])
+        return probs, _stats(scores, sink)
+    largest = scores.amax(dim=-1).nan_to_num_(neginf=0.0)  # (P,)
+    top = probs.amax(dim=-1)  # (P,): 1 / Σ exp(s - largest); 0 for a row with no key
+    return probs, (largest, torch.where(top > 0, top.log().neg_(), 0.0))

@@ -1,8 +1,9 @@
 """Long inputs' runs: when even one layer's maps (H·L·L float32) are more than BIG_RUN_BYTES, the run goes through the
-"long" attention implementation (attention/long_maps.py): one fused forward pass keeps each layer's q, k and row
-log-sum-exps, never a map, and every head's thumbnail (its exact block means, and its strongest entry) is made from
-them a head at a time. Any part of any head's map is then made on demand (`LongRun.maps`: blocks, tiles, rows);
-what would need a whole layer's maps at once is refused (NeedsSmallerInput), as a big run's views are."""
+"long" attention implementation (attention/long_maps.py): one forward pass keeps each layer's q, k and row
+log-sum-exps, never a map, and makes every head's thumbnail (its exact block means and maxima) from the scores its
+output is made of; each head's strongest entry is then found in its strongest block's tile. Any part of any head's
+map is then made on demand (`LongRun.maps`: blocks, tiles, rows); what would need a whole layer's maps at once is
+refused (NeedsSmallerInput), as a big run's views are."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from .bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, NeedsSmallerInput, Poo
 from .inputs import on_model_device
 from .run import read_only
 
-# progress(done, total): called after each head's thumbnail; it may raise to stop the run (a time limit, a Stop)
+# progress(done, total): called after each head of the pass and each head's strongest entry; it may raise to
+# stop the run (a time limit, a Stop)
 Progress = Callable[[int, int], None]
 
 
@@ -29,7 +31,8 @@ def is_long(n_heads: int, n_tokens: int) -> bool:
 def kept_bytes(model, n_tokens: int) -> int:
     """What a long run of `n_tokens` keeps, sized before the work: each layer's q (H, L, d) and k (G, L, d)
     float32 and its two (H, L) parts of the log-sum-exps, the model's mask once ((L, L) booleans; T5's, its
-    relative bias, (H, L, L) float32), and every head's two thumbnails."""
+    relative bias, (H, L, L) float32), and every head's thumbnails: the pass's mean and max blocks, the run's copy
+    of the means."""
     c = model.config
     H, G, d = c.num_attention_heads, c.kv_heads, c.head_size
     per_layer = (H + G) * n_tokens * d * 4 + 2 * H * n_tokens * 4
@@ -37,7 +40,7 @@ def kept_bytes(model, n_tokens: int) -> int:
     mask = n_tokens * n_tokens  # boolean, shared by the layers
     if POSITION_PARTS[c.positions.position_embedding_type].bias_in_mask:  # T5: a float bias per head and pair
         mask = H * n_tokens * n_tokens * 4
-    return c.num_hidden_layers * (per_layer + 2 * H * cells * 4) + mask
+    return c.num_hidden_layers * (per_layer + 3 * H * cells * 4) + mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +63,11 @@ def long_run(model, enc, progress: Progress | None = None) -> LongRun:
     head's thumbnail, at most POOL_CELLS blocks a side, and its strongest entry (the largest of its blocks' maxima,
     found in that block's tile)."""
     ids, mask, types = on_model_device(model, enc.input_ids, enc.attention_mask, enc.token_type_ids)
-    maps = long_maps(model, ids, mask, token_type_ids=types)
+    c, n = model.config, min(POOL_CELLS, ids.size(1))
+    heads = c.num_hidden_layers * c.num_attention_heads
+    told = None if progress is None else lambda done: progress(done, 2 * heads)  # the pass, then each strongest
+    maps = long_maps(model, ids, mask, token_type_ids=types, pool=n, progress=told)
     n_layers, H, L, _ = maps.shape
-    n = min(POOL_CELLS, L)
     pooled = np.empty((n_layers, H, n, n), dtype=np.float32)
     strongest = np.empty((n_layers, H, 3), dtype=np.float64)
     for layer in range(n_layers):
@@ -70,7 +75,7 @@ def long_run(model, enc, progress: Progress | None = None) -> LongRun:
             pooled[layer, head], most = maps.pooled(layer, head, n)
             strongest[layer, head] = _strongest(maps, layer, head, most)
             if progress is not None:
-                progress(layer * H + head + 1, n_layers * H)
+                progress(heads + layer * H + head + 1, 2 * heads)
     return LongRun(
         enc, read_only(pooled), read_only(strongest), None, LayerMaps(_refuse(n_layers, H, L), n_layers, H, L), maps
     )

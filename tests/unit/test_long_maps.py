@@ -115,6 +115,34 @@ def test_blocks_and_tiles_equal_the_explicit_maps(built, case, part, tiles, monk
         assert maps.blocks(0, 0, full.shape[0]).shape == full.shape  # one cell a block: the map itself
 
 
+@pytest.mark.parametrize("tiles", ["whole", "3 rows"])
+@pytest.mark.parametrize(("case", "part"), PARAMS)
+def test_blocks_pooled_in_the_pass_equal_the_explicit_maps(built, case, part, tiles, monkeypatch):
+    """pool=6: every head's mean and max blocks made in the pass from the scores its output is made of ("3 rows":
+    3 query rows a tile, so that tiles cut the row blocks), equal to the explicit maps' and read by blocks and
+    pooled; the pass's outputs and log-sum-exps equal the pass that does not pool; progress after every head."""
+    model = built(case)
+    reference, inputs = explicit_maps(model, part)
+    plain = long_maps(model, **inputs, batch=1)
+    if tiles == "3 rows":
+        monkeypatch.setattr(long, "TILE_BYTES", 4 * 3 * max(L, L_DEC))
+    done: list[int] = []
+    maps = long_maps(model, **inputs, batch=1, pool=6, progress=done.append)
+    assert done == list(range(1, len(reference) * reference[0].size(1) + 1))
+    for layer, heads in enumerate(reference):
+        kept, tol = maps.layers[layer], tolerance(maps.layers[layer].largest)
+        assert kept.blocks is not None and kept.blocks[0].shape == (heads.size(1), 6, 6)  # made in the pass
+        torch.testing.assert_close(kept.q, plain.layers[layer].q, atol=1e-5, rtol=0)
+        torch.testing.assert_close(kept.lse, plain.layers[layer].lse, atol=max(tol, 1e-5), rtol=0)
+        for head in range(heads.size(1)):
+            full = heads[1, head].numpy()  # (L, L)
+            mean, most = maps.pooled(layer, head, 6)
+            np.testing.assert_allclose(mean, pooled(full, 6, np.mean), atol=tol, rtol=0, err_msg=f"{layer} {head}")
+            np.testing.assert_allclose(most, pooled(full, 6, np.max), atol=tol, rtol=0)
+            np.testing.assert_array_equal(maps.blocks(layer, head, 6, "max"), most)
+            np.testing.assert_allclose(maps.blocks(layer, head, 5), pooled(full, 5, np.mean), atol=tol, rtol=0)
+
+
 @pytest.mark.parametrize(("case", "part"), PARAMS)
 def test_the_pass_in_row_tiles_gives_the_same_outputs_and_log_sum_exps(built, case, part, monkeypatch):
     """The pass's fused kernel (or, with a soft-cap or score terms, its explicit steps) and each row's log-sum-exp
@@ -185,8 +213,9 @@ ids = torch.randint(3, 250, (1, 8192), generator=torch.Generator().manual_seed(0
 long_maps(model, ids[:, :64]).blocks(0, 0, 8)  # warmed
 """
 WORK = """
-maps = long_maps(model, ids)
+maps = long_maps(model, ids, pool=256)
 blocks = maps.blocks(0, 3, 256)
+maps.blocks(0, 3, 128)  # not pooled in the pass: its own pass of row tiles
 tile = maps.tile(0, 3, slice(4096, 4608), slice(0, 512))
 result["blocks"] = float(blocks.sum())
 result["tile"] = list(tile.shape)

@@ -42,7 +42,8 @@ def test_thumbnails_and_strongest_entries_are_the_explicit_maps(model_and_input)
     np.testing.assert_array_equal(run.strongest[..., :2], strongest[..., :2])
     np.testing.assert_allclose(run.strongest[..., 2], strongest[..., 2], atol=1e-6, rtol=0)
     n = explicit.shape[0] * explicit.shape[1]
-    assert seen == [(i, n) for i in range(1, n + 1)]  # progress after every head
+    assert seen == [(i, 2 * n) for i in range(1, 2 * n + 1)]  # after every head of the pass, then its strongest
+    assert all(kept.blocks is not None for kept in run.maps.layers)  # the thumbnails made in the pass
     tile = run.maps.tile(1, 2, slice(5, 20), slice(0, 30))
     np.testing.assert_allclose(tile, explicit[1, 2, 5:20, :30], atol=1e-6, rtol=0)
 

@@ -74,7 +74,7 @@ def page_long_run(source: str, text: Text, text_b: str) -> LongRun | None:
     bar.progress(0.0, text=f"Running the model over {len(enc.tokens):,} tokens, keeping what its maps need…")
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Every head's thumbnail, made exactly: {done:,} of {total:,}…")
+        bar.progress(min(1.0, done / total), text=f"Every head's thumbnail, made exactly: step {done:,} of {total:,}…")
 
     try:
         with heavy_guard() as outcome:
