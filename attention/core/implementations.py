@@ -135,15 +135,15 @@ def long(
 ) -> Result:
     """q (B, H, L, d), k and v (B, G, S, d): the heads' outputs (B, H, L, d) and no map; beside them q, k, the mask
     and each row's log-sum-exp put in `call.keep` (attention/core/long.py). The fused kernel when the mask is all
-    the scores need and the keep does not pool; else (a soft-cap, score terms, every head's blocks pooled in the
-    pass) the explicit steps a tile of query rows at a time.
+    the scores need and the keep does not pool; else (a soft-cap, score terms, T5's bias made a tile at a time,
+    every head's blocks pooled in the pass) the explicit steps a tile of query rows at a time.
 
     Pooling in the pass (bench/long.py, 8,192 tokens, 4 layers × 8 heads, 256 × 256 blocks): the pass and every
     head's blocks 7.20 s against the fused forward's 7.14 s (1.01×); the fused pass, then the blocks in a pass of
     their own, was 2.33×."""
     assert v is not None and call.keep is not None
     pooled = None
-    if attention.fusable and not attention.terms and call.keep.pool is None:
+    if attention.fusable and not attention.terms and call.keep.pool is None and call.keep.bias is None:
         fused = functools.partial(_fused_heads, attention)
         heads, stats = kept.fused_in_tiles(fused, q, k, v, mask), None  # the log-sum-exps taken by keep.add
     else:  # pooling too: the scores made once for the output, the log-sum-exps and the blocks

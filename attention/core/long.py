@@ -12,7 +12,9 @@ The output: torch's fused kernel, a tile of query rows at a time (no more than a
 additive), when the mask is all the scores need, the log-sum-exps then taken one head and one row tile at a time;
 otherwise (a soft-cap, DeBERTa's position terms) the explicit steps a row tile at a time (`tiled`), the
 log-sum-exps taken from the same scores. A boolean mask's tile of rows is scored against only the keys some of its
-rows may see (`seen`: a causal tile sees none past its last row). Letters as in mha.py; P query rows of a tile,
+rows may see (`seen`: a causal tile sees none past its last row). T5's relative bias is never an (H, L, L) mask
+here: the model hands the keep a RowBias (models/position_parts.py), each tile's bias read from one head's bias
+over every distance, and the explicit steps add it. Letters as in mha.py; P query rows of a tile,
 W the keys it sees, C columns asked for.
 """
 
@@ -54,6 +56,7 @@ class LongLayer:
     largest: torch.Tensor
     log_sum: torch.Tensor
     blocks: tuple[torch.Tensor, torch.Tensor] | None = None  # (means, maxima), (H, n, n) each: the pass's pooling
+    bias: Callable[..., torch.Tensor] | None = None  # T5's bias a tile of rows at a time (position_parts.RowBias)
 
     @property
     def lse(self) -> torch.Tensor:
@@ -69,7 +72,8 @@ class LongLayer:
         """map[rows, cols] of head `head`: exp((scores - largest) - log_sum), float32 (P, C); 0 where the mask
         hides a key. The scores are made against every key the rows may see, as the log-sum-exps were."""
         mask = None if self.mask is None else self.mask[None]  # (1, 1 or H, L or 1, S)
-        scores, lo = _scores(self.attention, self.q[None, head : head + 1], self.k[None], mask, head, rows)
+        q, k = self.q[None, head : head + 1], self.k[None]
+        scores, lo = _scores(self.attention, q, k, mask, head, rows, self.bias)
         shifted = scores[0, 0].sub_(self.largest[head, rows, None]).sub_(self.log_sum[head, rows, None])  # (P, W)
         if shifted.size(1) == self.k.size(1):  # every key seen by some row
             return shifted.exp_()[:, cols]  # (P, C)
@@ -85,6 +89,7 @@ def _scores(
     mask: torch.Tensor | None,
     head: int,
     rows: slice,
+    bias: Callable[..., torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """q (B, 1, L, d) one head's for every query, k (B or 1, G, S, d) grouped, mask broadcastable to (B, H, L, S):
     that head's scores of `rows`, float32 (B, 1, P, W), the steps of dot_product.attention_probs, against the keys
@@ -106,6 +111,8 @@ def _scores(
         scores = torch.matmul(q, k.transpose(-2, -1)).mul_(attention.scaling)  # (B, 1, P, W)
     if attention.cap is not None:  # a score part that bends the scores (score_parts.py: Gemma 2's soft-cap)
         scores = attention.cap(scores, no_record)  # (B, 1, P, W)
+    if bias is not None:  # T5's, these rows' against the keys seen, added as its mask adds it
+        scores = scores + bias(head, rows, lo, lo + scores.size(-1))  # (B, 1, P, W)
     if mask is not None:  # a boolean one as adding 0 / -inf, to the bit
         scores = torch.where(mask, scores, float("-inf")) if mask.dtype == torch.bool else scores + mask
     return scores.float(), lo  # (B, 1, P, W)
@@ -147,6 +154,7 @@ class LongKeep:
 
     def __init__(self, batch: int = 0, pool: int | None = None, progress: Progress | None = None):
         self.batch, self.pool, self.progress = batch, pool, progress
+        self.bias: Callable[..., torch.Tensor] | None = None  # set by the model: T5's bias, never an (H, L, L) mask
         self.layers: list[LongLayer] = []
         self.heads_done = 0
 
@@ -169,12 +177,12 @@ class LongKeep:
             q, k = q.clone(), k.clone()
         if mask is not None:
             mask = mask[b if mask.size(0) > 1 else 0]  # (1 or H, L or 1, S): a view of the model's one
-        largest, log_sum = _rows_stats(attention, q, k, mask) if stats is None else (s[b] for s in stats)
+        largest, log_sum = _rows_stats(attention, q, k, mask, self.bias) if stats is None else (s[b] for s in stats)
         blocks = None if pooled is None else (pooled.means(), pooled.maxima)
-        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum, blocks))
+        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum, blocks, self.bias))
 
 
-def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None):
+def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, bias=None):
     """(largest, log_sum) (H, L) of each head's scores, one head and one tile of rows at a time."""
     H, L, _ = q.shape
     largest, log_sum = (torch.empty(H, L, dtype=torch.float32, device=q.device) for _ in range(2))
@@ -183,7 +191,7 @@ def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor 
     for h in range(H):
         for start in range(0, L, step):
             rows = slice(start, start + step)
-            scores, _ = _scores(attention, q[None, h : h + 1], k[None], mask, h, rows)  # (1, 1, P, W)
+            scores, _ = _scores(attention, q[None, h : h + 1], k[None], mask, h, rows, bias)  # (1, 1, P, W)
             largest[h, rows], log_sum[h, rows] = _stats(scores[0, 0], _sink(attention, h))
     return largest, log_sum
 
@@ -213,6 +221,7 @@ def tiled(attention, q, k, v, mask, keep: LongKeep | None = None) -> tuple[torch
     largest, log_sum = (torch.empty(B, H, L, dtype=torch.float32, device=q.device) for _ in range(2))
     group, step = H // k.size(1), tile_rows(k.size(2))
     pooled = None if keep is None else keep.pooled(q, k)
+    bias = None if keep is None else keep.bias
     for b, h in ((b, h) for b in range(B) for h in range(H)):
         pooling = pooled if keep is not None and b == keep.batch else None  # the kept element's rows alone
         own = None if mask is None else mask[b : b + 1] if mask.size(0) > 1 else mask  # (1, ·, ·, S)
@@ -220,7 +229,7 @@ def tiled(attention, q, k, v, mask, keep: LongKeep | None = None) -> tuple[torch
         sink = _sink(attention, h)
         for start in range(0, L, step):
             rows = slice(start, start + step)
-            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows)  # (1, 1, P, W)
+            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows, bias)  # (1,1,P,W)
             probs, (largest[b, h, rows], log_sum[b, h, rows]) = _softmax(scores[0, 0], sink)  # (P, W)
             heads[b, h, rows] = torch.matmul(probs.to(v.dtype), values[0, 0, lo : lo + probs.size(-1)])
             if pooling is not None:

@@ -251,7 +251,7 @@ class Transformer(nn.Module):
             attention_mask = None
         is_causal = causal or self.config.attention.causal
         rows = None if request.rows is None else query_rows(request.rows, B, L, input_ids.device)  # (B, P) long
-        mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device)
+        mask, window_mask = self.self_attention_masks(attention_mask, is_causal, B, L, input_ids.device, request.keep)
         angles = self.positions.layer_angles(self, L, input_ids.device)  # per layer (cos, sin) (1, L, d) each, or None
         recorders = recorders or {}
         head_mask = self.check_head_mask(head_mask, ablation)  # (n_layers, H) float or None
@@ -288,12 +288,13 @@ class Transformer(nn.Module):
         return x
 
     def self_attention_masks(
-        self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device
+        self, attention_mask: torch.Tensor | None, is_causal: bool, B: int, L: int, device: torch.device, keep=None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The masks of the layers' self-attention, built once for all layers: (full layers', windowed layers').
 
         Each is None (nothing masked), boolean (B,1,1,L), (1,1,L,L) or both, or with relative positions
-        (T5) the per-head bias plus -inf where masked, (B or 1, H, L, L)."""
+        (T5) the per-head bias plus -inf where masked, (B or 1, H, L, L); for a long pass (`keep`, a LongKeep)
+        T5's masks stay boolean and its bias goes to the keep, made a tile of rows at a time."""
         mask = build_mask(attention_mask, is_causal, B, L, L, device=device)  # (B,1,1,L), (1,1,L,L), both or None
         window, window_mask = self.config.attention.sliding_window, mask
         if is_causal and window is not None and window < L:  # windowed layers see only the latest `window` keys
@@ -301,6 +302,9 @@ class Transformer(nn.Module):
         elif window is not None and window < L:  # an encoder's: the keys fewer than `window` away either side
             padding = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
             window_mask = band(L, window, device) if padding is None else padding & band(L, window, device)
+        if keep is not None and self.positions.bias_in_mask:  # never an (H, L, L) bias in a long pass
+            keep.bias = self.positions.row_bias(self, L, is_causal, device)
+            return mask, window_mask
         same = window_mask is mask  # one mask for both kinds of layer (no window, or one the input fits in)
         mask = self.positions.scores_mask(self, mask, L, is_causal, device)  # T5's bias in it; else as it is
         window_mask = mask if same else self.positions.scores_mask(self, window_mask, L, is_causal, device)

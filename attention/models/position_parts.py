@@ -53,6 +53,10 @@ class Positions:
     def scores_mask(self, model: Transformer, mask, L: int, is_causal: bool, device: torch.device, start: int = 0):
         return mask
 
+    def row_bias(self, model: Transformer, L: int, is_causal: bool, device: torch.device) -> RowBias | None:
+        """Where the mask carries a bias (bias_in_mask), that bias a tile of rows at a time (a long pass's)."""
+        return None
+
     def words(self, step: str, config: ModelConfig, layer: int) -> str:
         """What `step` (one of `steps`) does in layer `layer`, in words."""
         return ""
@@ -155,6 +159,31 @@ class Relative(Positions):
         assert isinstance(table, nn.Embedding)
         bias = table(buckets).permute(2, 0, 1)[None]  # (L, S, H) -> (1, H, L, S)
         return bias if mask is None else torch.where(mask, bias, float("-inf"))  # (B or 1, H, L, S)
+
+    def row_bias(self, model: Transformer, L: int, is_causal: bool, device: torch.device) -> RowBias:
+        c, table = model.config.positions, model.relative_attention_bias
+        assert isinstance(table, nn.Embedding)
+        distances = relative_buckets(  # query L - 1 against keys 0 ... 2L - 2: every distance -(L - 1) ... L - 1
+            1, 2 * L - 1, not is_causal, c.relative_attention_num_buckets, c.relative_attention_max_distance, device,
+            L - 1,
+        )[0]  # fmt: skip  # (2L - 1,)
+        return RowBias(table.weight, distances, L)
+
+
+class RowBias:
+    """T5's bias over (L, L) made a tile of rows at a time: the bias of a pair depends only on its distance, so
+    one head's bias over every distance, (2L - 1,), holds each row (a window of it, `Tensor.unfold`'s view)."""
+
+    def __init__(self, weight: torch.Tensor, distances: torch.Tensor, L: int):
+        self.weight, self.distances, self.L = weight, distances, L  # (buckets, H), (2L - 1,) buckets
+
+    def __call__(self, head: int, rows: slice, lo: int, hi: int) -> torch.Tensor:
+        """Head `head`'s bias of queries `rows` against keys lo ... hi - 1, (P, W): query i, key j read the
+        distance j - i, which is the head's vector at j - i + L - 1, window L - 1 - i's j-th entry."""
+        L = self.L
+        start, stop, _ = rows.indices(L)
+        windows = self.weight[self.distances, head].unfold(0, L, 1)  # (L, L): window r is distances r-L+1 ...
+        return windows[L - stop : L - start].flip(0)[:, lo:hi]  # (P, W)
 
 
 class Disentangled(Positions):

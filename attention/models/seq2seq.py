@@ -101,7 +101,7 @@ class EncoderDecoder(nn.Module):
             )
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
-        mask, _ = decoder.self_attention_masks(attention_mask, True, B, L, input_ids.device)  # causal
+        mask, _ = decoder.self_attention_masks(attention_mask, True, B, L, input_ids.device, request.keep)  # causal
         cross_mask = build_mask(memory_mask, False, B, L, memory.size(1))  # (B, 1, 1, S) or None
         x = decoder.embeddings(input_ids, None)  # (B, L, D)
         states = [x]

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ..long_maps import LongMaps, long_maps
-from ..models.position_parts import POSITION_PARTS
 from .bigrun import BIG_RUN_BYTES, POOL_CELLS, LayerMaps, NeedsSmallerInput, PooledRun
 from .inputs import on_model_device
 from .run import read_only
@@ -30,16 +29,14 @@ def is_long(n_heads: int, n_tokens: int) -> bool:
 
 def kept_bytes(model, n_tokens: int) -> int:
     """What a long run of `n_tokens` keeps, sized before the work: each layer's q (H, L, d) and k (G, L, d)
-    float32 and its two (H, L) parts of the log-sum-exps, the model's mask once ((L, L) booleans; T5's, its
-    relative bias, (H, L, L) float32), and every head's thumbnails: the pass's mean and max blocks, the run's copy
-    of the means."""
+    float32 and its two (H, L) parts of the log-sum-exps, the model's mask once ((L, L) booleans; T5's bias is
+    made a tile of rows at a time), and every head's thumbnails: the pass's mean and max blocks, the run's copy of
+    the means."""
     c = model.config
     H, G, d = c.num_attention_heads, c.kv_heads, c.head_size
     per_layer = (H + G) * n_tokens * d * 4 + 2 * H * n_tokens * 4
     cells = min(POOL_CELLS, n_tokens) ** 2
-    mask = n_tokens * n_tokens  # boolean, shared by the layers
-    if POSITION_PARTS[c.positions.position_embedding_type].bias_in_mask:  # T5: a float bias per head and pair
-        mask = H * n_tokens * n_tokens * 4
+    mask = n_tokens * n_tokens  # boolean, shared by the layers (T5's bias is made a tile of rows at a time)
     return c.num_hidden_layers * (per_layer + 3 * H * cells * 4) + mask
 
 

@@ -223,15 +223,20 @@ result["tile"] = list(tile.shape)
 
 
 @pytest.mark.slow
-def test_8192_tokens_keep_far_below_one_layers_maps(tmp_path, monkeypatch):
-    """A causal model of 4 heads over 8,192 tokens: one layer's maps would be H · L² · 4 bytes, 1 GiB, one head's
-    256 MiB. The pass, every block of a head and a 512 × 512 tile raise the resident set by the model's own boolean
-    causal mask (L² bytes, 64 MiB), the kept q and k (a few MiB) and a few tiles of rows (16 MiB each: a tile's
-    scores, their exponentials, its rows of the mask made additive for the kernel): measured 128 MiB. Made whole,
-    a head's map alone would be past the bound."""
-    folder = make_family(
-        tmp_path / "llama-8k", "llama", max_position_embeddings=8192, hidden_size=64, num_hidden_layers=1
-    )
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_8192_tokens_keep_far_below_one_layers_maps(tmp_path, monkeypatch, family):
+    """A causal model (and T5's encoder) of 4 heads over 8,192 tokens: one layer's maps would be H · L² · 4 bytes,
+    1 GiB, one head's 256 MiB, and so would T5's relative bias made as a mask. The pass, every block of a head and
+    a 512 × 512 tile raise the resident set by the model's own boolean causal mask (L² bytes, 64 MiB; T5's
+    encoder has none), the kept q and k (a few MiB) and a few tiles of rows (16 MiB each: a tile's scores, their
+    exponentials, its rows of the mask or T5's bias): measured 128 MiB. Made whole, a head's map alone would be
+    past the bound, and so would T5's bias."""
+    if family == "t5":  # relative positions: any length the config allows
+        folder = make_seq2seq(tmp_path / "t5-8k", "t5", n_positions=8192, num_layers=1, num_decoder_layers=1)
+    else:
+        folder = make_family(
+            tmp_path / "llama-8k", "llama", max_position_embeddings=8192, hidden_size=64, num_hidden_layers=1
+        )
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(2**16))  # freed blocks leave the resident set
     measured = peak_bytes(SETUP.format(folder=str(folder)), WORK)
     H, n = 4, 8192
