@@ -43,17 +43,36 @@ class Pooled:
         self.n, self.shape = n, (n_heads, n_rows, n_cols)
         self.sums = torch.zeros(n_heads, n, n, dtype=torch.float32, device=device)
         self.maxima = torch.zeros(n_heads, n, n, dtype=torch.float32, device=device)  # probabilities are >= 0
-        self.row_block = torch.repeat_interleave(torch.arange(n), sizes(n_rows, n).long()).to(device)  # (L,)
 
     def add(self, head: int, rows: slice, first: int, probs: torch.Tensor) -> None:
         """probs (P, W): head `head`'s map at `rows` over keys first ... first + W - 1 (every other key's 0)."""
         n_cols = self.shape[2]
         if probs.size(1) != n_cols:  # the keys outside as the zeros they are
             probs = torch.nn.functional.pad(probs, (first, n_cols - first - probs.size(1)))  # (P, S)
-        blocks = self.row_block[rows]  # (P,): each row's block
-        self.sums[head].index_add_(0, blocks, reduce_last(probs, self.n, torch.sum))
-        most = reduce_last(probs, self.n, torch.amax)  # (P, n)
-        self.maxima[head].scatter_reduce_(0, blocks[:, None].expand_as(most), most, "amax")
+        sums, most = reduce_last(probs, self.n, torch.sum), reduce_last(probs, self.n, torch.amax)  # (P, n) each
+        top = rows.start
+        for row, stop, size, block in self._runs(top, top + probs.size(0)):
+            self._fold(head, sums[row - top : stop - top], most[row - top : stop - top], row, size, block)
+
+    def _runs(self, start: int, stop: int) -> list[tuple[int, int, int, int]]:
+        """Rows start ... stop - 1 as runs in blocks of one size: (first row, stop, size, its block)."""
+        q, r = divmod(self.shape[1], self.n)
+        edge = r * (q + 1)  # the first row of the first block of size q
+        runs = [(start, min(stop, edge), q + 1, start // (q + 1))] if start < edge else []
+        if stop > edge:
+            row = max(start, edge)
+            runs.append((row, stop, q, r + (row - edge) // q))
+        return runs
+
+    def _fold(self, head: int, sums: torch.Tensor, most: torch.Tensor, row: int, size: int, block: int) -> None:
+        """sums and most (P, n) of rows row ... row + P - 1, all in blocks of `size` rows from `block` on: added
+        to those blocks, the rows of a block outside them as zero rows (a sum's and a probability's floor)."""
+        before = row - start(self.shape[1], self.n, block)  # the first block's rows above these
+        count = -(-(before + sums.size(0)) // size)
+        pad = (0, 0, before, count * size - before - sums.size(0))
+        self.sums[head, block : block + count] += torch.nn.functional.pad(sums, pad).view(count, size, -1).sum(1)
+        folded = torch.nn.functional.pad(most, pad).view(count, size, -1).amax(1)  # (count, n)
+        torch.maximum(self.maxima[head, block : block + count], folded, out=self.maxima[head, block : block + count])
 
     def means(self) -> torch.Tensor:
         """(H, n, n) float32: each block's mean, its sum over its cells."""

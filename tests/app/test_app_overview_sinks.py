@@ -26,12 +26,19 @@ def outlines(at) -> tuple[np.ndarray, list[str]]:
     return np.asarray(decode(tiles["marker"]["color"]), dtype=np.float64), list(tiles["hovertext"])
 
 
-def test_heads_outlined_by_their_raw_and_value_weighted_first_token_shares(minilm):
+def shares(minilm):
+    """The sentence's run and each head's first-token share, raw and value-weighted, (layers, H) each, as the
+    library makes them."""
     model, tokenizer = minilm
     run = run_sentence(model, tokenizer, SENTENCE)
     enc = run.encoded
     raw = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))["to_first"]
     weighted = np.stack([first_share(h) for h in norm_maps(model, enc.input_ids, enc.attention_mask).heads])
+    return run, raw, weighted
+
+
+def test_heads_outlined_by_their_raw_and_value_weighted_first_token_shares(minilm):
+    run, raw, weighted = shares(minilm)
     at = start(view="overview", sink="raw")
     no_errors(at)
     colours, hovers = outlines(at)
@@ -57,11 +64,7 @@ def test_no_outline_by_default():
 
 
 def test_head_stats_lists_both_first_token_shares(minilm):
-    model, tokenizer = minilm
-    run = run_sentence(model, tokenizer, SENTENCE)
-    enc = run.encoded
-    raw = head_stats(run.attentions, enc.special, enc.sequence_ids, punctuation_mask(enc.tokens))["to_first"]
-    weighted = np.stack([first_share(h) for h in norm_maps(model, enc.input_ids, enc.attention_mask).heads])
+    _, raw, weighted = shares(minilm)
     at = start(view="stats")
     no_errors(at)
     frame = at.dataframe[0].value.sort_values(["layer", "head"])

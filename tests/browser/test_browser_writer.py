@@ -96,18 +96,24 @@ OFFER = """() => {
 }"""
 
 
+def written_three(chromium, url: str, viewport: dict, more: str = ""):
+    """A page of the Next token view with three tokens of PROMPT's continuation written, the first of them chosen,
+    drawn and settled."""
+    page = chromium.new_page(viewport=viewport)
+    page.goto(f"{url}/?model=smollm2{more}&view=next&s={quote(PROMPT)}&cont=1&n=3&pos=4")
+    wait_drawn(page)
+    wait_idle(page)
+    clean(page)
+    return page
+
+
 def picked(page) -> str | None:
     found = re.search(r"[?&]pick=([^&]+)", address(page))
     return found.group(1) if found else None
 
 
 def test_in_presentation_another_candidate_is_picked_and_the_bars_come_back_on_the_first_screen(browser):
-    chromium, url = browser
-    page = chromium.new_page(viewport=PRESENT)
-    page.goto(f"{url}/?model=smollm2&present=1&view=next&s={quote(PROMPT)}&cont=1&n=3&pos=4")  # chose the first written
-    wait_drawn(page)
-    wait_idle(page)
-    clean(page)
+    page = written_three(*browser, PRESENT, "&present=1")
     before = page.evaluate(BARS)["written"]
     box = page.locator(".st-key-next_pick")
     box.scroll_into_view_if_needed()
@@ -136,12 +142,7 @@ def test_in_presentation_another_candidate_is_picked_and_the_bars_come_back_on_t
 
 
 def test_a_click_on_a_bar_writes_its_token_in_place_of_the_one_written(browser):
-    chromium, url = browser
-    page = chromium.new_page(viewport=LAPTOP)
-    page.goto(f"{url}/?model=smollm2&view=next&s={quote(PROMPT)}&cont=1&n=3&pos=4")  # chose the first written
-    wait_drawn(page)
-    wait_idle(page)
-    clean(page)
+    page = written_three(*browser, LAPTOP)
     chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first
     bar = chart.locator(".barlayer .trace").first.locator(".point").nth(1).bounding_box()  # the second candidate's
     assert bar is not None
