@@ -101,13 +101,14 @@ def each_layer(
         kept: dict[str, torch.Tensor] = {}
 
         def record(name, tensor):
-            if name in ("v_heads", *names):
+            if name in ("v_heads", "v_norm", *names):
                 kept[name] = tensor
             if name == "probs":  # the last step that reads the values' weights: the layer is read here
                 on = slice(None) if mask is None else real.to(tensor.device)  # every token, or the real ones
                 probs = tensor[0][:, on][:, :, on]  # (H, L, L) -> (H, n, n)
-                f = head_values(model.layers[i].attention, kept["v_heads"])[:, on]  # (H, n, D)
-                on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k != "v_heads"})
+                v = kept.get("v_norm", kept["v_heads"])  # the values as read: Gemma 4's normed
+                f = head_values(model.layers[i].attention, v)[:, on]  # (H, n, D)
+                on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k not in ("v_heads", "v_norm")})
                 if i == max(layers):
                     raise _AllRead  # the layers after it have nothing to give
             return tensor
