@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import test_config_checks
 import test_decoders
+import test_mixing
 import torch
 from families import make_more
 from parity import PARITY_KINDS, case_loader, parity
 
 from attention import ModelLoadError, encode, load_model
+from attention.analysis.mixing import value_zeroing
 from attention.core.rotary import inverse_frequencies
 from attention.runs.run import run_sentence
 from attention.tracing.trace import trace_layer
@@ -75,6 +77,15 @@ def test_the_shape_flow_names_each_mechanism(load):
         assert "unscaled" in trace.step("scores").op
         assert "times its weight" in trace.step("q_norm").op and "1 + its weight" not in trace.step("q_norm").op
     assert full.d == 16 and windowed.d == 8
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_value_zeroing_runs_the_per_layer_input_and_scalar_after_the_layer(load, layer):
+    model, tokenizer, theirs = load("gemma4")
+    input_ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
+    ours = torch.tensor(value_zeroing(model, input_ids, layer))
+    expected = test_mixing.reference_zeroing("gemma4", theirs, input_ids, layer)  # their v_proj's output zeroed
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize(
