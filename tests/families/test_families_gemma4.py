@@ -3,6 +3,8 @@ single and padded: RMSNorms times their weight, unscaled scores, a weight-free n
 full layers turned by proportional rotary on a share of their pairs, per-layer inputs and each layer's saved scalar;
 options it does not follow are refused by name."""
 
+import copy
+
 import numpy as np
 import pytest
 import test_config_checks
@@ -13,6 +15,7 @@ from families import make_more
 from parity import PARITY_KINDS, case_loader, parity
 
 from attention import ModelLoadError, encode, load_model
+from attention.analysis.gqa import to_grouped
 from attention.analysis.mixing import value_zeroing
 from attention.core.rotary import inverse_frequencies
 from attention.runs.run import run_sentence
@@ -86,6 +89,24 @@ def test_value_zeroing_runs_the_per_layer_input_and_scalar_after_the_layer(load,
     ours = torch.tensor(value_zeroing(model, input_ids, layer))
     expected = test_mixing.reference_zeroing("gemma4", theirs, input_ids, layer)  # their v_proj's output zeroed
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
+
+
+def test_grouping_the_keys_and_values_keeps_the_norms(load):
+    """Two K/V heads made equal pool into one exactly: the grouped model's maps are the model's own, which holds only
+    where the copy keeps each head's q and k norms and the value norm."""
+    model, tokenizer, _ = load("gemma4")
+    same = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer in same.layers:
+            for projection in (layer.attention.k_proj, layer.attention.v_proj):
+                rows = projection.weight.view(2, -1, projection.weight.size(1))  # (G, d, D)
+                rows[1] = rows[0]
+    input_ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        own, grouped = same(input_ids), to_grouped(same, 1)(input_ids)
+    for a, b in zip(own.attentions, grouped.attentions):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    torch.testing.assert_close(own.last_hidden_state, grouped.last_hidden_state, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize(
