@@ -52,7 +52,7 @@ def full_head_dim(values: dict) -> int:
         raise ConfigError(f"per_layer_config should map layers to settings, not {table!r}")
     full = {str(i) for i, kind in enumerate(kinds) if kind == _FULL}
     widths = {v.get("head_dim") for v in table.values()}
-    if set(table) != full or len(widths) != 1 or any(set(v) != {"head_dim"} for v in table.values()):
+    if {str(i) for i in table} != full or len(widths) != 1 or any(set(v) != {"head_dim"} for v in table.values()):
         raise ConfigError(
             f"per_layer_config {table!r} is not supported: "
             "only one head_dim for every full layer (no per-layer K/V heads)"
