@@ -45,6 +45,10 @@ class NoLayerInputs:
     def finish(self, block: Block, x: torch.Tensor, layer_input: torch.Tensor | None) -> torch.Tensor:
         return x  # (B, L, D)
 
+    def words(self, config: ModelConfig) -> str:
+        """What the layer does after its feed-forward sub-block, in words for the shape flow ("" for nothing)."""
+        return ""
+
 
 class PerLayerInputs(NoLayerInputs):
     """Gemma 4's per-layer embeddings (where hidden_size_per_layer_input > 0) and each layer's layer_scalar."""
@@ -85,6 +89,11 @@ class PerLayerInputs(NoLayerInputs):
         if hasattr(block, "layer_scalar"):
             x = x * cast(torch.Tensor, block.layer_scalar)  # (B, L, D) times (1,)
         return x
+
+    def words(self, config: ModelConfig) -> str:
+        P = config.embeddings.per_layer_input_size
+        own = f"its own {P}-wide per-layer input of each token (gated by its output), then " if P else ""
+        return f"; after the feed-forward block the layer adds {own}multiplies everything by its layer_scalar"
 
 
 def layer_input_part(config: ModelConfig) -> NoLayerInputs:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..models.layer_inputs import layer_input_part
 from ..models.position_parts import POSITION_PARTS
 
 LETTERS = {
@@ -153,6 +154,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attent
         "residual_norm": not config.norms.pre_norm and not config.norms.norm_after_sublayer,
         "embedding": _embedding_sum(config),
         "late_positions": config.positions.positions_after_projection,
+        "layer_end": layer_input_part(config).words(config),  # what follows the feed-forward block (Gemma 4)
     }
 
 
@@ -269,7 +271,8 @@ def op_words(
             f", then {_norm_kind(facts['norm'][0])}(x + this): the norm after the residual (post-norm)"
             if facts.get("residual_norm")
             else ""
-        ),
+        )
+        + facts.get("layer_end", ""),
     }
     return words.get(name, name)
 

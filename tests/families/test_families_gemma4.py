@@ -79,6 +79,7 @@ def test_the_shape_flow_names_each_mechanism(load):
         assert "no weight (v_norm)" in trace.step("v_norm").op
         assert "unscaled" in trace.step("scores").op
         assert "times its weight" in trace.step("q_norm").op and "1 + its weight" not in trace.step("q_norm").op
+        assert "8-wide per-layer input" in trace.step("output").op and "layer_scalar" in trace.step("output").op
     assert full.d == 16 and windowed.d == 8
 
 
