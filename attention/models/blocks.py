@@ -4,7 +4,9 @@ Module names follow BERT's (embeddings.word_embeddings, attention, intermediate,
 so the families' tensor-name maps stay short. What a family does differently is read from its
 ModelConfig (attention/config.py), never from a copy of this code. The attention's Q·K·V projection and Q/K norm
 are parts chosen when it is built (attention/core/qkv.py), and so is how positions enter (position_parts.py: a table,
-sines, rotary angles, a bias on the scores, DeBERTa's terms); the blocks read the rest: token types or none, an
+sines, rotary angles, a bias on the scores, DeBERTa's terms) and what a layer adds last (layer_inputs.py: Gemma 4's
+per-layer inputs and scalar); each layer is built from its own config (ModelConfig.for_layer: Gemma 4's full layers
+have wider heads); the blocks read the rest: token types or none, an
 embedding projection, norms after (BERT) or before (GPT-2) each sub-block, a final norm, causal or not, bias or
 none, LayerNorm or RMSNorm, a plain or gated feed-forward block, a sliding window, and cross-attention to an
 encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
