@@ -34,6 +34,29 @@ _OFF = (  # options that change the model, each refused where a config turns it 
 )
 
 
+# transformers' Gemma4TextConfig defaults, for keys a config.json leaves out
+_DEFAULTS = dict(
+    vocab_size=262_144, hidden_size=2304, intermediate_size=9216, num_hidden_layers=30, num_attention_heads=8,
+    num_key_value_heads=4, head_dim=256, max_position_embeddings=131_072, rms_norm_eps=1e-6, sliding_window=512,
+    vocab_size_per_layer_input=262_144, hidden_size_per_layer_input=256, hidden_activation="gelu_pytorch_tanh",
+)  # fmt: skip
+
+
+_MOST_LAYERS = 1024  # no list of kinds is made for more: the loader refuses such a config (load/loading.LIMITS)
+
+
+def with_defaults(values: dict) -> dict:
+    """config.json's values with transformers' defaults where it has none, and its layer_types as transformers reads
+    them: by default each sixth layer full, and the last layer full whatever the list says (transformers forces it)."""
+    values = {**_DEFAULTS, **values}
+    kinds, n = values.get("layer_types"), values["num_hidden_layers"]
+    if kinds is None and isinstance(n, int) and not isinstance(n, bool) and 0 < n <= _MOST_LAYERS:
+        kinds = ["sliding_attention" if (i + 1) % 6 else _FULL for i in range(n)]
+    if isinstance(kinds, list) and kinds:
+        kinds = [*kinds[:-1], _FULL]
+    return dict(values, layer_types=kinds)
+
+
 def refuse_options(values: dict) -> None:
     """ConfigError naming the first option this package does not follow that `values` turns on."""
     for name, what in _OFF:
@@ -78,13 +101,14 @@ def full_rope(values: dict) -> tuple[dict, float]:
 
 def read_config(values: dict) -> ModelConfig:
     refuse_options(values)
-    window = values.get("sliding_window", 512)
+    values = with_defaults(values)
+    window = values["sliding_window"]
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ConfigError(f"sliding_window should be a positive int, not {window!r}")
     every, first = pattern(values, 6)
     params, share = full_rope(values)
     rope = layer_rope(dict(values, rope_parameters=params), "rope_theta", 1_000_000.0, "rope_local_base_freq", 10_000.0)
-    vocab, per_layer_vocab = values.get("vocab_size", 262_144), values.get("vocab_size_per_layer_input", 262_144)
+    vocab, per_layer_vocab = values["vocab_size"], values["vocab_size_per_layer_input"]
     if isinstance(per_layer_vocab, int) and isinstance(vocab, int) and per_layer_vocab < vocab:
         raise ConfigError(
             f"vocab_size_per_layer_input {per_layer_vocab} is smaller than vocab_size {vocab}: "
@@ -92,9 +116,7 @@ def read_config(values: dict) -> ModelConfig:
         )
     plain = {k: v for k, v in values.items() if k not in ("rope_parameters", "rope_scaling", "per_layer_config")}
     config = read_gemma_config(
-        dict(
-            plain, hidden_act=values.get("hidden_activation", "gelu_pytorch_tanh"), head_dim=values.get("head_dim", 256)
-        ),
+        dict(plain, hidden_act=values["hidden_activation"]),
         "gemma4_text",
         **rope,
         rope_proportion=share,
@@ -105,7 +127,7 @@ def read_config(values: dict) -> ModelConfig:
         qk_norm="head",
         value_norm=True,
         full_head_dim=full_head_dim(values),
-        per_layer_input_size=values.get("hidden_size_per_layer_input", 256) or 0,
+        per_layer_input_size=values["hidden_size_per_layer_input"] or 0,
         per_layer_vocab_size=per_layer_vocab,
         layer_scalar=True,
     )

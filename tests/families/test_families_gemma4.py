@@ -11,7 +11,7 @@ import test_config_checks
 import test_decoders
 import test_mixing
 import torch
-from families import make_more
+from families import make_more, reference
 from parity import PARITY_KINDS, case_loader, parity
 
 from attention import ModelLoadError, encode, load_model
@@ -56,6 +56,19 @@ def test_full_layers_have_wider_heads_and_windowed_layers_see_the_latest_keys(lo
     far = np.tril(np.ones((L, L), dtype=bool), k=-4)  # keys 4 or more positions back: outside a window of 4
     for layer in range(4):
         assert (np.abs(run.attentions[layer][:, far]).max() == 0) == (layer % 2 == 0), layer
+
+
+def test_a_config_without_layer_types_reads_them_as_transformers_does(tmp_path):
+    """No layer_types in config.json: each sixth layer full, and the last one full whatever the pattern says (here the
+    fourth of four); the model then equals transformers' reading of the same folder."""
+    folder = make_more(tmp_path / "gemma4", "gemma4_text", layer_types=None)  # saved [s, s, s, f]
+    folder = test_config_checks.edited(folder, layer_types=None, sliding_window=3)
+    model, tokenizer = load_model(folder)
+    assert tuple(model.config.window_of(i) for i in range(4)) == (3, 3, 3, None)
+    assert [layer.attention.head_dim for layer in model.layers] == [8, 8, 8, 16]
+    input_ids, attention_mask = test_decoders.inputs(tokenizer, "left padded")
+    hidden, attention = test_decoders.differences(model, reference(folder), input_ids, attention_mask)
+    assert hidden <= 1e-5 and attention <= 1e-6, (hidden, attention)
 
 
 def test_proportional_rotary_turns_the_first_pairs_at_frequencies_over_the_whole_width(load):
