@@ -10,6 +10,7 @@ pre_norm=True)`): each name goes to its group. BertConfig is ModelConfig restric
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from types import SimpleNamespace
 
 # activations the feed-forward block may use, by the names config.json gives them
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
-NORMS = ("layer_norm", "rms_norm", "rms_norm_offset")  # rms_norm_offset: times (1 + weight) (Gemma)
+# rms_norm_offset: times (1 + weight) (Gemma); rms_norm_float: times weight, all in float32 (Gemma 4)
+NORMS = ("layer_norm", "rms_norm", "rms_norm_offset", "rms_norm_float")
 # a learned table of positions, q and k rotated by position (RoPE), a fixed table of sines and cosines
 # (Marian), a learned bias per head on the scores by bucketed relative distance (T5), or DeBERTa's
 # content-to-position and position-to-content terms from a shared table of relative positions
@@ -29,6 +31,7 @@ ROPE_TYPES = (
     "dynamic",
     "llama3",
     "yarn",
+    "proportional",
 )  # rope_scaling types followed as transformers computes them
 # field annotations (strings under `from __future__ import annotations`) -> accepted JSON types
 _TYPES: dict[str, type | tuple[type, ...]] = {
@@ -53,6 +56,7 @@ _ZERO_ALLOWED = (
     "position_buckets",
     "num_local_experts",
     "num_experts_per_tok",
+    "per_layer_input_size",
 )
 # the sizes as BERT's config.json names them (RoBERTa and ELECTRA use the same names)
 BERT_NAMES = (
@@ -99,6 +103,7 @@ class PositionSettings:
     rope_attention_factor: float | None = None  # yarn: cos and sin times this; None: from factor (and mscales)
     rope_mscale: float | None = None
     rope_mscale_all_dim: float | None = None
+    rope_proportion: float = 1.0  # proportional (Gemma 4): the share of the d/2 pairs turned, θ_i over all d
     rotary_fraction: float = 1.0  # the share of each head's d that rotary turns (GPT-NeoX's rotary_pct)
     local_rope_theta: float | None = None  # rotary base of the windowed layers (Gemma3, ModernBERT); None: rope_theta
     nope_layers: tuple[int, ...] = ()  # rotary models: the layers whose q and k are not turned (SmolLM3's NoPE)
@@ -125,6 +130,8 @@ class AttentionSettings:
     scale_scores: bool = True  # q · k times head_dim ** -0.5; False: unscaled (T5)
     query_pre_attn_scalar: float | None = None  # the scores scaled by its -0.5 power, not head_dim's (Gemma2)
     attn_logit_softcapping: float | None = None  # scores capped to tanh(s / cap) · cap before the mask (Gemma2)
+    value_norm: bool = False  # each head's v normalised over d by an RMSNorm without a weight (Gemma 4's v_norm)
+    full_head_dim: int | None = None  # the full layers' head width d when not head_dim (Gemma 4's global_head_dim)
     sinks: bool = False  # each head's learned logit joins every row's softmax as a column of no key (gpt-oss)
     sliding_window: int | None = None  # causal layers see only this many latest keys (Mistral); an encoder's
     # see the keys fewer than this many positions away on either side (ModernBERT)
@@ -174,6 +181,9 @@ class EmbeddingSettings:
     scale_embedding: bool = False  # word embeddings times sqrt(hidden_size) (Marian, some BARTs)
     scale_embedding_in_dtype: bool = False  # the sqrt(hidden_size) scale rounded to the embeddings' dtype first (Gemma)
     embedding_projection_bias: bool = True  # the embedding projection's bias (OPT's project_in: none)
+    per_layer_input_size: int = 0  # > 0: each layer adds its own embedding of each token this wide (Gemma 4)
+    per_layer_vocab_size: int | None = None  # the per-layer embeddings' rows; None: vocab_size
+    layer_scalar: bool = False  # each layer's output times a saved scalar (Gemma 4's layer_scalar)
     final_projection: bool = False  # last hidden states projected back to the embedding width (OPT's project_out)
     hidden_dropout_prob: float = 0.1
 
@@ -318,6 +328,10 @@ class ModelConfig:
             raise ConfigError(f"nope_layers should name layers 0 to {c.num_hidden_layers - 1}, not {c.nope_layers}")
         if c.positions_skip_padding and c.pad_token_id is None:
             raise ConfigError("positions that skip padding need a pad_token_id")
+        if not 0 < c.rope_proportion <= 1:
+            raise ConfigError(f"a proportional rotary share should be in (0, 1], not {c.rope_proportion}")
+        if c.full_head_dim is not None and c.full_head_dim % 2:
+            raise ConfigError(f"full_head_dim {c.full_head_dim} is odd: rotary positions turn pairs of coordinates")
         if c.num_local_experts and not 0 < c.num_experts_per_tok <= c.num_local_experts:
             raise ConfigError(
                 f"num_experts_per_tok should be 1 to {c.num_local_experts} (num_local_experts), "
@@ -364,6 +378,13 @@ class ModelConfig:
             return None if (layer - first) % a.sliding_window_pattern == 0 else a.sliding_window
         return a.sliding_window if layer >= a.first_sliding_layer else None
 
+    def for_layer(self, layer: int) -> ModelConfig:
+        """Layer `layer`'s own config: this one, except that a full layer's heads are full_head_dim wide where the
+        family sets one (Gemma 4); the layers are built from it (blocks.Transformer) and turn by its angles."""
+        if self.attention.full_head_dim is None or self.window_of(layer) is not None:
+            return self
+        return _full_layer_config(self)
+
     @property
     def kv_heads(self) -> int:
         return self.num_attention_heads if self.num_key_value_heads is None else self.num_key_value_heads
@@ -371,6 +392,12 @@ class ModelConfig:
     @property
     def embedding_width(self) -> int:
         return self.embeddings.embedding_size or self.hidden_size
+
+
+@functools.lru_cache(maxsize=16)
+def _full_layer_config(config: ModelConfig) -> ModelConfig:
+    """A config's full layers' (ModelConfig.for_layer): its heads full_head_dim wide, made once per config."""
+    return config.replace(head_dim=config.attention.full_head_dim, full_head_dim=None)
 
 
 # the sizes: ModelConfig's own fields, each group's are routed by GROUP_OF

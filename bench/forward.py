@@ -9,7 +9,7 @@ for the checkpoint (bundled MiniLM by default); then, per family, the ratio at 1
 on random checkpoints with the base models' widths (BERT, RoBERTa, DistilBERT, ELECTRA: 768 wide,
 12 heads, 3072 feed-forward; GPT-2 small: 768, 12 heads; the families added since at the same width, with a
 1000-token vocabulary: XLM-RoBERTa, DeBERTa-v2, ModernBERT, GPT-NeoX, OPT, Phi, Phi-3, Qwen3, OLMo2, Gemma,
-Gemma2, Gemma3) and `--layers` layers (0: each base
+Gemma2, Gemma3, Gemma 4) and `--layers` layers (0: each base
 model's own count, 6 for DistilBERT and 12 for the others), token ids drawn at random.
 `--clock cpu` times each call by this process's CPU time instead of the wall clock: on a machine shared with
 other work, time spent waiting for a core then counts on neither side (best with --threads 1, where no worker
@@ -158,11 +158,25 @@ BASE_SHAPES.update(
         "gemma": ("GemmaModel", "GemmaConfig", dict(_DECODER, head_dim=64)),
         "gemma2": ("Gemma2Model", "Gemma2Config", dict(_DECODER, head_dim=64, sliding_window=256)),
         "gemma3_text": ("Gemma3TextModel", "Gemma3TextConfig", dict(_DECODER, head_dim=64, sliding_window=256)),
+        # windowed (256 keys) and full layers 5:1, the full layers' heads 128 wide on proportional rotary, v_norm,
+        # 64-wide per-layer inputs and each layer's scalar
+        "gemma4_text": (
+            "Gemma4TextModel",
+            "Gemma4TextConfig",
+            dict(
+                _DECODER,
+                head_dim=64,
+                global_head_dim=128,
+                sliding_window=256,
+                hidden_size_per_layer_input=64,
+                vocab_size_per_layer_input=_DECODER["vocab_size"],
+            ),
+        ),
     }
 )
 DECODERS = (
     "gpt2", "gpt_neox", "opt", "phi", "phi3", "qwen3", "olmo2", "olmo3", "smollm3", "gpt_oss", "gemma", "gemma2",
-    "gemma3_text",
+    "gemma3_text", "gemma4_text",
 )  # fmt: skip
 _LAYER_FIELD = {"distilbert": "n_layers", "gpt2": "n_layer"}
 

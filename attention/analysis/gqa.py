@@ -18,6 +18,7 @@ from typing import cast
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..core.mha import MultiHeadAttention
 from ..models import Transformer
@@ -96,6 +97,19 @@ def projections(attention: MultiHeadAttention) -> dict[str, dict[str, torch.Tens
     return parts
 
 
+def _keep_parts(attention: MultiHeadAttention, new: MultiHeadAttention) -> None:
+    """The parts of `attention` that grouping its keys and values leaves as they are, given to `new`: each head's
+    q and k norms over its d (Qwen3, Gemma3, Gemma 4), the value norm (Gemma 4), the score cap, the sinks."""
+    new.value_norm_part, new.value_eps, new.cap, new.sink = (
+        attention.value_norm_part, attention.value_eps, attention.cap, attention.sink,
+    )  # fmt: skip
+    if attention.sink is not None:
+        new.sinks = nn.Parameter(attention.sinks.detach().clone())  # (H,): one per query head
+    if attention.qk_norm == "head":
+        new.qk_norm, new.qk_norm_part = attention.qk_norm, attention.qk_norm_part
+        new.q_norm, new.k_norm = copy.deepcopy(attention.q_norm), copy.deepcopy(attention.k_norm)
+
+
 def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:
     """A new MultiHeadAttention with num_kv_heads key/value heads, each the mean of its group's.
 
@@ -128,6 +142,7 @@ def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> Multi
         q, k, v = (parts.pop(name) for name in ("q_proj", "k_proj", "v_proj"))
         parts["qkv_proj"] = {kind: torch.cat([q[kind], k[kind], v[kind]]) for kind in q}
     new.load_state_dict({f"{name}.{kind}": t for name, part in parts.items() for kind, t in part.items()}, strict=True)
+    _keep_parts(attention, new)
     new.train(attention.training)
     requires_grad = any(p.requires_grad for p in attention.parameters())
     return new.requires_grad_(requires_grad)

@@ -101,13 +101,14 @@ def each_layer(
         kept: dict[str, torch.Tensor] = {}
 
         def record(name, tensor):
-            if name in ("v_heads", *names):
+            if name in ("v_heads", "v_norm", *names):
                 kept[name] = tensor
             if name == "probs":  # the last step that reads the values' weights: the layer is read here
                 on = slice(None) if mask is None else real.to(tensor.device)  # every token, or the real ones
                 probs = tensor[0][:, on][:, :, on]  # (H, L, L) -> (H, n, n)
-                f = head_values(model.layers[i].attention, kept["v_heads"])[:, on]  # (H, n, D)
-                on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k != "v_heads"})
+                v = kept.get("v_norm", kept["v_heads"])  # the values as read: Gemma 4's normed
+                f = head_values(model.layers[i].attention, v)[:, on]  # (H, n, D)
+                on_layer(i, probs, f, {k: t[:, on] for k, t in kept.items() if k not in ("v_heads", "v_norm")})
                 if i == max(layers):
                     raise _AllRead  # the layers after it have nothing to give
             return tensor
@@ -195,7 +196,8 @@ def value_zeroing(
     layer with those values zeroed). The distance is ½‖ŷ − ŷ′‖² of the unit vectors, in float64: 1 − cos without
     cancelling. A row whose every distance is 0 stays 0. More than VALUE_ZEROING_MAX_TOKENS real tokens is refused
     before any work, as is a layer that is not one of the model's."""
-    n = int(_one_sentence(model, input_ids, attention_mask).numel())
+    real = _one_sentence(model, input_ids, attention_mask)
+    n = int(real.numel())
     if n > VALUE_ZEROING_MAX_TOKENS:
         raise ValueError(
             f"value zeroing runs a layer once per token and reads {VALUE_ZEROING_MAX_TOKENS} tokens at most; this "
@@ -215,7 +217,16 @@ def value_zeroing(
     bias = block.attention.o_proj.bias
     out = torch.bmm(a, f).sum(0) + (0 if bias is None else bias.double())  # (H, n, n) x (H, n, D) -> (n, D)
     with torch.inference_mode():
-        base = _unit(block.residual.after_attention(block, x, block.join(x, out[None].to(x.dtype))))  # (1, n, D)
+        ids = input_ids[:, real.to(input_ids.device)].to(x.device)  # (1, n): the real tokens
+        extra = model.layer_inputs.inputs(model, ids, model.embeddings(ids, None))[layer]  # (1, n, P) or None
+
+        def output(x: torch.Tensor, attended: torch.Tensor, rows: slice) -> torch.Tensor:
+            """The block's output, unit length, once its attention gave `attended` ((C or 1, n', D)): the feed-forward
+            sub-block and what the layer adds last (Gemma 4's per-layer input and scalar)."""
+            y = block.residual.after_attention(block, x, block.join(x, attended))  # (C or 1, n', D)
+            return _unit(block.layer_part.finish(block, y, None if extra is None else extra[:, rows]))
+
+        base = output(x, out[None].to(x.dtype), slice(None))  # (1, n, D)
         d = torch.zeros(n, n, dtype=torch.float64, device=x.device)  # row i (query), column j (zeroed)
         for start in range(0, n, ZEROED_PER_PASS):
             zeroed = slice(start, min(start + ZEROED_PER_PASS, n))  # C tokens
@@ -223,7 +234,7 @@ def value_zeroing(
             # (C, n', H) x (C, H, D) -> (C, n', D): Σ_h a_ij f_h(x_j) for each zeroed j, of the rows that read it
             moved = torch.bmm(a[:, rows, zeroed].permute(2, 1, 0), f[:, zeroed].transpose(0, 1))
             less = (out[None, rows] - moved).to(x.dtype)  # (C, n', D): attention outputs with token j's values zeroed
-            y = _unit(block.residual.after_attention(block, x[:, rows], block.join(x[:, rows], less)))  # (C, n', D)
+            y = output(x[:, rows], less, rows)  # (C, n', D)
             d[rows, zeroed] = 0.5 * (base[:, rows] - y).square().sum(-1).T  # (n', C): ½‖ŷ_i − ŷ′_ij‖² = 1 − cos
     distances = d.cpu().numpy()  # (n, n)
     sums = distances.sum(axis=1, keepdims=True)

@@ -23,7 +23,7 @@ from torch import nn
 from .dot_product import Recorder, attention_probs, no_record
 from .implementations import IMPLEMENTATIONS
 from .masks import build_mask, pick_rows
-from .qkv import PROJECTIONS, QK_NORMS, split_heads
+from .qkv import PROJECTIONS, QK_NORMS, VALUE_NORMS, split_heads
 from .request import EXPLICIT, Call
 from .rotary import rotate
 from .score_parts import Sinks, SoftCap
@@ -63,7 +63,8 @@ class MultiHeadAttention(nn.Module):
     cap · tanh(s / cap); torch's fused kernel cannot, so a fused call takes the explicit steps and lets the map
     go); `sinks`: each head's learned logit joins every row's softmax as a column of no key (gpt-oss; score_parts.Sinks,
     the explicit steps too); `terms`, parts that read q and k and add to the scores as the mask is added (set by
-    the model that owns them: models/disentangled.py).
+    the model that owns them: models/disentangled.py). `value_norm`: the eps of a weight-free RMSNorm on each head's
+    v (Gemma 4; qkv.ValueRMSNorm), None for none.
     Cross-attention (an encoder-decoder's decoder reading the encoder) is the same module, given the
     encoder's output as its key and value.
     """
@@ -83,6 +84,7 @@ class MultiHeadAttention(nn.Module):
         scaling: float | None = None,
         softcap: float | None = None,
         sinks: bool = False,
+        value_norm: float | None = None,
     ):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -105,6 +107,8 @@ class MultiHeadAttention(nn.Module):
         self.projection, self.qk_norm = projection, qk_norm
         self.project = PROJECTIONS[projection]  # input -> q (B, H, L, d), k and v (B, G, S, d)
         self.qk_norm_part = QK_NORMS[qk_norm]
+        self.value_norm_part = VALUE_NORMS[value_norm is not None]  # each head's v normalised, or as projected
+        self.value_eps = 0.0 if value_norm is None else value_norm
         self.terms: tuple[Callable[..., torch.Tensor], ...] = ()  # term(q, k, mask, record, head, rows) -> mask
         # widths of Q, K and V: H·d, G·d, G·d
         self.qkv_widths = (num_heads * self.head_dim, num_kv_heads * self.head_dim, num_kv_heads * self.head_dim)
@@ -228,6 +232,7 @@ class MultiHeadAttention(nn.Module):
         # 1. project, split into heads: q (B, H, L, d), k and v (B, G, S, d), by the family's parts
         q, k, v = self.project(self, query, key, value, record, how.values)
         q, k = self.qk_norm_part.heads(self, q, k, record)
+        v = self.value_norm_part(self, v, record)
         # 2. positions enter here, and only here (rotary.py)
         if rotary is not None:
             q = record("q_rot", rotate(q, *rotary))  # (B, H, L, d)

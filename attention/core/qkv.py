@@ -1,7 +1,8 @@
 """How a layer's input becomes each head's queries, keys and values: the parts a family's attention is built with.
 
 A projection part (PROJECTIONS) makes q (B, H, L, d), k and v (B, G, S, d) from the input; a Q/K-norm part
-(QK_NORMS) normalises q and k where its family does, before or after they are split into heads. Both are chosen
+(QK_NORMS) normalises q and k where its family does, before or after they are split into heads; a value-norm part
+(VALUE_NORMS) normalises each head's v where its family does (Gemma 4). All are chosen
 once, when the attention is built (mha.MultiHeadAttention), from the model's config; the weights stay the
 attention module's own (q_proj, k_proj, v_proj or qkv_proj; q_norm, k_norm), so checkpoints keep their names.
 Each part records its steps under the names the trace and the shape flow read ("q_proj", "q_view", "q_heads" ...).
@@ -67,6 +68,36 @@ class ProjectionQKNorm(NoQKNorm):
 
 
 QK_NORMS = {None: NoQKNorm(), "head": HeadQKNorm(), "projection": ProjectionQKNorm()}
+
+
+class NoValueNorm:
+    """v as projected (every family but Gemma 4)."""
+
+    steps: tuple[str, ...] = ()  # (B, H, L, S) maps it records: none
+    worded: tuple[str, ...] = ()  # the steps it words
+
+    def __call__(self, attention: MultiHeadAttention, v: torch.Tensor | None, record: Recorder) -> torch.Tensor | None:
+        return v
+
+
+class ValueRMSNorm(NoValueNorm):
+    """Gemma 4's v_norm: each head's v over its d, v · (mean(v²) + eps) ** -0.5 in float32, no weight, cast back;
+    before the cache keeps it. The attention's `value_eps` is its eps."""
+
+    worded = ("v_norm",)
+
+    def __call__(self, attention: MultiHeadAttention, v: torch.Tensor | None, record: Recorder) -> torch.Tensor | None:
+        if v is None:  # a map alone reads no values
+            return None
+        wide = v.float()  # (B, G, S, d)
+        normed = wide * torch.pow(wide.pow(2).mean(-1, keepdim=True) + attention.value_eps, -0.5)
+        return record("v_norm", normed.to(v.dtype))  # (B, G, S, d)
+
+    def words(self, step: str, scaling: float) -> str:
+        return "RMSNorm of V over each head's d, no weight (v_norm): every value row the same length"
+
+
+VALUE_NORMS = {False: NoValueNorm(), True: ValueRMSNorm()}
 
 
 def separate(attention: MultiHeadAttention, query, key, value, record: Recorder, values: bool) -> QKV:

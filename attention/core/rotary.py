@@ -4,7 +4,8 @@ Llama-style model.
 No position is added to the embeddings. Instead each head's q and k vectors are rotated: the pair
 of coordinates (i, i + d/2) turns by the angle position · θ_i, with θ_i = rope_theta^(-2i/d). Then
 q_m · k_n depends on the positions only through m - n. `rope_type` rescales the frequencies θ_i
-as transformers computes them ("linear", "dynamic" NTK, "llama3", "yarn": the last also scales cos and sin);
+as transformers computes them ("linear", "dynamic" NTK, "llama3", "yarn": the last also scales cos and sin;
+"proportional": only a share of the pairs turn, Gemma 4);
 "default" leaves them.
 
 Letters: B batch, L positions, n heads, d head width.
@@ -39,7 +40,19 @@ def inverse_frequencies(config: ModelConfig, seq_len: int | None = None) -> torc
         return _llama3(inv_freq, config)
     if config.positions.rope_type == "yarn":
         return _yarn(exponents, config)
+    if config.positions.rope_type == "proportional":
+        return _proportional(inv_freq, config)
     return inv_freq
+
+
+def _proportional(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """Gemma 4's full layers: only the first rope_proportion of the d/2 pairs (i, i + d/2) turn, each at its
+    θ_i = base^(-2i/d) over the whole d; the other pairs' frequency is 0 (cos 1, sin 0: they pass unturned);
+    all ÷ factor."""
+    p = config.positions
+    turned = int(p.rope_proportion * config.rotary_dim // 2)  # as transformers rounds it
+    kept = torch.cat((inv_freq[:turned], torch.zeros(inv_freq.numel() - turned)))  # (d/2,)
+    return kept / p.rope_factor
 
 
 def _llama3(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:

@@ -4,7 +4,9 @@ Module names follow BERT's (embeddings.word_embeddings, attention, intermediate,
 so the families' tensor-name maps stay short. What a family does differently is read from its
 ModelConfig (attention/config.py), never from a copy of this code. The attention's Q·K·V projection and Q/K norm
 are parts chosen when it is built (attention/core/qkv.py), and so is how positions enter (position_parts.py: a table,
-sines, rotary angles, a bias on the scores, DeBERTa's terms); the blocks read the rest: token types or none, an
+sines, rotary angles, a bias on the scores, DeBERTa's terms) and what a layer adds last (layer_inputs.py: Gemma 4's
+per-layer inputs and scalar); each layer is built from its own config (ModelConfig.for_layer: Gemma 4's full layers
+have wider heads); the blocks read the rest: token types or none, an
 embedding projection, norms after (BERT) or before (GPT-2) each sub-block, a final norm, causal or not, bias or
 none, LayerNorm or RMSNorm, a plain or gated feed-forward block, a sliding window, and cross-attention to an
 encoder's output (the decoder stack of an encoder-decoder, seq2seq.py).
@@ -23,6 +25,7 @@ from ..core.mha import KeyValueCache, MultiHeadAttention, Recorder, no_record
 from ..core.request import EVERY_MAP, EXPLICIT, Call, MapRequest
 from .embeddings import Embeddings
 from .experts import MixtureOfExperts
+from .layer_inputs import layer_input_part
 from .parts import ACTIVATIONS, make_norm
 from .positions import band
 from .residuals import residual_part
@@ -53,6 +56,7 @@ class Block(nn.Module):
         super().__init__()
         D = config.hidden_size
         self.residual = residual_part(config)  # where the norms sit around the residuals
+        self.layer_part = layer_input_part(config)  # what the layer adds last (Gemma 4's per-layer inputs), or none
         self.attention = self.make_attention(config)
         self.attention_norm = make_norm(config, D)
         if config.encoder_decoder.cross_attention:
@@ -100,6 +104,7 @@ class Block(nn.Module):
             scaling=attention_scaling(config),
             softcap=config.attention.attn_logit_softcapping,
             sinks=config.attention.sinks,
+            value_norm=config.norms.layer_norm_eps if config.attention.value_norm else None,
             qk_norm=config.attention.qk_norm,
             make_norm=lambda width: make_norm(config, width),
         )
@@ -130,15 +135,17 @@ class Block(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         cache: KeyValueCache | None = None,
         call: Call = EXPLICIT,
+        layer_input: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """x (B, L, D); `rotary` (cos, sin) turns q and k by position (rotary.py); `cache` holds the keys and values
         of the positions before x's; `call` names the attention's implementation, the map rows it keeps, a recorder
-        and ablated heads (see MultiHeadAttention.forward). A call that asks for the map alone stops there:
+        and ablated heads (see MultiHeadAttention.forward); `layer_input` (B, L, P), this layer's own input where
+        the model has them (layer_inputs.py). A call that asks for the map alone stops there:
         (None, probs), no attention output and no feed-forward block."""
         out, probs = self.attend(x, mask, rotary, cache, call)
         if out is None:
             return None, probs
-        return self.residual.after_attention(self, x, out), probs
+        return self.layer_part.finish(self, self.residual.after_attention(self, x, out), layer_input), probs
 
     def attend(
         self,
@@ -200,11 +207,14 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
-        self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        # each layer from its own config: Gemma 4's full layers have wider heads (ModelConfig.for_layer)
+        self.layers = nn.ModuleList(Block(config.for_layer(i)) for i in range(config.num_hidden_layers))
         if not config.norms.first_attention_norm and config.num_hidden_layers:  # ModernBERT: layer 0 reads x as it is
             self.layers[0].attention_norm = nn.Identity()
         self.positions = self.embeddings.positions  # the model's position part: its tables, angles, score terms
         self.positions.attach(self)
+        self.layer_inputs = layer_input_part(config)  # each layer's own input (Gemma 4), or none
+        self.layer_inputs.attach(self)
         if config.norms.final_norm:
             self.final_norm = make_norm(config, config.hidden_size)
         if config.embeddings.final_projection:
@@ -259,12 +269,13 @@ class Transformer(nn.Module):
         n_layers = len(self.layers)
         last = request.last(n_layers)  # a request that stops at a map ends at the last kept one
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
+        layer_inputs = self.layer_inputs.inputs(self, input_ids, x)  # per layer (B, L, P), or None
         hidden_states, attentions = [x] if request.keep_hidden else [], []
         for i, layer in enumerate(self.layers[: last + 1]):
             ablated = None if head_mask is None else head_mask[i]  # (H,)
             call = request.call(i, last, rows, recorders.get(i, no_record), ablated, ablation)
             windowed = self.config.window_of(i) is not None
-            out, probs = layer(x, window_mask if windowed else mask, angles[i], call=call)
+            out, probs = layer(x, window_mask if windowed else mask, angles[i], call=call, layer_input=layer_inputs[i])
             attentions.append(probs)
             if out is None:  # the map alone was asked for
                 break

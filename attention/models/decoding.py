@@ -41,10 +41,12 @@ def decode(
     mask, window_mask = decode_masks(config, B, L, S, device)
     angles = model.positions.layer_angles(model, L, device, start=P)  # the new positions' only: (1, L, d) each
     x = model.embeddings(input_ids, None, start=P)  # (B, L, D)
+    layer_inputs = model.layer_inputs.inputs(model, input_ids, x)  # per layer (B, L, P), or None
     maps = []
     for i, layer in enumerate(model.layers):
         layer_mask = mask if config.window_of(i) is None else window_mask
-        out, probs = layer(x, layer_mask, angles[i], cache[i], step_call(keep_maps, L, layer_mask))  # (B, L, D)
+        call = step_call(keep_maps, L, layer_mask)
+        out, probs = layer(x, layer_mask, angles[i], cache[i], call, layer_inputs[i])  # (B, L, D)
         assert out is not None
         x = out
         maps.append(probs)  # (B, H, L, S), or None

@@ -1,5 +1,6 @@
 """The small parts the model is built from: norms and activations, chosen by name in the config
-(attention/config.py): LayerNorm with or without a bias, Llama's RMSNorm, Gemma's RMSNorm around 1 + weight;
+(attention/config.py): LayerNorm with or without a bias, Llama's RMSNorm, Gemma's RMSNorm around 1 + weight,
+Gemma 4's in float32 throughout;
 GELU (exact or tanh), ReLU, SiLU; and the embedding tables.
 """
 
@@ -47,9 +48,22 @@ class OffsetRMSNorm(RMSNorm):
         return (normed * (1.0 + self.weight.float())).to(x.dtype)
 
 
+class FloatRMSNorm(RMSNorm):
+    """Gemma 4's RMSNorm: x · (mean(x²) + eps) ** -0.5 · weight, all in float32, cast back at the end (the weight
+    itself, not 1 + weight)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        wide = x.float()  # (B, L, D) float32
+        eps = torch.finfo(wide.dtype).eps if self.eps is None else self.eps  # None: as nn.RMSNorm takes it
+        normed = wide * torch.pow(wide.pow(2).mean(-1, keepdim=True) + eps, -0.5)  # (B, L, D)
+        return (normed * self.weight.float()).to(x.dtype)
+
+
 def make_norm(config: ModelConfig, width: int) -> nn.Module:
     if config.norms.norm == "rms_norm_offset":
         return OffsetRMSNorm(width, eps=config.norms.layer_norm_eps)
+    if config.norms.norm == "rms_norm_float":
+        return FloatRMSNorm(width, eps=config.norms.layer_norm_eps)
     if config.norms.norm == "rms_norm":
         return RMSNorm(width, eps=config.norms.layer_norm_eps)
     return nn.LayerNorm(width, eps=config.norms.layer_norm_eps, bias=config.norms.norm_bias)

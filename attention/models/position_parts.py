@@ -91,10 +91,12 @@ class Rotary(Positions):
     the layers a family leaves without positions (nope_layers: SmolLM3's NoPE) are not turned."""
 
     def layer_angles(self, model: Transformer, L: int, device: torch.device, start: int = 0) -> list[Angles]:
-        config = model.config
-        full = angles_for(config, L, device, False, start)  # (1, L, d) each
-        local = full if config.positions.local_rope_theta is None else angles_for(config, L, device, True, start)
-        angles = [full if config.window_of(i) is None else local for i in range(len(model.layers))]
+        config, made = model.config, {}
+        for i in range(len(model.layers)):  # the layers' own widths (Gemma 4's wider full layers) and bases
+            key = (config.for_layer(i).head_size, _local(config, i))
+            if key not in made:
+                made[key] = angles_for(config.for_layer(i), L, device, key[1], start)  # (1, L, d) each
+        angles = [made[config.for_layer(i).head_size, _local(config, i)] for i in range(len(model.layers))]
         return [None if i in config.positions.nope_layers else a for i, a in enumerate(angles)]
 
     steps = ("q_rot", "k_rot")
@@ -103,6 +105,7 @@ class Rotary(Positions):
         """RoPE's turn; with r < d (GPT-NeoX, Phi) only the first r of each head's d coordinates turn; the base
         where windowed and full layers turn on different ones (Gemma3, ModernBERT); a rescaling of the
         frequencies (linear, dynamic, llama3) where the layer turns on the scaled base."""
+        config = config.for_layer(layer)  # the layer's own head width (Gemma 4's wider full layers)
         lane, d, r = step[0].upper(), config.head_size, config.rotary_dim or config.head_size
         turned = f"({lane}·cos + rotate_half({lane})·sin)"
         if r >= d:
@@ -123,6 +126,11 @@ class Rotary(Positions):
         return ""
 
 
+def _local(config: ModelConfig, layer: int) -> bool:
+    """Whether layer `layer` turns on the windowed layers' own base (local_rope_theta)."""
+    return config.window_of(layer) is not None and config.positions.local_rope_theta is not None
+
+
 def _scaling_words(config: ModelConfig) -> str:
     """How rotary.inverse_frequencies rescales this config's frequencies, in words."""
     f, rope = f"{config.positions.rope_factor:g}", config.positions
@@ -130,6 +138,10 @@ def _scaling_words(config: ModelConfig) -> str:
         return f"linear rope scaling: positions ÷ {f}"
     if rope.rope_type == "dynamic":
         return f"dynamic rope scaling (factor {f}): past {config.max_position_embeddings} positions the base grows"
+    if rope.rope_type == "proportional":
+        turned, half = int(rope.rope_proportion * config.rotary_dim // 2), config.rotary_dim // 2
+        rest = half - turned
+        return f"proportional: only pairs 0 to {turned - 1} of {half} turn (θ_i over all d), the other {rest} unturned"
     if rope.rope_type == "yarn":
         return f"yarn rope scaling (factor {f}): long wavelengths' θ_i ÷ {f}, short ones kept, cos and sin scaled"
     return f"llama3 rope scaling: long wavelengths' θ_i ÷ {f}, short ones kept, those between blended"

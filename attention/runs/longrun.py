@@ -33,7 +33,8 @@ def kept_bytes(model, n_tokens: int) -> int:
     made a tile of rows at a time), and every head's thumbnails: the pass's mean and max blocks, the run's copy of
     the means."""
     c = model.config
-    H, G, d = c.num_attention_heads, c.kv_heads, c.head_size
+    H, G = c.num_attention_heads, c.kv_heads
+    d = max(c.for_layer(i).head_size for i in range(c.num_hidden_layers))  # the widest layer's
     per_layer = (H + G) * n_tokens * d * 4 + 2 * H * n_tokens * 4
     cells = min(POOL_CELLS, n_tokens) ** 2
     mask = n_tokens * n_tokens  # boolean, shared by the layers (T5's bias is made a tile of rows at a time)

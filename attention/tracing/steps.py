@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..models.layer_inputs import layer_input_part
 from ..models.position_parts import POSITION_PARTS
 
 LETTERS = {
@@ -46,6 +47,7 @@ TITLES = {
     "mask": "mask",
     "q_norm": "Q normalised",
     "k_norm": "K normalised",
+    "v_norm": "V normalised",
     "scores": "scores Q·Kᵀ·scaling",
     "c2p": "c2p: content → position",
     "p2c": "p2c: position → content",
@@ -152,6 +154,7 @@ def layer_facts(config, layer: int, biases: frozenset[str] = frozenset(), attent
         "residual_norm": not config.norms.pre_norm and not config.norms.norm_after_sublayer,
         "embedding": _embedding_sum(config),
         "late_positions": config.positions.positions_after_projection,
+        "layer_end": layer_input_part(config).words(config),  # what follows the feed-forward block (Gemma 4)
     }
 
 
@@ -168,6 +171,7 @@ def recorded_maps(attention: nn.Module) -> int:
 
 def _parts(attention: nn.Module | None) -> list:
     parts = [getattr(attention, "cap", None), getattr(attention, "sink", None), *getattr(attention, "terms", ())]
+    parts.append(getattr(attention, "value_norm_part", None))  # Gemma 4's v_norm words its step
     return [part for part in parts if part is not None]
 
 
@@ -203,6 +207,9 @@ def op_words(
     name: str, tensors: dict, sizes: dict[str, int], scaling: float, layer: int, facts: dict | None = None
 ) -> str:
     facts = facts or {}
+    part = facts.get("parts", {}).get(name)
+    if part is not None:  # a step a family's part adds says what it does itself
+        return part.words(name, scaling)
     lane = name[0].upper()
     kv = "G" if sizes["G"] != sizes["H"] else "H"
     width = "H·d" if lane == "Q" else f"{kv}·d"
@@ -238,9 +245,6 @@ def op_words(
         return f"Q · Kᵀ · {scaling:.4g}   ({_scale_words(scaling, tensors, sizes, facts)}), per head{note}"
     if name == "masked_scores":
         return _masked_words(tensors, facts)
-    part = facts.get("parts", {}).get(name)
-    if part is not None:  # a step a family's part adds says what it does itself
-        return part.words(name, scaling)
     words = {
         "embedding": f"{facts.get('embedding', 'word + position embeddings')}, {sizes.get('E')} wide",
         "embed_proj": f"x · W_Pᵀ{_plus_bias(name, 'P', facts)}   (E\u00a0→\u00a0D): up to the layers' width"
@@ -267,7 +271,8 @@ def op_words(
             f", then {_norm_kind(facts['norm'][0])}(x + this): the norm after the residual (post-norm)"
             if facts.get("residual_norm")
             else ""
-        ),
+        )
+        + facts.get("layer_end", ""),
     }
     return words.get(name, name)
 

@@ -205,7 +205,8 @@ def kept_bytes(model, batch: int, n_tokens: int, head: int | None = None) -> int
     n_maps = 3 + max(recorded_maps(layer.attention) for layer in model.layers)  # scores, masked, probs, parts
     square = batch * n_tokens * n_tokens * width
     mask = square * (n_heads if c.positions.position_embedding_type == "relative" else 1)
-    per_token = 24 * batch * n_tokens * max(c.hidden_size, n_heads * c.head_size) * width
+    d = max(layer.attention.head_dim for layer in model.layers)  # the widest layer's (Gemma 4's full layers)
+    per_token = 24 * batch * n_tokens * max(c.hidden_size, n_heads * d) * width
     return n_maps * (n_heads if head is None else 1) * square + mask + per_token
 
 
@@ -343,7 +344,7 @@ def head_matrix(trace: Trace, name: str, head: int, batch: int = 0) -> tuple[np.
         raise ValueError(f"head must be from 0 to {H - 1}, got {head}")
     if not 0 <= batch < trace.B:
         raise ValueError(f"batch must be from 0 to {trace.B - 1}, got {batch}")
-    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot", "k_norm")
+    kv_side = name in ("k_proj", "v_proj", "k_view", "v_view", "k_heads", "v_heads", "k_rot", "k_norm", "v_norm")
     own = head // (H // G) if kv_side else trace.map_index(head) if name in MAP_STEPS else head  # in the tensor
     if name == "mask":
         return _mask_matrix(step.tensor, trace, head, batch), "L", "S"

@@ -4,9 +4,9 @@ Phi-3, Gemma, Gemma2, Gemma3) continues a prompt token by token, greedily or by 
 
 The LM head is read from the checkpoint the model came from (its own `lm_head.weight`, GPT-NeoX's
 `embed_out.weight`, or, when the checkpoint ties it and saves none, the word embeddings), its logits capped by
-final_logit_softcapping for Gemma2 and Gemma3 as their task models cap them, once per model: `lm_head` keeps it
-with the model for the next calls. Each new token costs one position: the layers keep the keys and values of the
-positions before it (models/decoding.py) in buffers made once (search.BufferedCache). Each step keeps its maps,
+final_logit_softcapping for Gemma2, Gemma3 and Gemma 4 as their task models cap them, once per model: `lm_head`
+keeps it with the model for the next calls. Each new token costs one position: the layers keep the keys and values
+of the positions before it (models/decoding.py) in buffers made once (search.BufferedCache). Each step keeps its maps,
 compact (search.StepMaps): the prompt's (1, H, P, P), then each new token's row (1, H, 1, S), as transformers'
 generate(output_attentions=True) keeps them; once the last token is chosen one more step, with no LM head, gives
 its rows. The cache is freed, then each layer's rows are laid out as its (1, H, T, T) map of the whole sequence.
@@ -36,7 +36,7 @@ from .search import BufferedCache, LMHead, Sampling, StepMaps, by_columns, check
 
 KEEP_LESS = "Write fewer tokens or from a shorter prompt, or with keep_maps=False (no map kept) or maps_bound=None."
 # families whose LM head caps its logits by config.json's final_logit_softcapping, and transformers' default for it
-LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None}
+LOGIT_CAPS = {"gemma2": 30.0, "gemma3_text": None, "gemma4_text": None}
 
 
 def load_lm_head(model: Transformer) -> LMHead:

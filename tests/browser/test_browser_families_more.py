@@ -1,8 +1,8 @@
 """In Chromium: a tiny checkpoint of every family added after the first eight (tests/helpers/families.py's
-MORE_CONFIGS: XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2, OLMo 3, SmolLM3, gpt-oss, Gemma, Gemma2, Gemma3, Phi,
-Phi-3, ModernBERT, DeBERTa-v2) opened in the app and drawn in every view of the registry: its head map a stochastic
-matrix over its own tokens (gpt-oss's with one more column, its sink's share; a lower triangle for a decoder), and no
-view failing."""
+MORE_CONFIGS: XLM-RoBERTa, Qwen3, GPT-NeoX, OPT, OLMo2, OLMo 3, SmolLM3, gpt-oss, Gemma, Gemma2, Gemma3,
+Gemma 4, Phi, Phi-3, ModernBERT, DeBERTa-v2) opened in the app and drawn in every view of the registry: its head map a
+stochastic matrix over its own tokens (gpt-oss's with one more column, its sink's share; a lower triangle for a
+decoder), and no view failing."""
 
 from __future__ import annotations
 

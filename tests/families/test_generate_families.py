@@ -1,7 +1,7 @@
 """Generation with our own model for the causal families beyond tests/unit/test_generate.py's: on tiny random
-checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Qwen3, OLMo2, OLMo 3, gpt-oss and SmolLM3, greedy
-ids equal transformers' generate token for token and the top probabilities equal those transformers chose from (its
-final logit soft-cap included); the maps returned are the forward's over the written sequence; seeded sampling
+checkpoints of GPT-NeoX, OPT, Phi, Phi-3, Gemma, Gemma2, Gemma3, Gemma 4, Qwen3, OLMo2, OLMo 3, gpt-oss and SmolLM3,
+greedy ids equal transformers' generate token for token and the top probabilities equal those transformers chose from
+(its final logit soft-cap included); the maps returned are the forward's over the written sequence; seeded sampling
 repeats itself; and each LM head is read strictly, tied or saved, with its bias where it has one."""
 
 import json
@@ -29,6 +29,8 @@ CASES = {  # id -> (family, config overrides)
     "gemma2": ("gemma2", {}),  # final_logit_softcapping 30.0 by default
     "gemma3_text": ("gemma3_text", {}),
     "gemma3_text-capped": ("gemma3_text", dict(final_logit_softcapping=3.0)),
+    "gemma4_text": ("gemma4_text", {}),
+    "gemma4_text-capped": ("gemma4_text", dict(final_logit_softcapping=3.0)),
     "qwen3": ("qwen3", {}),
     "olmo2": ("olmo2", {}),
     "olmo3": ("olmo3", {}),
@@ -47,6 +49,8 @@ HEADS = {
     "gemma2": (None, None),
     "gemma3_text": (None, None),
     "gemma3_text-capped": (None, None),
+    "gemma4_text": (None, None),
+    "gemma4_text-capped": (None, None),
     "qwen3": ("lm_head.weight", None),
     "olmo2": ("lm_head.weight", None),
     "olmo3": ("lm_head.weight", None),
@@ -141,6 +145,7 @@ def test_attentions_equal_forward_over_ids(load, case):
         "gemma",
         "gemma2",
         "gemma3_text",
+        "gemma4_text",
         "qwen3",
         "olmo2",
         "olmo3",

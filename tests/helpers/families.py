@@ -204,6 +204,10 @@ def make_more(folder: Path, family: str, model_class: str | None = None, seed: i
     config = getattr(transformers, config_class)(**{**values, **overrides})
     model = getattr(transformers, model_class or task_class)(config).eval()
     randomise(model, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    for name, buffer in model.named_buffers():  # Gemma 4's saved layer_scalar: ones unless drawn again
+        if name.endswith("layer_scalar"):
+            buffer.copy_(torch.rand(buffer.shape, generator=generator) + 0.5)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
     if tokenizer == "wordpiece":  # BERT's, as DeBERTa-v2's tiny checkpoint reads it
@@ -344,6 +348,15 @@ MORE_CONFIGS["gemma3_text"] = (
     "Gemma3ForCausalLM",
     "llama",
 )
+# Gemma 4 with four layers, windowed (4 keys, shorter than the test sentences) and full alternating, the full
+# layers' heads twice as wide (16) and turned by proportional rotary on a quarter of their pairs, 8-wide per-layer
+# inputs
+_GEMMA4 = dict(
+    _GEMMA, vocab_size_per_layer_input=BPE_VOCAB + 4, intermediate_size=37, num_hidden_layers=4, head_dim=8,
+    global_head_dim=16, hidden_size_per_layer_input=8, sliding_window=4,
+    layer_types=["sliding_attention", "full_attention"] * 2,
+)  # fmt: skip
+MORE_CONFIGS["gemma4_text"] = ("Gemma4TextConfig", _GEMMA4, "Gemma4ForCausalLM", "llama")
 MORE_CONFIGS["modernbert"] = (
     "ModernBertConfig",
     # layers 0 and 3 full, 1 and 2 seeing 3 keys either side

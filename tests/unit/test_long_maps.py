@@ -28,6 +28,7 @@ CASES = {  # name -> (maker, family): what each adds
     "smollm3": (make_more, "smollm3"),  # a layer with no positions
     "gemma2": (make_more, "gemma2"),  # a soft-cap, a window, its own scaling
     "gpt_oss": (make_more, "gpt_oss"),  # learned sinks, alternating windows, yarn rotary, experts
+    "gemma4_text": (make_more, "gemma4_text"),  # wider heads on the full layers, proportional rotary, v_norm
     "modernbert": (make_more, "modernbert"),  # an encoder's band
     "deberta-v2": (make_more, "deberta-v2"),  # c2p and p2c position terms
     "t5": (make_seq2seq, "t5"),  # the relative bias on the scores, both stacks
