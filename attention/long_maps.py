@@ -115,7 +115,7 @@ class LongMaps:
         if len(picked_rows) * len(picked_cols) > TILE_CELLS:
             raise ValueError(f"a tile holds at most {TILE_CELLS:,} cells: ask for a smaller one, or for blocks")
         out = np.empty((len(picked_rows), len(picked_cols)), dtype=np.float32)
-        for window, first, count in _windows(picked_rows, tile_rows(S)):
+        for window, first, count in _windows(picked_rows, kept.span):
             probs = kept.probs(head, window, cols)  # (P, C): the window's rows, every key's scores made
             out[first : first + count] = probs[picked_rows[first] - window.start :: picked_rows.step][:count].cpu()
         return out
