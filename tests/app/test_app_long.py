@@ -142,3 +142,12 @@ def test_a_text_file_becomes_the_sentence_or_says_why_not(monkeypatch, data, tex
     assert any(said in n for n in session.url_notices), session.url_notices
     assert session.submitted == ((text, "") if text is not None else ("mine", ""))
     assert session.text == (text if text is not None else "mine")
+
+
+def test_in_presentation_mode_the_tile_labels_each_of_its_16_rows_and_keys(llama, small_bound):
+    """Presentation mode's large type: the tile takes three fifths of the row, so no label is left out."""
+    folder, _ = llama
+    at = start(model=str(folder), s=TEXT, layer="1", head="2", present="1")
+    no_errors(at)
+    layout = by_title(at, "Queries 0–15")["layout"]
+    assert len(layout["xaxis"]["tickvals"]) == len(layout["yaxis"]["tickvals"]) == 16

@@ -19,14 +19,17 @@ from ..state.view_context import ViewContext
 BLOCKS = 128  # the block map's cells a side
 SIDES = (16, 32, 64, 128)  # a tile's rows and keys: at 16 (the first) every one labelled at 1280 px
 FOUND_MAX = 200  # the most positions a search lists
-SPEC = [1, 1]  # the block map, and the tile beside it
+# the block map, and the tile beside it: halves on a laptop; in presentation mode's large type the tile takes
+# three fifths, so that its 16 rows and keys are each labelled
+SPECS = {False: [1, 1], True: [2, 3]}
 FIRST_SCREEN_PX = 400  # the figures' height: under the selectors and the token strip, within 800 px
 
 
 def draw(ctx: ViewContext) -> None:
     run, layer, head = ctx.run, ctx.layer, ctx.head
     L = len(run.tokens)
-    left, right = st.columns(SPEC)  # the figures first: on the first screen, their controls under them
+    spec = SPECS[ctx.present]
+    left, right = st.columns(spec)  # the figures first: on the first screen, their controls under them
     side_box, row_box, col_box, find_box = st.columns([3, 2, 2, 3])
     side = min(side_box.radio("Tile size", SIDES, key="long_side", horizontal=True), L)
     first_row = row_box.number_input("First query", 0, L - side, key="long_row0", step=side // 2)
@@ -37,8 +40,8 @@ def draw(ctx: ViewContext) -> None:
         "block map to open the exact tile there; find a word to draw a query's whole row."
     )
     rows, cols = range(first_row, first_row + side), range(first_col, first_col + side)
-    width = column_px(ctx.present, SPEC)
-    height = int(min(width, present_size(ctx.present).get("height", FIRST_SCREEN_PX)))
+    width, tile_width = column_px(ctx.present, spec), column_px(ctx.present, spec, 1)
+    height = int(min(tile_width, present_size(ctx.present).get("height", FIRST_SCREEN_PX)))
     blocks = block_map(ctx.key, layer, head, min(BLOCKS, L), _maps=run.maps)
     title = f"Layer {layer}, head {head}: block means"
     fig = mark_tile(block_figure(blocks, run.tokens, title, font_size=font_size(ctx.present), width=width,
@@ -51,7 +54,7 @@ def draw(ctx: ViewContext) -> None:
     tile_fig = viz.head_heatmap(
         tile, labels[rows.start : rows.stop], labels[cols.start : cols.stop],
         title=f"Queries {rows.start}–{rows.stop - 1} × keys {cols.start}–{cols.stop - 1}",
-        font_size=font_size(ctx.present), width=width, height=height,
+        font_size=font_size(ctx.present), width=tile_width, height=height,
     )  # fmt: skip
     with right:
         show(tile_fig, f"layer{layer}-head{head}-tile")
