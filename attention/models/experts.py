@@ -48,11 +48,12 @@ class Experts(nn.Module):
 
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
         """Expert e on its tokens: (n, D) -> (n, D)."""
-        gate_up = x @ self.gate_up_proj[e] + self.gate_up_proj_bias[e]  # (n, 2F)
+        gate_up = torch.addmm(self.gate_up_proj_bias[e], x, self.gate_up_proj[e])  # (n, 2F): bias + x W
         gate, up = gate_up[..., ::2], gate_up[..., 1::2]  # (n, F) each, interleaved
         if self.limit is not None:
             gate, up = gate.clamp(max=self.limit), up.clamp(-self.limit, self.limit)
-        return ((up + 1) * gate * torch.sigmoid(gate * self.alpha)) @ self.down_proj[e] + self.down_proj_bias[e]
+        glu = gate.mul(self.alpha).sigmoid_().mul_(gate)  # gate · sigmoid(alpha · gate), (n, F)
+        return torch.addmm(self.down_proj_bias[e], glu.mul_(up + 1), self.down_proj[e])  # (n, F) x (F, D) + bias
 
 
 class MixtureOfExperts(nn.Module):
