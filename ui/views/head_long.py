@@ -17,7 +17,7 @@ from ..page.page import font_size, plain, present_size, show
 from ..state.view_context import ViewContext
 
 BLOCKS = 128  # the block map's cells a side
-SIDES = (16, 32, 64, 128)  # a tile's rows and keys: at 16 (the first) every one labelled at 1280 px
+SIDES = (16, 32, 64, 128)  # a tile's rows and keys: at 16 every one labelled in presentation mode, every other at 800
 FOUND_MAX = 200  # the most positions a search lists
 # the block map, and the tile beside it: halves on a laptop; in presentation mode's large type the tile takes
 # three fifths, so that its 16 rows and keys are each labelled
