@@ -12,7 +12,7 @@ import test_decoders
 import test_mixing
 import torch
 from families import make_more, reference
-from parity import PARITY_KINDS, case_loader, parity
+from parity import parity_suite
 
 from attention import ModelLoadError, encode, load_model
 from attention.analysis.gqa import to_grouped
@@ -33,17 +33,7 @@ CASES = {  # id -> (family, config overrides)
 SENTENCE = test_decoders.SENTENCES[0]
 
 
-@pytest.fixture(scope="module")
-def load(tmp_path_factory):
-    """load(case) -> (our model, tokenizer, transformers' eager base model), each case built once."""
-    return case_loader(tmp_path_factory, CASES)
-
-
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("kind", PARITY_KINDS)
-def test_parity_with_transformers(load, case, kind):
-    hidden, attention = parity(load, case, kind)
-    assert hidden <= 1e-5 and attention <= 1e-6, (case, kind, hidden, attention)
+load, test_parity_with_transformers = parity_suite(CASES)
 
 
 def test_full_layers_have_wider_heads_and_windowed_layers_see_the_latest_keys(load):

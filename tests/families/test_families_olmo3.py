@@ -7,7 +7,7 @@ import pytest
 import test_config_checks
 import test_decoders
 from families import make_more
-from parity import PARITY_KINDS, case_loader, parity
+from parity import parity_suite
 
 from attention import ModelLoadError, encode, load_model
 from attention.runs.run import run_sentence
@@ -25,17 +25,7 @@ CASES = {  # id -> (family, config overrides)
 SENTENCE = test_decoders.SENTENCES[0]
 
 
-@pytest.fixture(scope="module")
-def load(tmp_path_factory):
-    """load(case) -> (our model, tokenizer, transformers' eager base model), each case built once."""
-    return case_loader(tmp_path_factory, CASES)
-
-
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("kind", PARITY_KINDS)
-def test_parity_with_transformers(load, case, kind):
-    hidden, attention = parity(load, case, kind)
-    assert hidden <= 1e-5 and attention <= 1e-6, (case, kind, hidden, attention)
+load, test_parity_with_transformers = parity_suite(CASES)
 
 
 @pytest.mark.parametrize(
