@@ -15,9 +15,9 @@ Then what attention mixes (attention/analysis/mixing.py, lens.py), on `--mixing-
 `--mixing-tokens` tokens, as ratios against the work they are bounded by: value-weighted maps against a forward
 pass with maps (target <= 1.3), value zeroing of every token against L passes of one layer (one layer's time taken
 as the forward pass with maps over the layers; target <= 1), the logit lens in seconds (target <= 2 s) beside the
-floor its LM head sets (n_layers · L · D · V multiply-adds at the rate of one of the lens's own products through the
-head, timed interleaved with it), in wall and CPU time. The value-weighted ratio is in CPU time: the median of paired
-rounds' own ratios (paired_ratio), with their range.
+floor its LM head sets (n_layers · L · D · V multiply-adds: the head's products alone over as many states, in the
+lens's tiles, timed interleaved with it), in wall and CPU time; and, beside it, the same products as one. The
+value-weighted ratio is in CPU time: the median of paired rounds' own ratios (paired_ratio), with their range.
 `--mixing-only` skips the views above.
 """
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from attention import load_bert, load_model  # noqa: E402
 from attention.analysis.ablation import ablate  # noqa: E402
 from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
-from attention.analysis.lens import LOGITS_BYTES, logit_lens  # noqa: E402
+from attention.analysis.lens import ROW_TILE, VOCAB_TILE, logit_lens  # noqa: E402
 from attention.analysis.mixing import norm_maps, value_zeroing  # noqa: E402
 from attention.analysis.query_key import query_key  # noqa: E402
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
@@ -167,14 +167,21 @@ def mixing(args) -> None:
     )[0]
     head = lm_head(model)
     V, D = head.weight.shape
-    hidden = torch.randn(min(n_layers * L, LOGITS_BYTES // (4 * V)), D)  # one of the lens's products through the head
+    hidden = torch.randn(n_layers * L, D)  # as many states as the lens reads
 
-    def product():
+    def product():  # the head's products alone, in the lens's tiles, nothing taken from their logits
+        with torch.inference_mode():
+            for start in range(0, V, VOCAB_TILE):
+                part = head.part(slice(start, start + VOCAB_TILE))
+                for rows in range(0, hidden.size(0), ROW_TILE):
+                    part(hidden[rows : rows + ROW_TILE])
+
+    def whole():  # the same products as one, every logit written out (n_layers · L · V float32)
         with torch.inference_mode():
             head(hidden)
 
     # wall and CPU time of the lens, and the head's rate on the same machine load, interleaved
-    lens, product_s = interleaved_medians([lambda: logit_lens(model, ids), product], args.repeats)
+    lens, product_s, whole_s = interleaved_medians([lambda: logit_lens(model, ids), product, whole], args.repeats)
     lens_cpu, product_cpu = interleaved_medians(
         [lambda: logit_lens(model, ids), product], args.repeats, time.process_time
     )
@@ -196,6 +203,7 @@ def mixing(args) -> None:
         f"{rate / 1e9:.0f} GFLOP/s, {lens / floor:.2f} x that floor; CPU time {lens_cpu:.3f} s, "
         f"{lens_cpu / (floor * product_cpu / product_s):.2f} x the head's"
     )
+    print(f"                     the head as one product writing every logit out: {whole_s:.3f} s wall")
 
 
 def paired_ratio(numerator, denominator, repeats: int, clock=time.perf_counter) -> tuple[float, float, float, float]:

@@ -72,14 +72,19 @@ def _one_sentence(model, input_ids: torch.Tensor, attention_mask: torch.Tensor |
 
 def head_values(attention, v: torch.Tensor) -> torch.Tensor:
     """f_h(x_j) of every head and token: v (1, G, L, d), a layer's values as recorded ("v_heads"), shared over each
-    group of query heads, through each head's slice of o_proj's weight, bias left out: (H, L, D) float64. The product
-    is taken in float32 (or the model's wider float), as the model's own o_proj takes it: in float64 it was most of
-    what value-weighted maps cost beyond the forward pass; mixed_norms sums its squares in float64."""
+    group of query heads, through each head's slice of o_proj's weight, bias left out: (H, L, D) float64, a view of
+    an (L, H, D) tensor, each token's heads together as mixed_norms' Gram matrices read them. The product is taken in
+    float32 (or the model's wider float), as the model's own o_proj takes it, on o_proj's weight as it lies; one copy
+    then widens it and lays it out by token (in float64, or in two copies, it was most of what value-weighted maps
+    cost beyond the forward pass). mixed_norms sums its squares in float64."""
     H, d = attention.num_heads, attention.head_dim
     dtype = torch.promote_types(v.dtype, torch.float32)
     v = v[0].to(dtype).repeat_interleave(H // v.size(1), dim=0)  # (G, L, d) -> (H, L, d)
-    W = attention.o_proj.weight.to(dtype).view(-1, H, d).permute(1, 2, 0)  # (D, H·d) -> (D, H, d) -> (H, d, D)
-    return torch.bmm(v, W).double()  # (H, L, d) x (H, d, D) -> (H, L, D)
+    W = attention.o_proj.weight.to(dtype)  # (D, H·d)
+    W = W.view(W.size(0), H, d).permute(1, 0, 2)  # (H, D, d): head h's slice, each row-major in place
+    f = torch.matmul(v, W.transpose(1, 2))  # (H, L, d) x (H, d, D) -> (H, L, D)
+    by_token = torch.empty(f.size(1), H, f.size(2), dtype=torch.float64, device=f.device)  # (L, H, D)
+    return by_token.copy_(f.transpose(0, 1)).transpose(0, 1)  # (H, L, D)
 
 
 def each_layer(
@@ -131,12 +136,13 @@ def mixed_norms(probs: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, tor
     The layer's norm without its (L, S, D) vectors: ‖Σ_h a_h f_h‖² = aᵀ G_j a, G_j (H, H) the Gram matrix of the
     heads' f_h(x_j); in float64, so that cancelling heads leave no float32 rounding under the square root. Batched
     matrix products throughout: torch.einsum of the three took up to seconds a layer at 200 tokens."""
-    a = probs.double()  # (H, L, S)
-    by_key = f.transpose(0, 1)  # (S, H, D)
+    H, L, S = probs.shape
+    by_key = f.transpose(0, 1).contiguous()  # (S, H, D): a view where f is head_values' own
     gram = torch.bmm(by_key, by_key.transpose(1, 2))  # (S, H, D) x (S, D, H) -> (S, H, H)
-    heads = a * gram.diagonal(dim1=1, dim2=2).T.sqrt()[:, None, :]  # (H, L, S) x (H, 1, S)
-    A = a.permute(2, 1, 0).contiguous()  # (S, L, H): each key's weights a_ij over the heads
-    squared = torch.bmm(A, gram).mul_(A).sum(-1).T  # (S, L, H) x (S, H, H) -> (S, L, H) -> (L, S): aᵀ G_j a
+    A = torch.empty(S, H, L, dtype=torch.float64, device=probs.device)  # each key's weights a_ij, a column a head
+    A.copy_(probs.permute(2, 0, 1))  # one copy widens them and lays them out by key
+    heads = A.permute(1, 2, 0) * gram.diagonal(dim1=1, dim2=2).T.sqrt()[:, None, :]  # (H, L, S) x (H, 1, S)
+    squared = torch.bmm(gram, A).mul_(A).sum(1).T  # (S, H, H) x (S, H, L) -> (S, H, L) -> (L, S): aᵀ G_j a
     return heads, squared.clamp_min(0).sqrt()
 
 

@@ -46,6 +46,10 @@ class LMHead:
             logits = torch.tanh(logits / self.cap) * self.cap
         return logits.float()
 
+    def part(self, ids: slice) -> LMHead:
+        """The head of the vocabulary's ids in `ids` (a slice) alone: their logits, as this head gives them."""
+        return LMHead(self.weight[ids], None if self.bias is None else self.bias[ids], self.scale, self.cap)
+
 
 def by_columns(weight: torch.Tensor) -> torch.Tensor:
     """A head's own weight (V, E), the same values stored as its transpose (E, V): the product with one hidden

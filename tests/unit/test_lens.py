@@ -96,17 +96,20 @@ def test_each_layer_is_read_through_the_final_norm_and_head(case):
     assert not np.array_equal(lens.ids[0], lens.ids[-1])  # the layers say different things
 
 
-def test_states_read_a_few_rows_at_a_time_give_the_same_lens(case, monkeypatch):
-    """The head reads the states in chunks bounded by their logits' bytes (lens.LOGITS_BYTES): three rows a chunk,
-    so that chunks end inside a layer, give every layer as the references do."""
+def test_small_tiles_give_the_same_lens(case, monkeypatch):
+    """The head reads the states a tile at a time (lens.ROW_TILE states by lens.VOCAB_TILE ids): three rows, so that
+    row tiles end inside a layer, by three ids (fewer than the top five) or seven (a narrower last tile), give every
+    layer as the references do."""
     name, model, tokenizer, theirs = case
     input_ids, decoder_ids = _inputs(name, tokenizer)
-    vocab = model.config.vocab_size
-    monkeypatch.setattr("attention.analysis.lens.LOGITS_BYTES", 4 * vocab * 3)
-    lens = logit_lens(model, input_ids, top=TOP, decoder_input_ids=decoder_ids)
+    assert model.config.vocab_size % 7  # the last tile of seven is narrower
     middle, last = reference_logits(name, theirs, input_ids, decoder_ids)
-    for i, logits in enumerate([*middle, last]):
-        assert_top(lens.ids[i], lens.probs[i], logits)
+    monkeypatch.setattr("attention.analysis.lens.ROW_TILE", 3)
+    for width in (3, 7):
+        monkeypatch.setattr("attention.analysis.lens.VOCAB_TILE", width)
+        lens = logit_lens(model, input_ids, top=TOP, decoder_input_ids=decoder_ids)
+        for i, logits in enumerate([*middle, last]):
+            assert_top(lens.ids[i], lens.probs[i], logits)
 
 
 def test_the_last_layer_is_what_the_model_writes_with(case):
