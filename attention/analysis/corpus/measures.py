@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ...runs.inputs import Encoded
-from ..mixing import each_layer, mixed_norms
+from ..mixing import each_layer, head_norms
 from ..stats import first_share, head_stats, punctuation_mask
 from .columns import SINK_COLUMNS, STATS, WEIGHTED_COLUMNS
 
@@ -46,7 +46,7 @@ def text_measures(model, encoded: Encoded, measures: tuple[str, ...]) -> dict[st
     punct = punctuation_mask(encoded.tokens)
 
     def keep(i: int, probs: torch.Tensor, f: torch.Tensor, records: dict) -> None:
-        by_head = mixed_norms(probs, f)[0].cpu().numpy()  # (H, L, L) float64: ‖a_ij f_h(x_j)‖
+        by_head = head_norms(probs, f).cpu().numpy()  # (H, L, L) float64: ‖a_ij f_h(x_j)‖
         if "sinks" in measures:
             per_layer["to_first"].append(first_share(probs.double().cpu().numpy(), shares=False))  # (H,)
             per_layer["to_first_weighted"].append(first_share(by_head))  # (H,)
