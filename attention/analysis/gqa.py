@@ -98,16 +98,23 @@ def projections(attention: MultiHeadAttention) -> dict[str, dict[str, torch.Tens
 
 
 def _keep_parts(attention: MultiHeadAttention, new: MultiHeadAttention) -> None:
-    """The parts of `attention` that grouping its keys and values leaves as they are, given to `new`: each head's
-    q and k norms over its d (Qwen3, Gemma3, Gemma 4), the value norm (Gemma 4), the score cap, the sinks."""
+    """The parts of `attention` that grouping its keys and values leaves as they are, given to `new`: the q and k
+    norms (each head's over its d: Qwen3, Gemma3, Gemma 4; OLMo2's over all heads at once, its K norm's weight then
+    pooled as the keys' rows are), the value norm (Gemma 4), the score cap, the sinks."""
     new.value_norm_part, new.value_eps, new.cap, new.sink = (
         attention.value_norm_part, attention.value_eps, attention.cap, attention.sink,
     )  # fmt: skip
     if attention.sink is not None:
         new.sinks = nn.Parameter(attention.sinks.detach().clone())  # (H,): one per query head
-    if attention.qk_norm == "head":
+    if attention.qk_norm is not None:
         new.qk_norm, new.qk_norm_part = attention.qk_norm, attention.qk_norm_part
         new.q_norm, new.k_norm = copy.deepcopy(attention.q_norm), copy.deepcopy(attention.k_norm)
+    if attention.qk_norm == "projection":  # the K norm spans every key head: (G·d,) weights, pooled to the new G
+        k_norm = new.k_norm
+        assert isinstance(k_norm, nn.RMSNorm) and k_norm.weight is not None  # OLMo2's
+        weight = _per_query_head(k_norm.weight.detach(), attention)  # (H·d,)
+        k_norm.weight = nn.Parameter(pool_kv_rows(weight, new.num_heads, new.num_kv_heads))
+        k_norm.normalized_shape = tuple(k_norm.weight.shape)
 
 
 def grouped_attention(attention: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAttention:

@@ -11,6 +11,7 @@ from families import make_more
 from parity import parity_suite
 
 from attention import ModelLoadError, encode, load_model
+from attention.analysis.gqa import to_grouped
 from attention.models.residuals import Parallel
 from attention.tracing.trace import head_matrix, trace_layer
 from viz.shapeflow import shape_flow
@@ -142,6 +143,25 @@ def test_olmo2_normalises_all_heads_q_and_k_at_once_and_each_sub_blocks_output(l
     assert (rows, cols) == ("S", "d")
     torch.testing.assert_close(torch.from_numpy(matrix), trace.tensor("k_norm")[0, :, 8:16])
     assert shape_flow(trace).layout.annotations
+
+
+@pytest.mark.parametrize("case", ["olmo2", "qwen3"])
+def test_grouping_keeps_the_q_and_k_norms(load, case):
+    """to_grouped as many K/V heads as query heads is the model itself, its Q and K norms kept (OLMo2's over all
+    heads, Qwen3's over each head); one K/V head: OLMo2's K norm is d wide, the mean of its heads' weights."""
+    model, tokenizer, _ = load(case)
+    enc = encode(tokenizer, SENTENCE)
+    H, d = model.config.num_attention_heads, model.layers[1].attention.head_dim
+    with torch.no_grad():
+        base, same = model(enc.input_ids).attentions, to_grouped(model, H)(enc.input_ids).attentions
+    for theirs, ours in zip(base, same, strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+    one = to_grouped(model, 1).layers[1].attention
+    weight = model.layers[1].attention.k_norm.weight.detach()  # (G·d,) for OLMo2, (d,) for Qwen3
+    torch.testing.assert_close(one.k_norm.weight.detach(), weight.view(-1, d).mean(0))
+    assert (
+        one.k_norm.normalized_shape == (d,) and one.q_norm.weight.shape == model.layers[1].attention.q_norm.weight.shape
+    )
 
 
 @pytest.mark.parametrize(("case", "nope"), [("smollm3", (1,)), ("smollm3-first-nope", (0,))])
