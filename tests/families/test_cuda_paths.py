@@ -18,6 +18,8 @@ from attention import encode, load_model
 from attention.analysis.ablation import ablate
 from attention.analysis.coref import load_examples, score_heads
 from attention.analysis.gqa import map_change, to_grouped
+from attention.analysis.lens import logit_lens
+from attention.analysis.mixing import norm_maps
 from attention.analysis.query_key import query_key
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout
 from attention.mlm import load_mlm_head, predict_masked
@@ -154,6 +156,22 @@ def test_grouped_query_conversion_of_a_gpu_model(folders, family):
     np.testing.assert_allclose(run_sentence(same, tokenizer, SENTENCES[0]).attentions, base, atol=1e-6)
     change = map_change(base, run_sentence(one, tokenizer, SENTENCES[0]).attentions)
     assert change.shape == base.shape[:2] and change.max() > 0
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_logit_lens_and_value_weighted_maps_of_a_gpu_model(folders, family):
+    """lens.logit_lens, its LM head read in tiles on the GPU, and mixing.norm_maps give the float32 CPU model's
+    results: the same probabilities, and the same best id wherever the best two are not a near tie."""
+    gpu, tokenizer = load_model(folders[family], device="cuda")
+    cpu, _ = load_model(folders[family])
+    ids = tokenizer(SENTENCES[0], return_tensors="pt")["input_ids"]
+    ours, theirs = logit_lens(gpu, ids), logit_lens(cpu, ids)
+    np.testing.assert_allclose(ours.probs, theirs.probs, **CPU_TOL)
+    clear = theirs.probs[..., 0] - theirs.probs[..., 1] > 1e-4  # (n_layers, L)
+    np.testing.assert_array_equal(ours.ids[..., 0][clear], theirs.ids[..., 0][clear])
+    for mine, expected in zip(norm_maps(gpu, ids).layers, norm_maps(cpu, ids).layers, strict=True):
+        assert isinstance(mine, np.ndarray) and mine.dtype == np.float32
+        np.testing.assert_allclose(mine, expected, atol=1e-5 * float(expected.max()), rtol=0)
 
 
 def test_a_big_runs_layer_by_layer_maps_from_a_gpu_model(folders):
