@@ -11,7 +11,11 @@ transformers builds that same backend.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..config import read_json
@@ -36,7 +40,9 @@ def load_tokenizer(folder: Path, vocab_size: int, gguf_file: str | None = None, 
         raise ModelLoadError(f"no tokenizer files in {folder} (expected tokenizer.json or vocab.txt)")
     where = folder if gguf_file is None else folder / gguf_file
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True, gguf_file=gguf_file)
+        with _alone(folder, gguf_file) as read_from:
+            tokenizer = AutoTokenizer.from_pretrained(str(read_from), use_fast=True, gguf_file=gguf_file)
+        tokenizer.name_or_path = tokenizer.init_kwargs["name_or_path"] = str(folder)  # not the link's folder
     except Exception as err:  # noqa: BLE001  (transformers raises many types for missing or broken tokenizer files)
         raise ModelLoadError(f"no usable tokenizer in {where} ({type(err).__name__})") from None
     if not getattr(tokenizer, "is_fast", False):
@@ -50,6 +56,23 @@ def load_tokenizer(folder: Path, vocab_size: int, gguf_file: str | None = None, 
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+@contextlib.contextmanager
+def _alone(folder: Path, gguf_file: str | None) -> Iterator[Path]:
+    """The folder transformers reads the tokenizer from: `folder`, or for a GGUF file a new folder holding a link
+    to that file alone, so that the file's own tokenizer is read and never a tokenizer.json (or its settings)
+    lying beside it, which transformers would read first. Where no link can be made, `folder` itself."""
+    if gguf_file is None:
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="gguf-tokenizer-") as alone:
+        try:
+            os.symlink((folder / gguf_file).resolve(), Path(alone) / gguf_file)
+        except OSError:
+            yield folder
+            return
+        yield Path(alone)
 
 
 def panicked(err: BaseException) -> bool:

@@ -366,6 +366,22 @@ def test_a_missing_gguf_file_and_a_gguf_of_another_family_are_refused(tiny, tmp_
         load_bert(tiny[1])
 
 
+def test_a_gguf_files_tokenizer_is_its_own_whatever_lies_beside_it(tiny, tmp_path):
+    """A tokenizer.json beside the file, with a special token the file's tokenizer lacks, is not read: transformers
+    would read it first were the file's folder given to it."""
+    folder, path = tiny
+    alone = load_model(path)[1]
+    beside = tmp_path / "tiny.gguf"
+    beside.write_bytes(path.read_bytes())
+    other = json.loads((folder / "tokenizer.json").read_text())
+    token = dict(id=len(alone) - 1, content="ZZZ", single_word=False, lstrip=False, rstrip=False, normalized=False)
+    other["added_tokens"].append({**token, "special": True})
+    (tmp_path / "tokenizer.json").write_text(json.dumps(other))
+    tokenizer = load_model(beside)[1]
+    assert "ZZZ" not in tokenizer.tokenize("The cat sat ZZZ") and alone.tokenize("ZZZ") == tokenizer.tokenize("ZZZ")
+    assert tokenizer("The cat sat ZZZ")["input_ids"] == alone("The cat sat ZZZ")["input_ids"]
+
+
 @pytest.mark.parametrize(
     "more, message",
     [
