@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from attention import load_bert, load_model  # noqa: E402
 from attention.analysis.ablation import ablate  # noqa: E402
 from attention.analysis.gqa import map_change, to_grouped  # noqa: E402
-from attention.analysis.lens import ROW_TILE, VOCAB_TILE, logit_lens  # noqa: E402
+from attention.analysis.lens import logit_lens, tiles  # noqa: E402
 from attention.analysis.mixing import norm_maps, value_zeroing  # noqa: E402
 from attention.analysis.query_key import query_key  # noqa: E402
 from attention.analysis.rollout import as_attention_tuple, attention_flow, rollout  # noqa: E402
@@ -171,10 +171,8 @@ def mixing(args) -> None:
 
     def product():  # the head's products alone, in the lens's tiles, nothing taken from their logits
         with torch.inference_mode():
-            for start in range(0, V, VOCAB_TILE):
-                part = head.part(slice(start, start + VOCAB_TILE))
-                for rows in range(0, hidden.size(0), ROW_TILE):
-                    part(hidden[rows : rows + ROW_TILE])
+            for _ in tiles(head, hidden):
+                pass
 
     def whole():  # the same products as one, every logit written out (n_layers · L · V float32)
         with torch.inference_mode():

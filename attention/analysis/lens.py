@@ -16,6 +16,7 @@ encoder has no LM head to read: refused before any work.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,22 +99,29 @@ def top_tokens(head, hidden: torch.Tensor, top: int) -> tuple[torch.Tensor, torc
     (the module's docstring). The vocabulary's tiles run outermost, so that each tile's slice of the head's weight
     is read from memory once; a row's best so far are kept, and a tile's own best are sought only in the rows
     whose largest logit there beats the last of them."""
-    starts = range(0, head.weight.size(0), VOCAB_TILE)
-    sums = torch.empty(hidden.size(0), len(starts), device=hidden.device)  # (N, tiles): each tile's logsumexp
+    n_tiles = len(range(0, head.weight.size(0), VOCAB_TILE))
+    sums = torch.empty(hidden.size(0), n_tiles, device=hidden.device)  # (N, tiles): each tile's logsumexp
     values = torch.full((hidden.size(0), top), -torch.inf, device=hidden.device)  # (N, top): the best logits so far
     ids = torch.zeros(hidden.size(0), top, dtype=torch.int64, device=hidden.device)  # (N, top): their ids
-    for c, start in enumerate(starts):
+    for c, start, rows, logits in tiles(head, hidden):
+        largest = logits.amax(dim=-1)  # (R,)
+        # log Σ exp(logit) = largest − log(the largest's probability): softmax's exp is the faster
+        sums[rows, c] = largest - torch.softmax(logits, dim=-1).amax(dim=-1).log_()
+        better = (largest > values[rows, -1]).nonzero()[:, 0]  # the rows whose best this tile may change
+        if len(better):
+            keep(values[rows], ids[rows], better, logits[better].topk(min(top, logits.size(1)), dim=-1), start)
+    return ids.cpu(), values.sub_(sums.logsumexp(-1, keepdim=True)).exp_().cpu()  # exp(logit − logsumexp)
+
+
+def tiles(head, hidden: torch.Tensor) -> Iterator[tuple[int, int, slice, torch.Tensor]]:
+    """The logits of `hidden` (N, D) through `head` (an LMHead), ROW_TILE states by VOCAB_TILE ids at a time, the
+    vocabulary's tiles outermost: (the vocabulary tile's index, its first id, the rows, their logits (R, W) float32)
+    for each tile."""
+    for c, start in enumerate(range(0, head.weight.size(0), VOCAB_TILE)):
         part = head.part(slice(start, start + VOCAB_TILE))
         for first in range(0, hidden.size(0), ROW_TILE):
             rows = slice(first, first + ROW_TILE)
-            logits = part(hidden[rows])  # (R, W) float32
-            largest = logits.amax(dim=-1)  # (R,)
-            # log Σ exp(logit) = largest − log(the largest's probability): softmax's exp is the faster
-            sums[rows, c] = largest - torch.softmax(logits, dim=-1).amax(dim=-1).log_()
-            better = (largest > values[rows, -1]).nonzero()[:, 0]  # the rows whose best this tile may change
-            if len(better):
-                keep(values[rows], ids[rows], better, logits[better].topk(min(top, logits.size(1)), dim=-1), start)
-    return ids.cpu(), values.sub_(sums.logsumexp(-1, keepdim=True)).exp_().cpu()  # exp(logit − logsumexp)
+            yield c, start, rows, part(hidden[rows])
 
 
 def keep(values: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, best, start: int) -> None:
