@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
 from viz._text import escape, escape_all, position_labels, readable, readable_all
-from viz.heatmap import FIGURE_PX, column_ticks, row_ticks
+from viz.heatmap import CHAR_WIDTH, FIGURE_PX, column_ticks, row_ticks
 
-CELL_CHARS = 7  # a cell shows the top token's first characters; the hover has it whole, and the next ones
+CELL_CHARS = 7  # a cell shows at most the top token's first 7 characters, fewer where its width holds fewer
 MARK = "where the model commits"  # the first layer from which a position's final top token stays on top
 
 
@@ -49,7 +49,12 @@ def lens_view(
     n_layers, L, top = probs.shape
     columns = position_labels(escape_all(readable_all(tokens)))
     rows = [f"layer {i}" for i in range(n_layers)]
-    cells = [[escape(readable(top_tokens[i][j][0]))[:CELL_CHARS] for j in range(L)] for i in range(n_layers)]
+    width, height = width or FIGURE_PX, height or 500
+    row_px = int((height - 160) / max(n_layers, 1))  # about a row's height: the mark and the text fit its cell
+    text_px = max(7, min(font_size - 3, int(row_px * 0.7)))
+    chars = min(CELL_CHARS, int((width - 160) / max(L, 1) / (text_px * CHAR_WIDTH)))  # what a cell's width holds
+    # cut as text, then escaped (never half an entity); the hover has each token whole, and the next ones
+    cells = [[escape(readable(top_tokens[i][j][0])[:chars]) for j in range(L)] for i in range(n_layers)]
     hover = [
         [
             f"layer {i}, after {columns[j]}<br>"
@@ -60,7 +65,6 @@ def lens_view(
         ]
         for i in range(n_layers)
     ]
-    width, height = width or FIGURE_PX, height or 500
     fig = go.Figure(
         go.Heatmap(
             z=probs[:, :, 0].astype(np.float32),
@@ -68,7 +72,7 @@ def lens_view(
             y=rows,
             text=cells,
             texttemplate="%{text}",
-            textfont=dict(size=max(7, min(font_size - 3, int((height - 160) / max(n_layers, 1) * 0.7)))),
+            textfont=dict(size=text_px),
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
             zmin=0.0,
@@ -78,7 +82,6 @@ def lens_view(
         )
     )
     commit = commit_layers(top_ids[:, :, 0])
-    row_px = int((height - 160) / max(n_layers, 1))  # about a row's height: the mark fits its cell
     fig.add_trace(
         go.Scatter(
             x=columns,
