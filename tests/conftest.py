@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # default (auto) would put the app's model there in bfloat16. Set it to run them on the GPU
 # (tests/families/test_cuda.py puts its models there itself).
 os.environ.setdefault("ATTENTION_DEVICE", "cpu")
+# pytest-xdist's workers share the cores: one torch thread each unless the caller says otherwise, so that two workers
+# do not each spread over every core (the servers and command lines they start inherit it)
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -29,12 +33,32 @@ def readable_temp(tmp_path_factory):
     os.environ.setdefault("ATTENTION_FILE_DIRS", f"{tmp_path_factory.getbasetemp()};{ROOT / 'data'}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def components_scanned_once():
+    """Each new AppTest scans every installed package's metadata for Streamlit components (about 0.35 s of a
+    first run's 0.38 s on the default page); the packages do not change during a run, so the scan is made once
+    per process and each AppTest registers its result as before."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    found = scan()
+    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(found)
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Every test in tests/browser/ drives Chromium: marked `browser` here, so that the everyday selection
-    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each."""
+    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. Each module is one
+    group for pytest-xdist (`--dist loadgroup`, pytest.ini), so that a module's fixtures (a server and its
+    Chromium, the models a module loads once) are made on one worker, not on each; a module that names its own
+    group (`xdist_group`: the Ray tests share one Ray) keeps it."""
     for item in items:
         if item.path.name.startswith("test_browser"):
             item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")

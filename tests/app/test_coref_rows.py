@@ -132,7 +132,9 @@ def test_the_list_follows_the_head_picked(page, result):
     layer, head, _ = result.ranked()[5]
     at.selectbox(key="coref_examples_pick").select((layer, head)).run()
     no_errors(at)
-    assert list(table(at).value["margin"]) == head_rows(result, layer, head)["margin"]
+    # the page scores the upload in its own batches: float32 sums in another order, so equal within 1e-6 (the
+    # maps' tolerance against transformers), not to the bit (at 2 torch threads they differed by 1.2e-7)
+    np.testing.assert_allclose(table(at).value["margin"], head_rows(result, layer, head)["margin"], rtol=0, atol=1e-6)
     at = select_row(at, 0)
     assert (at.session_state.layer, at.session_state.head) == (layer, head)
 

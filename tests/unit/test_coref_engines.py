@@ -13,6 +13,7 @@ from conftest import ROOT
 from attention.analysis.coref import load_examples, score_heads
 from attention.analysis.coref.cli import main
 
+pytestmark = pytest.mark.xdist_group("ray")  # the modules that start Ray share one worker, so one Ray (conftest.py)
 SUITE = ROOT / "data" / "coref_examples.jsonl"
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 

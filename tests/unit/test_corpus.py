@@ -22,6 +22,7 @@ from attention.analysis.runs import RunError
 from attention.analysis.stats import PATTERNS, pattern_labels, punctuation_mask
 from attention.analysis.stats import head_stats as text_head_stats
 
+pytestmark = pytest.mark.xdist_group("ray")  # the modules that start Ray share one worker, so one Ray (conftest.py)
 TEXTS = [
     "The cat sat on the mat.",
     "The animal didn't cross the street because it was too tired.",

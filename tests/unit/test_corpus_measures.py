@@ -21,6 +21,7 @@ from attention.analysis.runs import RunError
 from attention.analysis.stats import head_stats as text_head_stats
 from attention.analysis.stats import punctuation_mask
 
+pytestmark = pytest.mark.xdist_group("ray")  # the modules that start Ray share one worker, so one Ray (conftest.py)
 TEXTS = ["The cat sat on the mat.", "The animal didn't cross the street because it was too tired.", "He read."]
 MEASURED = ("to_first", "to_first_weighted", *(f"{name}_weighted" for name in STATS))
 

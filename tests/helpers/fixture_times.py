@@ -1,0 +1,30 @@
+"""Where the suite's time goes, per fixture: `python -m pytest -p fixture_times` adds a table of the fixtures whose
+set-ups took longest (each set-up timed, summed over the run, with how often it ran and its scope), beside pytest's
+own `--durations`. Under pytest-xdist each worker prints its own table in its output (shown with `-rA`); run
+without `-n` for the whole suite's. The profile in the notes of the suite's speed was made with it."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+
+_TOTAL: dict[tuple[str, str], float] = defaultdict(float)
+_COUNT: dict[tuple[str, str], int] = defaultdict(int)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    start = time.perf_counter()
+    yield
+    key = (fixturedef.argname, fixturedef.scope)
+    _TOTAL[key] += time.perf_counter() - start
+    _COUNT[key] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    rows = sorted(_TOTAL.items(), key=lambda item: -item[1])[:30]
+    terminalreporter.section("slowest fixture set-ups (summed over the run)")
+    for (name, scope), seconds in rows:
+        terminalreporter.write_line(f"{seconds:9.2f} s  {_COUNT[name, scope]:5d} x  {scope:8}  {name}")
