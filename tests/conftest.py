@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -50,15 +51,22 @@ def components_scanned_once():
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Every test in tests/browser/ drives Chromium: marked `browser` here, so that the everyday selection
-    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. Each module is one
-    group for pytest-xdist (`--dist loadgroup`, pytest.ini), so that a module's fixtures (a server and its
-    Chromium, the models a module loads once) are made on one worker, not on each; a module that names its own
-    group (`xdist_group`: the Ray tests share one Ray) keeps it."""
+    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. Each browser module is
+    one group for pytest-xdist (`--dist loadgroup`, pytest.ini), so that its server and Chromium start on one
+    worker, not on each; the other tests go to whichever worker is free (grouped by module they took 5% longer),
+    but for the modules that name a group themselves (`xdist_group`: the Ray tests share one Ray)."""
     for item in items:
         if item.path.name.startswith("test_browser"):
             item.add_marker(pytest.mark.browser)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+def pytest_collection_finish(session):
+    """The modules imported by collection (torch, transformers, streamlit, every test module) stay for the run:
+    frozen out of the collector's full passes, which otherwise walk them again each time."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from attention import encode, load_model
 from attention.load.sources import WRITER_NAME
 from viz._text import readable
 
+pytestmark = pytest.mark.xdist_group("smollm2")  # the modules that load SmolLM2 share a worker: one load
 TEXT = "I love pizza 🍕 and café 🦜"
 PROMPT = "I love pizza"
 HALF = "ĠðŁ"  # " " and the first two bytes of 🍕 (F0 9F 8D 95), one of SmolLM2's pieces
@@ -46,6 +47,7 @@ def test_each_piece_of_an_emoji_reads_as_its_bytes_and_together_they_are_the_tex
     assert readable("é") == "é" and readable("##é") == "##é"  # a WordPiece piece is its own text
 
 
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 def test_half_a_character_written_reads_as_its_bytes_in_the_bars_the_writing_and_the_strip(tokenizer):
     (half,) = tokenizer.convert_tokens_to_ids([HALF])
     at = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="1", pick=f"0.{half}")

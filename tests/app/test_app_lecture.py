@@ -16,6 +16,7 @@ from test_app_generate import bars
 from attention import generate, load_model
 from attention.load.sources import WRITER_NAME
 
+pytestmark = pytest.mark.xdist_group("smollm2")  # the modules that load SmolLM2 share a worker: one load
 PROMPT = "The cat sat on the"
 
 
@@ -39,6 +40,7 @@ def infos(at) -> str:
     return " ".join(i.value for i in at.info)
 
 
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 def test_write_one_token_at_a_time_in_presentation_mode():
     at = start(model=WRITER_NAME, s=PROMPT, present="1", view="head")
     no_errors(at)
@@ -118,6 +120,7 @@ def test_what_cannot_be_written_is_said_and_the_text_kept(short_llama):
     assert "Write one token needs a causal decoder" in infos(at) and "SmolLM2" in infos(at)
 
 
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 def test_another_candidate_rewrites_the_text_from_there_and_the_link_keeps_it():
     at = start(model=WRITER_NAME, s=PROMPT, view="next", cont="1", n="4")
     no_errors(at)

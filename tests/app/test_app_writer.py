@@ -9,7 +9,10 @@ from test_app import no_errors, start
 from attention import ModelLoadError
 from ui.serve.sources import SourcePolicy
 
+pytestmark = pytest.mark.xdist_group("smollm2")  # the modules that load SmolLM2 share a worker: one load
 
+
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 def test_the_bundled_writer_loads_from_the_model_box_and_back():
     at = start()
     labels = [b.label for b in at.sidebar.button]

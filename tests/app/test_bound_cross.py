@@ -75,6 +75,7 @@ def test_the_chosen_layer_is_read_on_demand_within_the_bound(bart):
     assert measured["peak"] < BIG_RUN_BYTES, f"the layer raised the peak by {measured['peak'] / 2**20:.0f} MB"
 
 
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 def test_one_layer_past_the_bound_is_refused_before_the_work(tmp_path):
     wide = make_seq2seq(
         tmp_path / "wide",

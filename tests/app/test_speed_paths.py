@@ -177,6 +177,10 @@ class Watch:  # who first looks for pandas, and how many page runs are under way
             first[name] = [threading.current_thread().name, preload._runs if preload else None]
 
 sys.meta_path.insert(0, Watch())
+# `streamlit run` has imported streamlit (plotly and numpy with it) before it imports app.py, which starts the
+# warm-up: in the other order the two threads can each hold a module the other is importing (Python then hands one
+# of them numpy half made, seen once at a load average of 3)
+import streamlit
 from ui.serve import preload
 warm = preload.start_warm_up()
 from streamlit.testing.v1 import AppTest

@@ -137,6 +137,11 @@ def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
     other = context.new_page()
     other.goto(link)
     wait_drawn(other)
+    # the script has ended; on a busy machine the browser may still be drawing its charts (seen at a load of 12)
+    other.wait_for_function(
+        "n => document.querySelectorAll('.js-plotly-plot').length >= n", arg=len(before["charts"]), timeout=120_000
+    )
+    wait_settled(other)
     after = page_state(other)
     assert after == before
     assert re.sub(r"#.*", "", other.url) == re.sub(r"#.*", "", link)

@@ -10,6 +10,7 @@ from test_gguf import SENTENCES, batches, largest_differences, transformers_gguf
 from attention import ModelLoadError, encode, generate, load_model
 from attention.load.sources import WRITER_NAME, writer_file
 
+pytestmark = pytest.mark.xdist_group("smollm2")  # the modules that load SmolLM2 share a worker: one load
 PROMPT = "The capital of France is"
 PROMPTS = (PROMPT, "Once upon a time, a little fox", "def add(a, b):\n    return")
 

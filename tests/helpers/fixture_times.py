@@ -1,7 +1,6 @@
 """Where the suite's time goes, per fixture: `python -m pytest -p fixture_times` adds a table of the fixtures whose
 set-ups took longest (each set-up timed, summed over the run, with how often it ran and its scope), beside pytest's
-own `--durations`. Under pytest-xdist each worker prints its own table in its output (shown with `-rA`); run
-without `-n` for the whole suite's. The profile in the notes of the suite's speed was made with it."""
+own `--durations`. pytest-xdist's workers do not print it: run it in one process, `-n 0`."""
 
 from __future__ import annotations
 

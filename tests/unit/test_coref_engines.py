@@ -44,6 +44,7 @@ def test_ray_gives_the_local_scores_per_example_and_head(minilm, examples):
     assert [e.index for e in distributed.excluded] == [e.index for e in local.excluded]
 
 
+@pytest.mark.slow  # 5-15 s alone: the full command runs it, the everyday selection not
 @needs_ray
 def test_the_command_line_runs_ray(examples, tmp_path, capsys):
     suite = tmp_path / "suite.jsonl"
