@@ -51,16 +51,15 @@ def components_scanned_once():
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Every test in tests/browser/ drives Chromium: marked `browser` here, so that the everyday selection
-    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. For pytest-xdist
-    (`--dist loadgroup`, pytest.ini) they are one group, run first: one worker draws in Chromium from the start
-    while the other runs the rest (two Chromiums and their servers at once on two cores made every browser test a
-    third slower: 18 minutes for the suite, against 13.5 with one). The other tests go to whichever worker is free,
+    (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. Each browser module is
+    one group for pytest-xdist (`--dist loadgroup`, pytest.ini), so that its server and Chromium start on one
+    worker, not on each; the other tests go to whichever worker is free (grouped by module they took 5% longer),
     but for the modules that name a group themselves (`xdist_group`: the Ray tests share one Ray)."""
     for item in items:
         if item.path.name.startswith("test_browser"):
             item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.xdist_group("browser"))
-    items.sort(key=lambda item: item.get_closest_marker("browser") is None)  # stable: the order kept within each
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_collection_finish(session):
