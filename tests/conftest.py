@@ -54,12 +54,12 @@ def pytest_collection_modifyitems(items):
     (`-m "not slow and not browser"`, pytest.ini) leaves them out without a mark on each. Each browser module is
     one group for pytest-xdist (`--dist loadgroup`, pytest.ini), so that its server and Chromium start on one
     worker, not on each; the other tests go to whichever worker is free (grouped by module they took 5% longer),
-    but for the modules that name a group themselves (`xdist_group`: the Ray tests share one Ray)."""
+    but for the modules that name a group themselves (`xdist_group`: the Ray tests share one Ray, the SmolLM2
+    tests one load)."""
     for item in items:
         if item.path.name.startswith("test_browser"):
             item.add_marker(pytest.mark.browser)
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_collection_finish(session):
