@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 from test_app import no_errors, start
+from tiny import make_tiny
 
 from attention.analysis.ablation import score_ablated, suite_change
 from attention.analysis.coref import load_examples, score_heads
@@ -72,8 +73,9 @@ def test_suite_change_ties_go_to_the_first_head_and_the_last_layer_has_none_afte
         suite_change(flat, flat, [])
 
 
-def test_without_a_scored_suite_the_view_says_where_to_score_one(tiny_dir):
-    at = start(view="ablation", model=str(tiny_dir), set="gapval", layer="0", head="1")  # no test scores it
+def test_without_a_scored_suite_the_view_says_where_to_score_one(tmp_path):
+    # a folder of its own: the suite store is the process's, and another test may score the shared tiny model
+    at = start(view="ablation", model=str(make_tiny(tmp_path)), set="gapval", layer="0", head="1")
     no_errors(at)
     assert any("Score a coreference suite in the Coreference view" in c.value for c in at.caption)
     assert not [d for d in at.dataframe if "change" in d.value.columns]

@@ -60,8 +60,10 @@ def test_rollout_and_flow_beside_raw_attention(minilm, monkeypatch):
     solved, workers = [], flow_workers()
     real = workers.solve_rows
     monkeypatch.setattr(workers, "solve_rows", lambda *args: solved.append(args[1]) or real(*args))
-    run = run_sentence(model, tokenizer, SENTENCE)
-    at = start(view="rollout", layer="3")
+    # a sentence of its own: flows are kept for the process, and a flow another test asked for is not solved again
+    own = "The trophy would not fit in the brown suitcase because it was too big."
+    run = run_sentence(model, tokenizer, own)
+    at = start(view="rollout", layer="3", s=own)
     no_errors(at)
     [raw] = traces_named(at, "attention")
     [derived] = traces_named(at, "derived")

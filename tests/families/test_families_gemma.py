@@ -3,6 +3,8 @@ padded; what each declares (Gemma's (1 + w) norms and scaled embeddings, Gemma2'
 windows and norms after each sub-block, Phi's one shared norm, partial rotary and `dense`) holds, the shape-flow
 trace records it, and a config value the code does not follow is refused by name."""
 
+import copy
+
 import pytest
 import test_config_checks
 import test_decoders
@@ -46,15 +48,12 @@ def test_gemma_scales_its_embeddings_in_their_dtype_and_norms_by_one_plus_weight
     expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norms.layer_norm_eps) * (1 + norm.weight)
     torch.testing.assert_close(norm(x), expected)
     ids = encode(tokenizer, SENTENCE).input_ids
-    embeddings = model.embeddings.to(torch.bfloat16)
-    try:
-        with torch.no_grad():
-            scaled = embeddings(ids, None)
-        words = embeddings.word_embeddings.weight[ids]  # (1, L, D) bfloat16
-        assert torch.equal(scaled, words * torch.tensor(32**0.5).to(torch.bfloat16))  # 5.65625, not 5.65685...
-        assert not torch.equal(scaled, words * 32**0.5)
-    finally:
-        model.embeddings.float()
+    embeddings = copy.deepcopy(model.embeddings).to(torch.bfloat16)  # a copy: the module's model stays float32
+    with torch.no_grad():
+        scaled = embeddings(ids, None)
+    words = embeddings.word_embeddings.weight[ids]  # (1, L, D) bfloat16
+    assert torch.equal(scaled, words * torch.tensor(32**0.5).to(torch.bfloat16))  # 5.65625, not 5.65685...
+    assert not torch.equal(scaled, words * 32**0.5)
 
 
 def test_gemma2_caps_its_scores_alternates_windows_and_norms_each_sub_blocks_output(load):
