@@ -1,6 +1,7 @@
 """Where the suite's time goes, per fixture: `python -m pytest -p fixture_times` adds a table of the fixtures whose
 set-ups took longest (each set-up timed, summed over the run, with how often it ran and its scope), beside pytest's
-own `--durations`. pytest-xdist's workers do not print it: run it in one process, `-n 0`."""
+own `--durations`. Under pytest-xdist each worker sends its sums to the controller (`workeroutput`), which adds them
+up: the times are then those of two workers sharing the machine."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ def pytest_fixture_setup(fixturedef, request):
     key = (fixturedef.argname, fixturedef.scope)
     _TOTAL[key] += time.perf_counter() - start
     _COUNT[key] += 1
+
+
+def pytest_sessionfinish(session):
+    """On an xdist worker: its sums, for the controller (`pytest_testnodedown`)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["fixture_times"] = [[name, scope, _TOTAL[name, scope], _COUNT[name, scope]] for name, scope in _TOTAL]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """On the xdist controller: a finished worker's sums added to the run's."""
+    for name, scope, seconds, count in getattr(node, "workeroutput", {}).get("fixture_times", []):
+        _TOTAL[name, scope] += seconds
+        _COUNT[name, scope] += count
 
 
 def pytest_terminal_summary(terminalreporter):
