@@ -278,6 +278,20 @@ def test_another_checkpoint_loads_from_the_sidebar(tiny_dir):
     assert len(decode(head_figure(at)["data"][0]["z"])) > 0
 
 
+def test_a_switch_to_a_smaller_model_opens_its_strongest_head_without_a_missing_layer_notice(tiny_dir):
+    at = start(layer="5", head="3")  # MiniLM: 6 layers; the tiny model has 2
+    at.text_input(key="model_input").input(str(tiny_dir))
+    next(b for b in at.button if b.label == "Load model").click()
+    at.run()
+    no_errors(at)
+    said = " ".join(i.value for i in at.info)
+    assert "does not exist" not in said and at.session_state["layer"] in (0, 1)
+    layer, head = at.session_state["layer"], at.session_state["head"]
+    assert f"Opened layer {layer}, head {head}" in said  # the head the page chose in its place, and why
+    linked = start(model=str(tiny_dir), layer="5")  # asked for in a link: said
+    assert any("Layer 5 does not exist in this model (0–1); showing 1." in i.value for i in linked.info)
+
+
 # ---- the coreference view ------------------------------------------------------------------------
 
 

@@ -129,7 +129,7 @@ class Upload:
         ("\ufeffline one\r\nline two".encode(), "line one\nline two", "“a.txt”: 17 characters, run as the sentence."),
         (b"caf\xe9", None, "“a.txt” is not UTF-8 text (byte 3); the sentence is as it was."),
         (b"  \n ", None, "“a.txt” holds no text; the sentence is as it was."),
-        (("é" * 50_001).encode(), "é" * 50_000, "its first 50,000 characters (the sentence box's most)"),
+        (("é" * 50_001).encode(), "é" * 50_000, "its first 50,000 characters (the most a sentence runs)"),
     ],
     ids=["crlf-bom", "latin-1", "blank", "past-the-box"],
 )

@@ -310,17 +310,28 @@ def test_the_trace_and_the_padded_batch_read_a_long_text_cut(minilm, monkeypatch
     assert len(batch.tokens[0]) == 512 and trace is not None
 
 
-def test_the_sentence_box_takes_at_most_max_text_chars():
-    from ui.state.url_values import MAX_TEXT_CHARS
+def test_a_paste_past_what_runs_is_cut_on_run_and_said():
+    """A browser drops a paste longer than the box's max_chars without a word: the box takes far more than runs,
+    and Run cuts it to MAX_TEXT_CHARS, says so and shows what runs in the box."""
+    from ui.state.url_values import MAX_PASTE_CHARS, MAX_TEXT_CHARS
 
     at = start()
     box = at.text_area(key="text")
-    assert box.max_chars == MAX_TEXT_CHARS
-    box.set_value("word " * 12_000)  # what a page that ignores the box's limit sends: cut by the server
+    assert box.max_chars == MAX_PASTE_CHARS and at.text_input(key="text_b").max_chars == MAX_PASTE_CHARS
+    pasted = "word " * 12_000  # 60,000 characters
+    box.set_value(pasted)
+    at.text_input(key="text_b").set_value("more " * 11_000)  # 55,000
     next(b for b in at.button if b.label == "Run").click()
     at.run()
     no_errors(at)
-    assert at.session_state["submitted"][0] == ("word " * 12_000)[:MAX_TEXT_CHARS]
+    assert at.session_state["submitted"] == (pasted[:MAX_TEXT_CHARS], ("more " * 11_000)[:MAX_TEXT_CHARS].strip())
+    assert at.text_area(key="text").value == pasted[:MAX_TEXT_CHARS]
+    said = " ".join(i.value for i in at.info)
+    assert "The sentence was 60,000 characters; its first 50,000" in said
+    assert "The second sentence was 55,000 characters" in said
+    next(b for b in at.button if b.label == "Run").click()  # run again: nothing more to cut, nothing said
+    at.run()
+    assert not any("characters; its first" in i.value for i in at.info)
 
 
 # ---- the unlocked model box -----------------------------------------------------------------------------------

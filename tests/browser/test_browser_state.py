@@ -96,6 +96,20 @@ def test_an_empty_run_then_a_sentence_draws_the_view(page, view):
     assert page.get_by_role("radio", name=view).or_(page.get_by_role("button", name=view)).count() >= 1
 
 
+def test_a_paste_past_what_runs_is_taken_cut_on_run_and_said(page):
+    """A browser drops a paste longer than the box's max_chars without a word: 60,000 characters are taken, and
+    Run keeps the first 50,000 in the box, runs them and says so."""
+    fresh(page)
+    run_sentence(page, "word " * 12_000)
+    page.wait_for_function(
+        "() => document.body.innerText.includes('The sentence was 60,000 characters; its first 50,000')",
+        timeout=120_000,
+    )
+    wait_drawn(page)
+    clean(page)
+    assert len(page.get_by_label("Sentence", exact=True).input_value()) == 50_000
+
+
 def page_state(page) -> dict:
     """What a person sees: every chart's text, the widgets' values, the info boxes."""
     return page.evaluate("""() => ({

@@ -26,6 +26,7 @@ from ..state.actions import (
 from ..state.state import PRESETS
 from ..state.url_values import (
     MAX_NEW_TOKENS,
+    MAX_PASTE_CHARS,
     MAX_PATH,
     MAX_SEED,
     MAX_TARGET_CHARS,
@@ -223,12 +224,14 @@ def _sentence_form(compact: bool = False) -> None:
         spec = [4.5, 2.5, 1, 1.6, 2.4] if continues else [6, 3, 1]  # Continue's and Write one token's labels whole
         boxes = places(spec, compact)
         first, second, run = boxes[:3]
-        first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_TEXT_CHARS)
+        # a box takes a paste far past what runs, so that Run can say where it cut it (a browser drops a paste
+        # longer than a box's max_chars without a word)
+        first.text_area("Sentence", key="text", height=68 if compact else 90, max_chars=MAX_PASTE_CHARS)
         if not writes:
             second.text_input(
                 "Second sentence (optional)",
                 key="text_b",
-                max_chars=MAX_TEXT_CHARS,
+                max_chars=MAX_PASTE_CHARS,
                 help="Segment B: the model reads the two sentences as a pair",
             )
         else:  # an encoder-decoder reads one sentence: the box goes, what it holds stays for an encoder

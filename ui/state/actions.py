@@ -42,12 +42,29 @@ def take_text_file() -> None:
     text = text[:MAX_TEXT_CHARS]
     st.session_state.text, st.session_state.text_b = text, ""
     st.session_state.submitted, st.session_state.gen_picks, st.session_state.head_mark = (text, ""), [], None
-    whole = f"its first {MAX_TEXT_CHARS:,} characters (the sentence box's most)" if cut else f"{len(text):,} characters"
+    whole = (
+        f"its first {MAX_TEXT_CHARS:,} characters (the most a sentence runs)" if cut else f"{len(text):,} characters"
+    )
     notice(f"“{upload.name}”: {whole}, run as the sentence.")
 
 
+def cut_to_run() -> None:
+    """A box holding more than MAX_TEXT_CHARS characters (a long paste) keeps its first MAX_TEXT_CHARS, and the
+    page says so: the box shows what runs."""
+    for key, name in (("text", "The sentence"), ("text_b", "The second sentence")):
+        text = st.session_state.get(key) or ""
+        if len(text) > MAX_TEXT_CHARS:
+            st.session_state[key] = text[:MAX_TEXT_CHARS]
+            notice(
+                f"{name} was {len(text):,} characters; its first {MAX_TEXT_CHARS:,} (the most a sentence runs) "
+                "are in the box and run, the rest were left out."
+            )
+
+
 def submit() -> None:
-    """Run: the sentence as typed, without a continuation (tokens picked in another text's are dropped)."""
+    """Run: the sentence as typed (cut to the most that runs), without a continuation (tokens picked in another
+    text's are dropped)."""
+    cut_to_run()
     typed = (st.session_state.text, st.session_state.text_b.strip())
     if typed != st.session_state.get("submitted"):
         st.session_state.gen_picks = []
@@ -173,16 +190,22 @@ def go_back() -> None:
 
 
 def ask_for_model() -> None:
-    st.session_state.pending_source = st.session_state.model_input.strip()
+    switch_to(st.session_state.model_input.strip())
 
 
 def ask_for_bundled(source: str) -> None:
     """One of the bundled models: "" the default (all-MiniLM-L6-v2), or the bundled writer's name."""
-    st.session_state.pending_source = source
+    switch_to(source)
 
 
 def choose_model() -> None:
-    st.session_state.pending_source = st.session_state.model_choice
+    switch_to(st.session_state.model_choice)
+
+
+def switch_to(source: str) -> None:
+    """Another model asked for on the page (a link's is ui/state/state.py's): a layer or head of the last model
+    that this one lacks was not asked of it, so the page opens its strongest head in place (clamp_selection)."""
+    st.session_state.pending_source, st.session_state.model_switched = source, True
 
 
 def load_pending_model() -> None:

@@ -294,14 +294,20 @@ def write_url() -> None:
 
 def clamp_selection(n_layers: int, n_heads: int) -> None:
     """The chosen layer and head within this model, and each list of choices without repeats: the heads
-    drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks."""
+    drawn as lines within its n_heads, so that no view does work per repeat or per head it lacks. A layer or
+    head asked for (a link, a box) is said when clamped; one left from the model before a switch is not: the
+    strongest head of this model is opened in its place (app.choose_view)."""
+    switched = st.session_state.pop("model_switched", False)
     for name, n in zip(("layer", "head"), offered(n_layers, n_heads)):
         value = st.session_state.get(name, 0)
         if not 0 <= value < n:
-            st.session_state.url_notices.append(
-                f"{name.capitalize()} {value} does not exist in {layers_part()} "
-                f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}."
-            )
+            if switched:
+                st.session_state.pick_head = True
+            else:
+                st.session_state.url_notices.append(
+                    f"{name.capitalize()} {value} does not exist in {layers_part()} "
+                    f"(0–{n - 1}); showing {min(max(value, 0), n - 1)}."
+                )
             st.session_state[name] = min(max(value, 0), n - 1)
     heads = st.session_state.get("line_heads") or []
     if len(distinct(heads)) != len(heads) or any(h >= n_heads for h in heads):  # at most n_heads, each once

@@ -13,7 +13,8 @@ from typing import Any
 # (the model's own sizes come after it is known: clamp_selection; a sentence is cut to the model's
 # positions by attention.runs.inputs.encode, and an uploaded suite's lines by attention.analysis.coref.examples)
 MAX_URL_TEXT = 20_000  # a sentence's characters: longer ones are not carried in (or restored from) the URL
-MAX_TEXT_CHARS = 50_000  # the most the sentence boxes take (Streamlit cuts a longer value on the server too)
+MAX_TEXT_CHARS = 50_000  # the most of a sentence that runs: a longer one is cut on Run, with a notice
+MAX_PASTE_CHARS = 1_000_000  # the most the sentence boxes take (a browser drops a longer paste; the server cuts)
 MAX_LIST_ITEMS = 64  # the distinct items of a list in a link (heads, ablated heads, candidates): the first kept
 MAX_LIST_CHARS = 4_000  # a list written longer than this in a link is not read at all
 MAX_DIGITS = 4  # a number in a link (a layer, a head, a word's index): at most 9999
