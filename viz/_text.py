@@ -72,6 +72,12 @@ def readable_all(tokens: Iterable[str], byte_level: bool = False) -> list[str]:
     return [readable(t, byte_level) for t in tokens]
 
 
+def shown_escaped(escaped: Iterable[str], byte_level: bool = False) -> list[str]:
+    """Escaped pieces (an axis's) as ``readable`` shows them, escaped again: half a character of a `byte_level`
+    tokenizer's as its bytes, " <0xF0 0x9F>", whose brackets plotly must not read as a tag."""
+    return escape_all(readable(html.unescape(t), byte_level) for t in escaped)
+
+
 def escape(text: str) -> str:
     """Escape ``&``, ``<`` and ``>`` so plotly shows tags as typed, not rendered."""
     return html.escape(str(text), quote=False)

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import MODEBAR_PX, SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis
-from viz._text import escape_all, position_labels, readable_all
+from viz._text import escape_all, position_labels, shown_escaped
 
 # Axes are categorical with one "token·i" label per position, so the hover
 # names both tokens without a per-cell array: L² strings would be several MB
@@ -93,10 +93,12 @@ def head_heatmap(
     min_label: int | None = None,
     title_size: int | None = None,
     square: bool = True,
+    byte_level: bool = False,
 ) -> go.Figure:
     """Heatmap of one head's map ``[query_pos, key_pos]``, at most ``width`` px wide
     (default ``FIGURE_PX``) and, when given, ``height`` px tall; tick labels of at least
-    ``min_label`` px when given (fewer of them on small cells); the title in ``title_size`` px text
+    ``min_label`` px when given (fewer of them on small cells), half a character of a ``byte_level``
+    tokenizer's labelled as its bytes (``readable``); the title in ``title_size`` px text
     (default 1.2 × ``font_size``); with ``square=False`` the columns keep the width's room where the
     height leaves the rows shorter (a map with more rows than columns, drawn across a wide screen).
 
@@ -136,6 +138,7 @@ def head_heatmap(
             min_label=min_label,
             title_size=title_size,
             square=square,
+            byte_level=byte_level,
         ),
     )
 
@@ -151,6 +154,7 @@ def token_grid_layout(
     min_label: int | None = None,
     title_size: int | None = None,
     square: bool = True,
+    byte_level: bool = False,
 ) -> dict:
     """Square cells, keys along the top, first query at the top, the whole at most ``width`` px wide
     and, when given, ``height`` px tall; labels of at least ``min_label`` px when given (a presentation).
@@ -197,7 +201,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(keys)[:: x_ticks.stride],
-            ticktext=readable_all(keys)[:: x_ticks.stride],
+            ticktext=shown_escaped(keys[:: x_ticks.stride], byte_level),
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -209,7 +213,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(queries)[:: y_ticks.stride],
-            ticktext=readable_all(queries)[:: y_ticks.stride],
+            ticktext=shown_escaped(queries[:: y_ticks.stride], byte_level),
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),

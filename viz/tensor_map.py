@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLE_GLYPH, base_layout, clean_axis, title_room
-from viz._text import escape, escape_all, position_labels, readable
+from viz._text import escape, escape_all, position_labels, shown_escaped
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, SLACK_PX, row_ticks, token_grid_layout
 
 DIVERGING = "RdBu_r"
@@ -26,6 +26,7 @@ def tensor_heatmap(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """One 2-D slice of a recorded tensor; rows top to bottom; ``width`` px wide (default ``FIGURE_PX``)
     and, when ``height`` is given, at most that tall (rows thin to fit it). With ``min_label`` (a
@@ -36,7 +37,9 @@ def tensor_heatmap(
     ``kind="values"``: a diverging scale centred on 0 (Q, K, V, scores, outputs);
     ``kind="probs"``: a sequential [0, 1] scale (probabilities, the mask). −∞ (masked scores)
     is drawn as an empty grey cell, named in the colour bar's title. Labels default to indexes
-    "0".."n-1"; each row and column is its own category "label·i", so repeated tokens keep their own
+    "0".."n-1", shown as text (``readable``: "Ġthe" as " the", half a character of a ``byte_level``
+    tokenizer's as its bytes); each row and column is its own category "label·i" (the raw piece, in the
+    hover), so repeated tokens keep their own
     row or column and the hover names both. Labels are thinned for the cells' width and height, so
     no two touch. Nothing is sent per cell but the value (float32, base64 in the JSON): a 512 × 512
     map stays about 1 MB.
@@ -65,7 +68,7 @@ def tensor_heatmap(
     )
     width = FIGURE_PX if width is None else width
     left, right = tensor_margins(rows, font_size)
-    x_ticks = _ticks(cols, width - left - right, font_size, across=True, categories=col_cats)
+    x_ticks = _ticks(cols, width - left - right, font_size, True, col_cats, byte_level)
     row_px = min(28.0, max(3.0, 700 / n_rows))
     lines, title_size = fitted_title(title, width, font_size, min_label) if title else ([], 0)
     top = (title_size * 1.35 * len(lines) + 0.6 * font_size if title else 0) + x_ticks.pop("label_px") + 10
@@ -83,14 +86,14 @@ def tensor_heatmap(
             pad={"t": 8 + (title_size if len(lines) > 1 else 0), "l": 8},
         )
     if min_label is None:
-        y_ticks = _ticks(rows, n_rows * row_px, font_size, across=False, categories=row_cats)
+        y_ticks = _ticks(rows, n_rows * row_px, font_size, False, row_cats, byte_level)
         y_ticks.pop("label_px")
     else:
         fit = row_ticks(rows, row_px, font_size, min_label)
         y_ticks = {
             "tickmode": "array",
             "tickvals": row_cats[:: fit.stride],
-            "ticktext": rows[:: fit.stride],
+            "ticktext": shown_escaped(rows[:: fit.stride], byte_level),
             "tickfont": {"size": fit.size},
             "range": [n_rows - 0.5, -0.5],
         }
@@ -150,7 +153,9 @@ def _legend_title(kind: str, dropped: bool) -> str:
     return ("weight" if kind == "probs" else "value") + ("<br>grey: −∞" if dropped else "")
 
 
-def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list[str] | None = None) -> dict:
+def _ticks(
+    labels: list[str], px: float, fs: int, across: bool, categories: list[str] | None = None, byte_level: bool = False
+) -> dict:
     """Positions labelled every k-th (k = 1, 2, 5, 10, 20...) so labels do not collide; the tick
     values are the axis's `categories` when it has them, else integer positions.
 
@@ -171,7 +176,7 @@ def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list
     return dict(
         tickmode="array",
         tickvals=values,
-        ticktext=[readable(labels[i]) for i in positions],
+        ticktext=shown_escaped([labels[i] for i in positions], byte_level),
         tickangle=-45 if tilted else 0,
         range=[-0.5, end] if across else [end, -0.5],
         label_px=label_px,

@@ -64,3 +64,28 @@ def test_half_a_character_written_reads_as_its_bytes_in_the_bars_the_writing_and
     texts = [str(t.get("text")) + str(t.get("hovertext")) for t in strip["data"]]
     assert any("&lt;0xF0 0x9F&gt;" in t for t in texts) and any(f"piece {HALF}" in t for t in texts)
     assert not any("ðŁ" in str(t.get("text")) for t in strip["data"])  # no letters of the byte alphabet
+
+
+def token_ticks(at) -> list[str]:
+    """Every tick label of the page's figures whose axis is over tokens (not numbered 0, 1, 2 …)."""
+    ticks = []
+    for fig in charts(at):
+        for name, axis in fig["layout"].items():
+            if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+                ticks += [t for t in axis.get("ticktext") or () if not str(t).strip().isdigit()]
+    return ticks
+
+
+@pytest.mark.parametrize("view", [dict(view="walk", walk="3"), dict(view="flow", step="q_proj")], ids=["walk", "flow"])
+@pytest.mark.parametrize(
+    "present",
+    ["1", pytest.param("0", marks=pytest.mark.slow)],  # a page's rows were text already: the full command's
+    ids=["present", "page"],
+)
+def test_the_walks_and_the_shape_flows_tensors_read_as_text_on_the_bundled_writer(view, present):
+    """Every token axis of the walk's tensors and of the shape flow's tensor and map (4-5 s each on SmolLM2)."""
+    at = start(model=WRITER_NAME, s=TEXT, present=present, layer="1", head="2", **view)
+    no_errors(at)
+    ticks = token_ticks(at)
+    assert " pizza" in ticks and " &lt;0xF0 0x9F&gt;" in ticks, ticks  # words as text, half an emoji as its bytes
+    assert not [t for t in ticks if re.search("[ĠðŁ]", t)], ticks  # no raw byte-level piece

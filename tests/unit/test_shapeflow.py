@@ -226,6 +226,29 @@ def test_tensor_heatmap_escapes_labels():
     assert "<b>x" not in fig.to_json()
 
 
+@pytest.mark.parametrize("min_label", [None, 12], ids=["page", "presentation"])
+def test_byte_level_pieces_read_as_text_and_half_a_character_as_its_bytes_the_raw_piece_in_the_hover(min_label):
+    """Byte-level BPE's pieces (transformers' GPT-2 alphabet) on both axes of a tensor and of a head's map, on a
+    page and in a presentation (whose rows were once labelled with the raw pieces, "Ġanimal")."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    from viz import head_heatmap
+
+    alphabet = bytes_to_unicode()
+    raw = [b" the", b" \xf0\x9f", b"\x98\x80", b" animal"]  # an emoji cut across two pieces
+    pieces = ["".join(alphabet[b] for b in r) for r in raw]
+    shown = [" the", " &lt;0xF0 0x9F&gt;", "&lt;0x98 0x80&gt;", " animal"]
+    for fig in (
+        tensor_heatmap(np.eye(4), pieces, pieces, min_label=min_label, byte_level=True),
+        head_heatmap(np.eye(4), pieces, min_label=min_label, byte_level=True),
+    ):
+        for axis in (fig.layout.xaxis, fig.layout.yaxis):
+            labelled = dict(zip(axis.tickvals, axis.ticktext))
+            assert labelled == {f"{piece}·{i}": shown[i] for i, piece in enumerate(pieces)}, labelled
+    word_piece = tensor_heatmap(np.eye(2), ["café", "é"], None, min_label=min_label)  # WordPiece: its own letters
+    assert list(word_piece.layout.yaxis.ticktext) == ["café", "é"]
+
+
 # ---- nothing spills: text in its box, the diagram in its column --------------------------------------
 
 GLYPH = {"sans": 0.5, "bold": 0.56, "mono": 0.61}  # average glyph widths in font sizes, as the figure assumes

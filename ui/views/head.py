@@ -73,6 +73,7 @@ def draw(ctx: ViewContext) -> None:
             title=f"Layer {layer}, head {head}",
             font_size=font_size(ctx.present),
             title_size=size.get("min_label"),
+            byte_level=run.encoded.byte_level,
             **size,
         )
         present_title(fig, ctx)  # one line with the sentence, for the PNG

@@ -66,7 +66,7 @@ def draw(ctx: ViewContext) -> None:
             figure = shape_flow(trace, step, fs, width, height, stage, head)
             show(figure, "shape-flow", key="shapeflow_chart", on_select=pick_step, selection_mode="points")
         with right:
-            panel(trace, step, head, tokens, present, height)
+            panel(trace, step, head, tokens, present, height, run.encoded.byte_level)
     # a click on a box puts its tensor above the map: the page must not scroll to keep what was in sight in
     # place (the browser's scroll anchoring), which pushed the diagram and the new tensor off the screen's top
     st.html('<style>[data-testid="stMain"] { overflow-anchor: none; }</style>')
@@ -141,17 +141,17 @@ def head_control(n_heads: int, head: int) -> None:
     )
 
 
-def panel(trace, step: str, head: int, tokens: list[str], present: bool, height: int) -> None:
+def panel(trace, step: str, head: int, tokens: list[str], present: bool, height: int, byte_level: bool) -> None:
     """Beside the diagram: the selected step's tensor for ``head`` above the head's attention map (the map
     once, when the step is the map itself), the two ``height`` px tall together; then the step's code and
-    its whole path."""
+    its whole path. Tokens are labelled as text, half a character of a ``byte_level`` tokenizer's as bytes."""
     width, left = column_px(present, SPEC[present], 1), height
     if step not in MAP_STEPS:
-        fig = step_tensor(trace, step, head, tokens, BOX_PX[present], width, present, height)
+        fig = step_tensor(trace, step, head, tokens, BOX_PX[present], width, present, height, byte_level)
         show(fig, f"tensor-{step}")
         left = height // 2 if present else height - fig.layout.height - GAP_PX
     show(
-        clickable_cells(head_map(trace, head, tokens, present, width, left)),
+        clickable_cells(head_map(trace, head, tokens, present, width, left, byte_level)),
         f"layer{trace.layer}-head{head}",
         key="shapeflow_map",
         on_select=pick_map,
@@ -162,7 +162,9 @@ def panel(trace, step: str, head: int, tokens: list[str], present: bool, height:
     st.caption(plain(f"{chosen.where} · {chosen.op}"))
 
 
-def step_tensor(trace, step: str, head: int, tokens: list[str], fs: int, width: int, present: bool, height: int):
+def step_tensor(
+    trace, step: str, head: int, tokens: list[str], fs: int, width: int, present: bool, height: int, byte_level: bool
+):
     """The selected step's tensor for ``head``: half the panel's ``height`` in a show, else ``TENSOR_SHARE``."""
     matrix, rows, cols = head_matrix(trace, step, head)
     return tensor_heatmap(
@@ -175,17 +177,20 @@ def step_tensor(trace, step: str, head: int, tokens: list[str], fs: int, width: 
         width=width,
         height=height // 2 if present else int(height * TENSOR_SHARE),
         min_label=MIN_PRESENT_LABEL_PX if present else None,
+        byte_level=byte_level,
     )
 
 
-def head_map(trace, head: int, tokens: list[str], present: bool, width: int, height: int):
+def head_map(trace, head: int, tokens: list[str], present: bool, width: int, height: int, byte_level: bool):
     """The head's attention map, ``width`` × at most ``height`` px. On an ordinary page its labels are of
     ``MAP_PX`` px, every token's while the cells are as tall as a label, and its colour bar goes under the
     cells where they come out larger so (a narrow column), else beside them (a short one, under a tensor)."""
     probs, _, _ = head_matrix(trace, "probs", head)
     fs = MAP_PX[present]
     title = f"Layer {trace.layer}, head {head}: softmax"
-    fig = viz.head_heatmap(probs, tokens, title=title, font_size=fs, width=width, height=height, min_label=fs)
+    fig = viz.head_heatmap(
+        probs, tokens, title=title, font_size=fs, width=width, height=height, min_label=fs, byte_level=byte_level
+    )
     if present:
         return fig
     under = bar_under(go.Figure(fig), tokens, tokens, fs, width=width, height=height, min_label=fs)

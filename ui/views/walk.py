@@ -227,14 +227,14 @@ def draw(ctx: ViewContext) -> None:
         elif step.title == "Tokens":
             show(strip_figure(run.encoded, main_px(present), present), "walk-tokens")
         elif step.names:
-            draw_tensors(trace, step.names, head, run.tokens, present, budget)
+            draw_tensors(trace, step.names, head, run.encoded, present, budget)
         elif learned is not None:
             what_one_head_learned(run, learned, present, budget)
 
 
-def draw_tensors(
-    trace, names: tuple[str, ...], head: int, tokens: list[str], present: bool, height: int | None = None
-) -> None:
+def draw_tensors(trace, names: tuple[str, ...], head: int, encoded, present: bool, height: int | None = None) -> None:
+    """The step's tensors side by side, for ``head``; their token axes labelled with ``encoded``'s pieces."""
+    tokens = encoded.tokens
     width = main_px(present) // len(names) - 16
     for column, name in zip(st.columns(len(names)), names):
         matrix, rows, cols = head_matrix(trace, name, head)
@@ -252,6 +252,7 @@ def draw_tensors(
                     width=width,
                     height=height,
                     min_label=MIN_PRESENT_LABEL_PX if height else None,
+                    byte_level=encoded.byte_level,
                 ),
                 f"walk-{name}",
             )
@@ -284,6 +285,7 @@ def what_one_head_learned(run, learned: tuple[int, int, str, str], present: bool
         width=main_px(present),
         height=height,
         min_label=MIN_PRESENT_LABEL_PX if height else None,
+        byte_level=run.encoded.byte_level,
     )
     with place:
         show(fig, "walk-head")
