@@ -44,6 +44,7 @@ KINDS = {  # kind: (name in the colour key, (fill, outline))
     "new": ("written by the model", WRITTEN),
 }
 OUTLINE_PX = {"new": 3.0}  # the rest: 1.5
+ONE_TEXT = "the text"  # segment A's name in the key when there is no segment B
 CAPTION = "above each box: position · in it: the piece and its vocabulary id"
 COMPACT_ABOVE = 128  # pieces; a longer input gets the compact strip
 POSITION_EVERY = 10  # in the compact strip, the boxes numbered
@@ -170,6 +171,8 @@ def token_strip(
     present = [kind for kind in KINDS if kind in kinds]
     caption = COMPACT_CAPTION if compact else CAPTION
     names = {"special": special_names(pieces, special)}
+    if "B" not in kinds:  # one text (a decoder's always): no second segment to tell it from
+        names["A"] = ONE_TEXT
     layout = _layout(float((left + widths).max(initial=0)), n_rows, sizes, present, caption, room, names)
     return go.Figure(traces, layout)
 

@@ -78,6 +78,14 @@ def test_token_strip_colours_boxes_by_segment_and_marks_special_tokens():
     assert len(boxes(fig)) == len(PAIR)
 
 
+def test_a_strip_of_one_text_names_its_colour_the_text_not_segment_a():
+    n = 4
+    fig = viz.token_strip(PAIR[:n], IDS[:n], [0] * n, SPECIAL_FLAGS[:n])
+    key = next(a.text for a in fig.layout.annotations if "■" in a.text)
+    names = [name for _, name in re.findall(r'color:(#\w+)">■</span> ([^<]+?)(?:   |$)', key)]
+    assert names == ["the text", "[CLS]"], key
+
+
 def test_token_strip_shows_piece_id_below_and_position_above_escaped():
     fig = strip_pair()
     pieces, ids, positions = named(fig, "piece"), named(fig, "id"), named(fig, "position")
