@@ -162,3 +162,20 @@ def test_the_way_back_from_an_opened_sentence_goes_once_it_is_continued(folder):
     no_errors(at)
     assert at.session_state["continuation"].prompt == PROMPT
     assert not any(b.label.startswith("Back to") for b in at.button) and "opened_from" not in at.session_state
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_views_that_draw_no_chosen_head_show_no_layer_or_head_box_and_keep_the_choice(tmp_path, present):
+    folder = make_family(tmp_path / "gpt2", "gpt2")  # the boxes are the page's, the same for every family
+    boxes = lambda at: [s for s in at.selectbox if s.key in ("layer", "head")]  # noqa: E731
+    at = start(model=str(folder), s=PROMPT, view="head", layer="1", head="2", present=present)
+    no_errors(at)
+    assert len(boxes(at)) == 2
+    for view in ("Next token", "Logit lens"):
+        at.session_state["view"] = view
+        at.run()
+        no_errors(at)
+        assert not boxes(at), view  # Next token and Logit lens read every layer, no chosen head
+    at.session_state["view"] = "Head"
+    at.run()
+    assert [(s.key, s.value) for s in boxes(at)] == [("layer", 1), ("head", 2)]  # the choice kept meanwhile

@@ -261,6 +261,8 @@ def selectors(run, kinds: Collection[str]) -> None:
     views.segmented_control(
         "View", registry.labels(kinds), key="view", required=True, label_visibility="collapsed", wrap=True
     )
+    if not registry.by_label(st.session_state.get("view")).picks_head:  # the boxes would change nothing here
+        return
     layers, heads = offered(run.n_layers, run.n_heads)
     left.selectbox("Layer", range(layers), key="layer")
     right.selectbox("Head", range(heads), key="head")

@@ -135,6 +135,10 @@ def controls(run, kinds: Collection[str]) -> None:
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     layers, heads = offered(run.n_layers, run.n_heads)
     view.selectbox("View", registry.labels(kinds), key="view", label_visibility="collapsed")
+    with keys_legend:
+        legend("causal" in kinds)
+    if not registry.by_label(st.session_state.get("view")).picks_head:  # the boxes would change nothing here
+        return
     layer.selectbox(
         "Layer",
         range(layers),
@@ -149,8 +153,6 @@ def controls(run, kinds: Collection[str]) -> None:
         label_visibility="collapsed",
         format_func=lambda i: f"Head {i}",
     )
-    with keys_legend:
-        legend("causal" in kinds)
 
 
 def keys(run, kinds: Collection[str]) -> None:

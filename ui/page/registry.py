@@ -35,6 +35,7 @@ class View:
         False  # uses pandas (a table) or scipy: waits for them (ui/serve/preload.py's later) before its module
     )
     own_heads: bool = True  # reads the sentence's own attention heads: a first visit opens the strongest one
+    picks_head: bool = True  # draws the chosen layer and head: the Layer and Head boxes are shown with it
     kinds: frozenset[str] = KINDS  # the models it is for: offered, and visited by presentation's V, only on those
     needs: str = ""  # what a model must be for it, said when a link or a new model leaves it out
 
@@ -127,6 +128,7 @@ VIEWS = (
         False,
         ("pos", "t"),
         own_heads=False,
+        picks_head=False,
         kinds=frozenset({"causal"}),
         needs="a causal decoder (GPT-2, Llama …: a model that writes the next token)",
     ),
@@ -136,6 +138,7 @@ VIEWS = (
         "ui.views.lens.draw",
         False,
         own_heads=False,
+        picks_head=False,
         kinds=frozenset({"causal"}),
         needs="a causal decoder (GPT-2, Llama …: a model with an LM head to read each layer through)",
     ),
