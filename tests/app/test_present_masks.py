@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from families import make_family
 from test_app import SENTENCE, no_errors, start
 
 from ui.page.present import figure_height
@@ -33,6 +34,26 @@ def test_the_padded_map_names_the_padded_sentence_and_the_masks_have_titles_of_t
     assert SHORT_SECOND in padded and "The animal" not in padded, padded
     assert any(t.startswith("Padding mask · ") for t in texts), texts  # a title the layout made room for
     assert any("causal mask · " in t for t in texts), texts
+
+
+def test_the_padded_maps_padding_is_named_pad_not_the_pad_piece(tmp_path):
+    """A decoder pads with a real token (GPT-2's end of text, SmolLM2's <|im_end|>): the padded sentence's map
+    names those positions [PAD], as the padding mask does."""
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    at = start(model=str(folder), view="masks", layer="1", head="0", s=SENTENCE)
+    no_errors(at)
+    [padded] = [
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "padded" in (json.loads(c.proto.spec)["layout"].get("title") or {}).get("text", "")
+    ]
+    columns = padded["data"][0]["x"]  # each column's category: "piece·position"
+    kept = len(columns) - sum(c.startswith("[PAD]·") for c in columns)
+    assert 0 < kept < len(columns)  # the short sentence, then its padding
+    for axis in (padded["layout"]["xaxis"], padded["layout"]["yaxis"]):
+        shown = dict(zip(axis["tickvals"], axis["ticktext"]))
+        assert all(text == "[PAD]" for value, text in shown.items() if int(value.rsplit("·", 1)[1]) >= kept), shown
+        assert "endoftext" not in " ".join(shown.values()), shown
 
 
 def test_a_long_title_is_cut_between_words():

@@ -8,7 +8,7 @@ import streamlit as st
 
 import viz
 from viz.heatmap import grid_fits
-from viz.masks import causal_legend_px
+from viz.masks import PAD, causal_legend_px
 
 from ..compute.runs import get_batch, get_run
 from ..page.layout import column_px, main_px, slots
@@ -37,10 +37,12 @@ def draw(ctx: ViewContext) -> None:
         )
         show(mask, "padding-mask")
         short = int(np.argmin(batch.mask.sum(1)))
+        # padding named as the mask names it: the pad piece is often a real token (SmolLM2's <|im_end|>)
+        labels = [token if keep else PAD for token, keep in zip(batch.tokens[short], batch.mask[short])]
         show(
             viz.head_heatmap(
                 batch.attentions[layer, short, head],
-                batch.tokens[short],
+                labels,
                 title=f"{batch.names[short]}, padded: layer {layer}, head {head}",
                 font_size=fs,
                 width=full,
