@@ -120,13 +120,14 @@ def query_key_figure(
 
 
 def _query_key_margin(names: list[str], row_px: float, font_size: int, min_label: int | None) -> dict:
-    """Room for the row labels, the colour bars, the title and the two-line panel titles under the panels."""
+    """Room for the row labels, the colour bars, the title and the panel titles (up to three lines) under the
+    panels."""
     size = _row_ticks(row_px, font_size, min_label)[1]
     return {
         "l": _label_px(names, size) + 10,
         "r": TITLED_COLORBAR_PX,
         "t": round(font_size * 1.8) + 16,
-        "b": font_size * 5,
+        "b": round(font_size * 6.3),
     }
 
 
@@ -184,8 +185,8 @@ def _query_key_layout(
     fig.update_yaxes(
         clean_axis(type="category", tickmode="array", tickvals=[rows[qk.query]], ticktext=["q"]), row=1, col=2
     )
-    # two short lines each: side by side, one line of each ran into its neighbour's
-    titles = ["k: key vectors<br>(dims)", "q × k<br>(dims)", "score:<br>Σ q × k · scaling", "softmax<br>probability"]
+    # short lines: side by side, a longer line ran into its neighbour's ("…scalingprobability" on narrow bars)
+    titles = ["k: key vectors<br>(dims)", "q × k<br>(dims)", "score:<br>Σ q × k<br>· scaling", "softmax<br>probability"]
     for col, text in enumerate(titles, start=1):
         fig.update_xaxes(clean_axis(title=dict(text=text)), row=2, col=col)
     fig.update_xaxes(clean_axis(), row=1, col=2)

@@ -96,6 +96,22 @@ def test_query_key_figure_names_the_head_and_query_and_hovers_values(qk):
     no_markup_from_tokens(fig)
 
 
+@pytest.mark.parametrize("font_size, width", [(14, 700), (14, 1200), (22, 900), (22, 1240)])
+def test_the_panels_titles_under_the_bars_stay_apart_however_narrow_the_bars(qk, font_size, width):
+    """Side by side, the score's and the probability's titles ran together ("…scalingprobability") once the bars
+    gave way to a narrow figure: each line, at 0.62 em a glyph, keeps within reach of its neighbour's."""
+    fig = query_key_figure(qk, TOKENS, font_size=font_size, width=width)
+    plot_w = fig.layout.width - fig.layout.margin.l - fig.layout.margin.r
+    bottom = [fig.layout[f"xaxis{n}"] for n in range(2, 6)]  # the four panels of the key rows (k, q × k, score, p)
+    spans = []
+    for axis in bottom:
+        centre = (axis.domain[0] + axis.domain[1]) / 2 * plot_w
+        widest = max(len(line) for line in axis.title.text.split("<br>")) * 0.62 * font_size
+        spans.append((centre - widest / 2, centre + widest / 2))
+    for (_, right), (left, _) in zip(spans, spans[1:]):
+        assert right <= left, (font_size, width, [a.title.text for a in bottom], spans)
+
+
 def test_query_key_figure_refuses_tokens_that_do_not_match_the_keys(qk):
     with pytest.raises(ValueError, match="6 tokens given for 7 keys"):
         query_key_figure(qk, TOKENS[:-1])
