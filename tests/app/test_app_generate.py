@@ -179,3 +179,12 @@ def test_views_that_draw_no_chosen_head_show_no_layer_or_head_box_and_keep_the_c
     at.session_state["view"] = "Head"
     at.run()
     assert [(s.key, s.value) for s in boxes(at)] == [("layer", 1), ("head", 2)]  # the choice kept meanwhile
+
+
+def test_a_model_that_adds_no_special_tokens_has_a_short_disabled_hide_box_that_says_why(tmp_path):
+    folder = make_family(tmp_path / "gpt2", "gpt2")  # GPT-2's tokenizer adds no [CLS] or <s>
+    at = start(model=str(folder), s=PROMPT, view="head")
+    no_errors(at)
+    box = at.checkbox(key="hide_special")
+    assert box.label == "Hide special tokens" and box.disabled, box.label  # was cut at "(this model add…"
+    assert "adds no special tokens" in box.help

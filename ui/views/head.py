@@ -54,10 +54,11 @@ def draw(ctx: ViewContext) -> None:
     slot, panel, size, beside = places(ctx)
     a, b, c, d = [panel] * 4 if beside else panel.columns(4)
     specials = list(dict.fromkeys(t for t, s in zip(run.tokens, run.encoded.special) if s))
-    hide = a.checkbox(
-        f"Hide {'/'.join(specials)}" if specials else "Hide special tokens (this model adds none)",
+    hide = a.checkbox(  # short: the label shares a quarter of the row (it was cut at "(this model add…")
+        f"Hide {'/'.join(specials)}" if specials else "Hide special tokens",
         key="hide_special",
         disabled=not specials,
+        help=None if specials else "This model adds no special tokens to the text: there are none to hide.",
     )
     renormalize = kept_checkbox(b, "Renormalise rows", "renormalize", hide, "Applies when special tokens are hidden")
     merge = c.checkbox("Merge word pieces", key="merge_words", help="Each word one row and one column")
