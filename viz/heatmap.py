@@ -171,18 +171,20 @@ def token_grid_layout(
     height) ends level with them. With ``square`` False, only the rows shrink to fit ``height``.
     """
     n_q, n_k = len(queries), len(keys)
-    cell_px = col_px = grid_cell_px(queries, keys, font_size, width, right)  # rows' height, columns' width
+    # the labels as shown (byte-level pieces as text, half a character as bytes): what is sized is what is drawn
+    query_text, key_text = shown_escaped(queries, byte_level), shown_escaped(keys, byte_level)
+    cell_px = col_px = grid_cell_px(query_text, key_text, font_size, width, right)  # rows' height, columns' width
     axis_title_px = int(font_size * 2)
     title_size = title_size or round(font_size * 1.2)
     title_px = int(title_size * 1.5) + 12 if title else 0
     for _ in range(12):  # the top labels' depth depends on the cells: shrink until the whole fits ``height``
-        x_ticks = column_ticks(keys, col_px, font_size, min_label)
+        x_ticks = column_ticks(key_text, col_px, font_size, min_label)
         top = title_px + x_ticks.depth + axis_title_px + 10
         if height is None or cell_px * n_q + top + 10 <= height:
             break
         cell_px = max(0.25, min(cell_px * 0.995, (height - top - 10) / max(n_q, 1)))
         col_px = cell_px if square else col_px
-    y_ticks = row_ticks(queries, cell_px, font_size, min_label)
+    y_ticks = row_ticks(query_text, cell_px, font_size, min_label)
 
     layout = base_layout(font_size, title)
     if title:
@@ -201,7 +203,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(keys)[:: x_ticks.stride],
-            ticktext=shown_escaped(keys[:: x_ticks.stride], byte_level),
+            ticktext=key_text[:: x_ticks.stride],
             side="top",
             tickangle=x_ticks.angle,
             tickfont=dict(size=x_ticks.size),
@@ -213,7 +215,7 @@ def token_grid_layout(
             type="category",
             tickmode="array",
             tickvals=position_labels(queries)[:: y_ticks.stride],
-            ticktext=shown_escaped(queries[:: y_ticks.stride], byte_level),
+            ticktext=query_text[:: y_ticks.stride],
             autorange="reversed",
             tickfont=dict(size=y_ticks.size),
             title=dict(text="query"),

@@ -56,7 +56,8 @@ def tensor_heatmap(
         raise ValueError(f"matrix {raw.shape} does not match {len(rows)} row and {len(cols)} column labels")
     dropped = np.isneginf(raw)
     z = np.where(dropped, np.nan, raw).astype(np.float32)  # 4 bytes a cell; −∞ an empty cell
-    row_cats, col_cats = position_labels(rows), position_labels(cols)
+    row_cats, col_cats = position_labels(rows), position_labels(cols)  # the raw pieces, for the hover
+    row_text, col_text = shown_escaped(rows, byte_level), shown_escaped(cols, byte_level)  # sized as drawn
     heatmap = go.Heatmap(
         z=z,
         x=col_cats,
@@ -67,8 +68,8 @@ def tensor_heatmap(
         **_colour_scale(z, kind),
     )
     width = FIGURE_PX if width is None else width
-    left, right = tensor_margins(rows, font_size)
-    x_ticks = _ticks(cols, width - left - right, font_size, True, col_cats, byte_level)
+    left, right = tensor_margins(row_text, font_size)
+    x_ticks = _ticks(col_text, width - left - right, font_size, across=True, categories=col_cats)
     row_px = min(28.0, max(3.0, 700 / n_rows))
     lines, title_size = fitted_title(title, width, font_size, min_label) if title else ([], 0)
     top = (title_size * 1.35 * len(lines) + 0.6 * font_size if title else 0) + x_ticks.pop("label_px") + 10
@@ -86,14 +87,14 @@ def tensor_heatmap(
             pad={"t": 8 + (title_size if len(lines) > 1 else 0), "l": 8},
         )
     if min_label is None:
-        y_ticks = _ticks(rows, n_rows * row_px, font_size, False, row_cats, byte_level)
+        y_ticks = _ticks(row_text, n_rows * row_px, font_size, across=False, categories=row_cats)
         y_ticks.pop("label_px")
     else:
-        fit = row_ticks(rows, row_px, font_size, min_label)
+        fit = row_ticks(row_text, row_px, font_size, min_label)
         y_ticks = {
             "tickmode": "array",
             "tickvals": row_cats[:: fit.stride],
-            "ticktext": shown_escaped(rows[:: fit.stride], byte_level),
+            "ticktext": row_text[:: fit.stride],
             "tickfont": {"size": fit.size},
             "range": [n_rows - 0.5, -0.5],
         }
@@ -153,11 +154,9 @@ def _legend_title(kind: str, dropped: bool) -> str:
     return ("weight" if kind == "probs" else "value") + ("<br>grey: −∞" if dropped else "")
 
 
-def _ticks(
-    labels: list[str], px: float, fs: int, across: bool, categories: list[str] | None = None, byte_level: bool = False
-) -> dict:
-    """Positions labelled every k-th (k = 1, 2, 5, 10, 20...) so labels do not collide; the tick
-    values are the axis's `categories` when it has them, else integer positions.
+def _ticks(labels: list[str], px: float, fs: int, across: bool, categories: list[str] | None = None) -> dict:
+    """``labels`` (escaped, as shown) at positions every k-th (k = 1, 2, 5, 10, 20...) so that labels do not
+    collide; the tick values are the axis's `categories` when it has them, else integer positions.
 
     Row labels are stacked; column labels stand side by side when short (indexes) and are
     tilted when long (tokens), so each needs about one line height.
@@ -176,7 +175,7 @@ def _ticks(
     return dict(
         tickmode="array",
         tickvals=values,
-        ticktext=shown_escaped([labels[i] for i in positions], byte_level),
+        ticktext=[labels[i] for i in positions],
         tickangle=-45 if tilted else 0,
         range=[-0.5, end] if across else [end, -0.5],
         label_px=label_px,

@@ -245,6 +245,8 @@ def test_byte_level_pieces_read_as_text_and_half_a_character_as_its_bytes_the_ra
         for axis in (fig.layout.xaxis, fig.layout.yaxis):
             labelled = dict(zip(axis.tickvals, axis.ticktext))
             assert labelled == {f"{piece}·{i}": shown[i] for i, piece in enumerate(pieces)}, labelled
+    tensor = tensor_heatmap(np.eye(4), pieces, pieces, min_label=min_label, byte_level=True)
+    assert tensor.layout.margin.l >= len(" <0xF0 0x9F>") * 0.62 * 14  # the rows' room: their text as shown, not raw
     word_piece = tensor_heatmap(np.eye(2), ["café", "é"], None, min_label=min_label)  # WordPiece: its own letters
     assert list(word_piece.layout.yaxis.ticktext) == ["café", "é"]
 
