@@ -15,6 +15,7 @@ mask, soft-cap and score terms, made a tile at a time. Letters as in attention/c
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -44,6 +45,8 @@ def long_maps(
     token_type_ids: torch.Tensor | None = None,
     pool: int | None = None,
     progress: Progress | None = None,
+    every: int | None = None,
+    on_layer: Callable[[LongMaps, int], None] | None = None,
 ) -> LongMaps:
     """One forward pass of `model` over input_ids (B, L) with its attention_mask (B, L) (1 token, 0 padding),
     keeping what batch element `batch`'s maps need. An EncoderDecoder: `part` "encoder" (the encoder's
@@ -51,18 +54,51 @@ def long_maps(
     with its decoder_attention_mask, after the encoder's fused pass); cross-attention maps are not kept. A
     Transformer with token types reads token_type_ids (B, L) as its forward does (None: none added). With `pool`
     n, every head's (n, n) blocks (mean and max) are made in the pass itself, from the scores its output is made
-    of (`blocks` and `pooled` at that n then read them), and `progress`(heads done) is called after each head."""
+    of (`blocks` and `pooled` at that n then read them), and `progress`(heads done) is called after each head.
+    `on_layer`(maps, layer) is called as soon as a layer is kept, while the pass runs.
+
+    With `every` k (a Transformer, or an EncoderDecoder's encoder), the pass keeps the input of every k-th layer
+    instead of each layer's q and k (attention/core/long.py: LongKeep): a layer's maps are then made from q and k
+    made again by the layers from the kept input before it, the same numbers to the bit, and the last k layers
+    made are kept until another is asked for. Kept: (layers / k) layer inputs and k layers' q and k, not every
+    layer's; a tile of a layer not among them costs the forward of up to k layers."""
     if input_ids.dim() != 2 or not 0 <= batch < input_ids.size(0):
         raise ValueError(
             f"input_ids must be (batch, length) with batch element {batch} in it: {tuple(input_ids.shape)}"
         )
-    keep = LongKeep(batch, pool, progress)
+    if every is not None and (every < 1 or (isinstance(model, EncoderDecoder) and part != "encoder")):
+        raise ValueError(f"every must be a positive number of layers, for a decoder-only model or an encoder: {every}")
+    keep = LongKeep(batch, pool, progress, every=every)
+    maps = LongMaps(keep.layers, keep)
+    if on_layer is not None:
+        keep.on_layer = lambda layer: on_layer(maps, layer)
     with torch.inference_mode():
         if isinstance(model, EncoderDecoder):
             _encoder_decoder(model, input_ids, attention_mask, keep, part, decoder_input_ids, decoder_attention_mask)
         else:
             model(input_ids, attention_mask, token_type_ids, request=MapRequest(keep_hidden=False, keep=keep))
-    return LongMaps(keep.layers)
+    if every is not None:
+        runner = model.encoder if isinstance(model, EncoderDecoder) else model
+        maps.again = _again(runner, (input_ids, attention_mask, token_type_ids), keep)
+    return maps
+
+
+def _again(model: Transformer, args: tuple, keep: LongKeep) -> Callable[[int], dict[int, LongLayer]]:
+    """again(layer): the layers of `layer`'s run of keep.every, made by the pass resumed at the kept input of the
+    run's first layer (from the embeddings for the first run), with the pass's own pooling so that every layer
+    takes the same steps, to the bit; {layer: LongLayer} of the run."""
+    assert keep.every is not None
+    every, n_layers = keep.every, len(model.layers)
+
+    def again(layer: int) -> dict[int, LongLayer]:
+        first = layer // every * every
+        last = min(first + every, n_layers) - 1
+        resumed = LongKeep(keep.batch, keep.pool, start=first, inputs=keep.inputs)
+        with torch.inference_mode():
+            model(*args, request=MapRequest(layers=(last,), stop=True, keep_hidden=False, keep=resumed))
+        return {first + i: kept for i, kept in enumerate(resumed.layers) if kept is not None}
+
+    return again
 
 
 def _encoder_decoder(model: EncoderDecoder, input_ids, attention_mask, keep, part, decoder_ids, decoder_mask):
@@ -81,30 +117,48 @@ def _encoder_decoder(model: EncoderDecoder, input_ids, attention_mask, keep, par
 class LongMaps:
     """Each layer's kept tensors (attention/core/long.py): any head's map, or any part of it, made on demand."""
 
-    def __init__(self, layers: list[LongLayer]):
-        self.layers = layers
+    def __init__(self, layers: list[LongLayer | None], keep: LongKeep | None = None):
+        self.layers, self.keep = layers, keep  # a None layer: made again by `again` (long_maps' `every`)
+        self.again: Callable[[int], dict[int, LongLayer]] | None = None
+        self.live: dict[int, LongLayer] = {}  # the last run of layers made again
+        self._lock = threading.Lock()  # one run made again at a time, however many pages ask
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
         """(layers, H, L, S): the maps' shape, as transformers' attentions stacked."""
-        H, L, S = self.layers[0].shape if self.layers else (0, 0, 0)
+        H, L, S = self.keep.shape if self.keep is not None and self.keep.shape else (0, 0, 0)
         return len(self.layers), H, L, S
 
     @property
     def nbytes(self) -> int:
-        """The bytes the kept tensors hold, each storage once (the layers share the model's mask)."""
+        """The bytes the kept tensors hold, each storage once (the layers share the model's mask), with the kept
+        layer inputs and the layers made again."""
         storages = {}
-        for kept in self.layers:
+        for kept in (*(kept for kept in self.layers if kept is not None), *self.live.values()):
             for x in (kept.q, kept.k, kept.mask, kept.largest, kept.log_sum, *(kept.blocks or ())):
                 if x is not None:
                     storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        for x in () if self.keep is None else self.keep.inputs.values():
+            storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
         return sum(storages.values())
+
+    def made_again(self, layer: int) -> bool:
+        """Whether asking for `layer` makes its q and k again (neither kept nor among the last made)."""
+        return self.layers[layer] is None and layer not in self.live
 
     def _layer(self, layer: int, head: int) -> LongLayer:
         n_layers, H, _, _ = self.shape
         if not (0 <= layer < n_layers and 0 <= head < H):
             raise ValueError(f"no layer {layer}, head {head}: {n_layers} layers of {H} heads")
-        return self.layers[layer]
+        kept = self.layers[layer]
+        if kept is not None:
+            return kept
+        assert self.again is not None
+        with self._lock:
+            if layer not in self.live:
+                self.live = {}  # the last run let go before the next is made
+                self.live = self.again(layer)
+            return self.live[layer]
 
     def tile(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
         """map[rows, cols] of `head` in `layer`, float32 (P, C), exact: rows and cols are Python slices (a

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -103,18 +103,20 @@ def _scores(
     head: int,
     rows: slice,
     bias: Callable[..., torch.Tensor] | None = None,
+    window: Window | None = None,
 ) -> tuple[torch.Tensor, int]:
     """q (B, 1, L, d) one head's for every query, k (B or 1, G, S, d) grouped, mask broadcastable to (B, H, L, S):
     that head's scores of `rows`, float32 (B, 1, P, W), the steps of dot_product.attention_probs, against the keys
     lo ... lo + W - 1 that some of the rows may see (a boolean mask's; every key with no mask or an additive
-    one), and lo: the keys outside are -inf, as the mask makes them."""
+    one), and lo: the keys outside are -inf, as the mask makes them. `window`: these rows' Window where it was
+    found once for every head (`tiled`); else found here."""
     group = attention.num_heads // attention.num_kv_heads
     q = q[:, :, rows]  # (B, 1, P, d)
     k = k[:, head // group : head // group + 1]  # (B, 1, S, d): the head's key/value group
     if mask is not None:
         mask = mask if mask.size(-3) == 1 else mask[..., head : head + 1, :, :]  # (B or 1, 1, L or 1, S)
         mask = mask if mask.size(-2) == 1 else mask[..., rows, :]  # (B or 1, 1, P or 1, S)
-    lo, hi = seen(mask, k.size(2))
+    lo, hi = seen(mask, k.size(2)) if window is None else window[:2]
     if attention.terms:  # DeBERTa's position terms, these rows' alone, against every key (p2c reads them all)
         mask = attention.add_terms(q, k, mask, no_record, head=head, rows=rows)  # (B, 1, P, S)
     k, mask = k[:, :, lo:hi], None if mask is None else mask[..., lo:hi]  # (B, 1, W, d), (B or 1, 1, P or 1, W)
@@ -126,9 +128,18 @@ def _scores(
         scores = attention.cap(scores, no_record)  # (B, 1, P, W)
     if bias is not None:  # T5's, these rows' against the keys seen, added as its mask adds it
         scores = scores + bias(head, rows, lo, lo + scores.size(-1))  # (B, 1, P, W)
-    if mask is not None:  # a boolean one as adding 0 / -inf, to the bit
-        scores = torch.where(mask, scores, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    if mask is not None:  # a boolean one as adding 0 / -inf, to the bit (in place: no copy of the scores)
+        scores = scores.masked_fill_(mask.logical_not(), float("-inf")) if mask.dtype == torch.bool else scores + mask
     return scores.float(), lo  # (B, 1, P, W)
+
+
+class Window(NamedTuple):
+    """A tile of rows' keys: lo ... hi - 1 hold every one some row may see (`seen`); `blind`, whether a row may see
+    none (its probabilities then 0, its softmax NaN)."""
+
+    lo: int
+    hi: int
+    blind: bool
 
 
 def seen(mask: torch.Tensor | None, keys: int) -> tuple[int, int]:
@@ -163,13 +174,44 @@ class LongKeep:
     """Where a "long" pass keeps each layer's tensors (request.MapRequest.keep): `layers`, in the order the
     layers ran, of batch element `batch`. With `pool` n, each layer's every head is also pooled into (n, n)
     blocks in the pass itself (`tiled`: the scores made once for the output, the log-sum-exps and the blocks);
-    `progress`(heads done) is called after each head of the pass then (it may raise to stop it)."""
+    `progress`(heads done) is called after each head of the pass then (it may raise to stop it).
 
-    def __init__(self, batch: int = 0, pool: int | None = None, progress: Progress | None = None):
+    With `every` k, the pass keeps the input (B, L, D) of every k-th layer from layer k on (`inputs`), and lets
+    each layer's q and k go once `on_layer`(its index) has read them: its entry in `layers` is then None, and the
+    layer is made again by a pass resumed at `start`, the first layer of its k, from its kept input (long_maps.py).
+    """
+
+    def __init__(
+        self,
+        batch: int = 0,
+        pool: int | None = None,
+        progress: Progress | None = None,
+        *,
+        every: int | None = None,
+        on_layer: Callable[[int], None] | None = None,
+        start: int = 0,
+        inputs: dict[int, torch.Tensor] | None = None,
+    ):
         self.batch, self.pool, self.progress = batch, pool, progress
+        self.every, self.on_layer, self.start = every, on_layer, start
+        self.inputs = {} if inputs is None else inputs  # layer -> its input (B, L, D), kept every `every` layers
         self.bias: Callable[..., torch.Tensor] | None = None  # set by the model: T5's bias, never an (H, L, L) mask
-        self.layers: list[LongLayer] = []
+        self.layers: list[LongLayer | None] = []
+        self.shape: tuple[int, int, int] | None = None  # (H, L, S) of the layers' maps, once one is kept
         self.heads_done = 0
+
+    def skips(self, layer: int) -> bool:
+        """Whether a resumed pass leaves out `layer` (one before its start)."""
+        return layer < self.start
+
+    def layer_input(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """`layer`'s input: the kept one where the pass resumes at it; else x (B, L, D), kept where the pass keeps
+        every `every`-th layer's."""
+        if layer == self.start and layer in self.inputs:
+            return self.inputs[layer]
+        if self.every is not None and layer and layer % self.every == 0:
+            self.inputs[layer] = x.detach().clone()
+        return x
 
     def pooled(self, q: torch.Tensor, k: torch.Tensor) -> Pooled | None:
         """A layer's Pooled for q (B, H, L, d) and k (B, G, S, d), or None without `pool`."""
@@ -193,7 +235,13 @@ class LongKeep:
         largest, log_sum = _rows_stats(attention, q, k, mask, self.bias) if stats is None else (s[b] for s in stats)
         blocks = None if pooled is None else (pooled.means(), pooled.maxima)
         span = tile_rows(k.size(1)) if stats is None else pass_rows(q.size(1), k.size(1), mask)  # as they were made
-        self.layers.append(LongLayer(attention, q, k, mask, largest, log_sum, blocks, self.bias, span))
+        kept = LongLayer(attention, q, k, mask, largest, log_sum, blocks, self.bias, span)
+        self.layers.append(kept)
+        self.shape = kept.shape
+        if self.on_layer is not None:
+            self.on_layer(self.start + len(self.layers) - 1)
+        if self.every is not None:  # made again from the kept inputs when asked for
+            self.layers[-1] = None
 
 
 def _rows_stats(attention, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, bias=None):
@@ -236,15 +284,19 @@ def tiled(attention, q, k, v, mask, keep: LongKeep | None = None) -> tuple[torch
     group, step = H // k.size(1), pass_rows(L, k.size(2), mask)
     pooled = None if keep is None else keep.pooled(q, k)
     bias = None if keep is None else keep.bias
+    starts = range(0, L, step)
     for b, h in ((b, h) for b in range(B) for h in range(H)):
         pooling = pooled if keep is not None and b == keep.batch else None  # the kept element's rows alone
         own = None if mask is None else mask[b : b + 1] if mask.size(0) > 1 else mask  # (1, ·, ·, S)
+        if h == 0:  # each tile's window once for the heads, where they share the mask
+            windows = _shared_windows(attention, own, starts, step, k.size(2))
         values = v[b : b + 1, h // group : h // group + 1]  # (1, 1, S, d)
         sink = _sink(attention, h)
-        for start in range(0, L, step):
+        for start, window in zip(starts, windows):
             rows = slice(start, start + step)
-            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows, bias)  # (1,1,P,W)
-            probs, (largest[b, h, rows], log_sum[b, h, rows]) = _softmax(scores[0, 0], sink)  # (P, W)
+            scores, lo = _scores(attention, q[b : b + 1, h : h + 1], k[b : b + 1], own, h, rows, bias, window)
+            blind = window is None or window.blind
+            probs, (largest[b, h, rows], log_sum[b, h, rows]) = _softmax(scores[0, 0], sink, blind)  # (P, W)
             heads[b, h, rows] = torch.matmul(probs.to(v.dtype), values[0, 0, lo : lo + probs.size(-1)])
             if pooling is not None:
                 pooling.add(h, rows, lo, probs)
@@ -253,12 +305,29 @@ def tiled(attention, q, k, v, mask, keep: LongKeep | None = None) -> tuple[torch
     return heads, (largest, log_sum), pooled
 
 
-def _softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
+def _shared_windows(attention, mask: torch.Tensor | None, starts: range, step: int, keys: int) -> list:
+    """Each tile of rows' Window (`starts`, `step` rows each) where every head shares the mask and no score term
+    reads it, else None for each (each head's made in _scores): one pass over a tile's mask for all the heads."""
+    if attention.terms or (mask is not None and mask.size(-3) > 1):
+        return [None] * len(starts)
+    windows = []
+    for start in starts:
+        tile = None if mask is None else mask if mask.size(-2) == 1 else mask[..., start : start + step, :]
+        boolean = tile is not None and tile.dtype == torch.bool
+        blind = tile is not None and (not boolean or not bool(tile.any(dim=-1).all()))  # an additive one: may be
+        windows.append(Window(*seen(tile, keys), blind))
+    return windows
+
+
+def _softmax(scores: torch.Tensor, sink: torch.Tensor | None, blind: bool = True) -> tuple[torch.Tensor, tuple]:
     """scores (P, W) float32 -> (probabilities (P, W), (largest, log_sum) (P,) each): torch's softmax, as the
     explicit steps take it (a row with no key 0; a sink keeps its share, score_parts.Sinks), and its row
     statistics read from it: the largest score's probability is exp(0) / Σ exp(s - largest), so log_sum is minus
-    its log (to float32 rounding of that sum), with no second exp of the scores."""
-    probs = torch.softmax(scores, dim=-1).nan_to_num_(nan=0.0)  # (P, W)
+    its log (to float32 rounding of that sum), with no second exp of the scores. `blind`: some row may see no
+    key (its softmax NaN, made 0); False where none does, a pass over the probabilities saved."""
+    probs = torch.softmax(scores, dim=-1)  # (P, W)
+    if blind:
+        probs = probs.nan_to_num_(nan=0.0)
     if sink is not None:
         probs = probs.mul_(Sinks.kept(scores[None, None], sink.view(1, 1, 1, 1), None)[0, 0])
         return probs, _stats(scores, sink)

@@ -33,6 +33,33 @@ def reduce_last(x: torch.Tensor, n: int, op) -> torch.Tensor:
     return torch.cat(parts, dim=1)  # (P, n)
 
 
+def reduce_span(x: torch.Tensor, first: int, length: int, n: int, op) -> torch.Tensor:
+    """x (P, W): columns first ... first + W - 1 of a (P, length) matrix whose other columns are 0 (a tile's
+    probabilities over the keys it sees) -> (P, n), `op` (torch.sum or torch.amax) over each of array_split's n
+    pieces of the length, as reduce_last of the whole row makes it (probabilities are >= 0: the zeros left out
+    change neither), with no copy of x widened to the length. Bench: bench/long.py (pooling in the pass)."""
+    out = x.new_zeros(x.size(0), n)  # (P, n)
+    last = first + x.size(1)
+    ends = _piece(length, n, first), _piece(length, n, last - 1)
+    whole = range(ends[0] + (start(length, n, ends[0]) < first), ends[1] + 1 - (start(length, n, ends[1] + 1) > last))
+    for a, count, size in uniform_runs(length, n):  # the pieces x holds whole, as runs of one size
+        lo, hi = max(a, whole.start), min(a + count, whole.stop)
+        if lo < hi:
+            at = start(length, n, lo) - first
+            out[:, lo:hi] = op(x[:, at : at + (hi - lo) * size].unflatten(1, (hi - lo, size)), 2)
+    for b in set(ends) - set(whole):  # a piece x holds a part of
+        lo, hi = max(start(length, n, b), first), min(start(length, n, b + 1), last)
+        out[:, b] = op(x[:, lo - first : hi - first], 1)
+    return out
+
+
+def _piece(length: int, n: int, position: int) -> int:
+    """The piece of array_split's n pieces of `length` that holds `position`."""
+    q, r = divmod(length, n)
+    edge = r * (q + 1)
+    return position // (q + 1) if position < edge else r + (position - edge) // q
+
+
 class Pooled:
     """Every head's (n, n) block sums and maxima of one layer's (H, L, S) maps, filled by `add` a tile of query
     rows at a time; `means` and `maxima` once every row was added."""
@@ -47,9 +74,7 @@ class Pooled:
     def add(self, head: int, rows: slice, first: int, probs: torch.Tensor) -> None:
         """probs (P, W): head `head`'s map at `rows` over keys first ... first + W - 1 (every other key's 0)."""
         n_cols = self.shape[2]
-        if probs.size(1) != n_cols:  # the keys outside as the zeros they are
-            probs = torch.nn.functional.pad(probs, (first, n_cols - first - probs.size(1)))  # (P, S)
-        sums, most = reduce_last(probs, self.n, torch.sum), reduce_last(probs, self.n, torch.amax)  # (P, n) each
+        sums, most = (reduce_span(probs, first, n_cols, self.n, op) for op in (torch.sum, torch.amax))  # (P, n) each
         top = rows.start
         for row, stop, size, block in self._runs(top, top + probs.size(0)):
             self._fold(head, sums[row - top : stop - top], most[row - top : stop - top], row, size, block)

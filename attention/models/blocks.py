@@ -270,8 +270,14 @@ class Transformer(nn.Module):
         last = request.last(n_layers)  # a request that stops at a map ends at the last kept one
         x = self.embeddings(input_ids, token_type_ids, recorders.get(0, no_record), attention_mask)  # (B, L, D)
         layer_inputs = self.layer_inputs.inputs(self, input_ids, x)  # per layer (B, L, P), or None
-        hidden_states, attentions = [x] if request.keep_hidden else [], []
+        hidden_states = [x] if request.keep_hidden else []
+        attentions: list[torch.Tensor | None] = []
         for i, layer in enumerate(self.layers[: last + 1]):
+            if request.keep is not None:  # a long pass: it keeps layer inputs, or resumes at one (core/long.py)
+                if request.keep.skips(i):
+                    attentions.append(None)
+                    continue
+                x = request.keep.layer_input(i, x)
             ablated = None if head_mask is None else head_mask[i]  # (H,)
             call = request.call(i, last, rows, recorders.get(i, no_record), ablated, ablation)
             windowed = self.config.window_of(i) is not None

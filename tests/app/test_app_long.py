@@ -80,6 +80,40 @@ def test_the_servers_caps_refuse_before_any_work_and_keep_the_text(llama, small_
     assert made == [] and at.text_area(key="text").value == TEXT and not at.get("plotly_chart")
 
 
+def test_a_refusal_offers_the_first_tokens_that_fit_and_keeps_the_text(llama, small_bound, monkeypatch):
+    """Past the server's caps: the text's length and the most that fits, a button that runs that many first
+    tokens, the box keeping the whole text."""
+    folder, full = llama
+    monkeypatch.setattr(longruns, "LONG_MAX_TOKENS", 40)
+    at = start(model=str(folder), s=TEXT)
+    no_errors(at)
+    assert any(f"This text has {len(full.tokens)} tokens" in w.value and "at most 40 tokens" in w.value
+               for w in at.warning)  # fmt: skip
+    next(b for b in at.button if b.label == "Run the first 40 tokens").click().run()
+    no_errors(at)
+    assert at.text_area(key="text").value == TEXT and not at.warning
+    assert any("Running the first 40 tokens of your text" in i.value for i in at.info)
+    blocks = by_title(at, "block means")["data"][0]
+    assert decode(blocks["z"]).shape == (40, 40)  # one block a token: the first 40 tokens' run
+    explicit = np.asarray(run_sentence(*load_model(str(folder)), at.session_state["submitted"][0]).attentions)
+    assert explicit.shape[-1] == 40
+    np.testing.assert_allclose(decode(blocks["z"]), explicit[0, 0], atol=1e-6, rtol=0)
+
+
+def test_a_run_past_its_bound_makes_a_layer_again_and_draws_the_same_maps(llama, small_bound, monkeypatch):
+    """A run that keeps layer inputs (`keeping`, made to keep every layer's here): the Head view of a layer made
+    again draws the explicit maps."""
+    folder, full = llama
+    monkeypatch.setattr(longrun, "keeping", lambda *args: 1)
+    explicit = np.asarray(full.attentions)
+    at = start(model=str(folder), s=TEXT, layer="1", head="3")
+    no_errors(at)
+    run = longruns.long_store().get((str(folder), TEXT, ""))
+    assert run.maps.keep.every == 1 and run.maps.layers == [None, None]
+    tile = decode(by_title(at, "Queries 0–15 × keys 0–15")["data"][0]["z"]).reshape(16, 16)
+    np.testing.assert_allclose(tile, explicit[1, 3, :16, :16], atol=1e-6, rtol=0)
+
+
 def test_a_stopped_run_is_not_started_again_until_asked(llama, small_bound):
     folder, _ = llama
     at = start(model=str(folder), s="a short one")  # not long: the page as usual

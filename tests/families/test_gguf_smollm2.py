@@ -3,6 +3,7 @@ it is the Llama the file describes, and gives transformers' numbers and tokens o
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from test_gguf import SENTENCES, batches, largest_differences, transformers_gguf
@@ -81,3 +82,24 @@ def test_smollm2_gives_transformers_maps_states_and_tokens(smollm2):
         top = probs.topk(5, dim=-1)
         assert torch.equal(ours.top_ids, top.indices), prompt
         assert (ours.top_probs - top.values).abs().max() <= 1e-4, prompt
+
+
+def test_the_writers_8192_tokens_keep_within_the_default_long_bound(smollm2):
+    """SmolLM2's 30 layers × 9 heads at its 8,192 positions: every layer's q and k would keep 804 MB, past the
+    512 MB a server holds for a long run by default; keeping every 5th layer's input keeps 294 MB, and a run so
+    kept is the whole run's to the bit (here at 105 tokens, its bound made small)."""
+    from attention.runs.bigrun import MB
+    from attention.runs.longrun import keeping, kept_bytes, long_run, longest
+    from ui.serve.settings import SETTINGS
+
+    model, tokenizer = smollm2
+    default = int(SETTINGS["long_max_mb"].default * MB)
+    assert kept_bytes(model, 8192) > default >= kept_bytes(model, 8192, keeping(model, 8192, default))
+    assert keeping(model, 8192, default) == 5 and longest(model, default) == 8192
+    enc = encode(tokenizer, "The animal didn't cross the street because it was too tired. " * 8)
+    L = len(enc.tokens)
+    whole, bounded = long_run(model, enc), long_run(model, enc, bound=kept_bytes(model, L) // 2)
+    assert bounded.maps.keep.every is not None and bounded.maps.nbytes < whole.maps.nbytes / 2
+    np.testing.assert_array_equal(bounded.pooled, whole.pooled)
+    for layer in (0, 13, 29):
+        np.testing.assert_array_equal(bounded.maps.row(layer, 4, L - 1), whole.maps.row(layer, 4, L - 1))

@@ -162,6 +162,41 @@ def test_the_pass_in_row_tiles_gives_the_same_outputs_and_log_sum_exps(built, ca
     torch.testing.assert_close(tiled.layers[-1].lse, whole.layers[-1].lse, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("every", [1, 2])
+@pytest.mark.parametrize("case", ["llama", "gpt_oss", "gemma4_text", "deberta-v2", "t5"])
+def test_layers_made_again_from_kept_inputs_equal_the_kept_ones_to_the_bit(built, case, every):
+    """every=k: the pass keeps every k-th layer's input, not q and k (2 layers: every=1 resumes layer 1 from its
+    kept input, every=2 both from the embeddings); each layer is made again when asked for, and every tile, row
+    and block is the kept pass's to the bit (the same steps on the same numbers), the thumbnails made in the
+    pass too. on_layer reads each layer while the pass holds its q and k."""
+    model = built(case)
+    _, inputs = explicit_maps(model, "encoder")
+    kept = long_maps(model, **inputs, batch=1, pool=6)
+    seen: list[tuple[int, int]] = []
+
+    def on_layer(m, layer: int) -> None:  # the layer's head 0, read while the pass holds its q and k
+        seen.append((layer, int(m.tile(layer, 0, slice(None), slice(None)).argmax())))
+
+    maps = long_maps(model, **inputs, batch=1, pool=6, every=every, on_layer=on_layer)
+    n_layers, H, _, _ = maps.shape
+    assert maps.shape == kept.shape and maps.layers == [None] * n_layers
+    assert sorted(maps.keep.inputs) == list(range(every, n_layers, every))  # layer 0's is the embeddings'
+    assert maps.nbytes < kept.nbytes
+    for layer in range(n_layers):
+        assert maps.made_again(layer) == (layer not in maps.live)
+        first = maps.tile(layer, 0, slice(None), slice(None))
+        assert seen[layer] == (layer, int(first.argmax()))
+        assert sorted(maps.live) == list(range(layer // every * every, min(layer // every * every + every, n_layers)))
+        for head in range(H):
+            every_key = slice(None)
+            np.testing.assert_array_equal(maps.tile(layer, head, every_key, every_key),
+                                          kept.tile(layer, head, every_key, every_key))  # fmt: skip
+            np.testing.assert_array_equal(maps.pooled(layer, head, 6)[0], kept.pooled(layer, head, 6)[0])
+            np.testing.assert_array_equal(maps.blocks(layer, head, 4), kept.blocks(layer, head, 4))
+    with pytest.raises(ValueError, match="every must be a positive number of layers"):
+        long_maps(model, **inputs, every=0)
+
+
 def test_the_pass_keeps_what_a_map_needs_and_no_map(built):
     """A long request runs "long" in every layer: outputs as the fused pass's, no map, one kept layer each."""
     model = built("llama")

@@ -11,7 +11,7 @@ from families import make_family, make_seq2seq
 from attention import EncoderDecoder, load_model
 from attention.runs.bigrun import NeedsSmallerInput
 from attention.runs.inputs import encode
-from attention.runs.longrun import is_long, kept_bytes, long_run
+from attention.runs.longrun import is_long, keeping, kept_bytes, long_run, longest
 from attention.runs.pooling import head_tiles
 from attention.runs.run import run_encoded
 from viz.long import block_edges
@@ -57,6 +57,42 @@ def test_whole_layers_are_refused_and_the_bound_holds(model_and_input):
         np.asarray(run.attentions)
     assert run.maps.nbytes <= kept_bytes(model, len(enc.tokens))
     assert run.maps.nbytes > 0
+
+
+def test_a_bound_keeps_layer_inputs_and_makes_the_same_run(model_and_input):
+    """Past its bound, the run keeps a few layer inputs (`keeping`), not every layer's q and k: the thumbnails and
+    strongest entries read in the pass, and every tile made again after it, are the unbounded run's to the bit."""
+    model, enc = model_and_input
+    L = len(enc.tokens)
+    whole = long_run(model, enc)
+    seen = []
+    bounded = long_run(model, enc, lambda done, total: seen.append(done), bound=kept_bytes(model, L) - 1)
+    every = keeping(model, L, kept_bytes(model, L) - 1)
+    assert (
+        every is not None
+        and bounded.maps.keep.every == every
+        and bounded.maps.layers == [None] * len(whole.maps.layers)
+    )
+    np.testing.assert_array_equal(bounded.pooled, whole.pooled)
+    np.testing.assert_array_equal(bounded.strongest, whole.strongest)
+    assert seen == list(range(1, 2 * whole.pooled.shape[0] * whole.pooled.shape[1] + 1))
+    for layer in range(whole.pooled.shape[0]):
+        np.testing.assert_array_equal(bounded.maps.tile(layer, 1, slice(3, 40), slice(None)),
+                                      whole.maps.tile(layer, 1, slice(3, 40), slice(None)))  # fmt: skip
+    assert bounded.maps.nbytes <= kept_bytes(model, L, every)
+    assert keeping(model, L, kept_bytes(model, L)) is None  # within the bound: every layer's q and k
+
+
+def test_longest_is_the_most_tokens_kept_within_a_bound(model_and_input):
+    model = model_and_input[0]
+    bound = kept_bytes(model, 40)
+
+    def fits(n: int) -> bool:
+        return kept_bytes(model, n, keeping(model, n, bound)) <= bound
+
+    most = longest(model, bound)
+    assert most >= 40 and fits(most) and not fits(most + 1)
+    assert longest(model, 10**12) == model.config.max_position_embeddings and longest(model, 0) == 0
 
 
 def test_long_is_one_layers_maps_past_the_bound():
