@@ -3,6 +3,13 @@ our fused forward with no map (the floor), on one random Llama-shaped model: tim
 
     python bench/long.py [--lengths 1024 2048 4096 8192] [--eager-max 4096] [--blocks 256] [--tile 512]
                          [--threads 2] [--device auto|cpu|cuda]
+    python bench/long.py --model smollm2 [--lengths 2048 4096 8192] [--eager-max 2048]
+
+--model smollm2: the bundled writer (SmolLM2-135M, 30 layers × 9 heads of 64, 3 key/value heads, 576 wide, its
+GGUF's weights), run as the page runs a long text: `long_run` within the server's default bound for a long run
+(512 MB: past it, a few layer inputs kept and q and k made again), every head's thumbnail and strongest entry,
+then a 16 × 16 tile of a layer made again (the first made again, then one of the same run) and a row; eager is
+transformers' LlamaForCausalLM on the same file (eager attention, output_attentions).
 
 On the CPU (float32): 4 layers × 8 heads of 64 (2 key/value heads), 512 wide, a 1,000-token vocabulary, built here
 from a LlamaConfig with random weights (never downloaded), at 1k / 2k / 4k / 8k tokens. On a GPU when one is present
@@ -54,6 +61,7 @@ SHAPES = {  # device type -> (LlamaConfig's arguments, lengths)
     ),
 }  # fmt: skip
 METHODS = ("fused", "ours", "eager")
+WRITER_BOUND = 512 * 2**20  # ui/serve/settings.py's default ATTENTION_LONG_MAX_MB
 
 
 def models(device: torch.device, longest: int, which: str):
@@ -72,6 +80,51 @@ def models(device: torch.device, longest: int, which: str):
     copy_weights(ours, convert_checkpoint(family, theirs.state_dict())[0])
     del theirs
     return ours.to(device=device, dtype=dtype)
+
+
+def writer(which: str):
+    """The bundled writer: ours as the app loads it, or transformers' eager model on the same GGUF file."""
+    from attention.load.loading import load_model
+    from attention.load.sources import WRITER_NAME, writer_file
+
+    if which != "eager":
+        return load_model(WRITER_NAME)[0]
+    root = Path(__file__).resolve().parent.parent / "tests"
+    sys.path[1:1] = [str(root / "helpers"), str(root / "families")]
+    from test_gguf import transformers_gguf  # transformers' GGUF loader, eager attention
+
+    return transformers_gguf(writer_file())
+
+
+def work_writer(which: str, model, length: int) -> dict[str, float]:
+    """The writer's call to time: {step: seconds} (and the run's kept megabytes)."""
+    from attention.runs.inputs import Encoded
+    from attention.runs.longrun import long_run
+
+    ids = torch.randint(100, 40000, (1, length), generator=torch.Generator().manual_seed(length))
+    clock: dict[str, float] = {}
+
+    def timed(step: str, fn):
+        start, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        clock[step], clock[step + " cpu"] = time.perf_counter() - start, time.process_time() - cpu
+        return out
+
+    with torch.inference_mode():
+        if which == "fused":
+            timed("fused", lambda: model(ids, request=MapRequest(layers=(), keep_hidden=False)))
+        elif which == "eager":
+            timed("eager", lambda: model(ids, output_attentions=True))
+        else:
+            ones, zeros, tokens = torch.ones_like(ids), torch.zeros_like(ids), ["x"] * length
+            enc = Encoded(ids, ones, zeros, tokens, [0] * length, [0] * length, [(0, 1)] * length, length, None)
+            run = timed("pass", lambda: long_run(model, enc, bound=WRITER_BOUND))
+            maps, rows = run.maps, slice(length // 2, length // 2 + 16)
+            timed("tile", lambda: maps.tile(17, 0, rows, slice(0, 16)))  # a layer made again where inputs are kept
+            timed("tile again", lambda: maps.tile(18, 3, rows, slice(0, 16)))  # the same run of layers
+            timed("row", lambda: maps.row(17, 0, length - 1))
+            clock["kept MB"], clock["every"] = maps.nbytes / 2**20, maps.keep.every or 0
+    return clock
 
 
 def work(which: str, model, length: int, blocks: int, tile: int, device: torch.device):
@@ -103,7 +156,14 @@ def work(which: str, model, length: int, blocks: int, tile: int, device: torch.d
     return clock
 
 
-def child(which: str, length: int, blocks: int, tile: int, device: torch.device) -> dict:
+def child(which: str, length: int, blocks: int, tile: int, device: torch.device, model_name: str = "") -> dict:
+    if model_name == "smollm2":
+        model = writer(which)
+        work_writer(which, model, 64)  # lazy set-up is not the call's
+        reset = _reset_peak()
+        baseline = _status_mb("VmRSS")
+        clock = work_writer(which, model, length)
+        return {"clock": clock, "peak_mb": _status_mb("VmHWM") - baseline if reset else float("nan")}
     model = models(device, length, which)
     work(which, model, 64, 8, 8, device)  # lazy set-up is not the call's
     if device.type == "cuda":
@@ -122,7 +182,8 @@ def child(which: str, length: int, blocks: int, tile: int, device: torch.device)
 
 def run_child(which: str, length: int, args, device: torch.device) -> dict:
     command = [sys.executable, __file__, "--child", which, "--lengths", str(length), "--blocks", str(args.blocks),
-               "--tile", str(args.tile), "--threads", str(args.threads), "--device", str(device)]  # fmt: skip
+               "--tile", str(args.tile), "--threads", str(args.threads), "--device", str(device),
+               "--model", args.model]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"failed": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
@@ -165,13 +226,17 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=512, help="one tile of tile × tile")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda")
+    parser.add_argument("--model", default="", choices=("", "smollm2"), help="smollm2: the bundled writer")
     parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     name = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device.replace("auto", "cpu")
     device = torch.device(name)
     if args.child:
-        print(json.dumps(child(args.child, args.lengths[0], args.blocks, args.tile, device)))
+        print(json.dumps(child(args.child, args.lengths[0], args.blocks, args.tile, device, args.model)))
+        return
+    if args.model == "smollm2":
+        main_writer(args, device)
         return
     shape, lengths = SHAPES[device.type]
     lengths = args.lengths or lengths
@@ -203,6 +268,37 @@ def main() -> None:
             f"{length:>6} {cell(fused, 'fused'):>6} {cell(ours, 'pass'):>6} {cell(ours, 'blocks', 3):>7} {whole:>17} "
             f"{cpu_ratio:>10} {cell(ours, 'tile', 3):>6} {cell(ours, 'row', 3):>6} {cell(eager, 'eager'):>13} "
             f"{memory(fused):>8} {memory(ours):>8} {memory(eager):>13}",
+            flush=True,
+        )
+
+
+def main_writer(args, device: torch.device) -> None:
+    lengths = args.lengths or [2048, 4096, 8192]
+    print(
+        f"SmolLM2-135M (the bundled writer: 30 layers × 9 heads of 64, 3 K/V heads), CPU, {args.threads} threads, "
+        f"float32; ours: the page's long run within {WRITER_BOUND / 2**20:.0f} MB (pass, thumbnails, strongest "
+        "entries), a 16×16 tile of layer 17 (made again where layer inputs are kept), one of layer 18 (the same "
+        "run), layer 17's last row; eager: transformers on the same file, skipped past --eager-max tokens"
+    )
+    print(
+        f"{'tokens':>6} {'fused':>6} {'ours':>6} {'ours/fused':>10} {'(cpu)':>6} {'every':>5} {'kept MB':>7} "
+        f"{'tile':>6} {'again':>6} {'row':>6} {'eager':>7} {'fused MB':>8} {'ours MB':>7} {'eager MB':>8}"
+    )
+    for length in lengths:
+        results = {}
+        for which in METHODS:
+            skip = which == "eager" and length > args.eager_max
+            results[which] = {"skipped": True} if skip else run_child(which, length, args, device)
+        fused, ours, eager = (results[m] for m in METHODS)
+        both = "clock" in ours and "clock" in fused
+        ratio = f"{ours['clock']['pass'] / fused['clock']['fused']:.2f}" if both else "-"
+        cpu = f"{ours['clock']['pass cpu'] / fused['clock']['fused cpu']:.2f}" if both else "-"
+        every = f"{ours['clock']['every']:.0f}" if "clock" in ours else "-"
+        kept = f"{ours['clock']['kept MB']:.0f}" if "clock" in ours else "-"
+        print(
+            f"{length:>6} {cell(fused, 'fused'):>6} {cell(ours, 'pass'):>6} {ratio:>10} {cpu:>6} {every:>5} "
+            f"{kept:>7} {cell(ours, 'tile'):>6} {cell(ours, 'tile again', 3):>6} {cell(ours, 'row'):>6} "
+            f"{cell(eager, 'eager'):>7} {memory(fused):>8} {memory(ours):>7} {memory(eager):>8}",
             flush=True,
         )
 

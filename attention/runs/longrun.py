@@ -6,8 +6,9 @@ head's strongest entry is found in its strongest block's tile as the pass goes. 
 made on demand (`LongRun.maps`: blocks, tiles, rows); what would need a whole layer's maps at once is refused
 (NeedsSmallerInput), as a big run's views are.
 
-SmolLM2 (30 layers × 9 heads of 64, 3 key/value heads, 576 wide) at 8,192 tokens: every layer's q and k keep 800
-MB; `keeping` it within 512 MB keeps every 5th layer's input (TODO figures)."""
+SmolLM2 (30 layers × 9 heads of 64, 3 key/value heads, 576 wide) at 8,192 tokens: every layer's q and k keep 804
+MB; `keeping` it within 512 MB keeps every 5th layer's input and 5 layers' q and k: 294 MB (bench/long.py --model
+smollm2)."""
 
 from __future__ import annotations
 
