@@ -10,7 +10,9 @@ import plotly.graph_objects as go
 
 from ._style import SEQUENTIAL, base_layout
 from ._text import escape, readable
+from .heatmap import CHAR_WIDTH
 
+BAR_PX = 10  # the colour bar's thickness: drawn across, under the map, so that the map takes the column's width
 MARK_SHARE = 0.02  # the tile's outline on the block map: at least this share of its side
 
 
@@ -31,7 +33,8 @@ def block_figure(
     height: int = 560,
 ) -> go.Figure:
     """`blocks` (n, n): a head's map's mean over each block of rows and keys, drawn with each block at the token
-    positions it covers; the hover names its rows and keys, their first tokens, and its mean."""
+    positions it covers, as large a square as `width` × `height` holds (the figure then as wide as it needs); the
+    hover names its rows and keys, their first tokens, and its mean."""
     n, L = blocks.shape[0], len(tokens)
     edges = block_edges(L, n)
     centres = (edges[:-1] + edges[1:] - 1) / 2
@@ -42,6 +45,11 @@ def block_figure(
         [np.array(spans)[rows], np.array(spans)[cols], np.array(first)[rows], np.array(first)[cols],
          np.char.mod("%.2e", blocks.ravel())], axis=1,
     )  # fmt: skip
+    tick = round(font_size * 0.85)  # positions ("2k") and the colour bar's numbers, a little smaller than the text
+    left = int(tick * CHAR_WIDTH * 4) + int(font_size * 1.6) + 14  # "8.2k" and the axis title
+    axis_px = tick + int(font_size * 1.6) + 12  # the key positions and their title, under the square
+    top, bottom = int(font_size * 1.5) + 16, axis_px + BAR_PX + tick + 16  # the colour bar across, under them
+    side = max(120, min(width - left - 16, height - top - bottom))  # the square's side
     fig = go.Figure(
         go.Heatmap(
             z=blocks,
@@ -49,7 +57,16 @@ def block_figure(
             y=centres,
             colorscale=SEQUENTIAL,
             zmin=0.0,
-            colorbar=dict(title=dict(text="mean", side="right"), thickness=14),
+            colorbar=dict(
+                orientation="h",
+                thickness=BAR_PX,
+                len=1.0,
+                y=-axis_px / side,
+                yanchor="top",
+                ypad=0,
+                tickfont=dict(size=tick),
+                tickformat=".2g",
+            ),  # fmt: skip
             hoverinfo="skip",
         )
     )
@@ -61,19 +78,20 @@ def block_figure(
             y=centres[rows],
             customdata=custom,
             mode="markers",
-            marker=dict(size=max(2.0, width / n), symbol="square", opacity=0),
+            marker=dict(size=max(2.0, side / n), symbol="square", opacity=0),
             hovertemplate="queries %{customdata[0]} (from “%{customdata[2]}”)<br>"
             "keys %{customdata[1]} (from “%{customdata[3]}”)<br>mean weight %{customdata[4]}<extra></extra>",
             showlegend=False,
             name="blocks",
         )
     )
+    axis = dict(tickformat="~s", tickfont=dict(size=tick), nticks=6, autorange=False, constrain="domain")
     fig.update_layout(
-        **{**base_layout(font_size, title), "margin": dict(l=70, r=20, t=50, b=50)},
-        width=width,
-        height=height,
-        xaxis=dict(title="key position", range=[-0.5, L - 0.5], autorange=False, constrain="domain"),
-        yaxis=dict(title="query position", range=[L - 0.5, -0.5], autorange=False, scaleanchor="x", constrain="domain"),
+        **{**base_layout(font_size, title), "margin": dict(l=left, r=16, t=top, b=bottom)},
+        width=left + side + 16,
+        height=top + side + bottom,
+        xaxis=dict(axis, title="key position", range=[-0.5, L - 0.5]),
+        yaxis=dict(axis, title="query position", range=[L - 0.5, -0.5], scaleanchor="x"),
     )
     return fig
 
@@ -94,28 +112,35 @@ def mark_tile(fig: go.Figure, rows: range, cols: range) -> go.Figure:
     return fig
 
 
-def row_figure(row: np.ndarray, query: int, tokens: Sequence[str], *, font_size: int = 14, width: int = 900,
-               height: int = 260) -> go.Figure:  # fmt: skip
-    """Query `query`'s whole row over every key, as a line: where in a long text the token looks."""
-    text = [escape(readable(t)) for t in tokens[: len(row)]]
+def row_figure(row: np.ndarray, query: int, tokens: Sequence[str], *, causal: bool = False, font_size: int = 14,
+               width: int = 900, height: int = 260) -> go.Figure:  # fmt: skip
+    """Query `query`'s row as a line over the keys it sees (every key; on a `causal` model, those up to itself),
+    the query marked: where in a long text the token looks."""
+    seen = row[: query + 1] if causal else row
+    text = [escape(readable(t)) for t in tokens[: len(seen)]]
     fig = go.Figure(
         go.Scattergl(
-            x=np.arange(len(row)),
-            y=row,
+            x=np.arange(len(seen)),
+            y=seen,
             mode="lines",
             line=dict(width=1.5, color="#2a6f97"),
             customdata=text,
             hovertemplate="key %{x}: “%{customdata}”<br>weight %{y:.3e}<extra></extra>",
         )
     )
+    fig.add_vline(x=query, line=dict(color="#e4572e", width=1.5, dash="dot"))
+    fig.add_annotation(x=query, y=1, yref="paper", text=f"query {query}", showarrow=False, xanchor="right",
+                       yanchor="top", font=dict(color="#e4572e"))  # fmt: skip
+    keys = f"the {len(seen):,} keys it sees" if causal else "every key"
+    word = escape(readable(tokens[query]))
     fig.update_layout(
         **{
-            **base_layout(font_size, f"Row of query {query}, “{escape(readable(tokens[query]))}”, over every key"),
+            **base_layout(font_size, f"Row of query {query}, “{word}”, over {keys}"),
             "margin": dict(l=70, r=20, t=50, b=45),
         },
         width=width,
         height=height,
-        xaxis=dict(title="key position", range=[0, max(len(row) - 1, 1)]),
+        xaxis=dict(title="key position", range=[0, max(len(seen) - 1, 1)]),
         yaxis=dict(title="weight", rangemode="tozero"),
         showlegend=False,
     )

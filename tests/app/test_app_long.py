@@ -61,8 +61,14 @@ def test_the_head_view_draws_blocks_the_exact_tile_and_a_found_words_row(llama, 
     no_errors(at)
     query = at.selectbox(key="long_query").value
     assert "she" in "".join(full.tokens[query : query + 3]).lower().replace("ġ", "")
-    row = decode(by_title(at, f"Row of query {query}")["data"][0]["y"])
-    np.testing.assert_allclose(row, explicit[1, 2, query], atol=1e-6, rtol=0)
+    row_fig = by_title(at, f"Row of query {query}")  # a causal model's: over the keys the query sees, marked
+    assert f"over the {query + 1} keys it sees" in row_fig["layout"]["title"]["text"]
+    np.testing.assert_allclose(decode(row_fig["data"][0]["y"]), explicit[1, 2, query, : query + 1], atol=1e-6, rtol=0)
+    assert not explicit[1, 2, query, query + 1 :].any()  # the keys left out: none it sees
+    assert [shape["x0"] for shape in row_fig["layout"]["shapes"]] == [query]
+    assert (at.session_state["long_row0"], at.session_state["long_col0"]) == (max(query - 8, 0), max(query - 15, 0))
+    tile = by_title(at, f"Queries {max(query - 8, 0)}–")  # the tile moved to the query found
+    assert len(tile["layout"]["yaxis"]["ticktext"]) == 16  # every token of a 16-token tile labelled
 
 
 def test_the_servers_caps_refuse_before_any_work_and_keep_the_text(llama, small_bound, monkeypatch):
