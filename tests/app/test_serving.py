@@ -153,6 +153,25 @@ def test_only_regular_files_under_the_listed_folders_are_read(listed, tmp_path, 
         server_path("/proc/self/environ")
 
 
+def test_a_name_that_is_not_a_whole_path_is_read_under_the_listed_folders(listed, tmp_path, monkeypatch):
+    """`gap-heads` names the listed folder's gap-heads, from any folder the server runs in; one that is not there
+    says where names are read; a name that leaves the folders is refused as every path outside is."""
+    (listed / "gap-heads").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert server_path("gap-heads", folder=True) == (listed / "gap-heads").resolve()
+    assert server_path("corpus.txt") == (listed / "corpus.txt").resolve()
+    with pytest.raises(FileRefused) as err:
+        server_path("gap-tails", folder=True)
+    assert str(err.value) == (
+        "there is no folder 'gap-tails' in the folders ATTENTION_FILE_DIRS lists (a name that is not a whole path "
+        "is read under each of them)"
+    )
+    (tmp_path / "secret.txt").write_text("x")
+    with pytest.raises(FileRefused, match="^this server reads files only under the folders its operator lists"):
+        server_path("../secret.txt")
+
+
 def test_the_default_is_the_repositorys_data_folder(monkeypatch):
     monkeypatch.delenv(FILES_VAR)
     assert server_path(str(ROOT / "data" / "coref_examples.jsonl")).name == "coref_examples.jsonl"

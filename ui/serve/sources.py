@@ -42,6 +42,7 @@ SOURCES_VAR, DOWNLOADS_VAR, BIN_VAR = "ATTENTION_SOURCES", "ATTENTION_HUB_DOWNLO
 OPEN_VAR, FILES_VAR = "ATTENTION_OPEN", "ATTENTION_FILE_DIRS"
 REFUSED = "this server loads only the models in its list: pick one there"
 DATA = Path(__file__).resolve().parents[2] / "data"
+RELATIVE = f" in the folders {FILES_VAR} lists (a name that is not a whole path is read under each of them)"
 NEVER_READ = (Path("/proc"), Path("/sys"), Path("/dev"))  # the kernel's and devices' files, whatever is listed
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")  # attention/load/sources.py's: anything else is a path
 
@@ -141,11 +142,12 @@ def _refused(kind: str) -> FileRefused:
 
 def server_path(typed: str, folder: bool = False) -> Path:
     """The path a visitor typed, resolved, if the page may read it: under a folder of ATTENTION_FILE_DIRS,
-    not under /proc, /sys or /dev, and a folder (`folder`) or a regular file. Else FileRefused, one
-    message for every path outside (whether or not it exists)."""
+    not under /proc, /sys or /dev, and a folder (`folder`) or a regular file. A name that is not a whole path
+    (`gap-heads`) is read under each listed folder. Else FileRefused, one message for every path outside
+    (whether or not it exists)."""
     refused = _refused("folders" if folder else "files")
     try:
-        path = Path(os.path.realpath(os.path.expanduser(typed.strip())))
+        path = _resolved(typed.strip())
     except (OSError, ValueError):  # a name too long, a NUL
         raise refused from None
     if not typed.strip() or any(_under(path, p) for p in NEVER_READ):
@@ -155,10 +157,25 @@ def server_path(typed: str, folder: bool = False) -> Path:
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
-        raise FileRefused(f"there is no {'folder' if folder else 'file'} '{typed.strip()}'") from None
+        relative = "" if os.path.isabs(os.path.expanduser(typed.strip())) else RELATIVE
+        raise FileRefused(f"there is no {'folder' if folder else 'file'} '{typed.strip()}'{relative}") from None
     if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
         raise FileRefused(f"'{typed.strip()}' is not a {'folder' if folder else 'regular file'}")
     return path
+
+
+def _resolved(typed: str) -> Path:
+    """`typed`, resolved: a name that is not absolute is read under each listed folder in turn (the first that
+    holds it), else from the server's folder as before, else it names the first listed folder's (that has none
+    of it: server_path says so); '~' is the server's home."""
+    expanded = os.path.expanduser(typed)
+    here = Path(os.path.realpath(expanded))
+    if os.path.isabs(expanded):
+        return here
+    candidates = [(Path(os.path.realpath(listed / expanded)), listed) for listed in file_dirs()]
+    inside = [path for path, listed in candidates if _under(path, listed)]
+    found = next((path for path in inside if path.exists()), None)
+    return found or (here if here.exists() or not inside else inside[0])
 
 
 @contextlib.contextmanager

@@ -4,6 +4,8 @@ or the mean entropy, and the sortable table of every head. The folder and the ch
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import streamlit as st
 
@@ -31,7 +33,8 @@ def draw_corpus(left, right, present: bool, slot=None) -> None:
     with slot or st.container():
         show(grid_figure(run, measure, present), "corpus-grid", key="corpus_grid")
     record = run.record
-    texts = f"{record.get('file', '?')}" + (f" (field {record['field']})" if record.get("field") != "text" else "")
+    file = Path(str(record.get("file", "?"))).name  # the file's name: where it lies on the server is not the point
+    texts = file + (f" (field {record['field']})" if record.get("field") != "text" else "")
     show_text(
         plain(
             f"Model {record.get('model', '?')}, over {texts}: {int(run.heads.tokens.iloc[0]):,} tokens, "
