@@ -92,10 +92,13 @@ def load_model(layout):
     from ui.compute.models import LOADED, get_model
     from ui.state.actions import load_pending_model
     from viz._style import message_figure
+    from viz._text import escape
 
     loading = st.empty()
     if st.session_state.source not in LOADED:
-        loading.plotly_chart(message_figure("Loading the model…"), key="loading", config={"staticPlot": True})
+        name = st.session_state.source.strip()[:60] or "the bundled model"  # as typed: text, not markup
+        loading.plotly_chart(message_figure(f"Loading {escape(name)}: once on this server, seconds…"), key="loading",
+                             config={"staticPlot": True})  # fmt: skip
     try:
         load_pending_model()
         layout.chrome()

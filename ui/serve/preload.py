@@ -15,7 +15,8 @@ second only while no page run is under way (`page_run` marks one; runs arriving 
 `start_warm_up`: a thread then does all of the above (torch, the model, the first run: seconds) while
 the server starts and the first browser loads the page, and the first script run waits for it in
 `preload`. LATER_MODULES come once a page is shown (`page_shown`); whatever needs them first calls
-`later`, which waits for that (or, with no warm-up, imports them).
+`later`, which waits for that (or, with no warm-up, imports them). Then the bundled writer is loaded
+(`warm_writer`), so that a talk's first page of SmolLM2 does not wait for it.
 The garbage collector is off while the thread imports (its passes would find nothing to free), and
 what the imports made is then frozen out of its sight.
 Without a server (AppTest, a notebook) nothing is warmed and `preload` imports LATER_MODULES itself
@@ -242,6 +243,22 @@ def _import_later() -> None:
         with _runs_changed:
             _importing, _later_done = False, True
             _runs_changed.notify_all()
+    warm_writer()
+
+
+def warm_writer() -> None:
+    """The bundled writer loaded too, last (its GGUF read and dequantized: 6-7 s on 2 quiet cores, 16 s at a load
+    average of 6), so that a talk's first page of it (`?model=smollm2`) finds it loaded; a page asking for it
+    meanwhile waits for this load, not a second one. Nothing where it is not installed or the server's model
+    list leaves it out."""
+    from attention.load.sources import WRITER_NAME
+
+    try:
+        from ui.compute.models import get_model
+
+        get_model(WRITER_NAME)
+    except Exception as err:  # not installed, not in the list: the page says so when it is asked for
+        log.info("the bundled writer is not warmed: %s", err)
 
 
 def one_thread_per_computation() -> None:
