@@ -306,7 +306,8 @@ def test_lines_view_token_columns_show_escaped_tokens_on_hover():
     assert [c.x[0] for c in columns] == [0.0, 1.0]
     for column in columns:
         assert list(column.text) == ["[CLS]", "&lt;b&gt;it&lt;/b&gt;", "[SEP]"]
-        assert column.hovertemplate.startswith("%{text}")
+        assert list(column.hovertext) == list(column.text)  # the raw pieces: a WordPiece piece is its own text
+        assert column.hovertemplate.startswith("%{hovertext}")
     assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # first token on top
 
 

@@ -37,7 +37,8 @@ def draw(ctx: ViewContext) -> None:
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
     slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it (1280 × 800)
-    temperature = position_row(ids, tokens, position, ctx.continuation)
+    level = run.encoded.byte_level  # half a character shown as its bytes, as every figure and box shows it
+    temperature = position_row(ids, tokens, position, ctx.continuation, level)
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
     order = np.argsort(-probs, kind="stable")[:TOP]
@@ -48,7 +49,6 @@ def draw(ctx: ViewContext) -> None:
         order = np.append(order, following)
         candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
-    level = run.encoded.byte_level  # half a character shown as its bytes
     explain(tokens, position, following, probs, ctx.continuation, level)
     title = f"After position {position} ({escape(readable(tokens[position], level).strip())}): the next token"
     fig = next_token_figure(
@@ -74,10 +74,15 @@ def draw(ctx: ViewContext) -> None:
         show(fig, f"next-token-{position}", key="next_bars", on_select=lambda: pick_clicked(number))
 
 
-def position_row(ids: tuple[int, ...], tokens: list[str], position: int, written: Continuation | None) -> float:
-    """The position (a box, and Back / Next on ← / →) and the bars' comparison temperature; returns it."""
+def position_row(
+    ids: tuple[int, ...], tokens: list[str], position: int, written: Continuation | None, level: bool
+) -> float:
+    """The position (a box, its pieces as the title shows them: `level`, half a character as its bytes, and Back /
+    Next on ← / →) and the bars' comparison temperature; returns it."""
     left, back, ahead, right = st.columns([3.5, 1.3, 1.3, 3.5], vertical_alignment="bottom")
-    left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i]))
+    left.selectbox(
+        "Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i], level)
+    )
     for place, (step, key, shortcut) in zip(
         (back, ahead), ((-1, "next_prev_position", "Left"), (1, "next_next_position", "Right"))
     ):
