@@ -13,7 +13,7 @@ from ..state.actions import write_one
 from ..state.state import offered
 from ..state.view_context import drawn
 from . import registry
-from .writing import WRITING_PX
+from .writing import WRITING_PX, has_line
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -113,7 +113,7 @@ def figure_height(used: int = 0) -> int:
     """Height left for the view's main figure on the first screen, less ``used`` px above it and the line of a
     continuation's text (ui/page/writing.py) where the page draws one."""
     ctx = drawn()
-    writes = ctx is not None and ctx.present and ctx.continuation is not None
+    writes = ctx is not None and ctx.present and has_line(ctx)
     return SCREEN_PX - TOP_PX - BOTTOM_PX - used - (WRITING_PX if writes else 0)
 
 

@@ -13,6 +13,7 @@ from viz.next_token import entropy_bits, next_token_figure, softmax
 from ..compute.generation import Continuation, lm_head, position_logits
 from ..compute.models import get_model
 from ..page.page import figure_slot, font_size, plain, present_size, show, show_text
+from ..page.writing import writing_at
 from ..state.actions import branch, clicked_data
 from ..state.url_values import TEMPERATURES
 from ..state.view_context import ViewContext
@@ -36,6 +37,7 @@ def draw(ctx: ViewContext) -> None:
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
+    writing_at(ctx, position)  # the text over the bars: the token that came next marked, as its bar is
     slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it (1280 × 800)
     level = run.encoded.byte_level  # half a character shown as its bytes, as every figure and box shows it
     temperature = position_row(ids, tokens, position, ctx.continuation, level)
