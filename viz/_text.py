@@ -62,9 +62,10 @@ def spaces_marked(text: str) -> str:
     return "".join(kept) + text[last:].replace(" ", "␣")
 
 
-def numbered(position: int, token: str) -> str:
-    """A position and its piece as a select box offers it: "3: the"."""
-    return f"{position}: {readable(token)}"
+def numbered(position: int, token: str, byte_level: bool = False) -> str:
+    """A position and its piece as a select box offers it: "3: the", half a character of a `byte_level`
+    tokenizer's as its bytes ("3: <0xF0 0x9F>"), as every figure labels it."""
+    return f"{position}: {readable(token, byte_level).strip() or readable(token, byte_level)}"
 
 
 def readable_all(tokens: Iterable[str], byte_level: bool = False) -> list[str]:

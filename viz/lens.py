@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
-from viz._text import escape, escape_all, position_labels, readable, readable_all
+from viz._text import SHOWN_BYTES, escape, escape_all, position_labels, readable, shown_escaped
 from viz.heatmap import CHAR_WIDTH, FIGURE_PX, column_ticks, row_ticks
 
 CELL_CHARS = 7  # a cell shows at most the top token's first 7 characters, fewer where its width holds fewer
@@ -37,29 +37,33 @@ def lens_view(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """Layers (rows, the last on top) × positions (columns, the input's tokens): each cell the top next token at
     that layer, its probability the colour; the hover lists the top ones with their probabilities. An open square
     marks each position's commit layer (`commit_layers`).
 
     top_tokens[layer][position][k] the raw pieces of the k-th candidate, top_ids and probs (n_layers, L, top).
-    Pieces are shown as text (readable) and escaped; ``title`` is plotly markup and is not escaped. At most
+    Pieces are shown as text (readable: half a character of a ``byte_level`` tokenizer's as its bytes) and escaped,
+    the raw piece of each position named in the hover; ``title`` is plotly markup and is not escaped. At most
     ``width`` × ``height`` px (by default FIGURE_PX wide, 500 tall: the first screen of a laptop); axis labels of
     at least ``min_label`` px where given (fewer of them on small cells)."""
     n_layers, L, top = probs.shape
-    columns = position_labels(escape_all(readable_all(tokens)))
+    columns = position_labels(escape_all(tokens))  # the raw pieces, named in the hover
+    shown = shown_escaped(escape_all(tokens), byte_level)
     rows = [f"layer {i}" for i in range(n_layers)]
     width, height = width or FIGURE_PX, height or 500
     row_px = int((height - 160) / max(n_layers, 1))  # about a row's height: the mark and the text fit its cell
     text_px = max(7, min(font_size - 3, int(row_px * 0.7)))
     chars = min(CELL_CHARS, int((width - 160) / max(L, 1) / (text_px * CHAR_WIDTH)))  # what a cell's width holds
     # cut as text, then escaped (never half an entity); the hover has each token whole, and the next ones
-    cells = [[escape(readable(top_tokens[i][j][0])[:chars]) for j in range(L)] for i in range(n_layers)]
+    cells = [[escape(cut(readable(top_tokens[i][j][0], byte_level), chars)) for j in range(L)] for i in range(n_layers)]
     hover = [
         [
             f"layer {i}, after {columns[j]}<br>"
             + "<br>".join(
-                f"{k + 1}. {escape(readable(top_tokens[i][j][k]))!s}  {probs[i, j, k]:.3f}" for k in range(top)
+                f"{k + 1}. {escape(readable(top_tokens[i][j][k], byte_level))!s}  {probs[i, j, k]:.3f}"
+                for k in range(top)
             )
             for j in range(L)
         ]
@@ -95,7 +99,6 @@ def lens_view(
             showlegend=False,
         )
     )
-    shown = escape_all(readable_all(tokens))
     ticks = column_ticks(shown, (width - 160) / max(L, 1), font_size, min_label)
     side = row_ticks(rows, (height - 160) / max(n_layers, 1), font_size, min_label)
     fig.update_layout(
@@ -113,3 +116,10 @@ def lens_view(
         yaxis=clean_axis(tickmode="array", tickvals=rows[:: side.stride], tickfont=dict(size=side.size)),
     )
     return fig
+
+
+def cut(text: str, chars: int) -> str:
+    """`text`'s first `chars` characters; a group of bytes cut short ends in "…", so it still reads as bytes
+    (" <0xF0…")."""
+    within = [group for group in SHOWN_BYTES.finditer(text) if group.start() < chars < group.end()]
+    return text[:chars].rstrip() + "…" if within else text[:chars]

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from viz._style import base_layout, clean_axis
-from viz._text import escape, escape_all, readable_all
+from viz._text import escape, escape_all, shown_escaped
 
 X_QUERY, X_KEY = 0.0, 1.0
 LINE_AREA_PX = 300
@@ -97,8 +97,10 @@ def lines_view(
     key_tokens: Sequence[str] | None = None,
     max_lines: int = MAX_LINES,
     headings: tuple[str, str] | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
-    """Lines from each query token (left) to each key token (right).
+    """Lines from each query token (left) to each key token (right), each written as text (``readable``: half a
+    character of a ``byte_level`` tokenizer's as its bytes), its raw piece in the hover.
 
     ``attentions_for_heads`` is ``[n_selected, L, L]`` (or one ``[L, L]``
     map); ``heads`` names them in the legend (default "head 0", ...). Each
@@ -125,7 +127,8 @@ def lines_view(
 
     most = max(1, max_lines // len(maps))  # each head's share
     drawn = [int(np.count_nonzero((m > 0) & (m >= threshold))) for m in maps]
-    names, key_names = escape_all(readable_all(tokens)), escape_all(readable_all(keys))  # pieces as text
+    pieces, key_pieces = escape_all(tokens), escape_all(keys)  # the raw pieces, for the hover
+    names, key_names = shown_escaped(pieces, byte_level), shown_escaped(key_pieces, byte_level)  # as text
     size = figure_bytes(sum(min(n, most) for n in drawn), len(maps) * n_bins + 2, [*names, *key_names, *heads])
     if size > MESSAGE_BYTES:
         raise TooManyLines(
@@ -136,8 +139,8 @@ def lines_view(
     for index, (attn, name) in enumerate(zip(maps, heads)):
         colour = PALETTE[index % len(PALETTE)]
         traces += _head_traces(attn, escape(name), colour, threshold, n_bins, most)
-    traces.append(_token_column(names, X_QUERY, "middle left", "query"))
-    traces.append(_token_column(key_names, X_KEY, "middle right", "key"))
+    traces.append(_token_column(names, pieces, X_QUERY, "middle left", "query"))
+    traces.append(_token_column(key_names, key_pieces, X_KEY, "middle right", "key"))
     labels = [*names, *key_names, *(headings or ())]  # the widest sets the room beside the lines, a heading's too
     layout = _layout(labels, max(len(names), len(key_names)), len(maps) > 1, font_size)
     if headings:
@@ -186,15 +189,17 @@ def _segments(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _token_column(names: list[str], x: float, position: str, role: str) -> go.Scatter:
+def _token_column(names: list[str], pieces: list[str], x: float, position: str, role: str) -> go.Scatter:
+    """One column of tokens: `names` written, the raw `pieces` in the hover."""
     return go.Scatter(
         x=[x] * len(names),
         y=list(range(len(names))),
         text=names,
+        hovertext=pieces,
         mode="markers+text",
         textposition=position,
         marker=dict(size=6, color="rgba(0,0,0,0)"),
-        hovertemplate=f"%{{text}}<extra>{role} %{{y}}</extra>",
+        hovertemplate=f"%{{hovertext}}<extra>{role} %{{y}}</extra>",
         showlegend=False,
     )
 

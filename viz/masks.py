@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz._style import KEEP, PADDING, base_layout, clean_axis, legend_swatch
-from viz._text import escape, escape_all, position_labels
+from viz._text import escape, escape_all, position_labels, shown_escaped
 from viz.heatmap import FIGURE_PX, token_grid_layout
 
 PAD = "[PAD]"
@@ -31,14 +31,16 @@ def padding_mask_figure(
     *,
     title: str | None = None,
     width: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """A key padding mask ``[B, S]`` (1 keep, 0 padding), one row per batch item, at most ``width``
     px wide (default ``FIGURE_PX``).
 
     Rows are named by ``row_labels``, columns by position. Kept cells are
-    blue, padding grey; hover reads "name · position j: token", with
+    blue, padding grey; hover reads "name · position j: piece" (the raw piece), with
     "[PAD]" on padding. A row's tokens may stop short of S (the rest is
-    padding). Short batches show each token in its cell when the cells fit
+    padding). Short batches show each token in its cell, as text (``readable``, half a character of a
+    ``byte_level`` tokenizer's as its bytes), when the cells fit
     ``width``; otherwise cells are thin and the hover names them. Text is escaped;
     ``title`` is plotly markup.
     """
@@ -51,13 +53,15 @@ def padding_mask_figure(
     if any(len(tokens) > n_pos for tokens in tokens_per_row):
         raise ValueError(f"a row has more tokens than the mask's {n_pos} positions")
     kept = mask.astype(bool)
-    shown = np.full((n_rows, n_pos), PAD, dtype=object)  # (B, S) token shown in each cell
+    raw = np.full((n_rows, n_pos), PAD, dtype=object)  # (B, S) each cell's piece, named in its hover
+    shown = np.full((n_rows, n_pos), PAD, dtype=object)  # (B, S) the piece as text, written in its cell
     for b, tokens in enumerate(tokens_per_row):
-        shown[b, : len(tokens)] = escape_all(tokens)
-    shown[~kept] = PAD
+        raw[b, : len(tokens)] = escape_all(tokens)
+        shown[b, : len(tokens)] = shown_escaped(raw[b, : len(tokens)], byte_level)
+    raw[~kept] = shown[~kept] = PAD
     names = escape_all(row_labels)
     hovers = np.array(
-        [[f"{name} · position {j}: {token}" for j, token in enumerate(row)] for name, row in zip(names, shown)],
+        [[f"{name} · position {j}: {token}" for j, token in enumerate(row)] for name, row in zip(names, raw)],
         dtype=object,
     )
     room = (FIGURE_PX if width is None else width) - _row_label_px(names, font_size) - _legend_px(font_size)
@@ -153,6 +157,7 @@ def causal_mask_figure(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """The causal what-if mask ``[L, L]``: query i may attend to keys j <= i.
 
@@ -161,7 +166,8 @@ def causal_mask_figure(
     (future) cells grey; hover reads "query·i → key·j: may attend" or
     "...: masked (future)". Each trace holds only its own triangle, as a
     ragged list, so the figure stays light at 512 tokens. At most ``width``
-    px wide and ``height`` px tall, labels of at least ``min_label`` px, as ``head_heatmap``.
+    px wide and ``height`` px tall, labels of at least ``min_label`` px, as ``head_heatmap`` (half a character of a
+    ``byte_level`` tokenizer's as its bytes).
     """
     if len(tokens) != L:
         raise ValueError(f"{len(tokens)} tokens given for a causal mask over {L} positions")
@@ -186,7 +192,15 @@ def causal_mask_figure(
         legend_swatch("masked (future)", PADDING, PADDING, font_size),
     ]
     layout = token_grid_layout(
-        names, names, title, font_size, width, right=causal_legend_px(font_size), height=height, min_label=min_label
+        names,
+        names,
+        title,
+        font_size,
+        width,
+        right=causal_legend_px(font_size),
+        height=height,
+        min_label=min_label,
+        byte_level=byte_level,
     )
     layout.update(legend=LEGEND)  # a legend where head_heatmap has its colour bar
     return go.Figure([allowed, masked, *swatches], layout)

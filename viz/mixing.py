@@ -71,12 +71,14 @@ def mixing_view(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """Raw attention beside what it moves (the module's docstring; which pair as mixing_maps says), over the
     tokens where `keep` (bool, (L,)) is True (all by default), each row divided by its sum.
 
     ``attentions`` is a model's ``outputs.attentions`` or an (n_layers, H, L, L) array, as head_view takes; tokens
-    are escaped; the figure is attention_pair's (one colour scale for both maps, at most ``width`` × ``height``)."""
+    are escaped and labelled as text (half a character of a ``byte_level`` tokenizer's as its bytes); the figure is
+    attention_pair's (one colour scale for both maps, at most ``width`` × ``height``)."""
     raw, moved, raw_title, title = mixing_maps(attentions, layer, head, weighted=weighted, zeroing=zeroing)
     keep = np.ones(len(tokens), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     if keep.shape != (len(tokens),) or raw.shape != (len(tokens), len(tokens)) or moved.shape != raw.shape:
@@ -94,4 +96,5 @@ def mixing_view(
         height=height,
         min_label=min_label,
         raw_title=raw_title,
+        byte_level=byte_level,
     )

@@ -14,6 +14,8 @@ from viz._style import HIGHLIGHT, SEGMENT_A, base_layout, clean_axis, title_layo
 from viz._text import escape, readable_all, spaces_marked
 
 BAR = SEGMENT_A[1]
+TICK_CHARS = 5  # the widest tick label, "60.0%" or "0.5%"
+CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 CHOSEN = HIGHLIGHT
 
 
@@ -47,11 +49,11 @@ def next_token_figure(
     byte_level: bool = False,
 ) -> go.Figure:
     """Two panels of horizontal bars, the most probable candidate on top: `probs` (K,) at temperature 1 and
-    `tempered` (K,) at `temperature`, for the same `candidates` (K tokens, as the tokenizer writes them: shown
-    as text, ``readable``, half a character of a `byte_level` tokenizer's as its bytes, and escaped here; the raw
-    piece and its id, from `ids`, in the hover). `chosen`: the index of the candidate that came next, drawn in
-    the highlight colour. `entropies`: of the whole distribution at 1 and at `temperature`, in bits, for the
-    panels' titles."""
+    `tempered` (K,) at `temperature`, each panel on its own scale, for the same `candidates` (K tokens, as the
+    tokenizer writes them: shown as text, ``readable``, half a character of a `byte_level` tokenizer's as its
+    bytes, and escaped here; the raw piece and its id, from `ids`, in the hover). `chosen`: the index of the
+    candidate that came next, drawn in the highlight colour. `entropies`: of the whole distribution at 1 and at
+    `temperature`, in bits, for the panels' titles."""
     k = len(candidates)
     if np.shape(probs) != (k,) or np.shape(tempered) != (k,):
         raise ValueError(f"{k} candidates but probabilities of shapes {np.shape(probs)} and {np.shape(tempered)}")
@@ -64,9 +66,15 @@ def next_token_figure(
     names = ["T = 1: the model's probabilities", f"T = {temperature:g}"]
     if entropies is not None:
         names = [f"{name} · entropy {h:.2f} bits" for name, h in zip(names, entropies)]
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=names)
+    # each panel its own scale (at T = 2 the bars of a few per cent would be slivers on T = 1's), the panels apart
+    # by the widest tick label, so that one panel's last tick and the next one's first never touch ("60%0%")
+    tops = [float(np.max(values, initial=0)) * 1.25 or 1.0 for values in (probs, tempered)]
+    formats = [".0%" if top >= 0.2 else ".1%" for top in tops]
+    gap_px = TICK_CHARS * font_size * CHAR_WIDTH + font_size
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, horizontal_spacing=min(0.2, gap_px / (width or 800)), subplot_titles=names
+    )
     colours = [CHOSEN if i == chosen else BAR for i in range(k)]
-    top = float(max(np.max(probs, initial=0), np.max(tempered, initial=0)))
     for col, values in ((1, probs), (2, tempered)):
         fig.add_trace(
             go.Bar(
@@ -84,9 +92,7 @@ def next_token_figure(
             row=1,
             col=col,
         )
-        fig.update_xaxes(
-            clean_axis(range=[0, top * 1.25 or 1], tickformat=".0%" if top >= 0.2 else ".1%"), row=1, col=col
-        )
+        fig.update_xaxes(clean_axis(range=[0, tops[col - 1]], tickformat=formats[col - 1]), row=1, col=col)
     fig.update_yaxes(clean_axis(autorange="reversed", type="category"))
     layout = base_layout(font_size)
     layout.update(

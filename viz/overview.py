@@ -12,6 +12,8 @@ MIN_TILE_PX, MAX_TILE_PX, GRID_PX = 40, 90, 960
 CELL_PX, MIN_CELLS = 2.5, 4  # a pooled cell's least width, and the fewest cells a tile has
 CHAR_WIDTH = 0.6  # average glyph width as a fraction of the font size
 LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays in the hover)
+LABEL_MIN_PX = 8  # the smallest label written on a tile
+SHORT_LABELS = {"heterogeneous": "hetero."}  # a pattern label as a tile writes it: its width is the tile's
 SINK_SCALE, SINK_BAR_PX = "Oranges", 90  # the first-token share's outlines and the room its colour bar takes
 
 
@@ -137,7 +139,7 @@ def overview_figure(
         layout["width"] += SINK_BAR_PX
     written = labels if tile_px >= LABEL_MIN_TILE_PX else {}  # too small to write on: the hover says it
     layout.update(
-        annotations=_label_annotations(written or {}, step, centre, font_size),
+        annotations=_label_annotations(written or {}, step, centre, font_size, tile_px),
         shapes=[_outline(highlight, step, cells)] if highlight is not None else [],
     )
     return go.Figure([heatmap, markers], layout)
@@ -237,7 +239,12 @@ def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels, sinks) ->
     return hovers
 
 
-def _label_annotations(labels, step: int, centre: float, font_size: int) -> list[dict]:
+def _label_annotations(labels, step: int, centre: float, font_size: int, tile_px: float) -> list[dict]:
+    """Each label written at the top of its tile, within the tile's width: "heterogeneous" as "hetero." (the hover
+    names it whole), and the text smaller where the longest would still run into the next tile."""
+    shown = {head: SHORT_LABELS.get(text, text) for head, text in labels.items()}
+    longest = max((len(text) for text in shown.values()), default=1)
+    size = max(LABEL_MIN_PX, min(round(font_size * 0.7), int((tile_px - 6) / (longest * CHAR_WIDTH))))
     return [
         dict(
             x=head * step + centre,
@@ -247,10 +254,11 @@ def _label_annotations(labels, step: int, centre: float, font_size: int) -> list
             yanchor="top",
             text=escape(text),
             showarrow=False,
-            font=dict(size=max(8, round(font_size * 0.7))),
+            font=dict(size=size),
             bgcolor="rgba(255,255,255,0.75)",
+            borderpad=0,
         )
-        for (layer, head), text in labels.items()
+        for (layer, head), text in shown.items()
     ]
 
 

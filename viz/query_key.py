@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import ACCENT, TITLED_COLORBAR_PX, base_layout, clean_axis
-from viz._text import escape_all, position_labels, readable_all
+from viz._text import escape_all, position_labels, shown_escaped
 from viz.heatmap import MIN_TICK_PX, _label_px
 
 if TYPE_CHECKING:  # for the annotations only: viz needs no torch at run time
@@ -26,6 +26,7 @@ def query_key_figure(
     width: int | None = None,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> go.Figure:
     """The query·key view of one head and one query (an attention.analysis.query_key.QueryKey), at
     most ``width`` px wide and ``height`` px tall when given (the bars and rows give way), its row
@@ -34,14 +35,15 @@ def query_key_figure(
     Four panels share the key-token rows (first token on top): the key vectors k (S × d), the
     products q × k (S × d) under the query vector q as a 1 × d strip, the scaled scores
     Σ (q × k) · scaling, and the softmax probabilities. k and q share one symmetric colour
-    scale, q × k another. Rows are categorical "token·i" labels, so repeated tokens keep their
-    own rows; tokens are escaped.
+    scale, q × k another. Rows are categorical "token·i" labels (the raw pieces, named in the hover), so repeated
+    tokens keep their own rows; their labels and the title show the pieces as text (``readable``, half a character
+    of a ``byte_level`` tokenizer's as its bytes), escaped.
     """
     S, d = qk.k.shape
     if len(tokens) != S:
         raise ValueError(f"{len(tokens)} tokens given for {S} keys")
-    names = escape_all(tokens)
-    rows = position_labels(names)
+    rows = position_labels(escape_all(tokens))
+    names = shown_escaped(escape_all(tokens), byte_level)  # as drawn: what is sized is what is shown
     row_px = _row_px(S, font_size)
     vector_px = float(np.clip(d * 6, 160, 320))
     bar_px, gap_px, strip_gap_px = float(max(140, font_size * 12)), font_size * 3, font_size
@@ -114,7 +116,9 @@ def query_key_figure(
     fig.add_trace(
         _bars(qk.probs, rows, PROB_COLOUR, "probability", "%{y}: probability %{x:.3f}<extra></extra>"), row=2, col=4
     )
-    title = f"Layer {qk.layer}, head {qk.head}: query “{names[qk.query]}” (position {qk.query}) against every key"
+    title = (
+        f"Layer {qk.layer}, head {qk.head}: query “{names[qk.query].strip()}” (position {qk.query}) against every key"
+    )
     _query_key_layout(fig, qk, rows, names, (row_px, plot_w, plot_h), margin, title, font_size, min_label)
     return fig
 
@@ -177,7 +181,7 @@ def _query_key_layout(
     fig.update_yaxes(
         tickmode="array",
         tickvals=rows[::stride],
-        ticktext=readable_all(names)[::stride],
+        ticktext=names[::stride],
         tickfont=dict(size=tick_size),
         row=2,
         col=1,

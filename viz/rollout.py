@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz._style import SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
-from viz._text import escape_all, position_labels, readable_all
+from viz._text import escape_all, position_labels, shown_escaped
 from viz.heatmap import FIGURE_PX, MIN_CELL_PX, _label_px, column_ticks, row_ticks
 
 
@@ -21,13 +21,16 @@ def attention_pair(
     height: int | None = None,
     min_label: int | None = None,
     raw_title: str = "Attention, mean over heads",
+    byte_level: bool = False,
 ) -> go.Figure:
     """A layer's head-averaged attention (or what ``raw_title`` names) beside rollout or flow, on the same token
     axes.
 
     raw and derived are (T, T) with rows = positions (first on top) and columns = tokens; both
     maps share one colour scale from 0 to the larger maximum, so equal colours mean equal values.
-    Axes are categorical "token·i" labels, so repeated tokens stay distinct; labels are escaped.
+    Axes are categorical "token·i" labels (the raw pieces, named in the hover), so repeated tokens stay distinct;
+    their tick labels the pieces as text (``readable``, half a character of a ``byte_level`` tokenizer's as its
+    bytes), escaped.
     ``derived_title`` is plotly markup and is not escaped (callers pass "Rollout to layer 3").
     The figure is at most ``width`` px wide (default ``FIGURE_PX``); when the two maps side by side
     would have cells thinner than ``MIN_CELL_PX``, the second is drawn under the first
@@ -38,9 +41,9 @@ def attention_pair(
     T = len(labels)
     if raw.shape != (T, T) or derived.shape != (T, T):
         raise ValueError(f"expected two ({T}, {T}) maps for {T} labels, got {raw.shape} and {derived.shape}")
-    names = escape_all(labels)
-    cats = position_labels(names)
-    stacked = height is None and pair_stacked(labels, font_size, width)
+    cats = position_labels(escape_all(labels))
+    names = shown_escaped(escape_all(labels), byte_level)  # as drawn: what is sized is what is shown
+    stacked = height is None and pair_stacked(labels, font_size, width, byte_level)
     panel_px = _pair_panel_px(names, font_size, width, stacked)
     for _ in range(3 if height is not None else 0):  # the labels' depth depends on the cells
         margin = _pair_margin(names, panel_px / T, font_size, min_label)[0]
@@ -83,10 +86,10 @@ def attention_pair(
     return fig
 
 
-def pair_stacked(labels: Sequence[str], font_size: int, width: int | None = None) -> bool:
+def pair_stacked(labels: Sequence[str], font_size: int, width: int | None = None, byte_level: bool = False) -> bool:
     """Whether ``attention_pair`` draws its maps one above the other: side by side within ``width``,
     their cells would be thinner than ``MIN_CELL_PX`` (or than they would be anyway)."""
-    names = escape_all(labels)
+    names = shown_escaped(escape_all(labels), byte_level)
     natural = _pair_natural_px(len(names), font_size) / max(len(names), 1)
     beside = _pair_panel_px(names, font_size, width, stacked=False) / max(len(names), 1)
     return beside < min(MIN_CELL_PX, natural)
@@ -167,7 +170,7 @@ def _pair_layout(
             type="category",
             tickmode="array",
             tickvals=cats[:: x_ticks.stride],
-            ticktext=readable_all(names)[:: x_ticks.stride],
+            ticktext=names[:: x_ticks.stride],
             tickfont=dict(size=x_ticks.size),
             tickangle=x_ticks.angle,
         )
@@ -177,7 +180,7 @@ def _pair_layout(
             type="category",
             tickmode="array",
             tickvals=cats[:: y_ticks.stride],
-            ticktext=readable_all(names)[:: y_ticks.stride],
+            ticktext=names[:: y_ticks.stride],
             tickfont=dict(size=y_ticks.size),
             autorange="reversed",
         )

@@ -15,6 +15,7 @@ from attention.analysis.stats import head_stats, pattern_labels, punctuation_mas
 from attention.runs.run import run_sentence
 from attention.tracing.trace import trace_layer
 from ui.compute.workers import flow_workers
+from viz.overview import SHORT_LABELS
 
 
 def figures(at) -> list[dict]:
@@ -52,7 +53,7 @@ def test_head_stats_table_and_patterns_on_the_overview(minilm):
     at.checkbox(key="overview_patterns").check().run()
     no_errors(at)
     written = {a["text"] for fig in figures(at) for a in fig["layout"].get("annotations", [])}
-    assert set(np.unique(labels)) <= written
+    assert {SHORT_LABELS.get(label, label) for label in np.unique(labels)} <= written  # "heterogeneous": "hetero."
 
 
 def test_rollout_and_flow_beside_raw_attention(minilm, monkeypatch):

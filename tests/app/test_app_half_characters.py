@@ -89,3 +89,49 @@ def test_the_walks_and_the_shape_flows_tensors_read_as_text_on_the_bundled_write
     ticks = token_ticks(at)
     assert " pizza" in ticks and " &lt;0xF0 0x9F&gt;" in ticks, ticks  # words as text, half an emoji as its bytes
     assert not [t for t in ticks if re.search("[ĠðŁ]", t)], ticks  # no raw byte-level piece
+
+
+CJK = "I love pizza 🍕 and 日本"  # SmolLM2 cuts 🍕 and 日 across pieces
+LATIN = re.compile("[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017f]")  # the byte alphabet's letters (Ġ, ð, Ł, æ …), not ×
+
+
+def shown_texts(at) -> list[str]:
+    """What the page's figures write (tick labels, cell and marker text, titles, annotations; not the hovers) and
+    the options of its select boxes."""
+
+    def strings(node, name=""):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from strings(value, key if key in ("ticktext", "text") else name)
+        elif isinstance(node, list):
+            for value in node:
+                yield from strings(value, name)
+        elif isinstance(node, str) and name in ("ticktext", "text"):
+            yield node
+
+    texts = [t for fig in charts(at) for t in strings(fig)]
+    return texts + [str(option) for box in at.selectbox for option in box.options]
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        dict(view="masks"),
+        dict(view="rollout"),
+        dict(view="mixing"),
+        dict(view="qk", query="3"),
+        dict(view="efficient"),
+        dict(view="next", pos="3"),
+        dict(view="lens"),
+        dict(view="head", draw="lines"),
+    ],
+    ids=lambda view: view["view"] + ("-lines" if "draw" in view else ""),
+)
+def test_every_views_figures_and_boxes_read_byte_level_pieces_as_text_in_a_presentation(view):
+    """Masks, Rollout, Mixing, Query·key, GQA, Next token, Logit lens and Lines on the bundled writer: " pizza" as
+    text, half of 🍕 as its bytes, no raw piece ("Ġpizza", "ĠðŁ", "Ġæ") in any label, cell or box (0.5-8 s each)."""
+    at = start(model=WRITER_NAME, s=CJK, present="1", layer="1", head="2", **view)
+    no_errors(at)
+    texts = shown_texts(at)
+    assert any("0xF0 0x9F" in t for t in texts) and any("pizza" in t for t in texts), texts
+    assert not [t for t in texts if LATIN.search(t)], [t for t in texts if LATIN.search(t)]

@@ -27,7 +27,7 @@ def writing(at) -> str:
 
 def written_part(at) -> str:
     """The characters the writing line shows as the model's (its written and newest spans), unescaped."""
-    spans = re.findall(r'<span class="(?:written|picked|newest)"[^>]*>(.*?)</span>', writing(at))
+    spans = re.findall(r'<span class="(?:written|picked|newest)(?: next| after)?"[^>]*>(.*?)</span>', writing(at))
     return html.unescape("".join(spans))
 
 
@@ -140,7 +140,7 @@ def test_another_candidate_rewrites_the_text_from_there_and_the_link_keeps_it():
     following = generate(model, tokenizer, branched, max_new_tokens=3).ids[0].tolist()
     assert list(after.ids[before.prompt_len + 1 :]) == following[-3:]  # greedy again after the token picked
     assert at.query_params["pick"] == f"0.{token}"
-    picked = re.findall(r'<span class="picked"[^>]*>(.*?)</span>', writing(at))
+    picked = re.findall(r'<span class="picked(?: next)?"[^>]*>(.*?)</span>', writing(at))  # next: the bars' token
     assert [html.unescape(p) for p in picked] == [tokenizer.decode([token])]  # shown apart in the text
     colours = bars(at)["data"][0]["marker"]["color"]
     assert colours.count("crimson") == 1 and colours[0] != "crimson"  # the token picked, not the top one
@@ -162,3 +162,42 @@ def test_a_written_token_clicked_opens_the_bars_it_was_chosen_from():
     assert at.session_state["view"] == "Next token"
     assert at.session_state["next_position"] == written.prompt_len + 1
     assert at.selectbox(key="next_pick").options  # its candidates, to pick another from
+
+
+def spans(at) -> list[tuple[str, str]]:
+    """The writing line's (classes, characters) spans, unescaped."""
+    return [(c, html.unescape(t)) for c, t in re.findall(r'<span class="([^"]*)"[^>]*>(.*?)</span>', writing(at))]
+
+
+def step_back(at):
+    next(b for b in at.button if b.key == "next_prev_position").click()  # ←
+    return at.run()
+
+
+def test_a_presentation_shows_the_prompt_over_the_bars_and_the_line_follows_the_position():
+    """Before a token is written the line is the prompt (the sidebar's text is hidden); ← moves the bars, and the
+    line marks the token after their position, as its bar is, and fades the rest."""
+    at = start(model=WRITER_NAME, s=PROMPT, present="1", view="next")
+    no_errors(at)
+    last = at.session_state["next_position"]
+    assert spans(at) == [("prompt", PROMPT)]  # the last position: nothing follows it
+    at = step_back(at)
+    assert at.session_state["next_position"] == last - 1
+    assert spans(at) == [("prompt", "The cat sat on"), ("prompt next", " the")]
+    assert f"After position {last - 1} (on)" in bars(at)["layout"]["title"]["text"]
+    page = start(model=WRITER_NAME, s=PROMPT, view="next")  # the page has its text box: no line
+    assert not [h for h in page.get("html") if 'class="writing"' in h.proto.body]
+
+
+def test_the_line_of_a_continuation_frames_the_bars_position_the_written_tokens_still_coloured():
+    at = start(model=WRITER_NAME, s=PROMPT, present="1", view="next", cont="1", n="3")
+    no_errors(at)
+    written = at.session_state["continuation"]
+    first = at.session_state["next_position"] + 1  # the bars that chose the first written token
+    assert first == written.prompt_len
+    kinds = [c for c, _ in spans(at)]
+    assert kinds[:2] == ["prompt", "written next"] and set(kinds[2:]) <= {"written after", "newest after"}, kinds
+    at = step_back(at)
+    kinds = [c for c, _ in spans(at)]
+    assert kinds[:2] == ["prompt", "prompt next"] and "written after" in kinds, kinds
+    assert written_part(at) == written.text.text[len(written.prompt) :]  # what the model wrote, faded, not lost

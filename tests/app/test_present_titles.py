@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import pytest
 from test_app import no_errors, start
@@ -68,3 +69,17 @@ def test_ordinary_mode_keeps_the_figures_own_titles():
     at = start(view="overview")
     no_errors(at)
     assert not any("The animal didn" in t for t in titles(at))
+
+
+@pytest.mark.parametrize("step", ["2", "3"], ids=["QKV", "heads"])
+def test_walk_tensors_side_by_side_keep_their_shapes_whole_the_sentence_on_a_second_line(step):
+    """Three tensors across (Q, K, V) and two (Q and K split into heads), each 330-504 px wide: the title's own
+    words were cut to make room for the sentence ("L3 H1 · Q… · The animal…", "[1 × 12 × 16 ×… · The…")."""
+    at = start(present="1", view="walk", walk=step, layer="3", head="1")
+    no_errors(at)
+    shown = titles(at)
+    assert len(shown) >= 2, shown
+    for title in shown:
+        own, said = html.unescape(title).split("<br>")
+        assert re.fullmatch(r"[QKV] \w+ \[1( ?× ?\d+)+\]", own), title  # what it shows, its shape whole
+        assert said.startswith("L3 H1 · ") and names(said, DEFAULT_SENTENCE), title

@@ -161,3 +161,42 @@ def test_a_click_on_a_bar_writes_its_token_in_place_of_the_one_written(browser):
     assert line == label.replace("␣", " "), (line, label)  # the bar's token in its place
     shoot(page, "writer-800-bar-clicked.png")
     page.close()
+
+
+LONG = "When the committee finally released its long awaited report on the state of the city's public transport last"
+LINE = """() => {
+    const line = document.querySelector('.writing'), next = line?.querySelector('.next');
+    const title = [...document.querySelectorAll('.gtitle')].map((t) => t.textContent)
+        .find((t) => t.includes('the next token')) || '';
+    if (!line || !next) return {line: line?.textContent || null, title};
+    const spans = [...line.querySelectorAll('span')], before = spans.slice(0, spans.indexOf(next));
+    const box = line.getBoundingClientRect(), mark = next.getBoundingClientRect();
+    return {line: line.textContent, next: next.textContent, before: before.map((s) => s.textContent).join(''), title,
+            within: mark.left >= box.left - 1 && mark.right <= box.right + 1};
+}"""
+
+
+def test_in_presentation_the_line_shows_the_prompt_and_follows_the_bars_position_on_the_arrow_keys(browser):
+    """1280 × 720, a prompt longer than the line holds: the prompt is shown before a token is written; each ← moves
+    the bars back a position and the line marks the token after it (what its red bar is), in view, not cut off."""
+    chromium, url = browser
+    page = chromium.new_page(viewport=PRESENT)
+    page.goto(f"{url}/?model=smollm2&present=1&view=next&s={quote(LONG)}")
+    wait_drawn(page)
+    wait_idle(page)
+    clean(page)
+    line = page.evaluate(LINE)
+    assert line["line"] and line["line"].endswith("transport last") and "next" not in line, line  # the prompt
+    for _ in range(8):
+        title = line["title"]
+        page.keyboard.press("ArrowLeft")
+        deadline = time.time() + 60
+        while page.evaluate(LINE)["title"] == title and time.time() < deadline:
+            time.sleep(0.2)
+        wait_idle(page)
+        line = page.evaluate(LINE)
+        read = re.search(r"After position \d+ \((.*)\): the next token", line["title"]).group(1)
+        assert line.get("next") and line["within"], line  # the token that came next, marked, on the screen
+        assert line["before"].rstrip().endswith(read), line  # the text up to the bars' position, then the mark
+    shoot(page, "writer-present-720-stepped.png")
+    page.close()

@@ -209,6 +209,24 @@ def test_overview_hover_names_the_strongest_pair():
     assert fig.data[1].hovertext[0] == "L0 H0<br>max [SEP] → &lt;i&gt;: 0.800"
 
 
+@pytest.mark.parametrize("font_size, width, height", [(22, 1180, 450), (14, 800, None)], ids=["present", "page"])
+def test_overview_pattern_labels_stay_within_their_tiles(font_size, width, height):
+    """12 heads across a presentation's 1180 px (72 px tiles) or a page's 800: "heterogeneous" in 15 px text was
+    117 px wide and ran over its neighbours; it is written "hetero." and every label within its tile."""
+    labels = {
+        (layer, head): ("heterogeneous", "vertical", "diagonal")[(layer + head) % 3]
+        for layer in range(6)
+        for head in range(12)
+    }
+    fig = viz.overview_grid(random_maps(6, 12, 8, 8), labels=labels, font_size=font_size, width=width, height=height)
+    tile_px = (fig.layout.width - 140) / 12
+    notes = fig.layout.annotations
+    assert {note.text for note in notes} == {"hetero.", "vertical", "diagonal"} and len(notes) == 72
+    assert all(len(note.text) * note.font.size * 0.6 <= tile_px - 4 for note in notes), (tile_px, notes[0].font.size)
+    assert notes[0].font.size >= 8
+    assert "heterogeneous" in fig.data[1].hovertext[0]  # the hover names it whole
+
+
 def test_overview_labels_and_highlight_mark_the_right_tile():
     cells = 6
     fig = viz.overview_grid(random_maps(2, 3, cells, cells), labels={(1, 2): "prev <token>"}, highlight=(1, 2))
@@ -306,7 +324,8 @@ def test_lines_view_token_columns_show_escaped_tokens_on_hover():
     assert [c.x[0] for c in columns] == [0.0, 1.0]
     for column in columns:
         assert list(column.text) == ["[CLS]", "&lt;b&gt;it&lt;/b&gt;", "[SEP]"]
-        assert column.hovertemplate.startswith("%{text}")
+        assert list(column.hovertext) == list(column.text)  # the raw pieces: a WordPiece piece is its own text
+        assert column.hovertemplate.startswith("%{hovertext}")
     assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # first token on top
 
 

@@ -144,15 +144,21 @@ def present_caption(fig, ctx: ViewContext, sentence: str | None = None) -> None:
     if not ctx.present or fig.layout.meta == TITLED:
         return
     view = registry.by_key(ctx.view) or registry.DEFAULT
-    own = re.sub(r"<[^>]+>", " ", (fig.layout.title and fig.layout.title.text) or "")
+    titled = (fig.layout.title and fig.layout.title.text) or ""
+    own = re.sub(r"<[^>]+>", " ", titled)
     own = html.unescape(" ".join(own.split())) or view.label
     own = re.sub(r"\blayer (\d+), head (\d+)", r"L\1 H\2", own, flags=re.IGNORECASE)  # compact, as the keys say it
+    head = ""
     if view.key in ONE_HEAD and not NAMES_A_HEAD.search(own):
-        layer, head = ctx.layer, ctx.head
-        own = f"L{layer} H{head} · " + re.sub(rf",? head {head}\b", "", own)  # "K projection, head 3": said once
+        head = f"L{ctx.layer} H{ctx.head} · "
+        own = re.sub(rf",? head {ctx.head}\b", "", own)  # "K projection, head 3": said once
     width = title_room(
         shown_width(fig, ctx.present)
     )  # less the padding and the modebar's corner, as one_line_title counts
+    if "<br>" in titled and not _fits(head + own, sentence or ctx.sentence, width):
+        two_lines(fig, own, head, ctx, sentence)  # the figure made room for two lines: its own words stay whole
+        return
+    own = head + own
     # a narrow figure's title is set smaller (not under a label's size) to leave the sentence a few words
     size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig, ctx.present), int(width / ((len(own) + 24) * TITLE_GLYPH))))
     room = int(width / (size * TITLE_GLYPH))
@@ -164,6 +170,26 @@ def present_caption(fig, ctx: ViewContext, sentence: str | None = None) -> None:
     else:
         fig.update_layout(title=title_layout(".", round(size / 1.2)))
     _one_line(fig, cut_at_word(own, keep) + " · ", ctx, sentence)
+
+
+def _fits(own: str, sentence: str, width: float) -> bool:
+    """Whether ``own`` and the sentence's first word fit one title line at the smallest size a room reads."""
+    first = len((sentence.split() or [""])[0]) + 1
+    return (len(own) + 3 + first) * MIN_PRESENT_LABEL_PX * TITLE_GLYPH <= width
+
+
+def two_lines(fig, own: str, head: str, ctx: ViewContext, sentence: str | None) -> None:
+    """A narrow figure's title in the two lines it made room for: what it shows, whole (a shape's "1 × 9 × 13" as
+    "1×9×13" where that is what fits), then the head and the sentence, cut to the width."""
+    width = title_room(shown_width(fig, ctx.present))
+    if len(own) * MIN_PRESENT_LABEL_PX * TITLE_GLYPH > width:
+        own = own.replace(" × ", "×")
+    size = max(MIN_PRESENT_LABEL_PX, min(title_size(fig, ctx.present), int(width / (len(own) * TITLE_GLYPH))))
+    text = ctx.sentence if sentence is None else sentence
+    room = int(width / (size * TITLE_GLYPH))
+    lines = [cut_at_word(own, room), cut_at_word(head + " ".join(text.split()), room)]
+    fig.layout.title.update(text="<br>".join(html.escape(line, quote=False) for line in lines), font={"size": size})
+    fig.layout.meta = TITLED
 
 
 def shown_width(fig, present: bool) -> int:

@@ -13,7 +13,7 @@ from ..state.actions import write_one
 from ..state.state import offered
 from ..state.view_context import drawn
 from . import registry
-from .writing import WRITING_PX
+from .writing import WRITING_PX, has_line
 
 SCREEN_PX = 720  # the height of the smallest window a presentation is laid out for
 TOP_PX = 100  # the page's top padding and the row of controls above the figure
@@ -99,21 +99,22 @@ COPY_BUTTON = """<button class="copy-link" type="button" style="font: inherit; f
   });
 })();
 </script>"""
-ICONS = {
-    "prev_head": ":material/arrow_back: Head",
-    "next_head": ":material/arrow_forward: Head",
-    "prev_layer": ":material/arrow_upward: Layer",
-    "next_layer": ":material/arrow_downward: Layer",
-    "next_view": ":material/skip_next: View",
-    "write_one": ":material/edit: Write",
-}  # short: each button also shows its key
+WORDS = {
+    "prev_head": "Head",
+    "next_head": "Head",
+    "prev_layer": "Layer",
+    "next_layer": "Layer",
+    "next_view": "View",
+    "write_one": "Write",
+}  # one word: each button also shows its key ("Shift + ←"), which says which way (an arrow icon more cut it: "← …")
+SHIFTED, PLAIN = 1.12, 0.76  # a button's share of the row: a key with Shift ("Shift + ←") shows wider than V or W
 
 
 def figure_height(used: int = 0) -> int:
     """Height left for the view's main figure on the first screen, less ``used`` px above it and the line of a
     continuation's text (ui/page/writing.py) where the page draws one."""
     ctx = drawn()
-    writes = ctx is not None and ctx.present and ctx.continuation is not None
+    writes = ctx is not None and ctx.present and has_line(ctx)
     return SCREEN_PX - TOP_PX - BOTTOM_PX - used - (WRITING_PX if writes else 0)
 
 
@@ -167,10 +168,11 @@ def keys(run, kinds: Collection[str]) -> None:
         "next_view": (next_view, (kinds,)),
         "write_one": (write_one, ()),  # a model that only reads says so
     }
-    for col, (name, (action, args)) in zip(st.columns(len(actions)), actions.items()):
+    widths = [SHIFTED if KEYS[name][1].startswith("Shift") else PLAIN for name in actions]
+    for col, (name, (action, args)) in zip(st.columns(widths), actions.items()):
         label, shortcut, shown = KEYS[name]
         col.button(
-            ICONS[name],
+            WORDS[name],
             key=f"present_{name}",
             help=f"{label}: {shown}",
             on_click=action,

@@ -9,12 +9,14 @@ import html
 
 import streamlit as st
 
+from viz._style import HIGHLIGHT
 from viz._text import SHOWN_BYTES, readable
 from viz.tokens import WRITTEN
 
 from ..state.actions import open_written
 from ..state.view_context import ViewContext
 
+NEXT_VIEW = "next"  # the Next token view's key (ui/page/registry.py): its bars' position frames the line
 WRITING_PX = 44  # presentation mode: the line's height and the gap under it, taken from the figure's budget
 PRESENT_CHARS = 100  # presentation mode: the text's last characters shown (one line at 1280 px)
 ORDINARY_CHARS = 1_500  # the ordinary page: the text's last characters shown (a long prompt's head is cut)
@@ -25,46 +27,76 @@ STYLES = {  # the kinds of segment: the prompt, the model's tokens, a token pick
     "written": WRITTEN_STYLE,
     "picked": "color: #1a1a1a; background: #fde7c8; border-radius: 3px; text-decoration: underline dotted",
     "newest": f"{WRITTEN_STYLE}; outline: 2px solid {WRITTEN[1]}",
+    "next": f"outline: 2px solid {HIGHLIGHT}; border-radius: 3px",  # the token that came next: the bars' red one
+    "after": "opacity: 0.4",  # past the Next token view's position
 }
+AFTER_CHARS = 24  # presentation mode: the characters shown after the bars' position and the token that came next
 ONE_LINE = "white-space: nowrap; overflow: hidden"
 CAPTION = (
     "The model's writing: your text, then in green what it wrote (the newest token outlined; a token picked in "
-    "place of the model's in orange)."
+    "place of the model's in orange; on the Next token view the token after the position outlined in red, as "
+    "its bar is, and the rest faded)."
 )
 
 
-def segments(ctx: ViewContext, halves: list[str] | None = None) -> list[tuple[str, str]] | None:
-    """The continuation's text as (kind, characters) segments: the prompt, then each written token with the spaces
-    before it, of a kind of STYLES, neighbours of one kind joined; None where the text is not a continuation. A
-    written piece that is half a character the text has no whole character for (its "�", the pieces after it
-    until one adds characters) is shown as its bytes ("<0xF0 0x9F>"), its raw piece added to `halves`."""
-    written = ctx.continuation
-    if written is None:
-        return None
-    text, start = written.text.text, len(written.prompt)
-    picked = {written.prompt_len + k for k, _ in written.settings.picks}
-    encoded = written.text.encoded
-    offsets, last, pending = encoded.offsets, len(written.ids) - 1, False
-    found = [("prompt", text[:start])]
-    for i in range(written.prompt_len, len(written.ids)):
-        end = len(text) if i == last else min(max(offsets[i][1], start), len(text))
-        kind = "newest" if i == last else "picked" if i in picked else "written"
-        part, piece = text[start:end], encoded.tokens[i]
-        if encoded.byte_level and ("\ufffd" in part or (pending and not part)):
-            shown_bytes = readable(piece, byte_level=True)
-            pending = shown_bytes != readable(piece)  # half a character: shown as its bytes
-            if pending:
-                part = shown_bytes
-                if halves is not None:
-                    halves.append(piece)
-        else:
-            pending = False
-        if found[-1][0] == kind:
+def segments(ctx: ViewContext, halves: list[str] | None = None, position: int | None = None) -> list[tuple[str, str]]:
+    """The text as (kind, characters) segments, neighbours of one kind joined: a continuation's prompt, then each
+    written token with the spaces before it, of a kind of STYLES; a typed text is all prompt. At `position` (the
+    Next token view's), the token after it is also "next" (outlined as the bars' red one) and the rest "after"
+    (faded), e.g. "written after": the line shows where the bars are. A written piece that is half a character
+    the text has no whole character for (its "�", the pieces after it until one adds characters) is shown as its
+    bytes ("<0xF0 0x9F>"), its raw piece added to `halves`."""
+    found: list[tuple[str, str]] = []
+    for i, kind, part in token_parts(ctx, halves):
+        if position is not None and i > position:
+            kind += " next" if i == position + 1 else " after"
+        if found and found[-1][0] == kind:
             found[-1] = (kind, found[-1][1] + part)
         else:
             found.append((kind, part))
-        start = end
-    return found
+    return found or [("prompt", "")]
+
+
+def token_parts(ctx: ViewContext, halves: list[str] | None) -> list[tuple[int, str, str]]:
+    """(position, kind, characters) of every token: the characters from the previous token's end to its own (the
+    last token's to the text's end), a prompt token's "prompt", a written one's "written", "picked" or "newest"."""
+    written = ctx.continuation
+    encoded = written.text.encoded if written is not None else ctx.run.encoded
+    text = written.text.text if written is not None else ctx.sentence
+    prompt_len = written.prompt_len if written is not None else len(encoded.tokens)
+    prompt_end = len(written.prompt) if written is not None else len(text)
+    picked = {prompt_len + k for k, _ in written.settings.picks} if written is not None else set()
+    last, start, pending = len(encoded.tokens) - 1, 0, False
+    parts = []
+    for i, piece in enumerate(encoded.tokens):
+        bound = prompt_end if i < prompt_len else len(text)
+        end = bound if i in (last, prompt_len - 1) else min(max(encoded.offsets[i][1], start), bound)
+        part = text[start:end]
+        if i < prompt_len:
+            kind = "prompt"
+        else:
+            kind = "newest" if i == last else "picked" if i in picked else "written"
+            if encoded.byte_level and ("\ufffd" in part or (pending and not part)):
+                shown_bytes = readable(piece, byte_level=True)
+                pending = shown_bytes != readable(piece)  # half a character: shown as its bytes
+                if pending:
+                    part = shown_bytes
+                    if halves is not None:
+                        halves.append(piece)
+            else:
+                pending = False
+        parts.append((i, kind, part))
+        start = max(start, end)
+    return parts
+
+
+def framed(found: list[tuple[str, str]], present: bool) -> list[tuple[str, str]]:
+    """In a presentation's one line, what is "after" the bars' position cut to AFTER_CHARS ("…" last): the line's
+    end, kept by ``shown``, is the position read and the token that came next."""
+    if not present or not found[-1][0].endswith(" after") or len(found[-1][1]) <= AFTER_CHARS:
+        return found
+    kind, rest = found[-1]
+    return [*found[:-1], (kind, rest[:AFTER_CHARS].rstrip() + "…")]
 
 
 def shown(found: list[tuple[str, str]], limit: int, one_line: bool) -> list[tuple[str, str]]:
@@ -83,18 +115,32 @@ def shown(found: list[tuple[str, str]], limit: int, one_line: bool) -> list[tupl
     return [(kind, p.replace("\n", " ↵ ")) for kind, p in escaped] if one_line else escaped
 
 
+def has_line(ctx: ViewContext) -> bool:
+    """Whether the page draws the writing line: over a continuation, and in a presentation over the Next token
+    view's bars before a token is written too (the sidebar, and the text typed there, are hidden)."""
+    return ctx.continuation is not None or (ctx.present and ctx.view == NEXT_VIEW)
+
+
 def writing(ctx: ViewContext) -> None:
-    """The continuation's text above the figure, where the text is one. On the ordinary page a box of at most
-    ORDINARY_LINES lines: a column-reverse flex box starts scrolled to its end, the newest token."""
-    halves: list[str] = []
-    found = segments(ctx, halves)
-    if found is None:
+    """The writing line above the view's figure, where the page has one; the Next token view draws its own, framed
+    at its position (``writing_at``)."""
+    if ctx.view != NEXT_VIEW:
+        writing_at(ctx)
+
+
+def writing_at(ctx: ViewContext, position: int | None = None) -> None:
+    """The text above the figure (where ``has_line``), at `position` the token after it marked and the rest faded
+    (``segments``). On the ordinary page a box of at most ORDINARY_LINES lines: a column-reverse flex box starts
+    scrolled to its end, the newest token or the bars' position."""
+    if not has_line(ctx):
         return
+    halves: list[str] = []
+    found = framed(segments(ctx, halves, position), ctx.present)
     spans = shown(found, PRESENT_CHARS if ctx.present else ORDINARY_CHARS, ctx.present)
     hover = f' title="{html.escape("Half a character, shown as its bytes: " + " ".join(halves))}"'
     titled = [hover if SHOWN_BYTES.search(html.unescape(part)) else "" for _, part in spans]
     text = "".join(
-        f'<span class="{kind}" style="{STYLES[kind]}"{title}>{part}</span>'
+        f'<span class="{kind}" style="{"; ".join(STYLES[k] for k in kind.split())}"{title}>{part}</span>'
         for (kind, part), title in zip(spans, titled)
     )
     if ctx.present:

@@ -11,7 +11,7 @@ import torch
 import viz
 from attention import ModelLoadError
 from attention.runs.bigrun import BIG_RUN_BYTES, MB
-from attention.runs.inputs import on_model_device
+from attention.runs.inputs import byte_level, on_model_device
 from viz.cross import part_grid
 from viz.lines import TooManyLines
 from viz.shapeflow import cross_attention_flow
@@ -51,6 +51,7 @@ def draw(ctx: ViewContext) -> None:
     kind = PART_KEYS.get(part or "", "cross")
     rows, cols = _tokens(writing, kind)
     maps = writing.maps[kind]
+    level = byte_level(tokenizer)  # pieces as text, half a character as its bytes
     layer, head = _within(ctx, maps.shape[0], maps.shape[1])
     written = tokenizer.decode(writing.decoder_ids[0].tolist(), skip_special_tokens=True)
     how = "given as the target" if writing.forced else f"written greedily (at most {MAX_NEW_TOKENS} new tokens)"
@@ -68,6 +69,7 @@ def draw(ctx: ViewContext) -> None:
         title=f"{CROSS_PARTS[kind]}, layer {layer}, head {head}",
         font_size=font_size(ctx.present),
         square=False,  # presentation: the source's columns take the screen's width where the rows are height-bound
+        byte_level=level,
         **(present_size(ctx.present) or {"width": main_px(ctx.present)}),
     )
     with slot or st.container():
@@ -90,6 +92,7 @@ def draw(ctx: ViewContext) -> None:
                 heads=[f"L{layer} H{head}"],
                 key_tokens=cols,
                 headings=HEADINGS[kind],
+                byte_level=level,
                 font_size=font_size(ctx.present),  # a room reads the presentation's larger text here too
             )
         except TooManyLines as err:

@@ -139,6 +139,7 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
                 title=f"Original: layer {layer}, head {head}",
                 font_size=font_size(ctx.present),
                 width=width,
+                byte_level=run.encoded.byte_level,
             ),
             f"original-l{layer}-h{head}",
         )
@@ -150,6 +151,7 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
                 title=f"{kv} key/value heads: layer {layer}, head {head}",
                 font_size=font_size(ctx.present),
                 width=width,
+                byte_level=run.encoded.byte_level,
             ),
             f"gqa{kv}-l{layer}-h{head}",
         )

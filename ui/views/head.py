@@ -93,6 +93,7 @@ def draw(ctx: ViewContext) -> None:
                 maps[0].labels,
                 heads=[f"L{layer} H{h}" for h in heads],
                 font_size=font_size(ctx.present),
+                byte_level=run.encoded.byte_level,
             )
         except TooManyLines as err:
             slot.info(str(err))
@@ -140,7 +141,8 @@ def marked(fig, hm, run, panel) -> None:
     row = hm.row_of(position)
     if row is None:
         panel.caption(
-            f"The marked token (position {position}), {plain(readable(run.tokens[position]))}, is hidden here."
+            f"The marked token (position {position}), {plain(readable(run.tokens[position], run.encoded.byte_level))}, "
+            "is hidden here."
         )
         return
     mark_token(fig, row)

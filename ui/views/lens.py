@@ -36,11 +36,14 @@ def draw(ctx: ViewContext) -> None:
     top_tokens = [[pieces[(i * L + j) * top : (i * L + j + 1) * top] for j in range(L)] for i in range(n_layers)]
     tokens = tokenizer.convert_ids_to_tokens(list(ids))
     size = present_size(ctx.present) or {"width": main_px(ctx.present)}
-    fig = lens_view(top_tokens, lens.ids, lens.probs, tokens, font_size=font_size(ctx.present), **size)
+    level = run.encoded.byte_level  # pieces as text, half a character as its bytes
+    fig = lens_view(
+        top_tokens, lens.ids, lens.probs, tokens, font_size=font_size(ctx.present), byte_level=level, **size
+    )
     with figure_slot(ctx.present) or st.container():
         show(fig, "logit-lens")
     commit = int(commit_layers(lens.ids[:, :, 0])[-1])
-    last = plain(readable(top_tokens[-1][-1][0]))
+    last = plain(readable(top_tokens[-1][-1][0], level))
     show_text(
         f"Each row is a layer's output read as if it were the last: the model's final norm and LM head applied "
         f"to it, a softmax over the vocabulary. A cell shows the most probable next token there, its colour that "

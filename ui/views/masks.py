@@ -25,6 +25,7 @@ def draw(ctx: ViewContext) -> None:
     texts = (text, text_b or SHORT_SECOND)
     fs, full = font_size(ctx.present), main_px(ctx.present)
     fit = {k: v for k, v in present_size(ctx.present).items() if k != "width"}  # presentation: each map within a screen
+    level = run.encoded.byte_level  # pieces as text, half a character as its bytes
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
         batch = get_batch(ctx.source, texts)
@@ -33,7 +34,7 @@ def draw(ctx: ViewContext) -> None:
             "every query from attending to padding."
         )
         mask = viz.padding_mask_figure(
-            batch.mask, batch.names, batch.tokens, font_size=fs, title="Padding mask", width=full
+            batch.mask, batch.names, batch.tokens, font_size=fs, title="Padding mask", width=full, byte_level=level
         )
         show(mask, "padding-mask")
         short = int(np.argmin(batch.mask.sum(1)))
@@ -46,6 +47,7 @@ def draw(ctx: ViewContext) -> None:
                 title=f"{batch.names[short]}, padded: layer {layer}, head {head}",
                 font_size=fs,
                 width=full,
+                byte_level=level,
                 **fit,
             ),
             "padded-attention",
@@ -75,7 +77,9 @@ def draw(ctx: ViewContext) -> None:
     left, right = slots(beside)
     with left:
         named = "Causal mask" if ctx.model.causal else "What-if: causal mask"
-        mask = viz.causal_mask_figure(len(run.tokens), run.tokens, font_size=fs, title=named, width=width, **fit)
+        mask = viz.causal_mask_figure(
+            len(run.tokens), run.tokens, font_size=fs, title=named, width=width, byte_level=level, **fit
+        )
         show(mask, "causal-mask")
     with right:
         show(
@@ -85,6 +89,7 @@ def draw(ctx: ViewContext) -> None:
                 title=f"{'Causal' if ctx.model.causal else 'What-if: causal'}, layer {layer}, head {head}",
                 font_size=fs,
                 width=width,
+                byte_level=level,
                 **fit,
             ),
             "causal-attention",

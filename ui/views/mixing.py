@@ -58,6 +58,7 @@ def draw(ctx: ViewContext) -> None:
         **size,
         weighted=weighted,
         zeroing=zeroing,
+        byte_level=run.encoded.byte_level,
     )
     with slot:
         show(fig, f"mixing-layer{layer}")

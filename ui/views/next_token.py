@@ -13,6 +13,7 @@ from viz.next_token import entropy_bits, next_token_figure, softmax
 from ..compute.generation import Continuation, lm_head, position_logits
 from ..compute.models import get_model
 from ..page.page import figure_slot, font_size, plain, present_size, show, show_text
+from ..page.writing import writing_at
 from ..state.actions import branch, clicked_data
 from ..state.url_values import TEMPERATURES
 from ..state.view_context import ViewContext
@@ -36,8 +37,10 @@ def draw(ctx: ViewContext) -> None:
     ids = tuple(run.encoded.input_ids[0].tolist())  # a continuation's as the model wrote them
     tokens = tokens_of(source, ids)
     position = chosen_position(tokens, ctx.continuation)
+    writing_at(ctx, position)  # the text over the bars: the token that came next marked, as its bar is
     slot = figure_slot(ctx.present) or st.container()  # the figure first, its controls under it (1280 × 800)
-    temperature = position_row(ids, tokens, position, ctx.continuation)
+    level = run.encoded.byte_level  # half a character shown as its bytes, as every figure and box shows it
+    temperature = position_row(ids, tokens, position, ctx.continuation, level)
     logits = position_logits(source, ids, position)
     probs, tempered = softmax(logits), softmax(logits, temperature)
     order = np.argsort(-probs, kind="stable")[:TOP]
@@ -48,7 +51,6 @@ def draw(ctx: ViewContext) -> None:
         order = np.append(order, following)
         candidates.append(tokens_of(source, [following])[0])
         chosen = len(order) - 1
-    level = run.encoded.byte_level  # half a character shown as its bytes
     explain(tokens, position, following, probs, ctx.continuation, level)
     title = f"After position {position} ({escape(readable(tokens[position], level).strip())}): the next token"
     fig = next_token_figure(
@@ -74,10 +76,15 @@ def draw(ctx: ViewContext) -> None:
         show(fig, f"next-token-{position}", key="next_bars", on_select=lambda: pick_clicked(number))
 
 
-def position_row(ids: tuple[int, ...], tokens: list[str], position: int, written: Continuation | None) -> float:
-    """The position (a box, and Back / Next on ← / →) and the bars' comparison temperature; returns it."""
+def position_row(
+    ids: tuple[int, ...], tokens: list[str], position: int, written: Continuation | None, level: bool
+) -> float:
+    """The position (a box, its pieces as the title shows them: `level`, half a character as its bytes, and Back /
+    Next on ← / →) and the bars' comparison temperature; returns it."""
     left, back, ahead, right = st.columns([3.5, 1.3, 1.3, 3.5], vertical_alignment="bottom")
-    left.selectbox("Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i]))
+    left.selectbox(
+        "Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i], level)
+    )
     for place, (step, key, shortcut) in zip(
         (back, ahead), ((-1, "next_prev_position", "Left"), (1, "next_next_position", "Right"))
     ):

@@ -39,7 +39,12 @@ def draw(ctx: ViewContext) -> None:
     said, box = st.columns([3, 2], vertical_alignment="center")  # one row above the grid
     said.caption("Every head of every layer, pooled to small thumbnails on long inputs. Click one to open it.")
     labels = None
-    if box.checkbox("Label each head with its pattern (see Head stats)", key="overview_patterns"):
+    if box.checkbox(  # short: at 1280 px presenting, a longer label was cut ("… (see Head st…")
+        "Label each head with its pattern",
+        key="overview_patterns",
+        help="Each head's pattern on this sentence as Head stats labels it: vertical, diagonal, block, broad or "
+        "heterogeneous (hetero. on a tile).",
+    ):
         labels = pattern_labels(ctx)
     sinks = sink_shares_of(ctx, st)
     size = {k: v for k, v in present_size(ctx.present).items() if k != "min_label"} or {"width": main_px(ctx.present)}

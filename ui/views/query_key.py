@@ -24,7 +24,10 @@ def draw(ctx: ViewContext) -> None:
         st.session_state.qk_query = 0
     open_on_pronoun(run, ctx.sentence)
     slot = figure_slot(ctx.present)
-    query = st.selectbox("Query token", options, key="qk_query", format_func=lambda i: numbered(i, run.tokens[i]))
+    level = run.encoded.byte_level  # pieces as text, half a character as its bytes
+    query = st.selectbox(
+        "Query token", options, key="qk_query", format_func=lambda i: numbered(i, run.tokens[i], level)
+    )
     trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     qk = query_key(trace, head, query)
     st.caption(
@@ -34,7 +37,9 @@ def draw(ctx: ViewContext) -> None:
     )
     with slot or st.container():
         show(
-            query_key_figure(qk, run.tokens, font_size=font_size(ctx.present), **present_size(ctx.present)),
+            query_key_figure(
+                qk, run.tokens, font_size=font_size(ctx.present), byte_level=level, **present_size(ctx.present)
+            ),
             f"query-key-l{layer}-h{head}",
         )
 

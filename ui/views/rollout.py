@@ -54,7 +54,8 @@ def draw(ctx: ViewContext) -> None:
                 "position after this layer (row) through the layers' attention graph, capacities the same "
                 "residual-added attention as rollout. Values in [0, 1]; rows are not normalised."
             )
-    if slot is None and pair_stacked(labels, font_size(ctx.present), main_px(ctx.present)):
+    level = run.encoded.byte_level  # pieces as text, half a character as its bytes
+    if slot is None and pair_stacked(labels, font_size(ctx.present), main_px(ctx.present), level):
         st.caption(f"At {T} tokens the two maps are too dense side by side: the second is drawn under the first.")
     with slot or st.container():
         show(
@@ -64,6 +65,7 @@ def draw(ctx: ViewContext) -> None:
                 labels,
                 title,
                 font_size=font_size(ctx.present),
+                byte_level=level,
                 **(present_size(ctx.present) or {"width": main_px(ctx.present)}),
             ),
             f"rollout-layer{layer}",
