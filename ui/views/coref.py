@@ -152,7 +152,7 @@ def suite(ctx: ViewContext) -> None:
             selection_mode="points",
         )
     against_best(result)
-    examples_table(result, name, (ctx.layer, ctx.head))
+    examples_table(result, name, (ctx.layer, ctx.head), ctx.present)
     downloads(result, suite, ctx.source)
     excluded_table(result)
     measures(result, suite, ctx.source, ctx.present)
