@@ -20,6 +20,7 @@ from ..compute.models import get_model
 from ..coref.coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref.coref_groups import counts, grouped
 from ..coref.coref_measures import measures, second_model
+from ..coref.coref_pick import picks_after_scoring
 from ..coref.coref_rows import examples_table
 from ..coref.coref_sentence import (
     causal_note,
@@ -108,6 +109,8 @@ def suite(ctx: ViewContext) -> None:
     suite, result = picked_and_scored(ctx.source)
     if result is None:
         return
+    if picks_after_scoring(ctx.source):  # the page's own head is the suite's best: the boxes above name it
+        st.rerun()
     name, examples = suite.name, suite.examples
     causal_note(ctx.model.causal)
     layer, head, best = result.ranked(1)[0]
