@@ -1,13 +1,18 @@
 """The Coreference view's Suite mode names one head everywhere: a first visit opens the suite's best (not the
 typed sentence's strongest), so the notice, the Layer and Head boxes, the grid's outline, the list of examples
-and the report agree; the page's own head follows the mode, a head a person chose stays."""
+and the report agree; the page's own head follows the mode, a head a person chose stays. The suite's figures'
+presentation titles name the suite, each twin's grid its own sentence."""
 
 from __future__ import annotations
+
+import html
+import json
 
 import pytest
 from conftest import ROOT
 from test_app import chart, no_errors, start
 from test_app_report import fact, report
+from test_present_titles import names, titles
 
 from attention.analysis.coref import load_examples, score_heads
 from ui.coref.coref_data import suite_store
@@ -74,3 +79,26 @@ def test_a_head_in_the_link_is_kept_in_suite_mode():
     no_errors(at)
     assert (at.session_state.layer, at.session_state.head) == (2, 4)
     assert not any(i.value.startswith("Opened layer") for i in at.info)
+
+
+def test_the_suites_figures_name_the_suite_in_presentation_mode(best):
+    at = start(view="coref", coref="suite", present="1")
+    no_errors(at)
+    shown = [html.unescape(t) for t in titles(at)]
+    assert len(shown) >= 2, shown  # the grid and the bars
+    for title in shown:
+        assert names(title, "the built-in suite (87 examples)") and "The animal" not in title, title
+
+
+def test_each_twins_grid_names_its_own_sentence_in_presentation_mode(minilm):
+    from attention.analysis.coref import twin_pairs
+
+    examples = load_examples(ROOT / "data" / "coref_examples.jsonl")
+    a, b = twin_pairs(examples)[0]
+    at = start(view="coref", coref="pairs", present="1")
+    no_errors(at)
+    grids = [(json.loads(c.proto.spec)["layout"].get("title") or {}).get("text", "") for c in at.get("plotly_chart")]
+    grids = [html.unescape(t) for t in grids if t.startswith("margin")]
+    assert len(grids) == 2, grids
+    for title, twin in zip(grids, (examples[a].text, examples[b].text)):
+        assert names(title, twin), (title, twin)

@@ -30,7 +30,17 @@ from ..coref.coref_sentence import (
     twin_scores,
 )
 from ..page.layout import column_px, main_px, slots
-from ..page.page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
+from ..page.page import (
+    figure_slot,
+    figures_of,
+    font_size,
+    plain,
+    present_size,
+    show,
+    show_table,
+    show_text,
+    shown_as,
+)
 from ..state.actions import open_clicked_head
 from ..state.state import COREF_MODES, COREF_TWINS
 from ..state.view_context import ViewContext
@@ -111,6 +121,16 @@ def suite(ctx: ViewContext) -> None:
         return
     if picks_after_scoring(ctx.source):  # the page's own head is the suite's best: the boxes above name it
         st.rerun()
+    with figures_of(suite_title(suite)):  # a PNG's title names the suite, not the sentence typed
+        suite_results(ctx, suite, result)
+
+
+def suite_title(suite) -> str:
+    """What a suite's figures are of, as their presentation titles say it: "the built-in suite (87 examples)"."""
+    return f"{suite.name} ({len(suite.examples):,} examples)"
+
+
+def suite_results(ctx: ViewContext, suite, result) -> None:
     name, examples = suite.name, suite.examples
     causal_note(ctx.model.causal)
     layer, head, best = result.ranked(1)[0]
@@ -319,6 +339,7 @@ def draw_twins(da, db, present: bool) -> None:
             show(
                 grid,
                 f"coref-{key}",
+                sentence=detail.example.text,  # each twin's own, not the sentence typed
                 key=key,
                 on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t),
                 selection_mode="points",
@@ -328,6 +349,7 @@ def draw_twins(da, db, present: bool) -> None:
             flips, da.correct, db.correct, font_size=size, title="heads whose choice flips", width=main_px(present)
         ),
         "coref-flips",
+        sentence=f"{da.example.text} / {db.example.text}",
         key="flip_grid",
         on_select=lambda: open_clicked_head("flip_grid", da.example.text),
         selection_mode="points",
