@@ -109,10 +109,11 @@ def load_model(layout):
 
 def choose_view(run, text) -> frozenset[str]:
     """The layer, head and view within what this run's model has; on a first visit without a head in the link, the
-    strongest head of a view of the sentence's own heads (`text`'s: the run's, a continuation's as written). Returns
-    what the model is (the views offered)."""
-    from ui.compute.computations import strongest_head
+    strongest head of a view of the sentence's own heads (`text`'s: the run's, a continuation's as written; in the
+    Coreference view's Suite mode, the suite's best: ui/coref/coref_pick.py). Returns what the model is (the views
+    offered)."""
     from ui.compute.models import model_kinds
+    from ui.coref.coref_pick import pick_head
     from ui.page import registry
     from ui.state.state import clamp_selection, fit_view
 
@@ -120,11 +121,9 @@ def choose_view(run, text) -> frozenset[str]:
     kinds = model_kinds(st.session_state.source)
     fit_view(kinds)  # a view not for this model (a link's, the last model's) gives way, with a notice
     # Cross-attention's layer and head are the decoder's: no head of the sentence's own is picked there
-    if st.session_state.pop("pick_head", False) and registry.by_label(st.session_state.view).own_heads:
-        found = strongest_head(run, text, st.session_state.get("coref_rank"))
-        if found:
-            st.session_state.layer, st.session_state.head, why = found
-            st.session_state.url_notices.append(why)
+    asked = st.session_state.pop("pick_head", False)  # a first visit without a head in the link, a model switched
+    if registry.by_label(st.session_state.view).own_heads:
+        pick_head(run, text, st.session_state.source, asked)  # the sentence's strongest, or the suite's best
     return kinds
 
 

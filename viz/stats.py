@@ -31,8 +31,8 @@ def head_scatter(
     ``height`` (px) cap its size (a presentation's first screen).
 
     coords is (n, 2) (further columns are ignored); layers and heads give each point's layer and
-    head. One trace per layer, so the legend names and toggles layers, coloured from early
-    (dark) to late (light). Hover reads "L{layer} H{head}" and the pattern label when given
+    head. One trace, coloured by layer from early (dark) to late (light) on one colour bar: a model of 30
+    layers gets a bar, not 30 legend rows. Hover reads "L{layer} H{head}" and the pattern label when given
     (escaped); every point carries customdata [layer, head] for click selection.
     """
     coords = np.asarray(coords, dtype=float)
@@ -48,36 +48,44 @@ def head_scatter(
         head_label(layer, head) + (f"<br>{escape(labels[i])}" if labels is not None else "")
         for i, (layer, head) in enumerate(zip(layers, heads))
     ]
-    present = np.unique(layers)
-    top = max(int(present.max(initial=0)), 1)
-    colours = sample_colorscale(LAYER_SCALE, [LAYER_SCALE_END * layer / top for layer in present])
-    traces = []
-    for layer, colour in zip(present, colours):
-        picked = np.flatnonzero(layers == layer)
-        traces.append(
-            go.Scatter(
-                x=coords[picked, 0],
-                y=coords[picked, 1],
-                mode="markers",
-                name=f"layer {layer}",
-                marker=dict(color=colour, size=max(8, round(font_size * 0.9)), line=dict(color="white", width=1)),
-                customdata=[[int(layer), int(heads[i])] for i in picked],
-                hovertext=[hovers[i] for i in picked],
-                hovertemplate="%{hovertext}<extra></extra>",
-                **KEEP_OPACITY,
-            )
-        )
+    top = max(int(layers.max(initial=0)), 1)
+    trace = go.Scatter(
+        x=coords[:, 0],
+        y=coords[:, 1],
+        mode="markers",
+        name="heads",
+        marker=dict(
+            color=layers,
+            cmin=0,
+            cmax=top,
+            colorscale=layer_colours(),
+            colorbar=dict(title=dict(text="layer", side="right"), tickformat="d", thickness=14),
+            size=max(8, round(font_size * 0.9)),
+            line=dict(color="white", width=1),
+        ),
+        customdata=[[int(layer), int(head)] for layer, head in zip(layers, heads)],
+        hovertext=hovers,
+        hovertemplate="%{hovertext}<extra></extra>",
+        showlegend=False,
+        **KEEP_OPACITY,
+    )
     scale = max(1.0, font_size / 12)
     layout = base_layout(font_size)
     layout.update(
         width=min(int(680 * scale), width or 10**6),
         height=min(int(560 * scale), height or 10**6),
         clickmode="event+select",
-        legend=dict(title=dict(text="layer"), itemdoubleclick="toggleothers"),
         xaxis=clean_axis(title=dict(text="MDS 1"), showticklabels=False, showgrid=True),
         yaxis=clean_axis(title=dict(text="MDS 2"), showticklabels=False, showgrid=True, scaleanchor="x", scaleratio=1),
     )
-    return go.Figure(traces, layout)
+    return go.Figure([trace], layout)
+
+
+def layer_colours(steps: int = 9) -> list[list]:
+    """Viridis from its start to LAYER_SCALE_END (its last yellows hardly show on white), as a plotly colour
+    scale: layer 0 dark, the last layer light."""
+    stops = np.linspace(0, 1, steps)
+    return [[float(s), c] for s, c in zip(stops, sample_colorscale(LAYER_SCALE, list(stops * LAYER_SCALE_END)))]
 
 
 def stats_frame(stats: dict[str, np.ndarray], labels: np.ndarray | None = None) -> "pd.DataFrame":

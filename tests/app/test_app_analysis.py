@@ -44,7 +44,7 @@ def test_head_stats_table_and_patterns_on_the_overview(minilm):
         tuple(int(v) for v in p)
         for fig in figures(at)
         for t in fig["data"]
-        if t.get("name", "").startswith("layer ")
+        if t.get("name") == "heads"
         for p in decode(t["customdata"]).reshape(-1, 2)
     ]
     assert sorted(points) == [(layer, h) for layer in range(run.n_layers) for h in range(run.n_heads)]

@@ -88,3 +88,26 @@ def test_a_link_reopens_value_zeroing_and_the_report_and_presentation_hold_it(bu
     no_errors(shown)
     (fig,) = [f for f in figures(shown) if len([d for d in f["data"] if d["type"] == "heatmap"]) == 2]
     assert fig["layout"]["height"] <= figure_height()  # the pair within the first screen
+
+
+def test_on_a_decoder_the_caption_gives_the_first_tokens_share_raw_and_weighted(tmp_path):
+    """A decoder adds no [CLS]/[SEP]: the caption gives the first token's share (its attention sink) instead, raw
+    and value-weighted, as Head stats' to_first and to_first_weighted count it (stats.first_share)."""
+    from families import make_family
+
+    from attention import load_model
+    from attention.analysis.stats import first_share
+    from attention.runs.run import run_sentence
+
+    folder = make_family(tmp_path / "gpt2", "gpt2")
+    model, tokenizer = load_model(folder)
+    text = "the cat sat on the mat"
+    run = run_sentence(model, tokenizer, text)
+    enc = run.encoded
+    assert not any(enc.special) and model.config.attention.causal
+    raw = first_share(np.asarray(run.attentions[1][2]))  # (L, L)
+    weighted = first_share(norm_maps(model, enc.input_ids, enc.attention_mask).heads[1][2])
+    at = start(model=str(folder), s=text, view="mixing", layer="1", head="2")
+    no_errors(at)
+    said = f"To the first token (“{run.tokens[0]}”): {raw:.0%} of each row raw, {weighted:.0%} here."
+    assert any(said in c.value for c in at.caption), [c.value[-90:] for c in at.caption]

@@ -1,6 +1,7 @@
 """A suite's examples one by one for a head: the rows equal what the scoring computes, a row opens its sentence
 in the head view at that head with a way back to the person's own sentence, and the suite's grid says each
-head's count and exact interval on hover. On the bundled model and a small upload, so each runs in seconds."""
+head's count and exact interval on hover; its columns fit the main column. On the bundled model and a small upload,
+so each runs in seconds."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from test_app_coref import span_lines, upload
 
 from attention.analysis.coref import CorefExample, ExampleScore, parse_examples, score_heads
 from attention.analysis.coref.stats import clopper_pearson
-from ui.coref.coref_rows import SHOWN_CHARS, excerpt, head_rows
+from ui.coref.coref_rows import COLUMNS, SELECT_PX, SHOWN_CHARS, column_config, excerpt, head_rows
+from ui.page.layout import main_px
 from ui.state.state import DEFAULT_SENTENCE
 
 ROWS = span_lines()
@@ -31,7 +33,7 @@ def test_each_row_is_the_scorings_attention_margin_and_right_or_wrong(result):
     assert any(result.correct[:, layer, head].all() != result.correct[:, layer, head].any() for layer, head in heads)
     for layer, head in heads:
         rows = head_rows(result, layer, head)
-        assert rows["example"] == [d.index + 1 for d in result.details] == list(range(1, len(ROWS) + 1))
+        assert rows["#"] == [d.index + 1 for d in result.details] == list(range(1, len(ROWS) + 1))
         assert rows["sentence"] == [r["text"] for r in ROWS]
         assert rows["right"] == [bool(d.correct[layer, head]) for d in result.details]
         assert rows["margin"] == [float(d.margin[layer, head]) for d in result.details]
@@ -39,8 +41,8 @@ def test_each_row_is_the_scorings_attention_margin_and_right_or_wrong(result):
             scores, a = d.attention[layer, head], d.example.answer_index
             wrong = 1 - a  # two candidates each
             assert rows["answer"][i] == ROWS[i]["candidates"][ROWS[i]["answer"]]["text"]
-            assert rows["wrong candidate"][i] == ROWS[i]["candidates"][wrong]["text"]
-            assert (rows["→ answer"][i], rows["→ wrong"][i]) == (scores[a], scores[wrong])
+            assert rows["other"][i] == ROWS[i]["candidates"][wrong]["text"]
+            assert (rows["→ answer"][i], rows["→ other"][i]) == (scores[a], scores[wrong])
             assert rows["right"][i] == (rows["margin"][i] > 0)
 
 
@@ -54,8 +56,8 @@ def test_the_wrong_candidate_is_the_other_one_the_head_prefers_most():
     details = [ExampleScore(example, [], None, attention, right, 0)]  # type: ignore[arg-type]
     result = CorefResult(right.astype(float), {"nearest": 0.0, "first": 1.0}, details)
     first, second = head_rows(result, 0, 0), head_rows(result, 1, 0)
-    assert (first["wrong candidate"], first["→ wrong"], first["right"]) == (["Cara"], [0.5], [False])
-    assert (second["wrong candidate"], second["→ wrong"], second["right"]) == (["Beth"], [0.3], [True])
+    assert (first["other"], first["→ other"], first["right"]) == (["Cara"], [0.5], [False])
+    assert (second["other"], second["→ other"], second["right"]) == (["Beth"], [0.3], [True])
     assert second["margin"] == [pytest.approx(0.3)]
 
 
@@ -66,6 +68,17 @@ def test_a_long_passage_is_cut_around_its_pronoun():
     assert cut.startswith("…") and cut.endswith("…") and " she " in cut and len(cut) == SHOWN_CHARS + 2
     short = CorefExample("He ran.", "He", ("a", "b"), "a")
     assert excerpt(ExampleScore(short, [], None, np.zeros((1, 1, 2)), None)) == "He ran."  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["page", "present"])
+def test_the_examples_columns_fit_the_main_column(present):
+    config = column_config(present)
+    assert list(config) == list(COLUMNS)
+    scale = 22 / 16 if present else 1
+    widths = [c["width"] for c in config.values()]
+    assert all(isinstance(w, int) and w > 0 for w in widths), widths
+    assert round(SELECT_PX * scale) + sum(widths) <= main_px(present)
+    assert config["sentence"]["width"] >= 200  # the text keeps room for a few words a line
 
 
 # ---- the page ------------------------------------------------------------------------------------------

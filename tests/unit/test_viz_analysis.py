@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from plotly.colors import sample_colorscale
 
 from attention import BertConfig, BertModel
 from attention.analysis.query_key import QueryKey, query_key
@@ -14,7 +15,7 @@ from attention.tracing.trace import trace_layer
 from viz.ablation import ablation_figure
 from viz.query_key import query_key_figure
 from viz.rollout import attention_pair
-from viz.stats import head_scatter, stats_frame
+from viz.stats import LAYER_SCALE, LAYER_SCALE_END, head_scatter, stats_frame
 
 TOKENS = ["[CLS]", "the", "<b>x</b>", "saw", "the", "a&b", "[SEP]"]
 ESCAPED = ["[CLS]", "the", "&lt;b&gt;x&lt;/b&gt;", "saw", "the", "a&amp;b", "[SEP]"]
@@ -180,8 +181,8 @@ def test_head_scatter_puts_each_head_at_its_coordinates_with_layer_and_head_atta
     layers, heads = np.repeat(np.arange(n_layers), H), np.tile(np.arange(H), n_layers)
     coords = np.random.default_rng(0).normal(size=(n_layers * H, 2))
     fig = head_scatter(coords, layers, heads)
-    assert [t.name for t in fig.data] == ["layer 0", "layer 1", "layer 2"]  # a legend entry per layer
-    assert len({t.marker.color for t in fig.data}) == n_layers
+    [trace] = fig.data
+    assert list(trace.marker.color) == layers.tolist() and (trace.marker.cmin, trace.marker.cmax) == (0, n_layers - 1)
     points = {}
     for trace in fig.data:
         for x, y, (layer, head), hover in zip(trace.x, trace.y, trace.customdata, trace.hovertext):
@@ -191,6 +192,18 @@ def test_head_scatter_puts_each_head_at_its_coordinates_with_layer_and_head_atta
     for i, (layer, head) in enumerate(zip(layers, heads)):
         assert points[layer, head] == tuple(coords[i])
     assert fig.layout.clickmode == "event+select" and fig.layout.yaxis.scaleanchor == "x"
+
+
+def test_head_scatter_colours_thirty_layers_on_one_colour_bar_not_thirty_legend_rows():
+    n_layers, H = 30, 9  # SmolLM2's 270 heads
+    layers, heads = np.repeat(np.arange(n_layers), H), np.tile(np.arange(H), n_layers)
+    fig = head_scatter(np.random.default_rng(0).normal(size=(n_layers * H, 2)), layers, heads)
+    assert len(fig.data) == 1 and fig.data[0].showlegend is False
+    marker = fig.data[0].marker
+    assert marker.colorbar.title.text == "layer" and marker.showscale is not False
+    scale = [colour for _, colour in marker.colorscale]
+    assert scale[0] == sample_colorscale(LAYER_SCALE, [0])[0]  # layer 0 dark
+    assert scale[-1] == sample_colorscale(LAYER_SCALE, [LAYER_SCALE_END])[0]  # the last layer light, not pale yellow
 
 
 def test_head_scatter_shows_escaped_pattern_labels_on_hover():

@@ -3,9 +3,11 @@ mode, the token strip, the view/layer/head selectors and the report of the view 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import streamlit as st
@@ -36,15 +38,30 @@ def as_written(markdown: str) -> str:
     return re.sub(rf"\\({MARKDOWN_SIGNS})", r"\1", markdown)
 
 
+# what the figures drawn now are of, where it is not the sentence drawn (a coreference suite): `figures_of`
+_OF: ContextVar[str | None] = ContextVar("figures_of", default=None)
+
+
+@contextlib.contextmanager
+def figures_of(what: str) -> Iterator[None]:
+    """Within it, a figure's presentation title names `what` (e.g. "the built-in suite (87 examples)") where it
+    would name the sentence drawn: the figures are not of that sentence."""
+    token = _OF.set(what)
+    try:
+        yield
+    finally:
+        _OF.reset(token)
+
+
 def show(fig, name: str, *, sentence: str | None = None, **kwargs):
     """A figure with its PNG download button (plotly's camera icon), drawn as exported: at its own
     width when it sets one (square heatmap cells), else across the column. In presentation mode its
-    title says what it shows and of which sentence (``present_caption``: ``sentence``, by default the
-    drawn one), so the PNG does too. What the page draws (presentation mode, the view, its layer and head) is
-    the context of the page being drawn (ui/state/view_context.py's ``drawn``)."""
+    title says what it shows and of which sentence (``present_caption``: ``sentence``, by default what
+    ``figures_of`` names, else the drawn one), so the PNG does too. What the page draws (presentation mode, the
+    view, its layer and head) is the context of the page being drawn (ui/state/view_context.py's ``drawn``)."""
     ctx = drawn()
     if ctx is not None and name not in UNTITLED:
-        present_caption(fig, ctx, sentence)
+        present_caption(fig, ctx, sentence if sentence is not None else _OF.get())
     config: dict[str, Any] = {
         "displaylogo": False,
         "modeBarButtons": MODEBAR_BUTTONS,  # one button: the title keeps clear of it (viz._style.title_room)

@@ -20,6 +20,7 @@ from ..compute.models import get_model
 from ..coref.coref_data import excluded_reasons, scores_or_message, suite_area, suite_picker
 from ..coref.coref_groups import counts, grouped
 from ..coref.coref_measures import measures, second_model
+from ..coref.coref_pick import picks_after_scoring
 from ..coref.coref_rows import examples_table
 from ..coref.coref_sentence import (
     causal_note,
@@ -29,7 +30,17 @@ from ..coref.coref_sentence import (
     twin_scores,
 )
 from ..page.layout import column_px, main_px, slots
-from ..page.page import figure_slot, font_size, plain, present_size, show, show_table, show_text, shown_as
+from ..page.page import (
+    figure_slot,
+    figures_of,
+    font_size,
+    plain,
+    present_size,
+    show,
+    show_table,
+    show_text,
+    shown_as,
+)
 from ..state.actions import open_clicked_head
 from ..state.state import COREF_MODES, COREF_TWINS
 from ..state.view_context import ViewContext
@@ -108,6 +119,18 @@ def suite(ctx: ViewContext) -> None:
     suite, result = picked_and_scored(ctx.source)
     if result is None:
         return
+    if picks_after_scoring(ctx.source):  # the page's own head is the suite's best: the boxes above name it
+        st.rerun()
+    with figures_of(suite_title(suite)):  # a PNG's title names the suite, not the sentence typed
+        suite_results(ctx, suite, result)
+
+
+def suite_title(suite) -> str:
+    """What a suite's figures are of, as their presentation titles say it: "the built-in suite (87 examples)"."""
+    return f"{suite.name} ({len(suite.examples):,} examples)"
+
+
+def suite_results(ctx: ViewContext, suite, result) -> None:
     name, examples = suite.name, suite.examples
     causal_note(ctx.model.causal)
     layer, head, best = result.ranked(1)[0]
@@ -152,7 +175,7 @@ def suite(ctx: ViewContext) -> None:
             selection_mode="points",
         )
     against_best(result)
-    examples_table(result, name, (ctx.layer, ctx.head))
+    examples_table(result, name, (ctx.layer, ctx.head), ctx.present)
     downloads(result, suite, ctx.source)
     excluded_table(result)
     measures(result, suite, ctx.source, ctx.present)
@@ -316,6 +339,7 @@ def draw_twins(da, db, present: bool) -> None:
             show(
                 grid,
                 f"coref-{key}",
+                sentence=detail.example.text,  # each twin's own, not the sentence typed
                 key=key,
                 on_select=lambda k=key, t=detail.example.text: open_clicked_head(k, t),
                 selection_mode="points",
@@ -325,6 +349,7 @@ def draw_twins(da, db, present: bool) -> None:
             flips, da.correct, db.correct, font_size=size, title="heads whose choice flips", width=main_px(present)
         ),
         "coref-flips",
+        sentence=f"{da.example.text} / {db.example.text}",
         key="flip_grid",
         on_select=lambda: open_clicked_head("flip_grid", da.example.text),
         selection_mode="points",

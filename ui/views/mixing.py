@@ -13,7 +13,7 @@ from viz.mixing import mixing_maps, mixing_view, shares
 
 from ..compute.computations import mixing_of, zeroing_of
 from ..page.layout import main_px
-from ..page.page import figure_slot, font_size, present_size, show, show_text
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_text
 from ..state.state import MIXING_KINDS
 from ..state.view_context import ViewContext
 
@@ -62,13 +62,7 @@ def draw(ctx: ViewContext) -> None:
     )
     with slot:
         show(fig, f"mixing-layer{layer}")
-    said = ""
-    if special.any() and not hide:  # Kobayashi et al.: the special tokens' columns shrink once the norms count
-        pair = mixing_maps(run.attentions, layer, by_head, weighted=weighted, zeroing=zeroing)[
-            :2
-        ]  # every token kept: not hidden
-        to_special = [float(shares(m, keep)[:, special].sum(axis=1).mean()) for m in pair]
-        said = f" To {specials}: {to_special[0]:.0%} of each row raw, {to_special[1]:.0%} here."
+    said = "" if special.any() and hide else sink_note(ctx, by_head, specials, weighted=weighted, zeroing=zeroing)
     show_text(
         "Each row is a token as a query, divided by its sum so that the two maps' shares compare. Raw attention "
         "says where a head looks; the value-weighted map ‖a_ij · f(x_j)‖ (Kobayashi et al. 2020) counts how much "
@@ -76,3 +70,17 @@ def draw(ctx: ViewContext) -> None:
         "2023) measures how far each token's output of the layer moves when token j's values are zeroed." + said,
         "mixing-caption",
     )
+
+
+def sink_note(ctx: ViewContext, head: int | None, specials: str, *, weighted=None, zeroing=None) -> str:
+    """The caption's share of each row on the special tokens (`specials`, e.g. "[CLS]/[SEP]") where the model adds
+    them, else on the first token (a decoder's attention sink), in the raw map and in the one beside it: Kobayashi et
+    al. 2020 saw the special tokens' columns shrink once the norms count. Every token kept, as the rows' sums."""
+    run = ctx.run
+    special = np.array(run.encoded.special, dtype=bool)
+    to = special if special.any() else np.arange(len(special)) == 0  # (L,) the columns summed
+    name = specials if special.any() else f"the first token (“{plain(run.tokens[0])}”)"
+    pair = mixing_maps(run.attentions, ctx.layer, head, weighted=weighted, zeroing=zeroing)[:2]
+    every = np.ones(len(special), dtype=bool)
+    raw, moved = (float(shares(m, every)[:, to].sum(axis=1).mean()) for m in pair)
+    return f" To {name}: {raw:.0%} of each row raw, {moved:.0%} here."
