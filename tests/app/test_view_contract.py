@@ -34,7 +34,7 @@ SHARED = {
 OWN = {
     "cross": {"cross_grid"},
     "global_qk": {"gqk_chart", "gqk_asked"},
-    "head_long": {"long_blocks", "long_row0", "long_col0"},
+    "head_long": {"long_blocks", "long_row0", "long_col0", "long_find", "long_query"},  # its widgets, moved by a find
     "next_token": {"next_follow", "next_bars_default", "next_bars", "next_pick"},
     "query_key": {"qk_opened"},
     "shapeflow": {"shapeflow_chart", "shapeflow_map", "shapeflow_head"},
