@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from browser import CHROMIUM, app_server, served_chromium, wait_settled
+from browser import CHROMIUM, SharedContext, app_server, launch, wait_settled
 from test_browser import chart_text, fresh, open_view, run_sentence
 
 pytestmark = pytest.mark.skipif(
@@ -50,35 +50,56 @@ def wait_drawn(page, timeout: float = 180_000) -> None:
     wait_settled(page, timeout=timeout / 1000)
 
 
-def test_every_view_opened_at_once_on_a_fresh_server():
+@pytest.fixture(scope="module")
+def chromium():
+    """One Playwright and Chromium for the module's tests. Playwright's sync API refuses to start while another
+    of its loops runs in the thread, so a test that started its own (served_chromium) beside the module's page
+    failed when it ran after that page was made (`-p reverse_order`: "using Playwright Sync API inside the
+    asyncio loop"); each test still has the server it needs."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            yield SharedContext(browser)
+        finally:
+            browser.close()
+
+
+def test_every_view_opened_at_once_on_a_fresh_server(chromium):
     """The first sessions of a new server: one tab draws a long sentence while the others open every
     view at the same time (the tables and the head comparison thrice), each in its own session."""
-    with served_chromium() as (browser, url):
-        first = browser.new_page(viewport=SIZE)
+    with app_server() as url:
+        first = chromium.new_page(viewport=SIZE)
         first.goto(f"{url}/?s=" + "word " * 200)
-        pages = []
+        pages = [("head", first)]
         # the views that import the most on first use come first; goto returns once the page has
         # loaded, so the sessions' scripts run together
         order = ["stats", "coref", "stats", "rollout", "coref", "stats"]
-        for view in order + [v for v in VIEWS if v not in order]:
-            page = browser.new_page(viewport=SIZE)
-            page.goto(f"{url}/?view={view}&layer=1&head=2")
-            pages.append((view, page))
-        wait_drawn(first)
-        clean(first)
-        for view, page in pages:
-            wait_drawn(page)
-            clean(page)
-            # a view not for the bundled encoder (DeBERTa terms, Cross-attention, Next token) gives way to the head view
-            shown = view if view not in ("disentangled", "cross", "next") else "head"
-            assert f"view={shown}" in page.url
+        try:
+            for view in order + [v for v in VIEWS if v not in order]:
+                page = chromium.new_page(viewport=SIZE)
+                page.goto(f"{url}/?view={view}&layer=1&head=2")
+                pages.append((view, page))
+            wait_drawn(first)
+            clean(first)
+            for view, page in pages[1:]:
+                wait_drawn(page)
+                clean(page)
+                # a view not for the bundled encoder (DeBERTa terms, Cross-attention, Next token) gives way to the
+                # head view
+                shown = view if view not in ("disentangled", "cross", "next") else "head"
+                assert f"view={shown}" in page.url
+        finally:
+            for _, page in pages:
+                page.close()
 
 
 @pytest.fixture(scope="module")
-def page():
-    with served_chromium() as (browser, url):
-        page = browser.new_page(viewport=SIZE)
-        page.app_url, page.browser = url, browser
+def page(chromium):
+    with app_server() as url:
+        page = chromium.new_page(viewport=SIZE)
+        page.app_url, page.browser = url, chromium
         fresh(page)
         yield page
 
