@@ -82,6 +82,21 @@ def models(device: torch.device, longest: int, which: str):
     return ours.to(device=device, dtype=dtype)
 
 
+def stopwatch(clock: dict[str, float], device: torch.device):
+    """timed(step, fn): fn's result, its wall and CPU seconds put in `clock` as step and "step cpu" (a GPU's work
+    waited for)."""
+
+    def timed(step: str, fn):
+        start, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        clock[step], clock[step + " cpu"] = time.perf_counter() - start, time.process_time() - cpu
+        return out
+
+    return timed
+
+
 def writer(which: str):
     """The bundled writer: ours as the app loads it, or transformers' eager model on the same GGUF file."""
     from attention.load.loading import load_model
@@ -103,13 +118,7 @@ def work_writer(which: str, model, length: int) -> dict[str, float]:
 
     ids = torch.randint(100, 40000, (1, length), generator=torch.Generator().manual_seed(length))
     clock: dict[str, float] = {}
-
-    def timed(step: str, fn):
-        start, cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        clock[step], clock[step + " cpu"] = time.perf_counter() - start, time.process_time() - cpu
-        return out
-
+    timed = stopwatch(clock, torch.device("cpu"))
     with torch.inference_mode():
         if which == "fused":
             timed("fused", lambda: model(ids, request=MapRequest(layers=(), keep_hidden=False)))
@@ -131,15 +140,7 @@ def work(which: str, model, length: int, blocks: int, tile: int, device: torch.d
     """The call to time and measure: returns {step: seconds}."""
     ids = torch.randint(0, 1000, (1, length), generator=torch.Generator().manual_seed(length)).to(device)
     clock: dict[str, float] = {}
-
-    def timed(step: str, fn):
-        start, cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        clock[step], clock[step + " cpu"] = time.perf_counter() - start, time.process_time() - cpu
-        return out
-
+    timed = stopwatch(clock, device)
     with torch.inference_mode():
         if which == "fused":
             timed("fused", lambda: model(ids, request=MapRequest(layers=(), keep_hidden=False)))

@@ -133,9 +133,14 @@ def to_found(tokens: list[str], n_tokens: int, side: int, causal: bool) -> None:
 def move_tile(query: int, n_tokens: int, side: int, causal: bool) -> None:
     """The tile placed on `query`'s row, midway down, over the keys beside it (on a causal model, those up to
     the query itself)."""
+    place_tile(query - side // 2, query - side + 1 if causal else query - side // 2, n_tokens, side)
+
+
+def place_tile(row: float, col: float, n_tokens: int, side: int) -> None:
+    """The tile's first query and key at `row` and `col`, rounded and kept within the text."""
     top = n_tokens - side
-    st.session_state.long_row0 = int(min(max(query - side // 2, 0), top))
-    st.session_state.long_col0 = int(min(max(query - side + 1 if causal else query - side // 2, 0), top))
+    st.session_state.long_row0 = int(min(max(round(row), 0), top))
+    st.session_state.long_col0 = int(min(max(round(col), 0), top))
 
 
 def found_at(tokens: list[str], wanted: str) -> list[int]:
@@ -167,6 +172,4 @@ def open_tile(n_tokens: int, side: int) -> None:
         x, y = points[0]["x"] - side / 2, points[0]["y"] - side / 2
     else:
         return
-    top = n_tokens - side
-    st.session_state.long_row0 = int(min(max(round(y), 0), top))
-    st.session_state.long_col0 = int(min(max(round(x), 0), top))
+    place_tile(y, x, n_tokens, side)
