@@ -12,6 +12,7 @@ from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from attention.runs.run import run_sentence
+from ui.page import registry
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
@@ -403,3 +404,47 @@ def test_a_placeholder_chart_shows_while_the_model_loads_and_goes_after(monkeypa
     assert "" in ui.compute.models.LOADED
     at.run()
     assert len(drawn) == 1  # a loaded model: no placeholder on later runs
+
+
+def test_a_choice_is_sent_once_and_kept_while_its_widget_is_away():
+    """A choice's widget is not written by the script on every run: a value the script writes goes to the
+    browser with the widget and replaces a pick made while the run went on (a second head picked in "Heads to
+    draw" during the first pick's run was lost, 1 run in 4 under load). Streamlit keeps it while it is away."""
+    at = start(view="head", draw="lines", heads="5")
+    no_errors(at)
+    assert at.multiselect(key="line_heads").value == [5]
+    at.run()  # a run on which nothing changed: the browser's value stands
+    assert at.multiselect(key="line_heads").value == [5]
+    assert not at.multiselect(key="line_heads").proto.set_value
+    at.multiselect(key="line_heads").select(7).run()
+    assert not at.multiselect(key="line_heads").proto.set_value
+    at.segmented_control(key="view").set_value(registry.by_key("overview").label).run()
+    assert not [m for m in at.multiselect if m.key == "line_heads"]  # not drawn on this run
+    at.segmented_control(key="view").set_value(registry.by_key("head").label).run()
+    assert at.multiselect(key="line_heads").value == [5, 7]  # kept: the widget is drawn with it again
+    assert at.query_params["heads"] == "5,7"
+    no_errors(at)
+
+
+def test_every_choice_widget_is_kept_by_streamlit():
+    """Each widget keyed by a choice of the link (ui/state/state.py PARAMS) is drawn with persist_state="session",
+    except those keep_choices writes back; so a choice lasts while its widget is away (the test above)."""
+    import ast
+
+    from ui.state.state import PARAMS, WRITTEN_BACK
+
+    keys, missing, seen = {p.key for p in PARAMS}, [], set()
+    for path in [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            words = {k.arg: k.value for k in node.keywords}
+            key = words.get("key")
+            if not (isinstance(key, ast.Constant) and key.value in keys) or key.value in WRITTEN_BACK:
+                continue
+            seen.add(key.value)
+            persist = words.get("persist_state")
+            if not (isinstance(persist, ast.Constant) and persist.value == "session"):
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {key.value}")
+    assert not missing, missing
+    assert {"line_heads", "layer", "view", "coref_set", "gen_seed"} <= seen

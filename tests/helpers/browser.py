@@ -121,10 +121,18 @@ def served_chromium(env: dict[str, str] | None = None):
             chromium.close()
 
 
+SCRIPT_STATE = "document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state')"
+
+
 def wait_settled(page, timeout: float = 60) -> None:
-    """Wait until the script has finished running and no chart is still drawing."""
+    """Wait until the script has finished running and no chart is still drawing. The page's own script state
+    (stApp's data-test-script-state: a click sets it to rerunRequested at once, the server's runs set running
+    and notRunning) is read, not only the status widget: the widget shows a run after a delay, so on a loaded
+    machine a wait that saw no widget returned before the run a click had asked for (a checkbox then found
+    still disabled, a pick undone)."""
     deadline = time.time() + timeout
     time.sleep(0.3)
+    page.wait_for_function(f"() => {SCRIPT_STATE} === 'notRunning'", timeout=timeout * 1000)
     while time.time() < deadline:
         if page.locator('[data-testid="stStatusWidget"]').count() == 0:
             break

@@ -339,7 +339,7 @@ def suite_picker() -> Suite | None:
     """The set picker, the chosen public set's source, licence and citation, and the upload box."""
     left, right = st.columns([2, 3])
     with left:
-        st.selectbox("Examples to score", list(COREF_SETS.values()), key="coref_set")
+        st.selectbox("Examples to score", list(COREF_SETS.values()), key="coref_set", persist_state="session")
     key = set_key()
     with right:
         if key in SETS:

@@ -127,6 +127,7 @@ def grouped(result: CorefResult, examples, model: str, suite: str, present: bool
         "Group by",
         options,
         key="coref_by",
+        persist_state="session",
         help="A field of the examples; each value's examples are scored on their own.",
     )
     if by == NO_GROUPING:
@@ -142,8 +143,8 @@ def grouped(result: CorefResult, examples, model: str, suite: str, present: bool
     for key, default in (("coref_group_a", counted[0]), ("coref_group_b", counted[1])):
         if st.session_state.get(key) not in counted:
             st.session_state[key] = default
-    a = mid.selectbox("Group A", counted, key="coref_group_a")
-    b = right.selectbox("Group B", counted, key="coref_group_b")
+    a = mid.selectbox("Group A", counted, key="coref_group_a", persist_state="session")
+    b = right.selectbox("Group B", counted, key="coref_group_b", persist_state="session")
     rows = [(n, groups[names[n]]) for n in counted]
     notes = {n: counts(g) for n, g in rows}
     show_table(

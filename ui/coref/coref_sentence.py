@@ -61,7 +61,9 @@ def pick_example(run, text: str) -> Picked | None:
     left, mid, right = st.columns([1, 2, 1])
     if st.session_state.get("coref_pronoun") not in range(len(words)):  # from a link, or a longer sentence
         st.session_state.coref_pronoun = 0
-    p = left.selectbox("Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun")
+    p = left.selectbox(
+        "Pronoun", range(len(words)), format_func=labels.__getitem__, key="coref_pronoun", persist_state="session"
+    )
     firsts = [i for i, w in enumerate(lower) if lower.index(w) == i and w != lower[p]]
     st.session_state.coref_candidates = [c for c in st.session_state.get("coref_candidates") or [] if c in firsts]
     chosen = mid.multiselect(
@@ -69,6 +71,7 @@ def pick_example(run, text: str) -> Picked | None:
         firsts,
         format_func=words.__getitem__,
         key="coref_candidates",
+        persist_state="session",
         help="Suggested: the words before the pronoun that are not common function words.",
     )
     if len(chosen) < 2:
@@ -76,7 +79,9 @@ def pick_example(run, text: str) -> Picked | None:
         return None
     if st.session_state.get("coref_answer") not in chosen:
         st.session_state.coref_answer = chosen[0]
-    answer = right.selectbox("Answer", chosen, format_func=words.__getitem__, key="coref_answer")
+    answer = right.selectbox(
+        "Answer", chosen, format_func=words.__getitem__, key="coref_answer", persist_state="session"
+    )
     occurrence = lower[: p + 1].count(lower[p])
     example = CorefExample(text, words[p], tuple(words[i] for i in chosen), words[answer], occurrence)
     return Picked(words, example, p, list(chosen))
@@ -115,7 +120,12 @@ def criterion_picker() -> str:
     if st.session_state.get("coref_rank") not in COREF_RANKS.values():
         st.session_state.coref_rank = next(iter(COREF_RANKS.values()))
     picked = st.segmented_control(
-        "Rank heads by", list(COREF_RANKS.values()), key="coref_rank", required=True, help=" · ".join(CRITERIA.values())
+        "Rank heads by",
+        list(COREF_RANKS.values()),
+        key="coref_rank",
+        persist_state="session",
+        required=True,
+        help=" · ".join(CRITERIA.values()),
     )
     assert picked is not None  # required: always one
     return picked
@@ -186,12 +196,13 @@ def twin_scores(run, text: str, source: str) -> tuple[ExampleScore, ExampleScore
     twin = left.text_input(
         "Its twin: the same sentence with the answer flipped",
         key="coref_twin",
+        persist_state="session",
         placeholder="e.g. the sentence with one word changed so the pronoun means the other candidate",
     )
     candidates = list(picked.example.candidates)
     if st.session_state.get("coref_twin_answer") not in candidates:
         st.session_state.coref_twin_answer = next((c for c in candidates if c != picked.example.answer), None)
-    twin_answer = right.selectbox("Answer in the twin", candidates, key="coref_twin_answer")
+    twin_answer = right.selectbox("Answer in the twin", candidates, key="coref_twin_answer", persist_state="session")
     if not twin.strip():
         st.info("Type the twin sentence to compare the heads on both.")
         return None

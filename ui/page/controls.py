@@ -45,7 +45,7 @@ def sidebar():
     """The sidebar; returns its place for the token strip (filled once the sentence has run)."""
     with st.sidebar:
         st.title("Attention visualizer")
-        st.toggle("Presentation mode", key="present")
+        st.toggle("Presentation mode", key="present", persist_state="session")
         examples()
         st.file_uploader(
             "A long text from a file",
@@ -200,12 +200,21 @@ def continue_settings(beside: bool = False) -> None:
     box = st.container() if beside else st.expander("Continue: how the model writes")
     with box:
         n, on, temperature, top_k, top_p, seed = st.columns([1.2, 1.4, 1.6, 1.3, 1.6, 1.2]) if beside else [box] * 6
-        n.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n")
-        sample = on.toggle("Sample", key="gen_sample", help="Off: greedy, the most probable token at each step")
-        temperature.slider("Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", disabled=not sample)
-        top_k.number_input("Top-k (0: off)", 0, MAX_TOP_K, key="gen_top_k", disabled=not sample)
-        top_p.slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", disabled=not sample)
-        seed.number_input("Seed", 0, MAX_SEED, key="gen_seed", disabled=not sample)
+        n.number_input("New tokens", 1, MAX_NEW_TOKENS, key="gen_n", persist_state="session")
+        sample = on.toggle(
+            "Sample",
+            key="gen_sample",
+            persist_state="session",
+            help="Off: greedy, the most probable token at each step",
+        )
+        temperature.slider(
+            "Temperature", *TEMPERATURES, step=0.05, key="gen_temperature", persist_state="session", disabled=not sample
+        )
+        top_k.number_input(
+            "Top-k (0: off)", 0, MAX_TOP_K, key="gen_top_k", persist_state="session", disabled=not sample
+        )
+        top_p.slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", persist_state="session", disabled=not sample)
+        seed.number_input("Seed", 0, MAX_SEED, key="gen_seed", persist_state="session", disabled=not sample)
 
 
 def examples() -> None:
@@ -239,6 +248,7 @@ def _sentence_form(compact: bool = False) -> None:
             second.text_input(
                 "Target (optional)",
                 key="target",
+                persist_state="session",
                 max_chars=MAX_TARGET_CHARS,
                 placeholder="empty: the model writes it",
                 help="The decoder's text, forced as its input (teacher forcing); empty: written greedily",

@@ -100,7 +100,7 @@ class Presentation:
 
     def no_text(self) -> None:
         input_form()
-        st.toggle("Presentation mode", key="present")
+        st.toggle("Presentation mode", key="present", persist_state="session")
         st.info(NO_TEXT)
 
     def above(self, ctx: ViewContext, notices: list[str]) -> None:
@@ -121,7 +121,7 @@ class Presentation:
         tokens_strip(ctx.run, ctx.present, new_from=new_from(ctx))
         way_back(ctx.key)
         input_form()
-        st.toggle("Presentation mode", key="present")
+        st.toggle("Presentation mode", key="present", persist_state="session")
         to_figure()
         return link
 

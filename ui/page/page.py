@@ -111,7 +111,7 @@ def kept_checkbox(place, label: str, key: str, enabled: bool, why: str) -> bool:
     """A checkbox that applies only while `enabled`: drawn unticked and disabled otherwise (saying `why`),
     its value kept in session state under `key` for when it applies again. Returns what it shows."""
     if enabled:
-        return place.checkbox(label, key=key)
+        return place.checkbox(label, key=key, persist_state="session")
     shown_as(key, f"no ({why[0].lower()}{why[1:]})")
     return place.checkbox(label, False, key=f"{key}_off", disabled=True, help=why)
 
@@ -302,13 +302,19 @@ def selectors(run, kinds: Collection[str]) -> None:
     within it)."""
     views, left, right = st.columns([6, 1, 1], vertical_alignment="bottom")
     views.segmented_control(
-        "View", registry.labels(kinds), key="view", required=True, label_visibility="collapsed", wrap=True
+        "View",
+        registry.labels(kinds),
+        key="view",
+        persist_state="session",
+        required=True,
+        label_visibility="collapsed",
+        wrap=True,
     )
     if not registry.by_label(st.session_state.get("view")).picks_head:  # the boxes would change nothing here
         return
     layers, heads = offered(run.n_layers, run.n_heads)
-    left.selectbox("Layer", range(layers), key="layer")
-    right.selectbox("Head", range(heads), key="head")
+    left.selectbox("Layer", range(layers), key="layer", persist_state="session")
+    right.selectbox("Head", range(heads), key="head", persist_state="session")
 
 
 def report_button(model_name: str, ctx: ViewContext) -> None:

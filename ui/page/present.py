@@ -135,7 +135,7 @@ def controls(run, kinds: Collection[str]) -> None:
     """The view (of those for a model of these `kinds`), layer and head in one row above the figure."""
     view, layer, head, keys_legend = st.columns([2.2, 1.3, 1.3, 2.2], vertical_alignment="center")
     layers, heads = offered(run.n_layers, run.n_heads)
-    view.selectbox("View", registry.labels(kinds), key="view", label_visibility="collapsed")
+    view.selectbox("View", registry.labels(kinds), key="view", persist_state="session", label_visibility="collapsed")
     with keys_legend:
         legend("causal" in kinds)
     if not registry.by_label(st.session_state.get("view")).picks_head:  # the boxes would change nothing here
@@ -144,6 +144,7 @@ def controls(run, kinds: Collection[str]) -> None:
         "Layer",
         range(layers),
         key="layer",
+        persist_state="session",
         label_visibility="collapsed",
         format_func=lambda i: f"Layer {i}",
     )
@@ -151,6 +152,7 @@ def controls(run, kinds: Collection[str]) -> None:
         "Head",
         range(heads),
         key="head",
+        persist_state="session",
         label_visibility="collapsed",
         format_func=lambda i: f"Head {i}",
     )

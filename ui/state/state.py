@@ -177,6 +177,9 @@ PARAMS = [
 registry.check_params(p.name for p in PARAMS)
 
 
+WRITTEN_BACK = ("show_strip",)  # choices drawn by a widget without persist_state (an expander)
+
+
 def init_from_url() -> None:
     """On a session's first run, restore the sentence(s), the model and every choice from the URL."""
     if "ready" in st.session_state:
@@ -242,11 +245,15 @@ def _shown(number) -> str:
 
 
 def keep_choices() -> None:
-    """Keep every choice across runs. Streamlit forgets a widget's value after a run that does not
-    draw it; writing it back as the script's own value makes it last until the widget is drawn again."""
-    for p in PARAMS:
-        if p.key in st.session_state:
-            st.session_state[p.key] = st.session_state[p.key]
+    """Keep every choice across runs. Streamlit forgets a widget's value after a run that does not draw it,
+    unless the widget is drawn with `persist_state="session"`, as every choice's is (a test keeps it so). An
+    expander has no such option: its choice is written back as the script's own value, which lasts until it is
+    drawn again. Only there: a value the script writes is sent to the browser with the widget and replaces a
+    pick made while the run went on (a second head picked in "Heads to draw" during the first pick's run was
+    lost, 1 run in 4 under load, when every choice was written back)."""
+    for key in WRITTEN_BACK:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     if st.session_state.get("view") not in registry.labels():
         st.session_state.view = registry.DEFAULT.label
 

@@ -31,8 +31,16 @@ def draw(ctx: ViewContext) -> None:
         st.info("Not in this model, so no longer ablated: " + ", ".join(f"L{layer} H{head}" for layer, head in gone))
     slot = figure_slot(ctx.present)  # presentation: the figure first, on the first screen
     left, right = st.columns([3, 2])
-    heads = left.multiselect("Heads to ablate", all_heads, key="ablate_heads", format_func=lambda h: f"L{h[0]} H{h[1]}")
-    mode = right.radio("Ablation", list(ABLATION_MODES.values()), key="ablate_mode", horizontal=True)
+    heads = left.multiselect(
+        "Heads to ablate",
+        all_heads,
+        key="ablate_heads",
+        persist_state="session",
+        format_func=lambda h: f"L{h[0]} H{h[1]}",
+    )
+    mode = right.radio(
+        "Ablation", list(ABLATION_MODES.values()), key="ablate_mode", persist_state="session", horizontal=True
+    )
     if not heads:
         st.info("Pick one or more heads to ablate.")
         return

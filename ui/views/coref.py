@@ -57,7 +57,12 @@ GRID_TITLES = {
 def draw(ctx: ViewContext) -> None:
     slot = figure_slot(ctx.present)
     mode = st.segmented_control(
-        "Coreference", list(COREF_MODES.values()), key="coref_mode", required=True, label_visibility="collapsed"
+        "Coreference",
+        list(COREF_MODES.values()),
+        key="coref_mode",
+        persist_state="session",
+        required=True,
+        label_visibility="collapsed",
     )
     views = {"sentence": this_sentence, "suite": suite, "pairs": minimal_pairs}
     chosen = next((word for word, label in COREF_MODES.items() if label == mode), "sentence")
@@ -274,7 +279,12 @@ def excluded_table(result) -> None:
 
 def minimal_pairs(ctx: ViewContext) -> None:
     source = st.segmented_control(
-        "Twins", list(COREF_TWINS.values()), key="coref_twins", required=True, label_visibility="collapsed"
+        "Twins",
+        list(COREF_TWINS.values()),
+        key="coref_twins",
+        persist_state="session",
+        required=True,
+        label_visibility="collapsed",
     )
     if source == COREF_TWINS["sentence"]:
         scored = twin_scores(ctx.run, ctx.sentence, ctx.source)
@@ -299,7 +309,9 @@ def suite_twins(source: str, present: bool) -> None:
     labels = {i: f"{examples[a].pair_id}: {examples[a].text}  /  {examples[b].text}" for i, (a, b) in enumerate(pairs)}
     if st.session_state.get("coref_pair") not in labels:
         st.session_state.coref_pair = 0
-    choice = st.selectbox("Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair")
+    choice = st.selectbox(
+        "Twin sentences", list(labels), format_func=labels.__getitem__, key="coref_pair", persist_state="session"
+    )
     shown_as("coref_pair", labels[choice])  # the report names the twins, not their index
     a, b = pairs[choice]
     scored = {d.index: d for d in result.details}  # examples that could not be scored are left out

@@ -26,7 +26,7 @@ GRID_PX = 300  # the grid's height beside the page's controls: on a 1280 × 800 
 def draw_corpus(left, right, present: bool, slot=None) -> None:
     """The corpus run named in the folder box (drawn in `left`; the measure in `right`); `slot`: where its grid
     goes (presentation, `present`: above the controls)."""
-    measure = right.selectbox("Grid shows", list(STATS_MEASURES.values()), key="stats_measure")
+    measure = right.selectbox("Grid shows", list(STATS_MEASURES.values()), key="stats_measure", persist_state="session")
     run = opened_run(left)
     if run is None:
         return
@@ -52,7 +52,11 @@ def opened_run(place) -> CorpusRun | None:
         st.info("This server reads only its own corpora: corpus runs from a folder are not offered.")
         return None
     typed = place.text_input(
-        "Corpus run folder", key="stats_run", max_chars=MAX_PATH, placeholder="/path/to/run (its --out)"
+        "Corpus run folder",
+        key="stats_run",
+        persist_state="session",
+        max_chars=MAX_PATH,
+        placeholder="/path/to/run (its --out)",
     )
     if not typed.strip():
         st.info("Name the --out folder of a finished run of python -m attention.analysis.corpus.")

@@ -47,7 +47,9 @@ def draw(ctx: ViewContext) -> None:
         return
     if writing.notice:
         st.info(writing.notice)
-    part = st.segmented_control("Part", list(CROSS_PARTS.values()), key="cross_part", required=True)
+    part = st.segmented_control(
+        "Part", list(CROSS_PARTS.values()), key="cross_part", persist_state="session", required=True
+    )
     kind = PART_KEYS.get(part or "", "cross")
     rows, cols = _tokens(writing, kind)
     maps = writing.maps[kind]

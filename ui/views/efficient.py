@@ -109,7 +109,11 @@ def what_if_grouping(ctx: ViewContext, options: list[int], heading: str) -> None
     if slot is not None:
         st.markdown(f"**{heading}**")
     kv = st.select_slider(
-        "Key/value heads", options[::-1], key="gqa_kv", format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n)
+        "Key/value heads",
+        options[::-1],
+        key="gqa_kv",
+        persist_state="session",
+        format_func=lambda n: f"{n} (multi-query)" if n == 1 else str(n),
     )
     st.caption(
         f"A what-if: each group of {run.n_heads // kv} consecutive query heads shares one key and one value "

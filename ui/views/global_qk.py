@@ -65,10 +65,15 @@ def draw(ctx: ViewContext) -> None:
         "open its sentence in the head view."
     )
     top = st.columns([2, 2, 2])
-    where = top[0].selectbox("Points from", [*CORPORA, OWN_FILE, FOLDER], key="gqk_corpus")
-    scope = top[1].radio("Heads", SCOPES, key="gqk_scope", horizontal=True)
+    where = top[0].selectbox("Points from", [*CORPORA, OWN_FILE, FOLDER], key="gqk_corpus", persist_state="session")
+    scope = top[1].radio("Heads", SCOPES, key="gqk_scope", persist_state="session", horizontal=True)
     colour = top[2].radio(
-        "Colour by", list(GQK_COLOURS), format_func=GQK_COLOURS.get, key="gqk_colour", horizontal=True
+        "Colour by",
+        list(GQK_COLOURS),
+        format_func=GQK_COLOURS.get,
+        key="gqk_colour",
+        persist_state="session",
+        horizontal=True,
     )
     shown_as("gqk_colour", GQK_COLOURS[colour])
     heads = (head,) if scope == SCOPES[0] else tuple(range(run.n_heads))
@@ -98,7 +103,9 @@ def folder_points(layer: int, heads: tuple[int, ...]):
     if policy().locked:
         st.info("This server reads only its own corpora: points from a folder are not offered.")
         return None
-    folder = st.text_input("Folder", key="gqk_folder", max_chars=MAX_PATH, placeholder="/path/to/points")
+    folder = st.text_input(
+        "Folder", key="gqk_folder", persist_state="session", max_chars=MAX_PATH, placeholder="/path/to/points"
+    )
     if not folder.strip():
         st.info("Name a folder written by python -m attention.analysis.qk_global.")
         return None
@@ -134,7 +141,10 @@ def corpus_file(where: str) -> Path | None:
         st.info("This server reads only its own corpora: pick GAP or the coreference examples.")
         return None
     typed = st.text_input(
-        "Corpus file (one text per line, or JSON Lines with a text field)", key="gqk_file", max_chars=MAX_PATH
+        "Corpus file (one text per line, or JSON Lines with a text field)",
+        key="gqk_file",
+        persist_state="session",
+        max_chars=MAX_PATH,
     )
     if not typed.strip():
         st.info("Name a text or JSON Lines file on the server.")
@@ -156,7 +166,14 @@ def computed_points(source: str, where: str, layer: int, heads: tuple[int, ...])
     if path is None:
         return None
     left, right = st.columns(2)
-    method = right.radio("Layout", list(GQK_LAYOUTS), format_func=GQK_LAYOUTS.get, key="gqk_method", horizontal=True)
+    method = right.radio(
+        "Layout",
+        list(GQK_LAYOUTS),
+        format_func=GQK_LAYOUTS.get,
+        key="gqk_method",
+        persist_state="session",
+        horizontal=True,
+    )
     shown_as("gqk_method", GQK_LAYOUTS[method])
     cap = token_cap(method, len(heads))
     st.caption(
@@ -173,7 +190,9 @@ def computed_points(source: str, where: str, layer: int, heads: tuple[int, ...])
     if st.session_state.get("gqk_tokens", GQK_MIN_TOKENS) > cap:  # from a link, or chosen for PCA
         st.session_state.gqk_tokens = cap
     if cap > GQK_MIN_TOKENS:
-        tokens = left.slider("Tokens of the corpus", GQK_MIN_TOKENS, cap, step=GQK_TOKEN_STEP, key="gqk_tokens")
+        tokens = left.slider(
+            "Tokens of the corpus", GQK_MIN_TOKENS, cap, step=GQK_TOKEN_STEP, key="gqk_tokens", persist_state="session"
+        )
     else:  # a slider needs two ends
         tokens = st.session_state.gqk_tokens = cap
         left.caption(f"{cap:,} tokens of the corpus")

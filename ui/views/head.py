@@ -57,12 +57,15 @@ def draw(ctx: ViewContext) -> None:
     hide = a.checkbox(  # short: the label shares a quarter of the row (it was cut at "(this model add…")
         f"Hide {'/'.join(specials)}" if specials else "Hide special tokens",
         key="hide_special",
+        persist_state="session",
         disabled=not specials,
         help=None if specials else "This model adds no special tokens to the text: there are none to hide.",
     )
     renormalize = kept_checkbox(b, "Renormalise rows", "renormalize", hide, "Applies when special tokens are hidden")
-    merge = c.checkbox("Merge word pieces", key="merge_words", help="Each word one row and one column")
-    mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", horizontal=True)
+    merge = c.checkbox(
+        "Merge word pieces", key="merge_words", persist_state="session", help="Each word one row and one column"
+    )
+    mode = d.radio("Draw as", list(DRAW_MODES.values()), key="draw", persist_state="session", horizontal=True)
     layer, head = ctx.layer, ctx.head
     if mode == DRAW_MODES["heatmap"]:
         hm = head_map(run, layer, head, hide, renormalize, merge)
@@ -84,7 +87,11 @@ def draw(ctx: ViewContext) -> None:
             show(fig, f"layer{layer}-head{head}")
     else:
         heads = panel.multiselect(
-            "Heads to draw", range(run.n_heads), key="line_heads", format_func=lambda h: f"head {h}"
+            "Heads to draw",
+            range(run.n_heads),
+            key="line_heads",
+            persist_state="session",
+            format_func=lambda h: f"head {h}",
         ) or [head]
         maps = [head_map(run, layer, h, hide, renormalize, merge) for h in heads]
         try:  # each head's strongest lines, within the page's message limit (viz/lines.py)

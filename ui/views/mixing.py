@@ -29,8 +29,15 @@ def draw(ctx: ViewContext) -> None:
     special = np.array(run.encoded.special, dtype=bool)
     specials = "/".join(dict.fromkeys(t for t, s in zip(run.tokens, special) if s)) or "special tokens"
     beside, hiding = st.columns([3, 1])
-    choice = beside.radio("Beside the raw attention", CHOICES, key="mixing_kind", horizontal=True)
-    hide = hiding.checkbox(f"Hide {specials}", key="hide_special", disabled=bool(not special.any() or special.all()))
+    choice = beside.radio(
+        "Beside the raw attention", CHOICES, key="mixing_kind", persist_state="session", horizontal=True
+    )
+    hide = hiding.checkbox(
+        f"Hide {specials}",
+        key="hide_special",
+        persist_state="session",
+        disabled=bool(not special.any() or special.all()),
+    )
     keep = ~special if hide and special.any() and not special.all() else np.ones(len(special), dtype=bool)
     weighted, zeroing = None, None
     if choice == CHOICES[2]:

@@ -83,7 +83,11 @@ def position_row(
     Next on ← / →) and the bars' comparison temperature; returns it."""
     left, back, ahead, right = st.columns([3.5, 1.3, 1.3, 3.5], vertical_alignment="bottom")
     left.selectbox(
-        "Position", range(len(ids)), key="next_position", format_func=lambda i: numbered(i, tokens[i], level)
+        "Position",
+        range(len(ids)),
+        key="next_position",
+        persist_state="session",
+        format_func=lambda i: numbered(i, tokens[i], level),
     )
     for place, (step, key, shortcut) in zip(
         (back, ahead), ((-1, "next_prev_position", "Left"), (1, "next_next_position", "Right"))
@@ -99,7 +103,7 @@ def position_row(
             width="stretch",
         )
     bars_temperature(written)
-    return right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature")
+    return right.slider("Temperature", *TEMPERATURES, step=0.05, key="next_temperature", persist_state="session")
 
 
 def written_number(written: Continuation | None, position: int, n: int) -> int | None:

@@ -20,7 +20,10 @@ from .overview_sinks import sink_shares_of
 def pattern_labels(ctx: ViewContext) -> dict[tuple[int, int], str] | None:
     """Each head's pattern on this sentence, or over a corpus run (its folder, as Head stats opens it)."""
     of, folder = st.columns([2, 3])
-    if of.radio("Patterns of", list(STATS_OVER.values()), key="stats_over", horizontal=True) == STATS_OVER["corpus"]:
+    if (
+        of.radio("Patterns of", list(STATS_OVER.values()), key="stats_over", persist_state="session", horizontal=True)
+        == STATS_OVER["corpus"]
+    ):
         from ..serve import preload
 
         preload.later()  # pandas and pyarrow (the run's tables), imported once for the process, as a table view does
@@ -42,6 +45,7 @@ def draw(ctx: ViewContext) -> None:
     if box.checkbox(  # short: at 1280 px presenting, a longer label was cut ("… (see Head st…")
         "Label each head with its pattern",
         key="overview_patterns",
+        persist_state="session",
         help="Each head's pattern on this sentence as Head stats labels it: vertical, diagonal, block, broad or "
         "heterogeneous (hetero. on a tile).",
     ):

@@ -23,6 +23,7 @@ def sink_shares_of(ctx: ViewContext, where) -> dict[str, np.ndarray] | None:
         "Outline heads by attention to the first token",
         list(SINK_COLOURS.values()),
         key="overview_sinks",
+        persist_state="session",
         horizontal=True,
     )
     if choice == SINK_COLOURS["none"]:

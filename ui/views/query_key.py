@@ -26,7 +26,11 @@ def draw(ctx: ViewContext) -> None:
     slot = figure_slot(ctx.present)
     level = run.encoded.byte_level  # pieces as text, half a character as its bytes
     query = st.selectbox(
-        "Query token", options, key="qk_query", format_func=lambda i: numbered(i, run.tokens[i], level)
+        "Query token",
+        options,
+        key="qk_query",
+        persist_state="session",
+        format_func=lambda i: numbered(i, run.tokens[i], level),
     )
     trace = get_trace(ctx.source, (ctx.text,), ctx.text_b, layer, head)
     qk = query_key(trace, head, query)

@@ -20,7 +20,13 @@ def draw(ctx: ViewContext) -> None:
     layer, T = ctx.layer, len(run.tokens)
     source, text, text_b = ctx.source, ctx.text, ctx.text_b
     slot = figure_slot(ctx.present)
-    choice = st.radio("Beside the layer's raw attention", ["Rollout", "Flow"], key="rollout_kind", horizontal=True)
+    choice = st.radio(
+        "Beside the layer's raw attention",
+        ["Rollout", "Flow"],
+        key="rollout_kind",
+        persist_state="session",
+        horizontal=True,
+    )
     raw = run.attentions[layer].mean(axis=0)  # (T, T) head-averaged
     labels = run.tokens
     if choice == "Rollout":

@@ -41,7 +41,10 @@ def draw(ctx: ViewContext) -> None:
     first, stage_row, heads = st.columns([2, 3, 2], vertical_alignment="center")
     text, text_b = ctx.text, ctx.text_b
     padded = first.checkbox(
-        "Padded batch", key="shapeflow_padded", help=f"Trace a padded batch: this sentence and “{SHORT_SECOND}”."
+        "Padded batch",
+        key="shapeflow_padded",
+        persist_state="session",
+        help=f"Trace a padded batch: this sentence and “{SHORT_SECOND}”.",
     )
     if padded and too_big_for_batch(run):
         padded = False

@@ -34,7 +34,7 @@ def draw(ctx: ViewContext) -> None:
     run = ctx.run
     slot = figure_slot(ctx.present)  # presentation: the map of the heads first, on the first screen; the table under it
     places = st.columns([2, 3, 2])  # one row: the choice, and a corpus run's folder and measure
-    over = places[0].radio("Statistics of", list(STATS_OVER.values()), key="stats_over")
+    over = places[0].radio("Statistics of", list(STATS_OVER.values()), key="stats_over", persist_state="session")
     if over == STATS_OVER["corpus"]:
         draw_corpus(places[1], places[2], ctx.present, slot)
         return
