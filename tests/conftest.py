@@ -18,6 +18,11 @@ os.environ.setdefault("ATTENTION_DEVICE", "cpu")
 # do not each spread over every core (the servers and command lines they start inherit it)
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Each browser module starts a server of its own, and each server would load the bundled writer once its first page
+# is shown (ui/serve/preload.py: 5-6 CPU-seconds and 1 GB, while the test's pages run): the tests' servers load it
+# when a page asks for it. tests/browser/test_browser_state.py's fresh server and the warm-up tests (test_hardening,
+# test_speed_paths) warm it as a server does by default.
+os.environ.setdefault("ATTENTION_WARM_WRITER", "0")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -355,7 +355,8 @@ def test_the_server_says_how_it_serves_in_its_log_at_start_up(monkeypatch, caplo
 
 
 def test_the_server_warm_up_logs_how_it_serves_once_and_loads_the_writer():
-    env = {k: v for k, v in os.environ.items() if k != "ATTENTION_SOURCES"} | {"PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTENTION_SOURCES", "ATTENTION_WARM_WRITER")}
+    env["PYTHONPATH"] = str(ROOT)
     # what importing app.py starts in the server, a page shown meanwhile
     code = "from ui.serve import preload; preload.page_shown(); preload.start_warm_up().join()"
     code += "; from ui.compute.models import LOADED; print(sorted(LOADED))"  # the bundled writer warmed last
@@ -365,6 +366,12 @@ def test_the_server_warm_up_logs_how_it_serves_once_and_loads_the_writer():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr.count("Serving on 127.0.0.1 (this machine only)") == 1
     assert out.stdout.strip().splitlines()[-1] == "['', 'smollm2']"
+    env["ATTENTION_WARM_WRITER"] = "0"  # the operator's choice: the writer loaded when a page asks for it
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['']"
 
 
 def test_a_rerun_does_not_read_every_map_again_for_patterns_or_the_gqa_change(monkeypatch):

@@ -26,7 +26,7 @@ def run_script(script: str, timeout: int = 600) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
         cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "ATTENTION_WARM_WRITER": "1"},  # as a server by default
     )
 
 

@@ -69,7 +69,7 @@ def chromium():
 def test_every_view_opened_at_once_on_a_fresh_server(chromium):
     """The first sessions of a new server: one tab draws a long sentence while the others open every
     view at the same time (the tables and the head comparison thrice), each in its own session."""
-    with app_server() as url:
+    with app_server(env={"ATTENTION_WARM_WRITER": "1"}) as url:  # the writer warmed meanwhile, as by default
         first = chromium.new_page(viewport=SIZE)
         first.goto(f"{url}/?s=" + "word " * 200)
         pages = [("head", first)]

@@ -246,12 +246,20 @@ def _import_later() -> None:
     warm_writer()
 
 
+WARM_WRITER_VAR = "ATTENTION_WARM_WRITER"  # "0": the bundled writer is loaded when a page first asks for it
+
+
 def warm_writer() -> None:
     """The bundled writer loaded too, last (its GGUF read and dequantized: 6-7 s on 2 quiet cores, 16 s at a load
-    average of 6), so that a talk's first page of it (`?model=smollm2`) finds it loaded; a page asking for it
-    meanwhile waits for this load, not a second one. Nothing where it is not installed or the server's model
-    list leaves it out."""
+    average of 6; 1 GB resident), so that a talk's first page of it (`?model=smollm2`) finds it loaded; a page
+    asking for it meanwhile waits for this load, not a second one. Nothing where it is not installed, the server's
+    model list leaves it out, or ATTENTION_WARM_WRITER=0 (a server for a reader only, or one of many started in
+    turn: each browser test's server)."""
     from attention.load.sources import WRITER_NAME
+
+    if os.environ.get(WARM_WRITER_VAR) == "0":
+        log.info("the bundled writer is loaded when a page asks for it (%s=0)", WARM_WRITER_VAR)
+        return
 
     try:
         from ui.compute.models import get_model
