@@ -15,6 +15,7 @@ LABEL_MIN_TILE_PX = 36  # smaller tiles get no label written on them (it stays i
 LABEL_MIN_PX = 8  # the smallest label written on a tile
 SHORT_LABELS = {"heterogeneous": "hetero."}  # a pattern label as a tile writes it: its width is the tile's
 SINK_SCALE, SINK_BAR_PX = "Oranges", 90  # the first-token share's outlines and the room its colour bar takes
+ACROSS_GAIN = 1.25  # layers go across where that makes the tiles this much larger (layers_across)
 
 
 def tile_maps(maps: np.ndarray) -> np.ndarray:
@@ -118,13 +119,14 @@ def overview_figure(
     _check_heads(labels or {}, highlight, n_layers, n_heads)
     sinks = _checked_sinks(sinks or {}, n_layers, n_heads)
     tile_px = tile_px_for(n_layers, n_heads, title, width, height, bool(sinks))
+    across = layers_across(n_layers, n_heads, width, height)
     pooled = pool_map(pooled, min(max_cells, _cells_for(tile_px))).astype(np.float32)  # (layers, heads, C, C)
     cells = pooled.shape[-1]
     step = cells + 1  # one tile plus its NaN gap, in data units
     centre = (cells - 1) / 2
 
     heatmap = go.Heatmap(
-        z=tile_maps(pooled),
+        z=tile_maps(pooled.transpose(1, 0, 2, 3) if across else pooled),  # each map still queries down, keys across
         colorscale=SEQUENTIAL,
         zmin=0.0,
         zmax=float(pooled.max()) if zmax is None else zmax,
@@ -132,15 +134,15 @@ def overview_figure(
         colorbar=dict(title=dict(text="weight"), thickness=12),
     )
     hovers = _tile_hovers(strongest, tokens, n_tokens, labels or {}, sinks)
-    markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers)
-    layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size)
+    markers = _tile_markers(n_layers, n_heads, cells, tile_px, hovers, across)
+    layout = _grid_layout(n_layers, n_heads, cells, tile_px, title, font_size, across)
     if sinks:
-        sink_outlines(markers, sinks, tile_px)
+        sink_outlines(markers, sinks, tile_px, _place(n_layers, n_heads, across)[0])
         layout["width"] += SINK_BAR_PX
     written = labels if tile_px >= LABEL_MIN_TILE_PX else {}  # too small to write on: the hover says it
     layout.update(
-        annotations=_label_annotations(written or {}, step, centre, font_size, tile_px),
-        shapes=[_outline(highlight, step, cells)] if highlight is not None else [],
+        annotations=_label_annotations(written or {}, step, centre, font_size, tile_px, across),
+        shapes=[_outline(highlight, step, cells, across)] if highlight is not None else [],
     )
     return go.Figure([heatmap, markers], layout)
 
@@ -149,12 +151,30 @@ def tile_px_for(
     n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None, sinks: bool = False
 ) -> float:
     """A tile's side: GRID_PX across the heads within [MIN_TILE_PX, MAX_TILE_PX], less to fit a budget (less
-    SINK_BAR_PX for the first-token share's colour bar with `sinks`)."""
-    tile_px = float(np.clip(GRID_PX / n_heads, MIN_TILE_PX, MAX_TILE_PX))
+    SINK_BAR_PX for the first-token share's colour bar with `sinks`); the larger of the two layouts where the
+    grid is laid out with layers across (`layers_across`)."""
+    return _tile_px(n_layers, n_heads, title, width, height, sinks, layers_across(n_layers, n_heads, width, height))
+
+
+def layers_across(n_layers: int, n_heads: int, width: int | None, height: int | None) -> bool:
+    """Whether the grid goes with layers across and heads down: where a budget of both sides is given (presenting)
+    and its tiles come out ACROSS_GAIN times larger so. A 30-layer × 9-head model presenting at 1280 × 720 had tiles
+    of 14 px, the grid 130 px wide with two thirds of the screen empty; across, they are 35 px."""
+    if width is None or height is None or n_layers <= n_heads:
+        return False
+    down = _tile_px(n_layers, n_heads, None, width, height, False, False)
+    return _tile_px(n_layers, n_heads, None, width, height, False, True) >= ACROSS_GAIN * down
+
+
+def _tile_px(
+    n_layers: int, n_heads: int, title: str | None, width: int | None, height: int | None, sinks: bool, across: bool
+) -> float:
+    rows, cols = (n_heads, n_layers) if across else (n_layers, n_heads)
+    tile_px = float(np.clip(GRID_PX / cols, MIN_TILE_PX, MAX_TILE_PX))
     if width is not None:  # a size budget (the page's column, presentation mode): the tiles shrink to fit it
-        tile_px = min(tile_px, (width - 140 - (SINK_BAR_PX if sinks else 0)) / n_heads)
+        tile_px = min(tile_px, (width - 140 - (SINK_BAR_PX if sinks else 0)) / cols)
     if height is not None:
-        tile_px = min(tile_px, (height - (110 if title else 70)) / n_layers)
+        tile_px = min(tile_px, (height - (110 if title else 70)) / rows)
     return max(tile_px, 4.0)
 
 
@@ -170,14 +190,21 @@ def _thin(n: int, spacing_px: float, label_px: float) -> list[int]:
     return list(range(0, n, k))
 
 
-def _tile_markers(n_layers: int, n_heads: int, cells: int, tile_px: float, hovers: list[str]) -> go.Scatter:
-    """Invisible square markers at tile centres carrying ``[layer, head]``."""
+def _place(layer, head, across: bool):
+    """(column, row) of a head's tile: heads across and layers down, or the other way round (`across`)."""
+    return (layer, head) if across else (head, layer)
+
+
+def _tile_markers(
+    n_layers: int, n_heads: int, cells: int, tile_px: float, hovers: list[str], across: bool = False
+) -> go.Scatter:
+    """Invisible square markers at tile centres carrying ``[layer, head]``, in layer-major order."""
     step, centre = cells + 1, (cells - 1) / 2
-    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    places = [_place(layer, head, across) for layer in range(n_layers) for head in range(n_heads)]
     return go.Scatter(
-        x=[head * step + centre for _, head in heads],
-        y=[layer * step + centre for layer, _ in heads],
-        customdata=[[layer, head] for layer, head in heads],  # plain lists for click events
+        x=[col * step + centre for col, _ in places],
+        y=[row * step + centre for _, row in places],
+        customdata=[[layer, head] for layer in range(n_layers) for head in range(n_heads)],  # lists for clicks
         hovertext=hovers,
         hovertemplate="%{hovertext}<extra></extra>",
         mode="markers",
@@ -186,29 +213,34 @@ def _tile_markers(n_layers: int, n_heads: int, cells: int, tile_px: float, hover
     )
 
 
-def _grid_layout(n_layers: int, n_heads: int, cells: int, tile_px: float, title: str | None, font_size: int) -> dict:
-    """Square tiles, heads labelled on top, layers down the side, layer 0 first."""
+def _grid_layout(
+    n_layers: int, n_heads: int, cells: int, tile_px: float, title: str | None, font_size: int, across: bool = False
+) -> dict:
+    """Square tiles, heads labelled on top and layers down the side (or layers on top and heads down the side,
+    `across`), layer 0 and head 0 first."""
     step, centre = cells + 1, (cells - 1) / 2
-    heads = _thin(n_heads, tile_px, len(f"H{n_heads - 1}") * font_size * CHAR_WIDTH + 6)
-    layers = _thin(n_layers, tile_px, font_size * 1.3)
+    n_cols, n_rows = _place(n_layers, n_heads, across)
+    col_word, row_word = ("L", "H") if across else ("H", "L")
+    cols = _thin(n_cols, tile_px, len(f"{col_word}{n_cols - 1}") * font_size * CHAR_WIDTH + 6)
+    rows = _thin(n_rows, tile_px, font_size * 1.3)
     layout = base_layout(font_size, title)
     layout.update(
-        width=int(n_heads * tile_px + 140),
-        height=int(n_layers * tile_px + (110 if title else 70)),
+        width=int(n_cols * tile_px + 140),
+        height=int(n_rows * tile_px + (110 if title else 70)),
         clickmode="event+select",
         xaxis=clean_axis(
             tickmode="array",
-            tickvals=[h * step + centre for h in heads],
-            ticktext=[f"H{h}" for h in heads],
+            tickvals=[c * step + centre for c in cols],
+            ticktext=[f"{col_word}{c}" for c in cols],
             side="top",
-            range=[-1.5, n_heads * step - 0.5],
+            range=[-1.5, n_cols * step - 0.5],
             constrain="domain",
         ),
         yaxis=clean_axis(
             tickmode="array",
-            tickvals=[layer * step + centre for layer in layers],
-            ticktext=[f"L{layer}" for layer in layers],
-            range=[n_layers * step - 0.5, -1.5],  # reversed: layer 0 on top
+            tickvals=[r * step + centre for r in rows],
+            ticktext=[f"{row_word}{r}" for r in rows],
+            range=[n_rows * step - 0.5, -1.5],  # reversed: the first on top
             scaleanchor="x",
             scaleratio=1,
             constrain="domain",
@@ -239,7 +271,9 @@ def _tile_hovers(strongest: np.ndarray, tokens, n_tokens: int, labels, sinks) ->
     return hovers
 
 
-def _label_annotations(labels, step: int, centre: float, font_size: int, tile_px: float) -> list[dict]:
+def _label_annotations(
+    labels, step: int, centre: float, font_size: int, tile_px: float, across: bool = False
+) -> list[dict]:
     """Each label written at the top of its tile, within the tile's width: "heterogeneous" as "hetero." (the hover
     names it whole), and the text smaller where the longest would still run into the next tile."""
     shown = {head: SHORT_LABELS.get(text, text) for head, text in labels.items()}
@@ -247,8 +281,8 @@ def _label_annotations(labels, step: int, centre: float, font_size: int, tile_px
     size = max(LABEL_MIN_PX, min(round(font_size * 0.7), int((tile_px - 6) / (longest * CHAR_WIDTH))))
     return [
         dict(
-            x=head * step + centre,
-            y=layer * step - 0.5,  # top edge of the tile
+            x=_place(layer, head, across)[0] * step + centre,
+            y=_place(layer, head, across)[1] * step - 0.5,  # top edge of the tile
             xref="x",
             yref="y",
             yanchor="top",
@@ -262,17 +296,17 @@ def _label_annotations(labels, step: int, centre: float, font_size: int, tile_px
     ]
 
 
-def _outline(highlight: tuple[int, int], step: int, cells: int) -> dict:
+def _outline(highlight: tuple[int, int], step: int, cells: int, across: bool = False) -> dict:
     """Rectangle around one tile, drawn in the middle of the NaN gaps."""
-    layer, head = highlight
+    col, row = _place(*highlight, across)
     return dict(
         type="rect",
         xref="x",
         yref="y",
-        x0=head * step - 1,
-        x1=head * step + cells,
-        y0=layer * step - 1,
-        y1=layer * step + cells,
+        x0=col * step - 1,
+        x1=col * step + cells,
+        y0=row * step - 1,
+        y1=row * step + cells,
         line=dict(color=HIGHLIGHT, width=3),
     )
 
@@ -285,10 +319,11 @@ def _checked_sinks(sinks: Mapping[str, np.ndarray], n_layers: int, n_heads: int)
     return checked
 
 
-def sink_outlines(markers: go.Scatter, sinks: Mapping[str, np.ndarray], tile_px: float) -> None:
+def sink_outlines(markers: go.Scatter, sinks: Mapping[str, np.ndarray], tile_px: float, n_cols: int) -> None:
     """Outline each tile in the colour of its head's share of attention to the first token: the first of `sinks`
     ({name: (n_layers, H)}, e.g. "value-weighted" before "raw"), on a 0 to 1 scale (SINK_SCALE) with its colour
-    bar; the tiles' markers (_tile_markers, layer-major) become open squares just inside each tile."""
+    bar beside the grid's `n_cols` tiles; the tiles' markers (_tile_markers, layer-major) become open squares just
+    inside each tile."""
     name, shares = next(iter(sinks.items()))
     markers.marker = dict(
         symbol="square-open",
@@ -301,7 +336,7 @@ def sink_outlines(markers: go.Scatter, sinks: Mapping[str, np.ndarray], tile_px:
         colorbar=dict(  # beside the maps' own colour bar, SINK_BAR_PX to its right
             title=dict(text=f"to the first<br>token, {escape(name)}"),
             thickness=12,
-            x=1.02 + SINK_BAR_PX / (shares.shape[1] * tile_px),
+            x=1.02 + SINK_BAR_PX / (n_cols * tile_px),
             xanchor="left",
         ),
     )

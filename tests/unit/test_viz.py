@@ -202,6 +202,35 @@ def test_overview_click_markers_cover_each_head_once_at_its_tile():
     assert hover.startswith("L2 H1")
 
 
+def test_a_deep_narrow_grid_presenting_goes_with_layers_across_and_each_tile_keeps_its_head():
+    """SmolLM2's 30 layers × 9 heads in a presentation's 1040 × 608 (ui/page/layout.py main_px, figure_height):
+    down, the tiles were 18 px and the grid 300 px wide; with layers across they are 30 px. Each tile is still
+    its head's pooled map (queries down), its click marker names it and sits inside it, and the outline and
+    the pattern label go with it."""
+    n_layers, n_heads = 30, 9
+    attentions = random_maps(n_layers, n_heads, 8, 8)
+    assert viz.overview.layers_across(n_layers, n_heads, 1040, 608)
+    assert viz.overview.tile_px_for(n_layers, n_heads, None, 1040, 608) == 30
+    assert not viz.overview.layers_across(n_layers, n_heads, 1040, None)  # a page: the grid grows down
+    assert not viz.overview.layers_across(32, 32, 1040, 608) and not viz.overview.layers_across(6, 12, 1040, 608)
+    fig = viz.overview_grid(attentions, max_cells=8, width=1040, height=608, highlight=(3, 7))
+    assert fig.layout.xaxis.ticktext[0] == "L0" and set(fig.layout.xaxis.ticktext) <= {f"L{i}" for i in range(30)}
+    assert fig.layout.yaxis.ticktext == tuple(f"H{h}" for h in range(n_heads))
+    assert fig.layout.width <= 1040 and fig.layout.height <= 608
+    z, step = np.asarray(fig.data[0].z, dtype=float), 9
+    assert z.shape == (n_heads * step - 1, n_layers * step - 1)
+    for layer, head in [(0, 0), (3, 7), (29, 8), (12, 2)]:
+        tile = z[step * head : step * head + 8, step * layer : step * layer + 8]
+        np.testing.assert_allclose(tile, attentions[layer, head], rtol=1e-6)
+    markers = fig.data[1]
+    for (layer, head), x, y in zip(markers.customdata, markers.x, markers.y):
+        assert step * layer <= x <= step * layer + 7 and step * head <= y <= step * head + 7
+    assert (fig.layout.shapes[0].x0, fig.layout.shapes[0].y0) == (step * 3 - 1, step * 7 - 1)
+    wide = viz.overview_grid(attentions, max_cells=8, width=1240, height=608, labels={(3, 7): "diagonal"})
+    [label] = wide.layout.annotations  # tiles of 36 px: written on
+    assert step * 3 <= label.x <= step * 3 + 7 and label.y == step * 7 - 0.5
+
+
 def test_overview_hover_names_the_strongest_pair():
     attentions = np.full((1, 1, 3, 3), 0.1)
     attentions[0, 0, 2, 1] = 0.8
