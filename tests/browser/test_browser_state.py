@@ -157,7 +157,11 @@ def test_a_link_reproduces_the_page_in_a_fresh_browser(page):
     heads = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Heads to draw")
     for head in ("head 5", "head 7"):  # the multiselect of the lines view
         heads.locator("input").click()
-        page.get_by_role("option", name=head, exact=True).click()
+        # typed and taken with Enter: a click on the option in the list's pop-up was lost 1 time in 5 at a load of 6
+        # (the chip never came, no run started), where the list had just opened again
+        page.keyboard.type(head)
+        page.get_by_role("option", name=head, exact=True).wait_for()
+        page.keyboard.press("Enter")
         wait_settled(page)
         page.keyboard.press("Escape")  # the list closed: the pick is sent, and the next opens it afresh
         wait_settled(page)
