@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 
 import pytest
-from browser import CHROMIUM, SharedContext, app_server, launch, wait_settled
+from browser import CHROMIUM, SharedContext, app_server, launch, server_process, wait_settled
 from test_browser import chart_text, fresh, open_view, run_sentence
 
 pytestmark = pytest.mark.skipif(
@@ -69,7 +70,8 @@ def chromium():
 def test_every_view_opened_at_once_on_a_fresh_server(chromium):
     """The first sessions of a new server: one tab draws a long sentence while the others open every
     view at the same time (the tables and the head comparison thrice), each in its own session."""
-    with app_server(env={"ATTENTION_WARM_WRITER": "1"}) as url:  # the writer warmed meanwhile, as by default
+    # the writer warmed meanwhile, as by default; the server's log is read where a page failed (it keeps the error)
+    with tempfile.TemporaryFile() as log, server_process(log, env={"ATTENTION_WARM_WRITER": "1"}) as (_, url):
         first = chromium.new_page(viewport=SIZE)
         first.goto(f"{url}/?s=" + "word " * 200)
         pages = [("head", first)]
@@ -81,15 +83,16 @@ def test_every_view_opened_at_once_on_a_fresh_server(chromium):
                 page = chromium.new_page(viewport=SIZE)
                 page.goto(f"{url}/?view={view}&layer=1&head=2")
                 pages.append((view, page))
-            wait_drawn(first)
-            clean(first)
-            for view, page in pages[1:]:
+            for view, page in pages:
                 wait_drawn(page)
+                if "Something went wrong" in page.inner_text("body"):
+                    log.seek(0)
+                    pytest.fail(f"{view} went wrong; the server said:\n" + log.read().decode(errors="replace")[-6000:])
                 clean(page)
                 # a view not for the bundled encoder (DeBERTa terms, Cross-attention, Next token) gives way to the
                 # head view
                 shown = view if view not in ("disentangled", "cross", "next") else "head"
-                assert f"view={shown}" in page.url
+                assert page is first or f"view={shown}" in page.url
         finally:
             for _, page in pages:
                 page.close()
