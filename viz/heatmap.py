@@ -261,14 +261,20 @@ def grid_fits(tokens: Sequence[str], font_size: int, width: int, right: int = CO
     return grid_cell_px(names, names, font_size, width, right) >= min(MIN_CELL_PX, natural)
 
 
-def labels_every_token(
-    tokens: Sequence[str], font_size: int, width: int, height: int | None = None, min_label: int | None = None
-) -> bool:
-    """Whether a square grid over ``tokens``, titled, within ``width`` (and ``height``) px labels every token
-    on both axes; if not, a wider or taller place may (``token_grid_layout`` thins them)."""
-    names = escape_all(tokens)
-    layout = token_grid_layout(names, names, "title", font_size, width, height=height, min_label=min_label)
-    return len(layout["xaxis"]["ticktext"]) == len(names) == len(layout["yaxis"]["ticktext"])
+def grid_width(
+    queries: Sequence[str],
+    keys: Sequence[str],
+    font_size: int,
+    width: int,
+    height: int | None = None,
+    min_label: int | None = None,
+) -> int:
+    """Width in px of a titled heatmap over ``queries`` × ``keys`` (tokens) drawn within ``width`` (and ``height``)
+    px, as ``head_heatmap`` lays it out: what it leaves beside it on the page."""
+    layout = token_grid_layout(
+        escape_all(queries), escape_all(keys), "title", font_size, width, height=height, min_label=min_label
+    )
+    return int(layout["width"])
 
 
 def _plot_px(n_tokens: int, font_size: int = 14) -> int:

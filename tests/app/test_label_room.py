@@ -60,6 +60,26 @@ def test_a_mid_length_sentences_head_map_labels_every_token_across_the_page(sent
     assert fig["layout"]["width"] <= PAGE_PX - 300 - 2 * 5 * 16  # within the main column beside the sidebar
 
 
+# bundled BERT: 7, 15 and 26 tokens with [CLS] and [SEP]
+GROWING = ["The animal was tired.", "The animal didn't cross the street because it was too tired.", MID[0]]
+
+
+@pytest.mark.parametrize("present", ["", "1"], ids=["page", "present"])
+def test_a_shorter_sentences_head_map_is_never_smaller(present):
+    """At 1280 × 800 a 15-token map had 15 px cells, drawn beside a column of checkboxes, and 26 tokens, drawn
+    across the page, 21 px: the map now takes the page's width and the first screen's height, whatever its length,
+    and its controls go beside it only where it leaves them room (in a presentation)."""
+    cells, beside = [], []
+    for sentence in GROWING:
+        at = start(s=sentence, view="head", present=present)
+        no_errors(at)
+        cells.append(min(plot_px(head_figure(at))))
+        beside.append(any(c.get("plotly_chart") for c in at.columns))  # the map in a column, its panel the other
+    assert cells == sorted(cells, reverse=True), cells
+    assert present or cells[1] >= 28, cells  # 15 tokens: the 28 px a token a map grows by up to 900 px
+    assert beside == [bool(present)] * 3, beside  # a presentation's square map leaves room for the panel
+
+
 def test_upright_column_labels_stand_a_label_apart_as_the_rows_do_in_a_presentation():
     at = start(s=PRESENT_ALL, view="head", present="1")
     no_errors(at)

@@ -10,41 +10,40 @@ import viz
 from attention.runs.longrun import LongRun
 from attention.runs.run import head_map
 from viz._text import readable
-from viz.heatmap import labels_every_token, mark_prompt_end, mark_token
+from viz.heatmap import grid_width, mark_prompt_end, mark_token
 from viz.lines import TooManyLines
 
-from ..page.layout import FIGURE_MAX_PX, column_px, main_px
+from ..page.layout import FIGURE_MAX_PX, ROUNDING_PX, main_px, rem_px
 from ..page.page import figure_slot, font_size, kept_checkbox, plain, present_size, present_title, show
 from ..state.state import DRAW_MODES
 from ..state.view_context import ViewContext
 from . import head_long
 
-SPEC = [3, 2]  # the map, and beside it a panel of its controls
-PRESENT_SPEC = [2, 1]  # presentation: the map as tall as the first screen lets it be, the panel in what is left
+PANEL_REM = 14  # the room the panel of controls needs beside the map, in root font sizes (224 px, 308 presenting)
 
 
 def places(ctx: ViewContext) -> tuple:
-    """Where the figure and its controls go, and the figure's size: the map beside a panel of its controls
-    where the column labels every token; else the map across the page first, as tall as the first screen
-    lets it be, and its controls in a row under it (at 1280 px, from about 22 tokens: the page's width holds
-    every label, ``MIN_TICK_PX`` apart, up to about 49 and thins them past that); the lines under their
-    controls. In presentation mode the map at its first-screen size with the panel in the room its square
-    leaves on the right (every label up to about 18 tokens at 1280 × 720); the lines first, their controls
-    in a row under them."""
+    """Where the figure and its controls go, and the figure's size. The map is drawn as large as the page lets it
+    be: across the main column and as tall as the first screen allows (in presentation mode, the first screen's
+    height). Its panel of controls goes beside it where the map leaves room for one (``PANEL_REM``), else in a row
+    under it. So a shorter sentence's map is never smaller than a longer one's: a 16-token map had 15 px cells
+    beside a column of checkboxes at 1280 × 800, while 28 tokens, drawn across the page, had 21 px. The lines come
+    first, their controls under them."""
     lines = st.session_state.get("draw") == DRAW_MODES["lines"]  # drawn at its own width, wider than the column
-    if ctx.present:
-        if lines:
+    if lines:
+        if ctx.present:
             return figure_slot(ctx.present), st.container(), present_size(ctx.present), False
-        slot, panel = st.columns(PRESENT_SPEC)
-        return slot, panel, {**present_size(ctx.present), "width": column_px(ctx.present, PRESENT_SPEC)}, True
-    if not lines and labels_every_token(ctx.run.tokens, font_size(ctx.present), column_px(ctx.present, SPEC)):
-        slot, panel = st.columns(SPEC)
-        return slot, panel, {"width": column_px(ctx.present, SPEC)}, True
-    if not lines:  # a long sentence: the map keeps the first screen, its controls come after it
-        slot = st.container()
-        return slot, st.container(), {"width": main_px(ctx.present), "height": FIGURE_MAX_PX}, False
-    panel = st.container()
-    return st.container(), panel, {"width": main_px(ctx.present)}, False
+        panel = st.container()
+        return st.container(), panel, {"width": main_px(ctx.present)}, False
+    size = present_size(ctx.present) or {"width": main_px(ctx.present), "height": FIGURE_MAX_PX}
+    keys = [*ctx.run.tokens, SINK] if "sinks" in ctx.model.kinds else ctx.run.tokens
+    drawn = grid_width(ctx.run.tokens, keys, font_size(ctx.present), **size)
+    room = main_px(ctx.present) - rem_px(ctx.present)  # the two columns' widths, less the gap between them
+    panel_px = PANEL_REM * rem_px(ctx.present)
+    if drawn > room - panel_px:  # no room beside the map for its panel
+        return st.container(), st.container(), size, False
+    slot, panel = st.columns([room - panel_px, panel_px])  # the panel the room it needs, the map the rest
+    return slot, panel, {**size, "width": room - panel_px - ROUNDING_PX}, True
 
 
 def draw(ctx: ViewContext) -> None:
