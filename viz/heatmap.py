@@ -268,11 +268,20 @@ def grid_width(
     width: int,
     height: int | None = None,
     min_label: int | None = None,
+    byte_level: bool = False,
 ) -> int:
     """Width in px of a titled heatmap over ``queries`` × ``keys`` (tokens) drawn within ``width`` (and ``height``)
-    px, as ``head_heatmap`` lays it out: what it leaves beside it on the page."""
+    px, as ``head_heatmap`` lays it out (a ``byte_level`` tokenizer's labels as they are shown): what it leaves
+    beside it on the page."""
     layout = token_grid_layout(
-        escape_all(queries), escape_all(keys), "title", font_size, width, height=height, min_label=min_label
+        escape_all(queries),
+        escape_all(keys),
+        "title",
+        font_size,
+        width,
+        height=height,
+        min_label=min_label,
+        byte_level=byte_level,
     )
     return int(layout["width"])
 

@@ -37,7 +37,7 @@ def places(ctx: ViewContext) -> tuple:
         return st.container(), panel, {"width": main_px(ctx.present)}, False
     size = present_size(ctx.present) or {"width": main_px(ctx.present), "height": FIGURE_MAX_PX}
     keys = [*ctx.run.tokens, SINK] if "sinks" in ctx.model.kinds else ctx.run.tokens
-    drawn = grid_width(ctx.run.tokens, keys, font_size(ctx.present), **size)
+    drawn = grid_width(ctx.run.tokens, keys, font_size(ctx.present), byte_level=ctx.run.encoded.byte_level, **size)
     room = main_px(ctx.present) - rem_px(ctx.present)  # the two columns' widths, less the gap between them
     panel_px = PANEL_REM * rem_px(ctx.present)
     if drawn > room - panel_px:  # no room beside the map for its panel
