@@ -18,6 +18,12 @@ os.environ.setdefault("ATTENTION_DEVICE", "cpu")
 # do not each spread over every core (the servers and command lines they start inherit it)
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# ...and that count fixed: MKL may otherwise choose how many threads a product takes, call by call, so that two runs
+# of one pass (the long path's bit-equal tiles, the bundled writer's 0.0) could add in different orders; torch's
+# set_num_threads turns that choice off
+import torch  # noqa: E402
+
+torch.set_num_threads(torch.get_num_threads())
 # Each browser module starts a server of its own, and each server would load the bundled writer once its first page
 # is shown (ui/serve/preload.py: 5-6 CPU-seconds and 1 GB, while the test's pages run): the tests' servers load it
 # when a page asks for it. tests/browser/test_browser_state.py's fresh server and the warm-up tests (test_hardening,

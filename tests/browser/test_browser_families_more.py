@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 from browser import CHROMIUM, served_chromium
 from families import make_more
-from test_browser_families import HEAD_MAP, SENTENCE
+from test_browser_families import HEAD_MAP, KINDS, SENTENCE, visit_views
 from test_browser_state import SIZE, clean, wait_drawn
-
-from ui.page import registry
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (apt-get install -y chromium)"
@@ -58,8 +56,7 @@ def test_each_added_family_opens_in_every_view(browser_page, tmp_path, family):
         assert z[:, -1].min() > 1e-3
         z = z[:, :-1]
     assert np.all(np.triu(z, 1) == 0) if model.config.attention.causal else np.triu(z, 1).sum() > 0.1
-    for view in registry.VIEWS[1:]:
-        open_app(page, model=str(folder), s=SENTENCE, view=view.key, layer="1", head="2")
+    for view in visit_views(page, KINDS[family]):
         if view.key != "global":  # the global view computes when asked (its button), the others draw at once
             # the script has ended; a busy browser may still be drawing the chart it sent (a timeout fails the test)
             page.wait_for_selector(".js-plotly-plot", timeout=60_000)
