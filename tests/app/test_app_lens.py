@@ -70,3 +70,26 @@ def test_a_text_past_the_cap_is_one_message_and_no_work(tmp_path, monkeypatch):
     no_errors(at)
     assert any("offered up to 4 tokens" in i.value for i in at.info)
     assert not [f for f in figures(at) if (f["layout"].get("title") or {}).get("text") == "Logit lens"]
+
+
+def test_a_deep_models_lens_draws_every_few_layers_and_the_choice_and_a_link_change_them(tmp_path):
+    """30 layers do not fit the page's 500 px readably: every 2nd is drawn by default (the last among them); the
+    choice under the figure draws every layer, and a link's `every` and `layers` draw a range."""
+    folder = make_family(tmp_path / "llama", "llama", num_hidden_layers=30)
+    at = start(model=str(folder), s=SENTENCE, view="lens")
+    no_errors(at)
+    rows = lens_figure(at)["data"][0]["y"]
+    assert rows == [f"layer {i}" for i in range(1, 30, 2)]
+    at.select_slider(key="lens_every").set_value(1).run()
+    no_errors(at)
+    assert lens_figure(at)["data"][0]["y"] == [f"layer {i}" for i in range(30)]
+    assert at.query_params["every"] == "1"  # the link keeps the choice
+    at = start(model=str(folder), s=SENTENCE, view="lens", every="3", layers="10-20")
+    no_errors(at)
+    assert lens_figure(at)["data"][0]["y"] == ["layer 11", "layer 14", "layer 17", "layer 20"]
+    at = start(model=str(folder), s=SENTENCE, view="lens", layers="20-10")  # a bad range: a notice, all drawn
+    no_errors(at)
+    assert len(lens_figure(at)["data"][0]["y"]) == 15
+    assert any("The link's layers is its first past its last" in box.value for box in at.info), [
+        i.value for i in at.info
+    ]

@@ -23,9 +23,9 @@ def ends(p) -> tuple:
 
 
 def test_every_value_that_sizes_writing_is_bounded():
-    """What the rest covers: the writing settings, the bars' temperature, the shape flow's stage and the head
-    view's marked token have bounds."""
-    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t", "stage", "mark"}
+    """What the rest covers: the writing settings, the bars' temperature, the shape flow's stage, the head
+    view's marked token and the lens's every k-th layer have bounds."""
+    assert {p.name for p in BOUNDED} == {"n", "temp", "topk", "topp", "seed", "t", "stage", "mark", "every"}
 
 
 @pytest.mark.parametrize("p", BOUNDED, ids=[p.name for p in BOUNDED])

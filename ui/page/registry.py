@@ -137,6 +137,7 @@ VIEWS = (
         "Logit lens",
         "ui.views.lens.draw",
         False,
+        ("every", "layers"),
         own_heads=False,
         picks_head=False,
         kinds=frozenset({"causal"}),

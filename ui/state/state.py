@@ -17,6 +17,7 @@ import streamlit as st
 
 from attention.analysis.coref.heads import CRITERIA, DEFAULT_CRITERION
 from attention.analysis.stats import PATTERNS
+from viz.lens import MOST_SKIPPED
 
 from ..compute.models import get_seq2seq
 from ..page import registry
@@ -25,6 +26,7 @@ from .url_values import (
     _LIST,
     _PAIRS,
     _PICKS,
+    _SPAN,
     GQK_MIN_TOKENS,
     MAX_FLOW_STAGES,
     MAX_LIST_ITEMS,
@@ -169,6 +171,15 @@ PARAMS = [
     _param("gen_top_p", "topp", "top-p", 1.0, (_short, _decimal), bounds=(0.01, 1.0)),
     _param("gen_seed", "seed", "seed", 0, _whole, bounds=(0, MAX_SEED)),
     _param("gen_picks", "pick", "tokens picked", [], _PICKS),
+    _param(
+        "lens_every",
+        "every",
+        "every k-th layer of the lens (0: as the figure holds)",
+        0,
+        _number,
+        bounds=(0, MOST_SKIPPED),
+    ),
+    _param("lens_span", "layers", "layers of the lens", None, _SPAN),
     _param("next_position", "pos", "position", None, _number),
     # the bars' comparison temperature: by default the sampling temperature (ui/views/next_token.py)
     _param("next_temperature", "t", "temperature of the bars", None, (_short, _decimal), bounds=TEMPERATURES),

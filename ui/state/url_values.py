@@ -72,6 +72,17 @@ def _heads(text: str) -> list[tuple[int, int]]:
     return distinct((_number(layer), _number(head)) for layer, head in pairs)
 
 
+def _span(text: str) -> tuple[int, int]:
+    """'3-29' -> (3, 29): a range of layers, its first at most its last."""
+    parts = text.split("-")
+    if len(parts) != 2:
+        raise ValueError("not first-last")
+    first, last = _number(parts[0]), _number(parts[1])
+    if first > last:
+        raise ValueError("its first past its last")
+    return first, last
+
+
 def _name(text: str) -> str:
     if not re.fullmatch(r"[a-z_]{1,32}", text):
         raise ValueError("not a step name")
@@ -176,3 +187,4 @@ _FLAG = (lambda v: "1" if v else "0", _flag)
 _LIST = (lambda v: ",".join(map(str, v)), _numbers)
 _PAIRS = (lambda v: ",".join(f"{layer}.{head}" for layer, head in v), _heads)
 _PICKS = (lambda v: ",".join(f"{k}.{t}" for k, t in v), _picks)
+_SPAN = (lambda v: f"{v[0]}-{v[1]}", _span)
