@@ -232,6 +232,7 @@ def test_a_bad_device_or_dtype_is_ignored_with_a_warning(var, bad, default):
     assert warnings[0].endswith(f"using the default {default}")
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_server_logs_a_bad_dtype_and_uses_the_default():
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
     show = "import ui.compute.models as c; print(c.DEVICE, c.DTYPE)"

@@ -57,6 +57,7 @@ result["shape"] = list(layer.shape)
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.parametrize("target", [TARGET, ""], ids=["forced", "written"])
 def test_a_long_writing_keeps_pooled_maps_within_the_bound(bart, target):
     measured = peak_bytes(SETUP.format(source=str(bart)), WRITE.format(text=TEXT, target=target))
@@ -67,6 +68,7 @@ def test_a_long_writing_keeps_pooled_maps_within_the_bound(bart, target):
     assert measured["kept"] + peak < BIG_RUN_BYTES, f"the writing raised the peak by {peak / 2**20:.0f} MB"
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_chosen_layer_is_read_on_demand_within_the_bound(bart):
     setup = SETUP.format(source=str(bart)) + "result = {}" + WRITE.format(text=TEXT, target=TARGET)
     measured = peak_bytes(setup, READ_LAYER)
@@ -121,6 +123,7 @@ def test_a_pooled_writings_layers_are_the_full_pass_layers(bart, monkeypatch):
             np.testing.assert_array_equal(writing.maps[part][layer, 2], maps[layer][0, 2].numpy())
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.parametrize("text, target", [(TEXT[:300], TARGET[:300]), (TEXT[:440], "")], ids=["forced", "written"])
 def test_a_writing_within_the_bound_is_kept_whole_and_held_once(bart, text, target):
     measured = peak_bytes(SETUP.format(source=str(bart)), WRITE.format(text=text, target=target))

@@ -43,6 +43,7 @@ final_hidden(source, tuple(continuation(source, "zq zq", greedy).ids))  # the LM
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_continue_at_2001_tokens_stays_within_the_bound(decoder):
     every_map = maps_bytes(8, 8, 2001)
     assert every_map > 10 * BIG_RUN_BYTES  # what keeping them would cost: about 1 GB
@@ -52,6 +53,7 @@ def test_continue_at_2001_tokens_stays_within_the_bound(decoder):
     assert measured["peak"] < BIG_RUN_BYTES, f"Continue raised the peak by {measured['peak'] / 2**20:.0f} MB"
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_next_token_pass_at_2001_tokens_stays_within_the_bound(decoder):
     work = "ids = tuple(range(3, 300)) * 6 + tuple(range(3, 222))\nresult['rows'] = len(final_hidden(source, ids))"
     measured = peak_bytes(SETUP.format(source=str(decoder)), work)
@@ -97,6 +99,7 @@ def test_an_encoder_decoder_sizes_its_three_maps_before_writing(tmp_path):
     assert bare.encoder_attentions == bare.decoder_attentions == bare.cross_attentions == ()
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_walk_over_the_written_text_keeps_one_heads_maps_within_the_bound(decoder):
     """The walk (and the Query·Key and shape-flow views) trace one layer. At 2,001 tokens on 8 layers × 8 heads
     the trace kept every head's scores, masked scores and probabilities, 379 MB against the 96 MB bound, sized

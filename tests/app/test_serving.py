@@ -99,6 +99,7 @@ def test_a_network_address_without_a_list_is_locked_to_the_bundled_model(network
     assert policy().allowed == ("bert-base-uncased",) and "only ATTENTION_SOURCES's list" in served()
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_start_up_line_says_where_the_server_listens():
     env = {k: v for k, v in os.environ.items() if k not in (SOURCES_VAR, OPEN_VAR)} | {"PYTHONPATH": str(ROOT)}
     code = "from ui.serve import preload; preload.log_how_served()"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from streamlit.web.server.app_discovery import discover_asgi_app
 
 from ui.serve.preload import WARM_UP_NICE
@@ -131,6 +132,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_warm_up_loads_the_model_and_the_default_run_while_sessions_wait():
     found = printed(WARM_UP)
     assert found["blocked_at_once"], "a session could slip in before the warm-up took the lock"
@@ -194,6 +196,7 @@ print(json.dumps({"first": first, "charts": len(page.get("plotly_chart")), "exce
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_first_page_is_drawn_before_pandas_is_imported():
     """pandas (0.2-0.3 s to import) is no part of the first page: the warm-up imports it after the page's run,
     with no page run under way (plotly peeks at pandas while it builds a figure)."""
@@ -227,6 +230,7 @@ print(imported, threads_of_a_new_thread())
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_importing_the_page_leaves_torchs_threads_and_the_warm_up_sets_one():
     done = run_script(THREADS, timeout=300)
     assert done.stdout.split() == ["2", "1"], done.stderr[-2000:]

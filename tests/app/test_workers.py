@@ -39,6 +39,7 @@ def test_a_worker_solves_the_same_flows_at_the_lowest_priority_and_is_kept_for_t
     assert pool.submit(os.getpid).result() == worker
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_a_flow_stopped_midway_stops_its_worker_and_the_next_flow_gets_a_new_one(workers):
     attentions = random_attentions(T=40)  # 40 rows: the worker is still on them when the flow stops
     rows, pools = [], []
@@ -97,6 +98,7 @@ def running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_a_worker_ends_soon_after_its_server_is_killed():
     import signal

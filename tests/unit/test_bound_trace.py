@@ -32,6 +32,7 @@ result["shape"] = list(trace.shape("probs"))
 """
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_tracing_one_head_at_2001_tokens_stays_within_the_bound(tmp_path, monkeypatch):
     """The pass's peak over what it holds before: the kept steps (58 MiB; sized 73 MiB) and the kept head's own
     scores, 15 MiB, with its additive mask; measured 90 MiB (190 MiB before, every head's map made whole in

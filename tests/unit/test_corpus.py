@@ -152,6 +152,7 @@ def test_a_run_of_another_model_is_not_added_to(tiny_corpus, tmp_path):
 # ---- Ray Data ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 def test_ray_data_gives_the_local_numbers(tiny_corpus):
     folder, _ = tiny_corpus

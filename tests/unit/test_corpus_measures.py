@@ -83,6 +83,7 @@ def test_the_command_writes_token_weighted_means_and_keeps_its_measures(tiny, tm
     assert exit.value.code == 2 and "unknown measure 'flow'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
 def test_ray_data_gives_the_local_measures(tiny):
     folder, model, tokenizer = tiny

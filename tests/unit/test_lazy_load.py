@@ -54,6 +54,7 @@ def checkpoints(tmp_path_factory):
     return tiny, big, (big / "model.safetensors").stat().st_size / 2**20, corner
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.parametrize("dtype", ["default", "bfloat16"])
 def test_loading_holds_the_checkpoint_once(checkpoints, dtype):

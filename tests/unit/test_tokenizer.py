@@ -90,6 +90,7 @@ def test_encode_leaves_the_tokenizer_as_it_found_it(tokenizers):
     assert len(tokenizer.backend_tokenizer.encode(text).ids) > 6
 
 
+@pytest.mark.slow  # 5-14 s on a busy 2-core machine (a process of its own): the full command runs it
 def test_the_bundled_model_runs_before_transformers_is_imported():
     """Loading the bundled model and encoding a sentence imports no transformers; anything else asked of its
     tokenizer builds transformers' tokenizer, which encodes the same."""
