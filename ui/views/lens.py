@@ -81,9 +81,10 @@ def _layer_choice(n_layers: int, fits: int) -> tuple[int, int, int]:
         "Layers drawn",
         options,
         key="lens_every",
+        persist_state="session",
         format_func=lambda k: _every(k or fits) + (" (as the figure holds)" if k == 0 else ""),
     )
-    span = right.select_slider("From layer … to layer", list(range(n_layers)), key="lens_span")
+    span = right.select_slider("From layer … to layer", list(range(n_layers)), key="lens_span", persist_state="session")
     first, last = cast(tuple[int, int], span)  # a range: its value is a pair
     return every or fits, first, last
 
