@@ -354,6 +354,7 @@ def test_the_server_says_how_it_serves_in_its_log_at_start_up(monkeypatch, caplo
     ]
 
 
+@pytest.mark.slow  # 5-17 s on a busy 2-core machine (two processes of their own): the full command runs it
 def test_the_server_warm_up_logs_how_it_serves_once_and_loads_the_writer():
     env = {k: v for k, v in os.environ.items() if k not in ("ATTENTION_SOURCES", "ATTENTION_WARM_WRITER")}
     env["PYTHONPATH"] = str(ROOT)
