@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,11 +111,11 @@ def lens_view(
             colorbar=dict(title="top p", thickness=12, x=1.0 + TITLED_COLORBAR_PX / width),
         )
     )
-    marked = [min(i for i, layer in enumerate(picked) if layer >= c) if c <= picked[-1] else None for c in commit]
+    marked = [bisect_left(picked, c) for c in commit]  # the first row drawn at or past each commit layer
     fig.add_trace(
         go.Scatter(
             x=columns,
-            y=[None if i is None else rows[i] for i in marked],
+            y=[rows[i] if i < n_layers else None for i in marked],  # none where the range ends before it
             customdata=commit.tolist(),
             mode="markers",
             name=MARK,
