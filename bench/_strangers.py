@@ -89,10 +89,11 @@ SUITE_LINE = (
 # The stranger's browser makes the file itself and drops it on the upload box, as a laptop picks one from
 # its own disk: handed over by Playwright, 5 MB would cross the one browser process every page of the
 # room goes through, and hold up their websocket frames for seconds (a cost of this bench, not the server's).
+SUITE_INPUT = '[data-testid="stMain"] input[type=file]'  # the coreference upload (the sidebar has a long text's)
 DROP_SUITE = """([line, mb]) => {
     const file = new File([line.repeat(Math.ceil(mb * 1024 * 1024 / line.length))], "hostile-suite.jsonl",
                           {type: "application/jsonl"});
-    const input = document.querySelector('input[type=file]');
+    const input = document.querySelector('[data-testid="stMain"] input[type=file]');
     const files = new DataTransfer();
     files.items.add(file);
     input.files = files.files;
@@ -132,7 +133,7 @@ async def upload_stranger(page, url: str, timeout_s: float, start: float) -> lis
     size = -(-UPLOAD_MB * 1024 * 1024 // len(SUITE_LINE)) * len(SUITE_LINE)  # bytes of the file, as made below
 
     async def upload():
-        await page.locator("input[type=file]").wait_for(state="attached", timeout=timeout_s * 1000)
+        await page.locator(SUITE_INPUT).wait_for(state="attached", timeout=timeout_s * 1000)
         made = await page.evaluate(DROP_SUITE, [SUITE_LINE, UPLOAD_MB])
         assert made == size, (made, size)
         await settle(page, timeout_s, first_s=2.0)
