@@ -9,11 +9,11 @@ import json
 
 import numpy as np
 import pytest
-from families import DECODERS, FAMILIES, MORE_CONFIGS, make_family, make_more, make_seq2seq
+from families import DECODERS, FAMILIES, MORE_CONFIGS, corners, make_family, make_more, make_seq2seq
 from test_app import SENTENCE, decode, figures, head_figure, no_errors, start, titles
 
 
-@pytest.mark.parametrize("family", FAMILIES + DECODERS)
+@pytest.mark.parametrize("family", corners(FAMILIES + DECODERS))
 def test_every_view_draws_for_the_family(tmp_path, family):
     folder = make_family(tmp_path / family, family)
     at = start(model=str(folder), s=SENTENCE, layer="1", head="2")
@@ -28,7 +28,7 @@ def test_every_view_draws_for_the_family(tmp_path, family):
     assert "softmax" in json.dumps(figures(start(model=str(folder), s=SENTENCE, view="flow", layer="1", head="2")))
 
 
-@pytest.mark.parametrize("family", list(MORE_CONFIGS))
+@pytest.mark.parametrize("family", corners(MORE_CONFIGS))
 def test_every_view_draws_for_the_families_added_later(tmp_path, family):
     folder = make_more(tmp_path / family, family)
     at = start(model=str(folder), s=SENTENCE, layer="1", head="2")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from tiny import TINY, write_tiny_tokenizer
 
@@ -399,3 +400,14 @@ MORE_CONFIGS["deberta-v2"] = (
     "DebertaV2ForMaskedLM",
     "wordpiece",
 )
+
+
+# the families a grid of every family runs in the everyday selection: an encoder, the two decoder layouts, and the
+# designs that once let a bug through or have a part of their own (DeBERTa's terms, gpt-oss's sinks, Gemma 3's first
+# full layer, Gemma 4's per-layer heads); the full command runs every case
+EVERYDAY = ("bert", "gpt2", "llama", "deberta-v2", "gpt_oss", "gemma3_text", "gemma4_text")
+
+
+def corners(names) -> list:
+    """A grid's cases, those not in EVERYDAY marked slow (the everyday selection leaves them to the full command)."""
+    return [name if name in EVERYDAY else pytest.param(name, marks=pytest.mark.slow) for name in names]
