@@ -125,27 +125,24 @@ def clean_axis(**overrides) -> dict:
 def layer_head_axes(n_layers: int, n_heads: int, x: dict | None = None, y: dict | None = None) -> dict:
     """The axes of a grid with one square cell per (layer, head): heads labelled on top, layers down the side,
     layer 0 first; ``x`` and ``y`` add to (or override) each axis's settings."""
-    return dict(
-        xaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_heads)),
-            ticktext=[f"H{h}" for h in range(n_heads)],
-            side="top",
-            range=[-0.5, n_heads - 0.5],
-            constrain="domain",
-            **(x or {}),
-        ),
-        yaxis=clean_axis(
-            tickmode="array",
-            tickvals=list(range(n_layers)),
-            ticktext=[f"L{layer}" for layer in range(n_layers)],
-            range=[n_layers - 0.5, -0.5],  # reversed: layer 0 on top
-            scaleanchor="x",
-            scaleratio=1,
-            constrain="domain",
-            **(y or {}),
-        ),
+    xaxis = dict(
+        tickmode="array",
+        tickvals=list(range(n_heads)),
+        ticktext=[f"H{h}" for h in range(n_heads)],
+        side="top",
+        range=[-0.5, n_heads - 0.5],
+        constrain="domain",
     )
+    yaxis = dict(
+        tickmode="array",
+        tickvals=list(range(n_layers)),
+        ticktext=[f"L{layer}" for layer in range(n_layers)],
+        range=[n_layers - 0.5, -0.5],  # reversed: layer 0 on top
+        scaleanchor="x",
+        scaleratio=1,
+        constrain="domain",
+    )
+    return dict(xaxis=clean_axis(**(xaxis | (x or {}))), yaxis=clean_axis(**(yaxis | (y or {}))))
 
 
 def message_figure(text: str, font_size: int = 14, height: int = 90) -> go.Figure:

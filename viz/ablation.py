@@ -8,6 +8,7 @@ from viz._style import ACCENT, SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clea
 from viz._text import head_label
 
 MARK_COLOUR = "#111111"
+MIN_ROW_PX = 12  # a grid row drawn to a height budget (a 30-layer model on the first screen): colour and a mark
 
 
 def ablation_figure(
@@ -16,6 +17,7 @@ def ablation_figure(
     embedding_cosine: float,
     masked: np.ndarray,
     font_size: int = 12,
+    height: int | None = None,
 ) -> go.Figure:
     """Masking heads: how far each layer's hidden states move, and how each head's attention changes.
 
@@ -23,7 +25,8 @@ def ablation_figure(
     states after the embeddings (0) and after each layer. attention_change is (n_layers, H): each
     head's mean |Δ attention|. masked is a boolean (n_layers, H) array, or (k, 2) integer
     (layer, head) pairs; masked heads get an X. The title gives embedding_cosine, the cosine of
-    the two runs' mean-pooled sentence embeddings.
+    the two runs' mean-pooled sentence embeddings. ``height`` (presentation mode: the first screen's budget) lowers
+    the grid's rows, down to MIN_ROW_PX, for the figure to keep within it.
     """
     hidden_cosine = np.asarray(hidden_cosine, dtype=float)
     change = np.asarray(attention_change, dtype=float)
@@ -35,6 +38,7 @@ def ablation_figure(
     n_layers, n_heads = change.shape
     marked_layers, marked_heads = _masked_heads(masked, n_layers, n_heads)
     cell_px = max(28, round(font_size * 2.4))
+    row_px = cell_px if height is None else max(MIN_ROW_PX, min(cell_px, (height - _top(font_size)) // n_layers))
     line_px, gap_px = max(300, font_size * 26), font_size * 5
     grid_px = n_heads * cell_px
     fig = make_subplots(
@@ -85,7 +89,7 @@ def ablation_figure(
             mode="markers",
             name="masked",
             marker=dict(
-                symbol="x", size=max(10, round(cell_px * 0.45)), color=MARK_COLOUR, line=dict(color="white", width=1)
+                symbol="x", size=max(10, round(row_px * 0.45)), color=MARK_COLOUR, line=dict(color="white", width=1)
             ),
             hovertext=[f"{head_label(layer, head)}: masked" for layer, head in zip(marked_layers, marked_heads)],
             hovertemplate="%{hovertext}<extra></extra>",
@@ -98,8 +102,19 @@ def ablation_figure(
         f"{len(marked_heads)} head{'s' if len(marked_heads) != 1 else ''} masked: "
         f"sentence embedding cosine {embedding_cosine:.4f} (mean-pooled)"
     )
-    _ablation_layout(fig, n_layers, n_heads, cell_px, line_px + gap_px + grid_px, title, font_size)
+    widths = (line_px, line_px + gap_px + grid_px)
+    _ablation_layout(fig, (n_layers, n_heads), (cell_px, row_px), widths, title, font_size)
     return fig
+
+
+def _top(font_size: int) -> int:
+    """The margins above and under the plots: the title's, and the axes' labels and titles."""
+    return round(font_size * 2.2) + 16 + font_size * 5
+
+
+def _every(n: int, room_px: float, label_px: float) -> int:
+    """Every how many of ``n`` ticks one is labelled, for labels ``label_px`` apart to fit ``room_px``."""
+    return max(1, -(-round(n * label_px) // max(1, round(room_px))))
 
 
 def _masked_heads(masked: np.ndarray, n_layers: int, n_heads: int) -> tuple[list[int], list[int]]:
@@ -118,20 +133,25 @@ def _masked_heads(masked: np.ndarray, n_layers: int, n_heads: int) -> tuple[list
 
 
 def _ablation_layout(
-    fig: go.Figure, n_layers: int, n_heads: int, cell_px: int, plot_w: int, title: str, font_size: int
+    fig: go.Figure, shape: tuple[int, int], cell: tuple[int, int], widths: tuple[int, int], title: str, font_size: int
 ) -> None:
+    """``shape``: layers and heads; ``cell``: a grid cell's width and height; ``widths``: the line plot's and both
+    plots' with the gap between them."""
+    (n_layers, n_heads), (cell_px, row_px), (line_px, plot_w) = shape, cell, widths
     margin = dict(l=font_size * 5, r=TITLED_COLORBAR_PX + font_size, t=round(font_size * 2.2) + 16, b=font_size * 5)
     fig.update_layout(base_layout(font_size, title))
     fig.update_layout(
         margin=margin,
         width=plot_w + margin["l"] + margin["r"],
-        height=max(260, n_layers * cell_px) + margin["t"] + margin["b"],
+        height=max(260, n_layers * row_px) + margin["t"] + margin["b"],
     )
+    stages = ["emb"] + [f"L{layer}" for layer in range(n_layers)]
+    step = _every(n_layers + 1, line_px, font_size * 2)  # "L29" and a gap
     fig.update_xaxes(
         clean_axis(
             tickmode="array",
-            tickvals=list(range(n_layers + 1)),
-            ticktext=["emb"] + [f"L{layer}" for layer in range(n_layers)],
+            tickvals=list(range(0, n_layers + 1, step)),
+            ticktext=stages[::step],
             title=dict(text="hidden state after"),
             showgrid=True,
         ),
@@ -150,14 +170,15 @@ def _ablation_layout(
         row=1,
         col=2,
     )
+    every = _every(1, row_px, font_size * 1.25)  # rows per label: a label's line is about 1.25 of its font
     fig.update_yaxes(
         clean_axis(
             tickmode="array",
-            tickvals=list(range(n_layers)),
-            ticktext=[f"L{layer}" for layer in range(n_layers)],
+            tickvals=list(range(0, n_layers, every)),
+            ticktext=[f"L{layer}" for layer in range(0, n_layers, every)],
             autorange="reversed",
             scaleanchor="x2",
-            scaleratio=1,
+            scaleratio=row_px / cell_px,
             constrain="domain",
         ),
         row=1,

@@ -11,6 +11,9 @@ from viz.heatmap import FIGURE_PX
 DIVERGING = "RdBu"  # red below zero, blue above: blue means "towards the answer" as in accuracy
 MIN_MARGIN_RANGE = 0.05
 MIN_GRID_CELL_PX = 38  # holds "+0.41" in 10 px text
+# a row of a grid drawn to a height budget (presentation mode: a 30-layer model's grid on the first screen), still
+# holding a 10 px value; where rows are shorter than a layer's label, every k-th layer is labelled
+MIN_GRID_ROW_PX = 14
 # flip_grid classes, in z order: (name, colour)
 FLIP_CLASSES = (
     ("same choice", "#dcdcdc"),
@@ -75,12 +78,13 @@ def head_grid(
     labels = [[_format(v, kind) for v in row] for row in values]
     right = _colorbar_px(font_size)
     cell_px = _fitted_cell_px(n_heads, font_size, width, _left_px(font_size) + right)
-    if height is not None:  # a height budget (presentation mode): cells shrink to fit it too
+    row_px = cell_px
+    if height is not None:  # a height budget (presentation mode): the rows shrink to fit it, the columns stay
         top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
-        cell_px = int(max(MIN_GRID_CELL_PX, min(cell_px, (height - top - 10) // max(n_layers, 1))))
-    traces = [_value_heatmap(values, labels, kind, font_size, _cell_font(font_size, cell_px))]
+        row_px = int(max(MIN_GRID_ROW_PX, min(cell_px, (height - top - 10) // max(n_layers, 1))))
+    traces = [_value_heatmap(values, labels, kind, font_size, _cell_font(font_size, cell_px, row_px))]
     if marked is not None:
-        traces.append(_marks(np.asarray(marked, dtype=bool), cell_px))
+        traces.append(_marks(np.asarray(marked, dtype=bool), min(cell_px, row_px)))
     hovers = [
         [
             f"{head_label(layer, head)}: {kind} {labels[layer][head]}"
@@ -89,8 +93,8 @@ def head_grid(
         ]
         for layer in range(n_layers)
     ]
-    traces.append(_click_markers(hovers, cell_px))
-    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=right)
+    traces.append(_click_markers(hovers, min(cell_px, row_px)))
+    layout = _grid_layout(n_layers, n_heads, cell_px, title, font_size, right=right, row_px=row_px)
     if highlight is not None:  # crimson would hide among the red cells of a margin grid
         layout["shapes"] = _outline(*highlight, colour=HIGHLIGHT if kind == "accuracy" else "#111111")
     return go.Figure(traces, layout)
@@ -170,10 +174,13 @@ def _fitted_cell_px(n_heads: int, font_size: int, width: int | None, margins: in
     return int(max(MIN_GRID_CELL_PX, min(_cell_px(font_size), room)))
 
 
-def _cell_font(font_size: int, cell_px: int | None = None) -> int:
-    """The value's font: 0.8 of the text, and small enough for "+0.41" (5 glyphs) to fit the cell."""
+def _cell_font(font_size: int, cell_px: int | None = None, row_px: int | None = None) -> int:
+    """The value's font: 0.8 of the text, and small enough for "+0.41" (5 glyphs) to fit the cell (``cell_px`` wide,
+    ``row_px`` high)."""
     size = max(10, round(font_size * 0.8))
-    return size if cell_px is None else max(10, min(size, int((cell_px - 8) / (5 * 0.6))))
+    if cell_px is not None:
+        size = max(10, min(size, int((cell_px - 8) / (5 * 0.6))))
+    return size if row_px is None else max(10, min(size, row_px - 4))
 
 
 def _left_px(font_size: int) -> int:
@@ -267,17 +274,25 @@ def _outline(layer: int, head: int, colour: str) -> list[dict]:
     return [{**box, "line": dict(color="white", width=7)}, {**box, "line": dict(color=colour, width=3)}]
 
 
-def _grid_layout(n_layers: int, n_heads: int, cell_px: int, title: str | None, font_size: int, right: int) -> dict:
-    """Square cells, heads labelled on top, layers down the side, layer 0 first."""
+def _grid_layout(
+    n_layers: int, n_heads: int, cell_px: int, title: str | None, font_size: int, right: int, row_px: int | None = None
+) -> dict:
+    """Cells ``cell_px`` wide and ``row_px`` high (square by default), heads labelled on top, layers down the side,
+    layer 0 first; where a row is lower than a label's line, every k-th layer is labelled (the hover names each)."""
+    row_px = cell_px if row_px is None else row_px
     layout = base_layout(font_size, escape(title) if title else None)
     top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
     left = _left_px(font_size)
+    every = -(-round(font_size * 1.25) // row_px)  # rows per label: a label's line is about 1.25 of its font
+    y: dict[str, object] = dict(ticklabelstandoff=round(font_size / 3), scaleratio=row_px / cell_px)
+    if every > 1:
+        y.update(tickvals=list(range(0, n_layers, every)), ticktext=[f"L{la}" for la in range(0, n_layers, every)])
     layout.update(
         width=n_heads * cell_px + left + right + 10,
-        height=n_layers * cell_px + top + 10,
+        height=n_layers * row_px + top + 10,
         margin=dict(l=left, r=right, t=top, b=10),
         clickmode="event+select",
         dragmode=False,
-        **layer_head_axes(n_layers, n_heads, y=dict(ticklabelstandoff=round(font_size / 3))),
+        **layer_head_axes(n_layers, n_heads, y=y),
     )
     return layout

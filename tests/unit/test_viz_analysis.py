@@ -238,6 +238,22 @@ def test_ablation_figure_shows_cosines_per_layer_and_changes_per_head_with_maske
     assert "0.9877" in fig.layout.title.text and "2 heads masked" in fig.layout.title.text
 
 
+def test_a_deep_models_ablation_keeps_to_a_height_budget_with_lower_rows_and_fewer_labels():
+    """30 layers × 9 heads (SmolLM2) at presentation's 22 px: within 560 px, each layer still a row (12 px or more),
+    the labels spaced to stay apart (every third layer, every third stage of the line)."""
+    change = np.random.default_rng(0).random((30, 9)) * 0.1
+    fig = ablation_figure(np.ones(31), change, 0.99, np.array([[13, 8]]), font_size=22, height=560)
+    line, heatmap, _ = fig.data
+    assert fig.layout.height <= 560
+    rows = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert rows / 30 >= 12
+    y = axis_of(fig, heatmap, "y")
+    assert list(y.ticktext) == [f"L{la}" for la in range(0, 30, 3)] and y.scaleratio < 1
+    assert list(axis_of(fig, line, "x").ticktext) == (["emb"] + [f"L{la}" for la in range(30)])[::3]
+    unbounded = ablation_figure(np.ones(31), change, 0.99, np.array([[13, 8]]), font_size=22)
+    assert unbounded.layout.height > 1000  # ordinary mode: square cells, the page scrolls
+
+
 def test_ablation_figure_takes_masked_heads_as_pairs_and_checks_shapes():
     change = np.zeros((2, 2))
     fig = ablation_figure(np.ones(3), change, 1.0, np.array([[1, 0]]))

@@ -289,3 +289,19 @@ def test_head_grid_difference_is_signed_on_a_scale_centred_at_zero():
     assert (r.zmin, r.zmax) == (-1, 1) and list(r.text[0]) == ["+0.30", "n/a"]
     with pytest.raises(ValueError, match="kind should be one of"):
         head_grid(diff, kind="ratio")
+
+
+def test_a_deep_models_grid_fits_a_height_budget_with_lower_rows_and_every_other_layer_named():
+    """30 layers × 9 heads (SmolLM2) in presentation: the grid keeps to the first screen's height by lowering its
+    rows, not its columns; its values still read (10 px or more), and a layer label goes on every second row."""
+    values = np.linspace(-0.3, 0.3, 30 * 9).reshape(30, 9)
+    fig = head_grid(values, "specificity", kind="specificity", highlight=(13, 8), font_size=22, width=1020, height=560)
+    layout = fig.layout
+    assert layout.height <= 560
+    rows = (layout.height - layout.margin.t - layout.margin.b) / 30
+    columns = (layout.width - layout.margin.l - layout.margin.r - 10) / 9
+    assert 14 <= rows < columns, (rows, columns)
+    assert layout.yaxis.scaleratio == pytest.approx(int(rows) / columns, rel=0.02)
+    assert list(layout.yaxis.ticktext) == [f"L{la}" for la in range(0, 30, 2)]
+    assert fig.data[0].textfont.size >= 10
+    assert head_grid(values[:6], font_size=22, width=1020, height=560).layout.yaxis.scaleratio == 1  # 6 fit square

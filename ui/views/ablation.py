@@ -14,7 +14,7 @@ from viz.ablation import ablation_figure
 from ..compute.computations import get_ablation, get_mlm_head, get_suite_ablation
 from ..compute.limits import heavy_guard
 from ..coref.coref_data import chosen_suite, is_scored, suite_scores
-from ..page.page import figure_slot, font_size, plain, show, show_table, show_text
+from ..page.page import figure_slot, font_size, plain, present_size, show, show_table, show_text
 from ..state.state import ABLATION_MODES, PRESET_COREF
 from ..state.view_context import ViewContext
 from ..state.written import Text
@@ -62,6 +62,7 @@ def draw(ctx: ViewContext) -> None:
                 result.embedding_cosine,
                 np.array(heads),
                 font_size=font_size(ctx.present),
+                height=present_size(ctx.present).get("height"),
             ),
             "ablation",
         )

@@ -33,6 +33,7 @@ def real_grouping(ctx: ViewContext, config) -> None:
     head they read, and how alike the maps of heads sharing one are against heads of other groups."""
     run, layer = ctx.run, ctx.layer
     kv_of, H, G = config.kv_head_of, run.n_heads, config.kv_heads
+    slot = figure_slot(ctx.present)  # presentation: the groups first, on the first screen
     st.subheader("Grouped-query attention: this model's own grouping")
     st.caption(
         f"This model was trained with grouped-query attention: its checkpoint gives {G} key/value "
@@ -46,13 +47,14 @@ def real_grouping(ctx: ViewContext, config) -> None:
     fig = gqa_groups_figure(
         pool_map(maps, 32), kv_of, layer, font_size=font_size(ctx.present), width=main_px(ctx.present)
     )
-    show(
-        fig,
-        f"gqa-groups-l{layer}",
-        key="gqa_groups_chart",
-        on_select=lambda: open_clicked_head("gqa_groups_chart"),
-        selection_mode="points",
-    )
+    with slot or st.container():
+        show(
+            fig,
+            f"gqa-groups-l{layer}",
+            key="gqa_groups_chart",
+            on_select=lambda: open_clicked_head("gqa_groups_chart"),
+            selection_mode="points",
+        )
     within, across = group_means(change, kv_of)
     pooled = len(run.tokens) > CHANGE_MAX_CELLS
     st.caption(

@@ -12,7 +12,7 @@ from viz.masks import PAD, causal_legend_px
 
 from ..compute.runs import get_batch, get_run
 from ..page.layout import column_px, main_px, slots
-from ..page.page import font_size, present_size, show, too_big_for_batch
+from ..page.page import figure_slot, font_size, present_size, show, too_big_for_batch
 from ..state.state import SHORT_SECOND
 from ..state.view_context import ViewContext
 from ..state.written import text_of
@@ -26,6 +26,7 @@ def draw(ctx: ViewContext) -> None:
     fs, full = font_size(ctx.present), main_px(ctx.present)
     fit = {k: v for k, v in present_size(ctx.present).items() if k != "width"}  # presentation: each map within a screen
     level = run.encoded.byte_level  # pieces as text, half a character as its bytes
+    slot = figure_slot(ctx.present)  # presentation: the mask and the padded map first, on the first screen
     st.subheader("Padding mask of a padded batch")
     if not too_big_for_batch(run):
         batch = get_batch(ctx.source, texts)
@@ -33,26 +34,31 @@ def draw(ctx: ViewContext) -> None:
             "Two sentences of different lengths in one batch: the shorter is padded, and the mask keeps "
             "every query from attending to padding."
         )
+        each = column_px(ctx.present, 2) if ctx.present else full  # presentation: side by side on the first screen
         mask = viz.padding_mask_figure(
-            batch.mask, batch.names, batch.tokens, font_size=fs, title="Padding mask", width=full, byte_level=level
+            batch.mask, batch.names, batch.tokens, font_size=fs, title="Padding mask", width=each, byte_level=level
         )
-        show(mask, "padding-mask")
         short = int(np.argmin(batch.mask.sum(1)))
         # padding named as the mask names it: the pad piece is often a real token (SmolLM2's <|im_end|>)
         labels = [token if keep else PAD for token, keep in zip(batch.tokens[short], batch.mask[short])]
-        show(
-            viz.head_heatmap(
-                batch.attentions[layer, short, head],
-                labels,
-                title=f"{batch.names[short]}, padded: layer {layer}, head {head}",
-                font_size=fs,
-                width=full,
-                byte_level=level,
-                **fit,
-            ),
-            "padded-attention",
-            sentence=text_of(texts[short]),
-        )
+        with slot or st.container():
+            left, right = slots(ctx.present)
+        with left:
+            show(mask, "padding-mask")
+        with right:
+            show(
+                viz.head_heatmap(
+                    batch.attentions[layer, short, head],
+                    labels,
+                    title=f"{batch.names[short]}, padded: layer {layer}, head {head}",
+                    font_size=fs,
+                    width=each,
+                    byte_level=level,
+                    **fit,
+                ),
+                "padded-attention",
+                sentence=text_of(texts[short]),
+            )
     if ctx.model.causal:
         st.subheader("The causal mask")
         st.caption(
