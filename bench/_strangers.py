@@ -90,10 +90,10 @@ SUITE_LINE = (
 # its own disk: handed over by Playwright, 5 MB would cross the one browser process every page of the
 # room goes through, and hold up their websocket frames for seconds (a cost of this bench, not the server's).
 SUITE_INPUT = '[data-testid="stMain"] input[type=file]'  # the coreference upload (the sidebar has a long text's)
-DROP_SUITE = """([line, mb]) => {
+DROP_SUITE = """([line, mb, selector]) => {
     const file = new File([line.repeat(Math.ceil(mb * 1024 * 1024 / line.length))], "hostile-suite.jsonl",
                           {type: "application/jsonl"});
-    const input = document.querySelector('[data-testid="stMain"] input[type=file]');
+    const input = document.querySelector(selector);
     const files = new DataTransfer();
     files.items.add(file);
     input.files = files.files;
@@ -134,7 +134,7 @@ async def upload_stranger(page, url: str, timeout_s: float, start: float) -> lis
 
     async def upload():
         await page.locator(SUITE_INPUT).wait_for(state="attached", timeout=timeout_s * 1000)
-        made = await page.evaluate(DROP_SUITE, [SUITE_LINE, UPLOAD_MB])
+        made = await page.evaluate(DROP_SUITE, [SUITE_LINE, UPLOAD_MB, SUITE_INPUT])
         assert made == size, (made, size)
         await settle(page, timeout_s, first_s=2.0)
 

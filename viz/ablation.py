@@ -6,6 +6,7 @@ from plotly.subplots import make_subplots
 
 from viz._style import ACCENT, SEQUENTIAL, TITLED_COLORBAR_PX, base_layout, clean_axis
 from viz._text import head_label
+from viz.heatmap import stacked_stride
 
 MARK_COLOUR = "#111111"
 MIN_ROW_PX = 12  # a grid row drawn to a height budget (a 30-layer model on the first screen): colour and a mark
@@ -38,7 +39,9 @@ def ablation_figure(
     n_layers, n_heads = change.shape
     marked_layers, marked_heads = _masked_heads(masked, n_layers, n_heads)
     cell_px = max(28, round(font_size * 2.4))
-    row_px = cell_px if height is None else max(MIN_ROW_PX, min(cell_px, (height - _top(font_size)) // n_layers))
+    margin = _margin(font_size)
+    room = None if height is None else height - margin["t"] - margin["b"]
+    row_px = cell_px if room is None else max(MIN_ROW_PX, min(cell_px, room // n_layers))
     line_px, gap_px = max(300, font_size * 26), font_size * 5
     grid_px = n_heads * cell_px
     fig = make_subplots(
@@ -107,9 +110,9 @@ def ablation_figure(
     return fig
 
 
-def _top(font_size: int) -> int:
-    """The margins above and under the plots: the title's, and the axes' labels and titles."""
-    return round(font_size * 2.2) + 16 + font_size * 5
+def _margin(font_size: int) -> dict[str, int]:
+    """Round the plots: the axes' labels and titles, the colour bar, the title's line above."""
+    return dict(l=font_size * 5, r=TITLED_COLORBAR_PX + font_size, t=round(font_size * 2.2) + 16, b=font_size * 5)
 
 
 def _every(n: int, room_px: float, label_px: float) -> int:
@@ -138,7 +141,7 @@ def _ablation_layout(
     """``shape``: layers and heads; ``cell``: a grid cell's width and height; ``widths``: the line plot's and both
     plots' with the gap between them."""
     (n_layers, n_heads), (cell_px, row_px), (line_px, plot_w) = shape, cell, widths
-    margin = dict(l=font_size * 5, r=TITLED_COLORBAR_PX + font_size, t=round(font_size * 2.2) + 16, b=font_size * 5)
+    margin = _margin(font_size)
     fig.update_layout(base_layout(font_size, title))
     fig.update_layout(
         margin=margin,
@@ -170,7 +173,7 @@ def _ablation_layout(
         row=1,
         col=2,
     )
-    every = _every(1, row_px, font_size * 1.25)  # rows per label: a label's line is about 1.25 of its font
+    every = stacked_stride(row_px, font_size)
     fig.update_yaxes(
         clean_axis(
             tickmode="array",

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from viz._style import HIGHLIGHT, KEEP_OPACITY, SEQUENTIAL, base_layout, layer_head_axes, legend_swatch
 from viz._text import escape, head_label
-from viz.heatmap import FIGURE_PX
+from viz.heatmap import FIGURE_PX, stacked_stride
 
 DIVERGING = "RdBu"  # red below zero, blue above: blue means "towards the answer" as in accuracy
 MIN_MARGIN_RANGE = 0.05
@@ -80,8 +80,7 @@ def head_grid(
     cell_px = _fitted_cell_px(n_heads, font_size, width, _left_px(font_size) + right)
     row_px = cell_px
     if height is not None:  # a height budget (presentation mode): the rows shrink to fit it, the columns stay
-        top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
-        row_px = int(max(MIN_GRID_ROW_PX, min(cell_px, (height - top - 10) // max(n_layers, 1))))
+        row_px = int(max(MIN_GRID_ROW_PX, min(cell_px, (height - _top_px(font_size, title) - 10) // max(n_layers, 1))))
     traces = [_value_heatmap(values, labels, kind, font_size, _cell_font(font_size, cell_px, row_px))]
     if marked is not None:
         traces.append(_marks(np.asarray(marked, dtype=bool), min(cell_px, row_px)))
@@ -183,6 +182,11 @@ def _cell_font(font_size: int, cell_px: int | None = None, row_px: int | None = 
     return size if row_px is None else max(10, min(size, row_px - 4))
 
 
+def _top_px(font_size: int, title: str | None) -> int:
+    """Room above a grid: the heads' labels, and the title's line where there is one."""
+    return round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
+
+
 def _left_px(font_size: int) -> int:
     return round(font_size * 2.5) + 10
 
@@ -281,9 +285,9 @@ def _grid_layout(
     layer 0 first; where a row is lower than a label's line, every k-th layer is labelled (the hover names each)."""
     row_px = cell_px if row_px is None else row_px
     layout = base_layout(font_size, escape(title) if title else None)
-    top = round(font_size * 1.7) + (round(font_size * 1.6) + 16 if title else 8)
+    top = _top_px(font_size, title)
     left = _left_px(font_size)
-    every = -(-round(font_size * 1.25) // row_px)  # rows per label: a label's line is about 1.25 of its font
+    every = stacked_stride(row_px, font_size)
     y: dict[str, object] = dict(ticklabelstandoff=round(font_size / 3), scaleratio=row_px / cell_px)
     if every > 1:
         y.update(tickvals=list(range(0, n_layers, every)), ticktext=[f"L{la}" for la in range(0, n_layers, every)])

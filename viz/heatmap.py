@@ -44,13 +44,19 @@ def _stride(cell_px: float, min_label: int | None) -> int:
     return max(1, int(np.ceil(least / cell_px - 1e-9)))
 
 
+def stacked_stride(cell_px: float, label_px: float) -> int:
+    """Label every k-th of cells ``cell_px`` high, for labels of ``label_px`` stacked one over the next: their
+    spacing at least a label's box (``LINE_EM`` of it) and ``MIN_TICK_PX``."""
+    return max(1, int(np.ceil(max(MIN_TICK_PX, LINE_EM * label_px) / cell_px - 1e-9)))
+
+
 def row_ticks(labels: Sequence[str], cell_px: float, font_size: int, min_label: int | None = None) -> Ticks:
     """Labels stacked down the side, never closer than ``MIN_TICK_PX`` and never taller than their spacing;
     with ``min_label`` (a presentation), every row at least as tall as a ``min_label`` px label's box
     (``LINE_EM`` of it) keeps its label, at that size or more (a stacked label needs its box's height, not
     the ``LABEL_FILL`` spacing of a tilted one)."""
     if min_label:
-        stride = max(1, int(np.ceil(max(MIN_TICK_PX, LINE_EM * min_label) / cell_px - 1e-9)))
+        stride = stacked_stride(cell_px, min_label)
         size = max(min_label, _fitted_size(cell_px * stride, font_size))
     else:
         stride = _stride(cell_px, None)
